@@ -1,0 +1,119 @@
+# dkit — one Makefile drives everything. The two commands a newcomer needs:
+#   make demo    build dkit and run the demo
+#   make test    build dkit and run every test (C under ASan/UBSan and TSan too, then Python)
+# Both install what they need on a fresh Debian 12 machine (see `deps`).
+
+CC      ?= gcc
+PYTHON  ?= /usr/bin/python3
+BUILD   ?= build
+NVCC    ?= /usr/local/cuda/bin/nvcc
+
+, := ,
+WARN    := -Wall -Wextra -Werror -Wno-unused-parameter
+BASE    := -std=c11 -D_GNU_SOURCE -fPIC -fopenmp -Icsrc/common -Iops $(WARN)
+OPT     := -O3 -march=x86-64-v2 -fvisibility=hidden
+CFLAGS_ := $(BASE) $(OPT) $(CFLAGS)
+LDLIBS_ := -fopenmp -ldl -lpthread -lm
+
+# The one list of core sources (setup.py reads the same file).
+CORE_SRCS := $(shell sed -e 's/\#.*//' -e '/^[[:space:]]*$$/d' csrc/core_sources.txt)
+HEADERS   := $(wildcard csrc/common/*.h csrc/common/kernels/*.h ops/*.h)
+
+C_TESTS   := $(patsubst tests/c/%.c,%,$(wildcard tests/c/test_*.c))
+DEB_PKGS  := gcc make libcmocka-dev python3-dev python3-setuptools python3-numpy python3-pytest \
+             python3-torch python3-torchvision valgrind
+
+.PHONY: all lib deps test test-c test-c-asan test-c-tsan test-python demo bench clean python
+all: lib
+
+# ---------------------------------------------------------------------------------------------
+# Dependencies: apt-get when root, otherwise print the exact command and stop.
+deps:
+	@missing=""; for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing:$$missing"; \
+	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
+	  else \
+	    echo "dkit needs these Debian packages:$$missing"; \
+	    echo "run:  sudo apt-get update && sudo apt-get install -y$$missing"; exit 1; \
+	  fi; \
+	fi
+
+# ---------------------------------------------------------------------------------------------
+# The core library, in three flavours: optimised, ASan+UBSan, TSan. Each flavour's objects go
+# to their own directory; tests link the shared library so every part sees one registry.
+define core_rules
+$(1)/obj/%.o: %.c $(HEADERS)
+	@mkdir -p $$(dir $$@)
+	$(CC) $(2) -c $$< -o $$@
+$(1)/libdkit.so: $(patsubst %.c,$(1)/obj/%.o,$(CORE_SRCS))
+	$(CC) -shared -o $$@ $$^ $(3) $(LDLIBS_)
+endef
+
+$(eval $(call core_rules,$(BUILD),$(CFLAGS_),))
+$(eval $(call core_rules,$(BUILD)/asan,$(BASE) -O1 -g -fno-omit-frame-pointer -fsanitize=address$(,)undefined -fno-sanitize-recover=undefined,-fsanitize=address$(,)undefined))
+$(eval $(call core_rules,$(BUILD)/tsan,$(BASE) -O1 -g -fsanitize=thread,-fsanitize=thread))
+
+$(BUILD)/libdkit.a: $(patsubst %.c,$(BUILD)/obj/%.o,$(CORE_SRCS))
+	rm -f $@ && ar rcs $@ $^
+
+lib: $(BUILD)/libdkit.so $(BUILD)/libdkit.a
+
+# ---------------------------------------------------------------------------------------------
+# C tests (cmocka). Each tests/c/test_X.c is one executable linked against libdkit.so.
+# test_static_link and the backend fixtures have their own rules in tests/c/rules.mk.
+TEST_CFLAGS := -std=c11 -D_GNU_SOURCE -Icsrc/common -Iops -Itests/c $(WARN) -Wno-unused-function -g
+
+define test_rules
+$(1)/tests/%: tests/c/%.c $(1)/libdkit.so tests/c/dk_test.h $(HEADERS)
+	@mkdir -p $$(dir $$@)
+	$(CC) $(TEST_CFLAGS) $(2) $$< -o $$@ -L$(1) -ldkit -Wl,-rpath,$$(abspath $(1)) -lcmocka -lpthread -ldl -lm
+endef
+$(eval $(call test_rules,$(BUILD),-O2 -fopenmp))
+$(eval $(call test_rules,$(BUILD)/asan,-O1 -fsanitize=address$(,)undefined -fno-sanitize-recover=undefined))
+$(eval $(call test_rules,$(BUILD)/tsan,-O1 -fsanitize=thread))
+
+-include tests/c/rules.mk
+
+# cmocka prints its own "[  PASSED  ] N test(s)." summary per executable.
+test-c: deps $(addprefix $(BUILD)/tests/,$(C_TESTS)) $(EXTRA_C_TEST_DEPS)
+	@set -e; for t in $(C_TESTS); do echo "== $$t"; DK_TEST_BUILD=$(BUILD) $(BUILD)/tests/$$t; done
+	@$(MAKE) --no-print-directory test-c-extra
+
+ASAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+test-c-asan: deps $(addprefix $(BUILD)/asan/tests/,$(C_TESTS))
+	@set -e; for t in $(C_TESTS); do echo "== asan+ubsan $$t"; DK_TEST_BUILD=$(BUILD)/asan $(ASAN_ENV) $(BUILD)/asan/tests/$$t; done
+
+# The threading test under ThreadSanitizer. OpenMP is not instrumented, so only the dispatcher's
+# own concurrency is checked here (the test calls no OpenMP kernel).
+test-c-tsan: deps $(BUILD)/tsan/tests/test_threads
+	@echo "== tsan test_threads"; TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(BUILD)/tsan/tests/test_threads
+
+test: deps test-c test-c-asan test-c-tsan test-python
+
+# ---------------------------------------------------------------------------------------------
+# Python
+python: deps lib
+	$(PYTHON) setup.py -q build_ext --inplace
+
+test-python: python
+	@if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then \
+	  $(PYTHON) -m pytest -q tests/python; \
+	else echo "no Python tests yet"; fi
+
+# ---------------------------------------------------------------------------------------------
+demo: deps $(BUILD)/demo_dispatch
+	$(BUILD)/demo_dispatch
+
+$(BUILD)/demo_dispatch: examples/demo_dispatch.c $(BUILD)/libdkit.so
+	$(CC) $(TEST_CFLAGS) -O2 $< -o $@ -L$(BUILD) -ldkit -Wl,-rpath,$(abspath $(BUILD))
+
+bench: deps $(BUILD)/bench_dispatch
+	$(BUILD)/bench_dispatch
+
+$(BUILD)/bench_dispatch: bench/bench_dispatch.c $(BUILD)/libdkit.so
+	$(CC) $(TEST_CFLAGS) -O2 $< -o $@ -L$(BUILD) -ldkit -Wl,-rpath,$(abspath $(BUILD))
+
+clean:
+	rm -rf $(BUILD) dkit/*.so dkit/_C*.so

@@ -1,0 +1,29 @@
+/* dk_export.h — symbol visibility, ABI version and small compiler helpers shared by every header. */
+#ifndef DK_EXPORT_H
+#define DK_EXPORT_H
+
+/*
+ * The ABI version of the core library. A backend library records the value it was built with
+ * (DK_BACKEND_ENTRY) and dk_load_backend refuses a mismatch. Bump it whenever a public struct
+ * layout (dk_op, dk_kernel, dk_value) or a calling convention changes.
+ */
+#define DK_ABI_VERSION 1u
+
+#define DK_VERSION_STRING "0.1.0"
+
+/* The core library is built with -fvisibility=hidden; only DK_API names are exported. */
+#if defined(__GNUC__)
+#define DK_API __attribute__((visibility("default")))
+#define DK_LIKELY(x) __builtin_expect(!!(x), 1)
+#define DK_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define DK_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define DK_API
+#define DK_LIKELY(x) (x)
+#define DK_UNLIKELY(x) (x)
+#define DK_PRINTF(f, a)
+#endif
+
+#define DK_COUNTOF(a) (sizeof(a) / sizeof((a)[0]))
+
+#endif /* DK_EXPORT_H */

@@ -1,0 +1,177 @@
+/* dk_keys.c — key names, run-time key slots, the device-type map, and the thread-local sets. */
+#include "dk_keys.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dk_internal.h"
+
+_Thread_local dk_tls_state dk__tls DK__TLS_MODEL;
+
+const char *dk__key_names[DK_NUM_KEYS] = {
+    [DK_KEY_CPU] = "cpu",
+    [DK_KEY_CUDA] = "cuda",
+    [DK_KEY_HIP] = "hip",
+    [DK_KEY_PROFILE] = "Profile",
+};
+
+/* DLPack device type -> backend key. Pinned host memory is CPU-readable, so CPU kernels serve
+ * it; managed memory goes to CUDA. Read lock-free by every call (dk__key_of_device_type). */
+uint8_t dk__device_keys[32] = {
+    [kDLCPU] = DK_KEY_CPU,
+    [kDLCUDAHost] = DK_KEY_CPU,
+    [kDLROCMHost] = DK_KEY_CPU,
+    [kDLCUDA] = DK_KEY_CUDA,
+    [kDLCUDAManaged] = DK_KEY_CUDA,
+    [kDLROCM] = DK_KEY_HIP,
+};
+
+const char *dk_key_name(dk_key k)
+{
+    static const char *const unclaimed[DK_NUM_KEYS] = {
+#define DK__K(i) [i] = "key" #i
+        DK__K(0), DK__K(1), DK__K(2), DK__K(3), DK__K(4), DK__K(5), DK__K(6), DK__K(7),
+        DK__K(8), DK__K(9), DK__K(10), DK__K(11), DK__K(12), DK__K(13), DK__K(14), DK__K(15),
+        DK__K(16), DK__K(17), DK__K(18), DK__K(19), DK__K(20), DK__K(21), DK__K(22), DK__K(23),
+        DK__K(24), DK__K(25), DK__K(26), DK__K(27), DK__K(28), DK__K(29), DK__K(30), DK__K(31),
+        DK__K(32), DK__K(33), DK__K(34), DK__K(35), DK__K(36), DK__K(37), DK__K(38), DK__K(39),
+        DK__K(40), DK__K(41), DK__K(42), DK__K(43), DK__K(44), DK__K(45), DK__K(46), DK__K(47),
+        DK__K(48), DK__K(49), DK__K(50), DK__K(51), DK__K(52), DK__K(53), DK__K(54), DK__K(55),
+        DK__K(56), DK__K(57), DK__K(58), DK__K(59), DK__K(60), DK__K(61), DK__K(62), DK__K(63),
+#undef DK__K
+    };
+    if (k < 0 || k >= DK_NUM_KEYS) return "key?";
+    const char *n = __atomic_load_n(&dk__key_names[k], __ATOMIC_ACQUIRE);
+    return n ? n : unclaimed[k];
+}
+
+dk_status dk_key_lookup(const char *name, dk_key *out)
+{
+    for (dk_key k = 0; k < DK_NUM_KEYS; k++) {
+        const char *n = __atomic_load_n(&dk__key_names[k], __ATOMIC_ACQUIRE);
+        if (n && strcmp(n, name) == 0) {
+            *out = k;
+            return DK_OK;
+        }
+    }
+    return dk_error(DK_ENOENT, "no dispatch key named '%s'", name);
+}
+
+const char *dk_keyset_str(dk_keyset ks, char *buf, size_t n)
+{
+    size_t used = 0;
+    if (n == 0) return buf;
+    buf[0] = '\0';
+    used += (size_t)snprintf(buf, n, "{");
+    bool first = true;
+    for (dk_key k = DK_NUM_KEYS - 1; k >= 0 && used < n; k--) {
+        if (!dk_keyset_has(ks, k)) continue;
+        used += (size_t)snprintf(buf + used, n - used, "%s%s", first ? "" : ", ", dk_key_name(k));
+        first = false;
+    }
+    if (used < n) snprintf(buf + used, n - used, "}");
+    return buf;
+}
+
+/* Claim slot `k` for `name`; the name is copied and lives as long as the process. */
+static dk_status dk__claim(dk_key k, const char *name)
+{
+    char *copy = strdup(name);
+    if (!copy) return dk_error(DK_ENOMEM, "out of memory naming key '%s'", name);
+    __atomic_store_n(&dk__key_names[k], copy, __ATOMIC_RELEASE);
+    return DK_OK;
+}
+
+static bool dk__name_ok(const char *name)
+{
+    return name && name[0] && strlen(name) < 64;
+}
+
+dk_status dk_backend_key_register(const char *name, int32_t device_type, dk_key *out)
+{
+    if (!dk__name_ok(name)) return dk_error(DK_EINVAL, "backend name must be 1..63 characters");
+    if (device_type < 0 || device_type >= 32)
+        return dk_error(DK_EINVAL, "backend '%s': DLPack device type %d is outside [0, 32)", name,
+                        (int)device_type);
+    dk_status st = DK_OK;
+    dk__lock();
+    dk_key have = DK_KEY_UNDEFINED;
+    for (dk_key k = DK_KEY_CPU; k <= DK_KEY_BACKEND_LAST; k++)
+        if (dk__key_names[k] && strcmp(dk__key_names[k], name) == 0) have = k;
+    dk_key owner = dk__device_keys[device_type];
+    if (have != DK_KEY_UNDEFINED) {
+        if (owner != have) {
+            st = dk_error(DK_EINVAL, "backend '%s' is already registered for another device type",
+                          name);
+        } else {
+            *out = have;
+        }
+        goto done;
+    }
+    if (owner != DK_KEY_UNDEFINED) {
+        st = dk_error(DK_EINVAL, "backend '%s': DLPack device type %d is already served by '%s'",
+                      name, (int)device_type, dk_key_name(owner));
+        goto done;
+    }
+    for (dk_key k = DK_KEY_VENDOR_FIRST; k <= DK_KEY_VENDOR_LAST; k++) {
+        if (dk__key_names[k]) continue;
+        st = dk__claim(k, name);
+        if (st) goto done;
+        __atomic_store_n(&dk__device_keys[device_type], (uint8_t)k, __ATOMIC_RELEASE);
+        dk__recompute_all_locked(); /* fallbacks for this key may already exist */
+        *out = k;
+        goto done;
+    }
+    st = dk_error(DK_ENOMEM, "backend '%s': all %d vendor backend slots are taken", name,
+                  DK_KEY_VENDOR_LAST - DK_KEY_VENDOR_FIRST + 1);
+done:
+    dk__unlock();
+    return st;
+}
+
+dk_status dk_functionality_key_register(const char *name, dk_key *out)
+{
+    if (!dk__name_ok(name)) return dk_error(DK_EINVAL, "key name must be 1..63 characters");
+    dk_status st = DK_OK;
+    dk__lock();
+    for (dk_key k = DK_KEY_FUNC_FIRST; k <= DK_KEY_PROFILE; k++) {
+        if (dk__key_names[k] && strcmp(dk__key_names[k], name) == 0) {
+            *out = k;
+            goto done;
+        }
+    }
+    for (dk_key k = DK_KEY_FUNC_FIRST; k <= DK_KEY_FUNC_LAST; k++) {
+        if (dk__key_names[k]) continue;
+        st = dk__claim(k, name);
+        if (!st) {
+            dk__recompute_all_locked();
+            *out = k;
+        }
+        goto done;
+    }
+    st = dk_error(DK_ENOMEM, "key '%s': all functionality slots are taken", name);
+done:
+    dk__unlock();
+    return st;
+}
+
+dk_key dk_key_for_device_type(int32_t device_type) { return dk__key_of_device_type(device_type); }
+
+dk_tls_state dk_tls_get(void) { return dk__tls; }
+
+dk_tls_state dk_tls_push_include(dk_keyset ks)
+{
+    dk_tls_state prev = dk__tls;
+    dk__tls.included |= ks;
+    return prev;
+}
+
+dk_tls_state dk_tls_push_exclude(dk_keyset ks)
+{
+    dk_tls_state prev = dk__tls;
+    dk__tls.excluded |= ks;
+    return prev;
+}
+
+void dk_tls_pop(dk_tls_state previous) { dk__tls = previous; }

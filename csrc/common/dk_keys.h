@@ -1,0 +1,127 @@
+/*
+ * dk_keys.h — dispatch keys and key sets.
+ *
+ * Note [Key layout]
+ * A key set is a 64-bit word, one bit per key; a higher bit is a higher priority, so the key
+ * that serves a call is the highest set bit (one clz instruction).
+ *
+ *   bit 0            unused (an empty set means "no key")
+ *   bits 1..3        built-in backends: cpu, cuda, hip
+ *   bits 4..19       vendor backend slots, claimed at run time with a name and a DLPack device type
+ *   bits 32..55      functionality slots claimed at run time (tests, tracing, user layers)
+ *   bit 56           Profile
+ *
+ * Every functionality key sits above every backend key, so functionality kernels always run
+ * before the backend kernel and reach it by redispatch. A tensor contributes its device's
+ * backend key; a functionality key joins a call only through the thread's included set.
+ */
+#ifndef DK_KEYS_H
+#define DK_KEYS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dk_dlpack.h"
+#include "dk_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef uint64_t dk_keyset;
+typedef int dk_key;
+
+enum {
+    DK_KEY_UNDEFINED = 0,
+    DK_KEY_CPU = 1,
+    DK_KEY_CUDA = 2,
+    DK_KEY_HIP = 3,
+    DK_KEY_VENDOR_FIRST = 4,
+    DK_KEY_VENDOR_LAST = 19,
+    DK_KEY_BACKEND_LAST = DK_KEY_VENDOR_LAST,
+    DK_KEY_FUNC_FIRST = 32,
+    DK_KEY_FUNC_LAST = 55,
+    DK_KEY_PROFILE = 56,
+    DK_NUM_KEYS = 64
+};
+
+/* The short key names used by the registration macros: DK_REGISTER_DEVICE_IMPL(op, CPU, fn). */
+#define DK_KEY_OF_CPU DK_KEY_CPU
+#define DK_KEY_OF_CUDA DK_KEY_CUDA
+#define DK_KEY_OF_HIP DK_KEY_HIP
+
+#define DK_KEYSET(k) ((dk_keyset)1 << (k))
+/* Every backend key: bits 1..DK_KEY_BACKEND_LAST. */
+#define DK_BACKEND_KEYS ((DK_KEYSET(DK_KEY_BACKEND_LAST + 1) - 1) & ~(dk_keyset)1)
+
+static inline dk_key dk_keyset_highest(dk_keyset ks) { return ks ? 63 - __builtin_clzll(ks) : DK_KEY_UNDEFINED; }
+static inline bool dk_keyset_has(dk_keyset ks, dk_key k) { return (ks >> k) & 1u; }
+/* Keys strictly below k. */
+static inline dk_keyset dk_keyset_below(dk_keyset ks, dk_key k) { return ks & (DK_KEYSET(k) - 1); }
+static inline bool dk_key_is_backend(dk_key k) { return k >= DK_KEY_CPU && k <= DK_KEY_BACKEND_LAST; }
+
+/* "cpu", "Profile", a vendor's name, or "key<N>" for an unclaimed slot. Never NULL. */
+DK_API const char *dk_key_name(dk_key k);
+/* Looks a key up by name; DK_ENOENT if nothing has that name. */
+DK_API dk_status dk_key_lookup(const char *name, dk_key *out);
+/* Writes "{Profile, cpu}" into buf (truncating safely); returns buf. */
+DK_API const char *dk_keyset_str(dk_keyset ks, char *buf, size_t n);
+
+/*
+ * Claim a vendor backend slot for tensors whose DLPack device type is `device_type`. Claiming the
+ * same name with the same device type again returns the same key (backends may be loaded twice).
+ * Fails with DK_EINVAL if the device type is already served by another key, or DK_ENOMEM when
+ * all vendor slots are taken.
+ */
+DK_API dk_status dk_backend_key_register(const char *name, int32_t device_type, dk_key *out);
+/* Claim a functionality slot; slots are handed out in increasing priority. Same-name re-claim
+ * returns the same key. */
+DK_API dk_status dk_functionality_key_register(const char *name, dk_key *out);
+
+/* The backend key serving a DLPack device type, or DK_KEY_UNDEFINED. Lock-free. */
+DK_API dk_key dk_key_for_device_type(int32_t device_type);
+
+/*
+ * Thread-local included / excluded sets. The keys of a call are
+ *     (union of its tensors' keys | included) & ~excluded
+ * so exclusion wins over inclusion. Push returns the previous state; pop restores it, which makes
+ * nested scopes compose (the Python context managers pair them).
+ */
+typedef struct {
+    dk_keyset included;
+    dk_keyset excluded;
+} dk_tls_state;
+
+DK_API dk_tls_state dk_tls_get(void);
+DK_API dk_tls_state dk_tls_push_include(dk_keyset ks);
+DK_API dk_tls_state dk_tls_push_exclude(dk_keyset ks);
+DK_API void dk_tls_pop(dk_tls_state previous);
+
+/*
+ * Note [TLS on the fast path]
+ * The state is read inline by every typed op entry, so it is an exported thread-local with the
+ * initial-exec model: two instructions per read instead of a __tls_get_addr call. That needs a
+ * few bytes of static TLS when libdkit is dlopen'ed (by Python); glibc reserves a surplus for
+ * exactly this, and 16 bytes fit comfortably.
+ */
+#if defined(__GNUC__)
+#define DK__TLS_MODEL __attribute__((tls_model("initial-exec")))
+#else
+#define DK__TLS_MODEL
+#endif
+#ifdef __cplusplus
+DK_API extern thread_local dk_tls_state dk__tls DK__TLS_MODEL;
+#else
+DK_API extern _Thread_local dk_tls_state dk__tls DK__TLS_MODEL;
+#endif
+
+/* (tensor keys | included) & ~excluded, for the dispatch fast path. */
+static inline dk_keyset dk_tls_apply(dk_keyset tensor_keys)
+{
+    return (tensor_keys | dk__tls.included) & ~dk__tls.excluded;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DK_KEYS_H */

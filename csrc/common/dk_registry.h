@@ -1,0 +1,69 @@
+/*
+ * dk_registry.h — the device registry: MMCV's REGISTER_DEVICE_IMPL / DISPATCH_DEVICE_IMPL in C.
+ *
+ * Per op, a table of typed function pointers indexed by device kind. It is not a second table:
+ * a device-registry entry is the op's dispatcher kernel at that backend key, so the full
+ * dispatcher (dk_<op>(...)) and this direct path always agree. DK_DISPATCH_DEVICE_IMPL skips the
+ * functionality keys, thread-local sets and the op's check: it is the MMCV-style fast path for
+ * code that already validated its arguments (e.g. a composite calling a sibling op).
+ *
+ *     DK_REGISTER_DEVICE_IMPL(roi_align_forward, CPU, dk_roi_align_forward_cpu);
+ *     dk_status st = DK_DISPATCH_DEVICE_IMPL(roi_align_forward, input, rois, output, ...);
+ */
+#ifndef DK_REGISTRY_H
+#define DK_REGISTRY_H
+
+#include "dk_op.h"
+#include "dk_pp.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * Note [Registration at load time]
+ * The registration runs from a constructor, so a kernel file needs no init call. The linker
+ * keeps every .init_array entry (KEEP in the default scripts), so --gc-sections cannot drop it
+ * or the kernel it names. What a linker can drop is a whole archive member nobody references:
+ * link kernel archives with -Wl,--whole-archive (as MMCV's users do), or as objects. Both are
+ * tested (tests/c/test_static_link.*).
+ */
+#define DK_REGISTER_DEVICE_IMPL(op, DEV, fn)                                                  \
+    DK__CONSTRUCTOR(DK__CAT(dk__register_##op##_##DEV##_, __LINE__))                          \
+    {                                                                                         \
+        dk_##op##_fn dk__typed = (fn); /* a signature mismatch fails to compile here */        \
+        dk__register_device_impl(DK_ABI_VERSION, &dk_##op##_op, DK_KEY_OF_##DEV,              \
+                                 (dk_fnptr)dk__typed, #fn, __FILE__, __LINE__);               \
+    }
+
+/* Same, for a key known only at run time (a vendor slot); returns the handle. */
+DK_API dk_status dk_register_device_impl(dk_op *op, dk_key key, dk_fnptr fn, const char *name,
+                                         dk_handle *out);
+
+/* Expression of type dk_status. Ints, floats and other non-tensors are skipped by _Generic. */
+#define DK_DISPATCH_DEVICE_IMPL(op, ...)                                                      \
+    ((dk_##op##_fn)dk__device_impl_lookup(                                                    \
+        &dk_##op##_op, (const dk_tensor *const[]){DK__FOREACH(DK__AS_TENSOR, __VA_ARGS__)},    \
+        (const char *const[]){DK__FOREACH(DK__STR_I, __VA_ARGS__)}, DK__NARG(__VA_ARGS__)))(  \
+        __VA_ARGS__)
+
+#ifdef __cplusplus
+#define DK__AS_TENSOR(x) dk__as_tensor(x)
+#else
+#define DK__AS_TENSOR(x)                                                                      \
+    _Generic((x), dk_tensor *: (x), const dk_tensor *: (x), default: (const dk_tensor *)0)
+#endif
+
+/* Internals of the macros above. */
+DK_API void dk__register_device_impl(unsigned abi, dk_op *op, dk_key key, dk_fnptr fn,
+                                     const char *name, const char *file, int line);
+/* Returns the kernel for the tensors' common device, or op->error_stub with the error set. */
+DK_API dk_fnptr dk__device_impl_lookup(const dk_op *op, const dk_tensor *const *tensors,
+                                       const char *const *names, int n);
+
+#ifdef __cplusplus
+}
+static inline const dk_tensor *dk__as_tensor(const dk_tensor *t) { return t; }
+template <typename T> static inline const dk_tensor *dk__as_tensor(T) { return nullptr; }
+#endif
+#endif /* DK_REGISTRY_H */

@@ -1,0 +1,149 @@
+/* dk_tensor.c — dtypes and layout helpers over DLTensor. */
+#include "dk_tensor.h"
+
+#include <stdio.h>
+
+#include "dk_keys.h"
+
+dk_dtype dk_dtype_from_dl(DLDataType t)
+{
+    if (t.lanes != 1) return DK_DTYPE_UNSUPPORTED;
+#define DK__DTYPE_MATCH(e, name, c, b) \
+    if (t.code == (c) && t.bits == (b)) return e;
+    DK_DTYPE_TABLE(DK__DTYPE_MATCH)
+#undef DK__DTYPE_MATCH
+    return DK_DTYPE_UNSUPPORTED;
+}
+
+DLDataType dk_dtype_to_dl(dk_dtype d)
+{
+    DLDataType t = {0, 0, 0};
+    switch (d) {
+#define DK__DTYPE_TO(e, name, c, b)    \
+    case e:                            \
+        t.code = (uint8_t)(c);         \
+        t.bits = (uint8_t)(b);         \
+        t.lanes = 1;                   \
+        break;
+        DK_DTYPE_TABLE(DK__DTYPE_TO)
+#undef DK__DTYPE_TO
+    default:
+        break;
+    }
+    return t;
+}
+
+const char *dk_dtype_name(dk_dtype d)
+{
+    switch (d) {
+#define DK__DTYPE_NAME(e, name, c, b) \
+    case e:                           \
+        return name;
+        DK_DTYPE_TABLE(DK__DTYPE_NAME)
+#undef DK__DTYPE_NAME
+    default:
+        return "unsupported";
+    }
+}
+
+const char *dk_dl_dtype_str(DLDataType t, char *buf, size_t n)
+{
+    dk_dtype d = dk_dtype_from_dl(t);
+    if (d != DK_DTYPE_UNSUPPORTED)
+        snprintf(buf, n, "%s", dk_dtype_name(d));
+    else
+        snprintf(buf, n, "dtype(code %u, bits %u, lanes %u)", t.code, t.bits, t.lanes);
+    return buf;
+}
+
+size_t dk_dtype_size(dk_dtype d)
+{
+    DLDataType t = dk_dtype_to_dl(d);
+    return (size_t)t.bits / 8u;
+}
+
+int64_t dk_tensor_numel(const dk_tensor *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) {
+        int64_t s = t->shape[i];
+        if (s <= 0) return 0;
+        if (n > INT64_MAX / s) return INT64_MAX;
+        n *= s;
+    }
+    return n;
+}
+
+int64_t dk_tensor_nbytes(const dk_tensor *t)
+{
+    int64_t n = dk_tensor_numel(t);
+    int64_t es = (int64_t)(t->dtype.bits * t->dtype.lanes + 7) / 8;
+    return (es && n > INT64_MAX / es) ? INT64_MAX : n * es;
+}
+
+int64_t dk_tensor_stride(const dk_tensor *t, int dim)
+{
+    if (dim < 0) dim += t->ndim;
+    if (dim < 0 || dim >= t->ndim) return 0;
+    if (t->strides) return t->strides[dim];
+    int64_t s = 1;
+    for (int i = t->ndim - 1; i > dim; i--) s *= t->shape[i];
+    return s;
+}
+
+/* Do `strides` describe a compact layout visiting dims in order perm[0] (outermost) .. last? */
+static bool dk__is_compact(const dk_tensor *t, const int *perm)
+{
+    if (!t->strides) return perm == NULL;
+    int64_t expect = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        int d = perm ? perm[i] : i;
+        if (t->shape[d] != 1 && t->strides[d] != expect) return false;
+        expect *= t->shape[d];
+    }
+    return true;
+}
+
+bool dk_tensor_is_contiguous(const dk_tensor *t)
+{
+    return t->strides == NULL || dk__is_compact(t, NULL);
+}
+
+bool dk_tensor_is_channels_last(const dk_tensor *t)
+{
+    static const int nhwc[4] = {0, 2, 3, 1};
+    if (t->ndim != 4) return false;
+    if (!t->strides) return t->shape[1] == 1 || (t->shape[2] == 1 && t->shape[3] == 1);
+    return dk__is_compact(t, nhwc);
+}
+
+const char *dk_device_str(DLDevice d, char *buf, size_t n)
+{
+    const char *name;
+    switch ((int)d.device_type) {
+    case kDLCPU: name = "cpu"; break;
+    case kDLCUDA: name = "cuda"; break;
+    case kDLCUDAHost: name = "cuda_host"; break;
+    case kDLCUDAManaged: name = "cuda_managed"; break;
+    case kDLROCM: name = "hip"; break;
+    case kDLROCMHost: name = "hip_host"; break;
+    case kDLOpenCL: name = "opencl"; break;
+    case kDLVulkan: name = "vulkan"; break;
+    case kDLMetal: name = "metal"; break;
+    case kDLOneAPI: name = "oneapi"; break;
+    default: {
+        dk_key k = dk_key_for_device_type((int32_t)d.device_type);
+        if (k != DK_KEY_UNDEFINED) {
+            name = dk_key_name(k);
+        } else {
+            snprintf(buf, n, "device_type_%d:%d", (int)d.device_type, (int)d.device_id);
+            return buf;
+        }
+    }
+    }
+    if (d.device_type == kDLCPU)
+        snprintf(buf, n, "%s", name);
+    else
+        snprintf(buf, n, "%s:%d", name, (int)d.device_id);
+    return buf;
+}

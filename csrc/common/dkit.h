@@ -1,0 +1,15 @@
+/* dkit.h — the one header a backend or an op package includes. */
+#ifndef DKIT_H
+#define DKIT_H
+
+#include "dk_backend.h"
+#include "dk_dlpack.h"
+#include "dk_export.h"
+#include "dk_keys.h"
+#include "dk_op.h"
+#include "dk_profile.h"
+#include "dk_registry.h"
+#include "dk_status.h"
+#include "dk_tensor.h"
+
+#endif /* DKIT_H */
