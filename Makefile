@@ -23,7 +23,7 @@ C_TESTS   := $(patsubst tests/c/%.c,%,$(wildcard tests/c/test_*.c))
 DEB_PKGS  := gcc make libcmocka-dev python3-dev python3-setuptools python3-numpy python3-pytest \
              python3-torch python3-torchvision valgrind
 
-.PHONY: all lib deps test test-c test-c-asan test-c-tsan test-python demo bench clean python
+.PHONY: all lib deps test test-c test-c-asan test-c-tsan test-python demo bench bench-python bench-callgrind vendor-example clean python
 all: lib
 
 # ---------------------------------------------------------------------------------------------
@@ -103,7 +103,10 @@ test-python: python
 	else echo "no Python tests yet"; fi
 
 # ---------------------------------------------------------------------------------------------
-demo: deps $(BUILD)/demo_dispatch
+# The main demo is the detection-style workload in Python; the C tour of the dispatcher follows.
+demo: deps python $(BUILD)/demo_dispatch
+	$(PYTHON) examples/demo.py
+	@echo; echo "=== the dispatcher, from C ==="
 	$(BUILD)/demo_dispatch
 
 $(BUILD)/demo_dispatch: examples/demo_dispatch.c $(BUILD)/libdkit.so
@@ -112,8 +115,22 @@ $(BUILD)/demo_dispatch: examples/demo_dispatch.c $(BUILD)/libdkit.so
 bench: deps $(BUILD)/bench_dispatch
 	$(BUILD)/bench_dispatch
 
+bench-python: python
+	$(PYTHON) bench/bench_roi_align.py
+
 $(BUILD)/bench_dispatch: bench/bench_dispatch.c $(BUILD)/libdkit.so
 	$(CC) $(TEST_CFLAGS) -O2 $< -o $@ -L$(BUILD) -ldkit -Wl,-rpath,$(abspath $(BUILD))
+
+# Instructions per call of each dispatch path, counted by valgrind's callgrind.
+bench-callgrind: deps $(BUILD)/bench_dispatch
+	sh bench/callgrind.sh $(BUILD)/bench_dispatch
+
+# The out-of-tree vendor backend, built against build/ the way a vendor builds against an
+# install, then checked: ops on its device must equal the CPU results.
+vendor-example: $(BUILD)/libdkit.so
+	$(MAKE) --no-print-directory -C examples/vendor_backend check \
+	  DKIT_INCLUDE="$(abspath csrc/common) $(abspath ops)" DKIT_LIB=$(abspath $(BUILD)) \
+	  OUT=$(abspath $(BUILD))/vendor_backend
 
 clean:
 	rm -rf $(BUILD) dkit/*.so dkit/_C*.so

@@ -85,7 +85,9 @@ static void dk__resolve(const dk_op *op, dk_key k, dk_slot *slot, dk_provenance 
     if (p->kernels[k]) {
         r = p->kernels[k];
         *prov = DK_PROV_KERNEL;
-    } else if (dk_key_is_backend(k) && p->composite) {
+    } else if (dk_key_is_backend(k) && dk__key_names[k] && p->composite) {
+        /* Claimed backends only: an unclaimed vendor slot serves no device, and claiming one
+         * recomputes every table. */
         r = p->composite;
         *prov = DK_PROV_COMPOSITE;
     } else if (dk__fallbacks[k]) {
@@ -99,6 +101,8 @@ static void dk__resolve(const dk_op *op, dk_key k, dk_slot *slot, dk_provenance 
         return;
     }
     slot->unboxed = r->kernel.unboxed;
+    /* With tracing on, the fast path finds nothing and every call goes the traced slow way. */
+    slot->fast = dk__trace_on() ? NULL : r->kernel.unboxed;
     slot->boxed = r->kernel.unboxed ? NULL : r->kernel.boxed;
     slot->ctx = r->kernel.ctx;
 }
@@ -114,13 +118,16 @@ static void dk__op_recompute_locked(dk_op *op)
     /* Seqlock write: odd while the table is inconsistent (Note [Lock-free table reads]). */
     uint32_t s = __atomic_load_n(&op->seq, __ATOMIC_RELAXED);
     __atomic_store_n(&op->seq, s + 1, __ATOMIC_RELAXED);
-    __atomic_thread_fence(__ATOMIC_RELEASE);
+    /* Release stores rather than a release fence: the same ordering (a reader whose acquire load
+     * sees any new value also sees seq odd), and -fsanitize=thread, which does not support
+     * fences, understands them. Registration is rare; the cost does not matter. */
     for (dk_key k = 0; k < DK_NUM_KEYS; k++) {
-        __atomic_store_n(&op->table[k].unboxed, slots[k].unboxed, __ATOMIC_RELAXED);
-        __atomic_store_n(&op->table[k].boxed, slots[k].boxed, __ATOMIC_RELAXED);
-        __atomic_store_n(&op->table[k].ctx, slots[k].ctx, __ATOMIC_RELAXED);
+        __atomic_store_n(&op->table[k].fast, slots[k].fast, __ATOMIC_RELEASE);
+        __atomic_store_n(&op->table[k].unboxed, slots[k].unboxed, __ATOMIC_RELEASE);
+        __atomic_store_n(&op->table[k].boxed, slots[k].boxed, __ATOMIC_RELEASE);
+        __atomic_store_n(&op->table[k].ctx, slots[k].ctx, __ATOMIC_RELEASE);
     }
-    __atomic_store_n(&op->mask, mask, __ATOMIC_RELAXED);
+    __atomic_store_n(&op->mask, mask, __ATOMIC_RELEASE);
     __atomic_store_n(&op->seq, s + 2, __ATOMIC_RELEASE);
 }
 
@@ -500,7 +507,13 @@ dk_status dk__op_null_tensor(const dk_op *op, const char *name)
     return dk_error(DK_ETYPE, "%s: parameter '%s' is a required tensor but got none", op->name, name);
 }
 
-void dk_dispatch_set_trace(bool on) { __atomic_store_n(&dk__trace_enabled, on ? 1 : 0, __ATOMIC_RELAXED); }
+void dk_dispatch_set_trace(bool on)
+{
+    dk__lock();
+    __atomic_store_n(&dk__trace_enabled, on ? 1 : 0, __ATOMIC_RELAXED);
+    dk__recompute_all_locked(); /* the fast entries (dk_slot.fast) depend on the flag */
+    dk__unlock();
+}
 
 void dk__op_trace(const dk_op *op, dk_keyset ks, dk_key k)
 {
@@ -597,7 +610,7 @@ dk_status dk_op_redispatch_boxed(const dk_op *op, dk_keyset ks, dk_stack *stack)
     dk_slot slot;
     dk_keyset m;
     dk_key k = dk__op_select(op, below, &slot, &m);
-    if (DK_UNLIKELY(dk__trace_enabled)) dk__op_trace(op, below, k);
+    if (DK_UNLIKELY(dk__trace_on())) dk__op_trace(op, below, k);
     if (slot.unboxed) return op->unbox(slot.unboxed, dk_stack_args(stack, op));
     if (slot.boxed) return slot.boxed(op, m, stack, slot.ctx);
     return dk__op_no_kernel(op, below);

@@ -27,6 +27,15 @@ uint8_t dk__device_keys[32] = {
     [kDLROCM] = DK_KEY_HIP,
 };
 
+dk_keyset dk__device_keysets[32] = {
+    [kDLCPU] = DK_KEYSET(DK_KEY_CPU),
+    [kDLCUDAHost] = DK_KEYSET(DK_KEY_CPU),
+    [kDLROCMHost] = DK_KEYSET(DK_KEY_CPU),
+    [kDLCUDA] = DK_KEYSET(DK_KEY_CUDA),
+    [kDLCUDAManaged] = DK_KEYSET(DK_KEY_CUDA),
+    [kDLROCM] = DK_KEYSET(DK_KEY_HIP),
+};
+
 const char *dk_key_name(dk_key k)
 {
     static const char *const unclaimed[DK_NUM_KEYS] = {
@@ -119,6 +128,7 @@ dk_status dk_backend_key_register(const char *name, int32_t device_type, dk_key 
         st = dk__claim(k, name);
         if (st) goto done;
         __atomic_store_n(&dk__device_keys[device_type], (uint8_t)k, __ATOMIC_RELEASE);
+        __atomic_store_n(&dk__device_keysets[device_type], DK_KEYSET(k), __ATOMIC_RELEASE);
         dk__recompute_all_locked(); /* fallbacks for this key may already exist */
         *out = k;
         goto done;

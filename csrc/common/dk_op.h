@@ -124,8 +124,12 @@ typedef dk_status (*dk_boxed_fn)(const struct dk_op *op, dk_keyset ks, dk_stack 
 /* Calls a typed kernel with arguments taken from args[0..nargs). Generated per op. */
 typedef dk_status (*dk_unbox_fn)(dk_fnptr typed, const dk_value *args);
 
-/* One computed table entry. Either pointer may be NULL; both NULL means "no kernel". */
+/* One computed table entry. `fast` is what the inlined fast path calls: the typed kernel, or NULL
+ * when the slot has none or when tracing is on (so every call then takes the slow path, which
+ * traces; the fast path pays no flag test). `unboxed`/`boxed` are what the slow path calls;
+ * both NULL means "no kernel". */
 typedef struct {
+    dk_fnptr fast;
     dk_fnptr unboxed;
     dk_boxed_fn boxed;
     void *ctx;
@@ -250,10 +254,17 @@ static inline dk_value *dk_stack_args(dk_stack *s, const dk_op *op) { return s->
 
 DK_API extern int dk__trace_enabled;
 DK_API extern uint8_t dk__device_keys[32];
+/* The same map as one-bit key sets, so the entry's fast path turns a device into its key set
+ * with a single load (0 for device types no backend serves). */
+DK_API extern dk_keyset dk__device_keysets[32];
 
 DK_API void dk__op_announce(dk_op *op);
 DK_API dk_status dk__op_no_kernel(const dk_op *op, dk_keyset ks);
 DK_API void dk__op_trace(const dk_op *op, dk_keyset ks, dk_key k);
+
+/* Atomic (relaxed) because dk_dispatch_set_trace may flip it while other threads call: a plain
+ * read is a data race to the thread sanitizer. Same single load on x86. */
+static inline bool dk__trace_on(void) { return __atomic_load_n(&dk__trace_enabled, __ATOMIC_RELAXED) != 0; }
 
 typedef struct {
     dk_keyset keys;
@@ -296,17 +307,42 @@ static inline void dk__collect(dk__device_check *dc, const dk_tensor *t, const c
 static inline dk_key dk__op_select(const dk_op *op, dk_keyset ks, dk_slot *out, dk_keyset *masked)
 {
     for (;;) {
+        /* Acquire loads rather than an acquire fence: the same ordering (plain moves on x86),
+         * and -fsanitize=thread, which does not support fences, understands them. */
         uint32_t s0 = __atomic_load_n(&op->seq, __ATOMIC_ACQUIRE);
-        dk_keyset m = ks & __atomic_load_n(&op->mask, __ATOMIC_RELAXED);
+        dk_keyset m = ks & __atomic_load_n(&op->mask, __ATOMIC_ACQUIRE);
         dk_key k = dk_keyset_highest(m);
-        out->unboxed = __atomic_load_n(&op->table[k].unboxed, __ATOMIC_RELAXED);
-        out->boxed = __atomic_load_n(&op->table[k].boxed, __ATOMIC_RELAXED);
-        out->ctx = __atomic_load_n(&op->table[k].ctx, __ATOMIC_RELAXED);
-        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        out->fast = NULL; /* not used by the slow paths */
+        out->unboxed = __atomic_load_n(&op->table[k].unboxed, __ATOMIC_ACQUIRE);
+        out->boxed = __atomic_load_n(&op->table[k].boxed, __ATOMIC_ACQUIRE);
+        out->ctx = __atomic_load_n(&op->table[k].ctx, __ATOMIC_ACQUIRE);
         if (DK_LIKELY(!(s0 & 1u) && __atomic_load_n(&op->seq, __ATOMIC_RELAXED) == s0)) {
             *masked = m;
             return k;
         }
+    }
+}
+
+/*
+ * The fast path's read: only the typed kernel of the slot serving `ks`, or NULL when the slot
+ * has none (boxed, missing); dk__op_select reads the whole slot for the slow path. Same
+ * seqlock (Note [Lock-free table reads]), with three differences that cost nothing:
+ *  - `s0 & ~1`: a read that began during a write (odd seq) fails the final comparison, since
+ *    every later value of seq differs from it; no separate odd test.
+ *  - acquire loads of mask and slot instead of an acquire fence: they keep the second read of
+ *    seq after them just the same (plain moves on x86), and -fsanitize=thread, which does not
+ *    support fences, understands them.
+ *  - `m | 1`: dk_keyset_highest(m) without its zero test. Bit 0 (undefined) is never in an
+ *    op's mask, and an empty set still selects key 0, whose slot is always empty.
+ */
+static inline dk_fnptr dk__op_select_unboxed(const dk_op *op, dk_keyset ks)
+{
+    for (;;) {
+        uint32_t s0 = __atomic_load_n(&op->seq, __ATOMIC_ACQUIRE) & ~1u;
+        dk_keyset m = ks & __atomic_load_n(&op->mask, __ATOMIC_ACQUIRE);
+        dk_key k = 63 ^ __builtin_clzll(m | 1u); /* == 63 - clz, for clz in [0, 63] */
+        dk_fnptr fn = __atomic_load_n(&op->table[k].fast, __ATOMIC_ACQUIRE);
+        if (DK_LIKELY(__atomic_load_n(&op->seq, __ATOMIC_RELAXED) == s0)) return fn;
     }
 }
 
@@ -353,6 +389,49 @@ static inline dk_key dk__op_select(const dk_op *op, dk_keyset ks, dk_slot *out, 
 #define DK__BOX_STR(x) dk_value_str(x)
 #define DK__BOX_INT_LIST(x) dk_value_int_list(x)
 
+/*
+ * Note [Device check fast path]
+ * The entry first checks only that every tensor argument has the very same DLDevice (type
+ * and id compared as one 64-bit word) and that a backend serves it. That holds for nearly
+ * every call, and then the call's backend keys are exactly that device's key, as the
+ * general check (dk__collect over all tensors) would find. Anything else (mixed devices,
+ * device types aliasing one key, an unserved device, no tensor at all) takes the general
+ * check out of line, which produces the exact error or the keys. Required tensors are
+ * checked for NULL first, in argument order, on both paths.
+ */
+#ifdef __cplusplus
+static_assert(sizeof(DLDevice) == sizeof(uint64_t), "DLDevice is two 32-bit fields");
+#else
+_Static_assert(sizeof(DLDevice) == sizeof(uint64_t), "DLDevice is two 32-bit fields");
+#endif
+static inline dk_keyset dk__keyset_of_device_type(int32_t t)
+{
+    return (uint32_t)t < 32u ? __atomic_load_n(&dk__device_keysets[t], __ATOMIC_RELAXED)
+                             : 0;
+}
+
+static inline void dk__same_device(const dk_tensor **first, uint64_t *dev, bool *mixed, const dk_tensor *t)
+{
+    uint64_t d;
+    __builtin_memcpy(&d, &t->device, sizeof d);
+    if (!*first) {
+        *first = t;
+        *dev = d;
+    } else {
+        *mixed |= d != *dev;
+    }
+}
+
+#define DK__SAME_TENSOR(x) if (DK_UNLIKELY(!(x))) return dk__op_null_tensor(dk__op_self, #x); dk__same_device(&dk__first, &dk__dev, &dk__mixed, x);
+#define DK__SAME_TENSOR_OUT(x) DK__SAME_TENSOR(x)
+#define DK__SAME_OPT_TENSOR(x) if (x) dk__same_device(&dk__first, &dk__dev, &dk__mixed, x);
+#define DK__SAME_OPT_TENSOR_OUT(x) DK__SAME_OPT_TENSOR(x)
+#define DK__SAME_INT(x)
+#define DK__SAME_FLOAT(x)
+#define DK__SAME_BOOL(x)
+#define DK__SAME_STR(x)
+#define DK__SAME_INT_LIST(x)
+
 /* Device collection: required tensors must be non-NULL. */
 #define DK__COLLECT_TENSOR(dc, x) if (DK_UNLIKELY(!(x))) return dk__op_null_tensor(dk__op_self, #x); dk__collect(dc, x, #x);
 #define DK__COLLECT_TENSOR_OUT(dc, x) DK__COLLECT_TENSOR(dc, x)
@@ -374,6 +453,7 @@ DK_API dk_status dk__op_null_tensor(const dk_op *op, const char *name);
 #define DK__X_UNBOX(K, n) DK__CTYPE_##K n = DK__UNBOX_##K(dk__v[dk__i]); dk__i++;
 #define DK__X_BOX(K, n) dk__s.v[dk__s.size++] = DK__BOX_##K(n);
 #define DK__X_COLLECT(K, n) DK__COLLECT_##K(&dk__dc, n)
+#define DK__X_SAME(K, n) DK__SAME_##K(n)
 #define DK__X_COUNT(K, n) +1
 
 #define DK__PARAMS(ARGS) DK__TAIL(ARGS(DK__X_PARAM))
@@ -381,6 +461,8 @@ DK_API dk_status dk__op_null_tensor(const dk_op *op, const char *name);
 #define DK__NARGS(ARGS) (0 ARGS(DK__X_COUNT))
 
 #if defined(__GNUC__)
+#define DK__NOINLINE __attribute__((noinline))
+#define DK__ALWAYS_INLINE __attribute__((always_inline))
 #define DK__CONSTRUCTOR(fn) static void fn(void) __attribute__((constructor, used)); static void fn(void)
 #else
 #error "dkit needs a compiler with __attribute__((constructor))"
@@ -419,31 +501,65 @@ DK_API dk_status dk__op_null_tensor(const dk_op *op, const char *name);
                             (dk_fnptr)dk_##name, (dk_fnptr)dk__##name##_stub, 0, 0, {{0}},  \
                             NULL};                                                          \
     DK__CONSTRUCTOR(dk__##name##_announce) { dk__op_announce(&dk_##name##_op); }            \
-    static inline dk_status dk__##name##_call(dk_keyset dk__ks, DK__PARAMS(ARGS))           \
+    /* Note [Dispatch fast path]                                                           \
+     * The fast path reads one table slot and tail-calls its typed kernel; it makes no other \
+     * call, so the arguments stay in their registers and the entry needs no stack frame.    \
+     * Everything that would call out (tracing, the boxed convention with its ~530-byte      \
+     * stack, the missing-kernel error) is here, out of line. It selects the slot again: a   \
+     * registration racing in between only makes the call as if it had started a moment     \
+     * later. Measured by bench/bench_dispatch.c (make bench, make bench-callgrind). */     \
+    DK__NOINLINE static dk_status dk__##name##_call_slow(dk_keyset dk__ks, DK__PARAMS(ARGS)) \
     {                                                                                       \
         dk_op *const dk__op_self = &dk_##name##_op;                                         \
         dk_slot dk__slot;                                                                   \
         dk_keyset dk__m;                                                                    \
         dk_key dk__k = dk__op_select(dk__op_self, dk__ks, &dk__slot, &dk__m);               \
-        if (DK_UNLIKELY(dk__trace_enabled)) dk__op_trace(dk__op_self, dk__ks, dk__k);       \
-        if (DK_LIKELY(dk__slot.unboxed != NULL))                                            \
-            return ((dk_##name##_fn)dk__slot.unboxed)(DK__NAMES(ARGS));                     \
-        if (DK_UNLIKELY(dk__slot.boxed == NULL)) return dk__op_no_kernel(dk__op_self, dk__ks); \
+        if (dk__trace_on()) dk__op_trace(dk__op_self, dk__ks, dk__k);                       \
+        if (dk__slot.unboxed != NULL) return ((dk_##name##_fn)dk__slot.unboxed)(DK__NAMES(ARGS)); \
+        if (dk__slot.boxed == NULL) return dk__op_no_kernel(dk__op_self, dk__ks);           \
         dk_stack dk__s;                                                                     \
         dk__s.size = 0;                                                                     \
         ARGS(DK__X_BOX)                                                                     \
         return dk__slot.boxed(dk__op_self, dk__m, &dk__s, dk__slot.ctx);                    \
     }                                                                                       \
-    dk_status dk_##name(DK__PARAMS(ARGS))                                                   \
+    DK__ALWAYS_INLINE static inline dk_status dk__##name##_call(dk_keyset dk__ks,           \
+                                                                DK__PARAMS(ARGS))           \
+    {                                                                                       \
+        dk_fnptr dk__fn = dk__op_select_unboxed(&dk_##name##_op, dk__ks);                   \
+        if (DK_LIKELY(dk__fn != NULL))                                                      \
+            return ((dk_##name##_fn)dk__fn)(DK__NAMES(ARGS));                               \
+        return dk__##name##_call_slow(dk__ks, DK__NAMES(ARGS));                             \
+    }                                                                                       \
+    /* The general device check (Note [Device check fast path]): finds the offending       \
+     * tensor for the error, and accepts different device types that share a backend key  \
+     * (e.g. kDLCPU with kDLCUDAHost). */                                                   \
+    DK__NOINLINE static dk_status dk__##name##_entry_slow(DK__PARAMS(ARGS))                  \
     {                                                                                       \
         dk_op *const dk__op_self = &dk_##name##_op;                                         \
         dk__device_check dk__dc = {0, NULL, NULL, NULL, NULL};                              \
         (void)dk__op_self;                                                                  \
         ARGS(DK__X_COLLECT)                                                                 \
-        if (DK_UNLIKELY(dk__dc.bad != NULL)) return dk__op_device_error(dk__op_self, &dk__dc); \
+        if (dk__dc.bad != NULL) return dk__op_device_error(dk__op_self, &dk__dc);           \
+        dk_status dk__st = dk__##name##_check(DK__NAMES(ARGS));                             \
+        if (dk__st != DK_OK) return dk__st;                                                 \
+        return dk__##name##_call(dk_tls_apply(dk__dc.keys), DK__NAMES(ARGS));               \
+    }                                                                                       \
+    dk_status dk_##name(DK__PARAMS(ARGS))                                                   \
+    {                                                                                       \
+        dk_op *const dk__op_self = &dk_##name##_op;                                         \
+        const dk_tensor *dk__first = NULL;                                                  \
+        uint64_t dk__dev = 0;                                                               \
+        bool dk__mixed = false;                                                             \
+        (void)dk__op_self;                                                                  \
+        (void)dk__dev;                                                                      \
+        ARGS(DK__X_SAME)                                                                    \
+        dk_keyset dk__kset = dk__first ? dk__keyset_of_device_type((int32_t)dk__first->device.device_type) \
+                                       : 0;                                                 \
+        if (DK_UNLIKELY(dk__mixed || dk__kset == 0))                                        \
+            return dk__##name##_entry_slow(DK__NAMES(ARGS));                                \
         dk_status dk__st = dk__##name##_check(DK__NAMES(ARGS));                             \
         if (DK_UNLIKELY(dk__st != DK_OK)) return dk__st;                                    \
-        return dk__##name##_call(dk_tls_apply(dk__dc.keys), DK__NAMES(ARGS));               \
+        return dk__##name##_call(dk_tls_apply(dk__kset), DK__NAMES(ARGS));                  \
     }                                                                                       \
     dk_status dk_##name##_redispatch(dk_keyset dk__ks, DK__PARAMS(ARGS))                    \
     {                                                                                       \

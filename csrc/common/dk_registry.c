@@ -62,7 +62,9 @@ dk_fnptr dk__device_impl_lookup(const dk_op *op, const dk_tensor *const *tensors
         dk_error(DK_EINVAL, "%s: DK_DISPATCH_DEVICE_IMPL needs at least one tensor argument", op->name);
         return op->error_stub;
     }
-    if (dc.bad && dk__key_of_device_type((int32_t)dc.bad->device.device_type) != DK_KEY_UNDEFINED) {
+    /* A bad tensor other than the first is on another device, or on one no backend serves; a
+     * bad first tensor (unserved device) gets the lookup error below, which lists the kernels. */
+    if (dc.bad && dc.bad != dc.first) {
         dk__op_device_error(op, &dc);
         return op->error_stub;
     }

@@ -121,7 +121,7 @@ const char *dk_device_str(DLDevice d, char *buf, size_t n)
 {
     const char *name;
     switch ((int)d.device_type) {
-    case kDLCPU: name = "cpu"; break;
+    case kDLCPU: name = "cpu"; break; /* "cpu:1" only when the id is not 0 */
     case kDLCUDA: name = "cuda"; break;
     case kDLCUDAHost: name = "cuda_host"; break;
     case kDLCUDAManaged: name = "cuda_managed"; break;
@@ -141,7 +141,7 @@ const char *dk_device_str(DLDevice d, char *buf, size_t n)
         }
     }
     }
-    if (d.device_type == kDLCPU)
+    if (d.device_type == kDLCPU && d.device_id == 0)
         snprintf(buf, n, "%s", name);
     else
         snprintf(buf, n, "%s:%d", name, (int)d.device_id);
