@@ -20,7 +20,6 @@ void dk__backend_note_builtin(const char *name)
     dk__unlock();
 }
 
-DK__CONSTRUCTOR(dk__note_cpu) { dk__backend_note_builtin("cpu"); }
 
 int dk_backend_count(void)
 {

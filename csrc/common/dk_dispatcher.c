@@ -137,8 +137,25 @@ void dk__recompute_all_locked(void)
 }
 
 /* Gives the op its private part and a place in the op list. Idempotent. Lock held. */
+/*
+ * Note [Core init without constructors]
+ * The core's own registrations (the Profile fallback, the built-in cpu backend's entry) run on
+ * the first op or registration rather than from constructors in their own files: a static link
+ * of libdkit.a keeps only the archive members something references, and the dispatcher always
+ * is one, so this way a plain static link still gets a complete core. Lock held.
+ */
+static void dk__core_init_locked(void)
+{
+    static bool done;
+    if (done) return;
+    done = true;
+    dk__backend_note_builtin("cpu");
+    dk__profile_install();
+}
+
 static dk_status dk__op_ensure_locked(dk_op *op)
 {
+    dk__core_init_locked();
     if (op->priv) return DK_OK;
     if (dk__nops == dk__capops) {
         int cap = dk__capops ? 2 * dk__capops : 32;
@@ -205,6 +222,7 @@ static dk_status dk__register(dk_op *op, int kind, dk_key key, dk_kernel k, dk_h
     r->kernel.name = r->name;
 
     dk__lock();
+    dk__core_init_locked();
     dk_status st = op ? dk__op_ensure_locked(op) : DK_OK;
     if (st) {
         dk__unlock();
@@ -295,6 +313,8 @@ static bool dk__key_shown(const dk_op *op, dk_key k)
 int dk_op_table(const dk_op *op, dk_table_entry *out, int max)
 {
     int n = 0;
+    if (!op) return 0;
+    if (!out) max = 0;
     dk__lock();
     if (!op->priv) {
         dk__unlock();
@@ -366,6 +386,10 @@ static char *dk__buf_finish(dk__buf *b)
 
 char *dk_op_dump(const dk_op *op)
 {
+    if (!op) {
+        dk_error(DK_EINVAL, "dk_op_dump: op is NULL");
+        return NULL;
+    }
     dk_table_entry e[DK_NUM_KEYS];
     int n = dk_op_table(op, e, DK_NUM_KEYS);
     dk__buf b = {0};
@@ -418,6 +442,7 @@ static char *dk__format_schema(const dk_op *op)
 const char *dk_op_schema(const dk_op *op)
 {
     const char *s;
+    if (!op) return "";
     dk__lock();
     if (dk__op_ensure_locked((dk_op *)op) != DK_OK) {
         dk__unlock();
@@ -432,6 +457,7 @@ const char *dk_op_schema(const dk_op *op)
 dk_op *dk_op_find(const char *name)
 {
     dk_op *found = NULL;
+    if (!name) return NULL;
     dk__lock();
     for (int i = 0; i < dk__nops && !found; i++)
         if (strcmp(dk__ops[i]->name, name) == 0) found = dk__ops[i];
@@ -481,7 +507,7 @@ dk_status dk__op_no_kernel(const dk_op *op, dk_keyset ks)
     dk__lock();
     dk_keyset m = ks & op->mask;
     dk_key k = dk_keyset_highest(m);
-    dk__registered_keys(op, false, false, have, sizeof have);
+    dk__registered_keys(op, false, true, have, sizeof have);
     dk__unlock();
     if (k == DK_KEY_UNDEFINED)
         return dk_error(DK_ENOTIMPL, "%s: no dispatch key left for this call (keys %s; registered: %s)",
@@ -517,12 +543,14 @@ void dk_dispatch_set_trace(bool on)
 
 void dk__op_trace(const dk_op *op, dk_keyset ks, dk_key k)
 {
-    char keys[256];
-    const char *prov = "missing", *name = "-";
+    char keys[256], name[128] = "-";
+    const char *prov = "missing";
     dk__lock();
     if (op->priv && k != DK_KEY_UNDEFINED) {
         prov = dk_provenance_name(op->priv->prov[k]);
-        if (op->priv->slot_name[k]) name = op->priv->slot_name[k];
+        /* Copied under the lock: another thread may release that registration (and free its
+         * name) as soon as we unlock. */
+        if (op->priv->slot_name[k]) snprintf(name, sizeof name, "%s", op->priv->slot_name[k]);
     }
     dk__unlock();
     fprintf(stderr, "[dkit dispatch] %s keys=%s -> %s (%s %s)\n", op->name,
@@ -541,6 +569,7 @@ DK__CONSTRUCTOR(dk__trace_from_env)
 
 dk_status dk_stack_push(dk_stack *s, dk_value v)
 {
+    if (!s) return dk_error(DK_EINVAL, "dk_stack_push: stack is NULL");
     if (s->size >= DK_STACK_MAX) return dk_error(DK_EINVAL, "dkit stack overflow (%d values)", DK_STACK_MAX);
     s->v[s->size++] = v;
     return DK_OK;
@@ -587,13 +616,17 @@ static dk_status dk__check_args(const dk_op *op, dk_value *v)
         if (v[i].tag != want || (want == DK_TYPE_TENSOR && !v[i].u.t) ||
             (want == DK_TYPE_STR && !v[i].u.s))
             return dk_error(DK_ETYPE, "%s: argument '%s' expects %s, got %s", op->name, a->name,
-                            dk__kind_schema(a->kind), dk__tag_name(v[i].tag));
+                            dk__kind_schema(a->kind),
+                            (v[i].tag == DK_TYPE_TENSOR && !v[i].u.t) || (v[i].tag == DK_TYPE_STR && !v[i].u.s)
+                                ? "None"
+                                : dk__tag_name(v[i].tag));
     }
     return DK_OK;
 }
 
 dk_status dk_op_call_boxed(const dk_op *op, dk_stack *stack)
 {
+    if (!op || !stack) return dk_error(DK_EINVAL, "dk_op_call_boxed: %s is NULL", op ? "stack" : "op");
     if (stack->size < op->nargs)
         return dk_error(DK_ETYPE, "%s: expects %d arguments, the stack holds %d", op->name, op->nargs,
                         stack->size);

@@ -25,7 +25,8 @@ void dk__profile_add(const dk_op *op, dk_key backend, uint64_t ns);
 void dk__profile_read(const dk_op *op, dk_key backend, uint64_t *count, uint64_t *ns);
 void dk__profile_clear(const dk_op *op);
 
-/* Built-in backends and the profile fallback register themselves through this list. */
+/* The core's own registrations, made on first use (Note [Core init without constructors]). */
 void dk__backend_note_builtin(const char *name);
+void dk__profile_install(void);
 
 #endif /* DK_INTERNAL_H */

@@ -57,6 +57,7 @@ const char *dk_key_name(dk_key k)
 
 dk_status dk_key_lookup(const char *name, dk_key *out)
 {
+    if (!name || !out) return dk_error(DK_EINVAL, "dk_key_lookup: NULL argument");
     for (dk_key k = 0; k < DK_NUM_KEYS; k++) {
         const char *n = __atomic_load_n(&dk__key_names[k], __ATOMIC_ACQUIRE);
         if (n && strcmp(n, name) == 0) {

@@ -26,7 +26,8 @@ static dk_status dk__profile_kernel(const dk_op *op, dk_keyset ks, dk_stack *sta
     return st;
 }
 
-DK__CONSTRUCTOR(dk__profile_install)
+/* Called once by the core's init (Note [Core init without constructors]). */
+void dk__profile_install(void)
 {
     if (dk_register_fallback(DK_KEY_PROFILE, dk_kernel_boxed(dk__profile_kernel, NULL, "dk_profile"), NULL))
         dk_warn("%s", dk_last_error());

@@ -42,7 +42,7 @@ DK_API dk_status dk_register_device_impl(dk_op *op, dk_key key, dk_fnptr fn, con
 
 /* Expression of type dk_status. Ints, floats and other non-tensors are skipped by _Generic. */
 #define DK_DISPATCH_DEVICE_IMPL(op, ...)                                                      \
-    ((dk_##op##_fn)dk__device_impl_lookup(                                                    \
+    ((dk_##op##_fn)dk__device_impl_find(                                                      \
         &dk_##op##_op, (const dk_tensor *const[]){DK__FOREACH(DK__AS_TENSOR, __VA_ARGS__)},    \
         (const char *const[]){DK__FOREACH(DK__STR_I, __VA_ARGS__)}, DK__NARG(__VA_ARGS__)))(  \
         __VA_ARGS__)
@@ -60,6 +60,28 @@ DK_API void dk__register_device_impl(unsigned abi, dk_op *op, dk_key key, dk_fnp
 /* Returns the kernel for the tensors' common device, or op->error_stub with the error set. */
 DK_API dk_fnptr dk__device_impl_lookup(const dk_op *op, const dk_tensor *const *tensors,
                                        const char *const *names, int n);
+
+/*
+ * Inlined into each DK_DISPATCH_DEVICE_IMPL: `n` and the NULL entries (non-tensor arguments) are
+ * compile-time constants there, so the loop folds to one device comparison per tensor. The common
+ * case (one device, served, a typed kernel present, tracing off) reads one slot; everything else,
+ * including every error, goes to dk__device_impl_lookup.
+ */
+static inline dk_fnptr dk__device_impl_find(const dk_op *op, const dk_tensor *const *tensors,
+                                            const char *const *names, int n)
+{
+    const dk_tensor *first = NULL;
+    uint64_t dev = 0;
+    bool mixed = false;
+    for (int i = 0; i < n; i++)
+        if (tensors[i]) dk__same_device(&first, &dev, &mixed, tensors[i]);
+    if (DK_LIKELY(first != NULL && !mixed)) {
+        dk_keyset ks = dk__keyset_of_device_type((int32_t)first->device.device_type);
+        dk_fnptr fn = ks ? dk__op_select_unboxed(op, ks) : NULL;
+        if (DK_LIKELY(fn != NULL)) return fn;
+    }
+    return dk__device_impl_lookup(op, tensors, names, n);
+}
 
 #ifdef __cplusplus
 }
