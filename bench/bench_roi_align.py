@@ -187,12 +187,15 @@ def main():
         worker(thread_counts[0], args.reps, args.quick)
         return
 
+    load_before = os.getloadavg()[0]
     runs = {t: run_worker(t, args.reps, args.quick) for t in thread_counts}
     first = runs[thread_counts[0]]
     n, c, h, w = first["shape"]
     print(f"roi_align: dkit vs torchvision.ops.roi_align, float32 input [{n}, {c}, {h}, {w}], {first['boxes']} boxes,")
     print("spatial_scale 0.25, 7x7 output, aligned=True; median of", args.reps, "reps; ratio = dkit / torchvision")
     print("(< 1: dkit is faster). Speedup = dkit time at 1 thread / dkit time at this thread count.")
+    print(f"load average before / after: {load_before:.2f} / {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs "
+          "(other processes make the multi-thread rows noisy)")
     print()
     head = ("case", "threads", "torchvision", "dkit", "ratio", "dkit speedup", "max |diff|")
     rows = []

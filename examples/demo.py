@@ -79,7 +79,8 @@ def run_torch(np, rng):
 
     print(f"features [{N}, {C}, {H}, {W}] float32 (stride {STRIDE}), {NUM_BOXES} boxes -> "
           f"[{NUM_BOXES}, {C}, {OUTPUT}, {OUTPUT}], sampling_ratio {SAMPLING}, aligned=True, "
-          f"torch threads {torch.get_num_threads()}")  # fmt: skip
+          f"{torch.get_num_threads()} thread(s)\n(torch and dkit share libgomp here, so torch.set_num_threads(n) sets dkit's "
+          f"OpenMP threads too)")  # fmt: skip
     with torch.no_grad():
         t_fwd = timed(dkit_forward)
     t_bwd = statistics.median(backward_of(dkit_forward)() * 1e3 for _ in range(REPS))
@@ -102,7 +103,7 @@ def run_torch(np, rng):
         features.grad = None
         y = dkit_forward()
         y.backward(grad)
-    return prof
+    return prof, "one training step (forward + backward)"
 
 
 def run_numpy(np, rng):
@@ -114,28 +115,27 @@ def run_numpy(np, rng):
     print(f"\ndkit forward  {t:8.2f} ms")
     with dkit.profile() as prof:
         dkit.ops.roi_align(features, rois, OUTPUT, 1.0 / STRIDE, SAMPLING, "avg", True)
-    return prof
+    return prof, "one forward"
 
 
 def main():
     import numpy as np
 
-    cfg = dkit.show_config()
+    dkit.show_config()
     print()
     rng = np.random.default_rng(0)
     try:
         import torch  # noqa: F401
 
-        prof = run_torch(np, rng)
+        have_torch = True
     except ImportError:
-        prof = run_numpy(np, rng)
+        have_torch = False
+    prof, what = run_torch(np, rng) if have_torch else run_numpy(np, rng)
 
-    print("\ndkit.profile() of one training step (forward + backward):\n")
+    print(f"\ndkit.profile() of {what}:\n")
     print(prof)
     print("\nthe dispatch table that served it:\n")
     print(dkit.dispatch.table("roi_align_forward"))
-    if cfg.get("openmp_max_threads", 1) > 1 and "torch" in sys.modules:
-        print("(torch and dkit share OpenMP here: torch.set_num_threads(n) sets dkit's threads too)")
 
 
 if __name__ == "__main__":

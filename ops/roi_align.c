@@ -26,17 +26,17 @@ static dk_dtype dk__argmax_dtype(dk_dtype in)
 static dk_status dk__expect_shape(const char *op, const char *what, const dk_tensor *t, int ndim,
                                   const int64_t *shape)
 {
+    bool same = t->ndim == ndim;
+    for (int i = 0; same && i < ndim; i++) same = t->shape[i] == shape[i];
+    if (same) return DK_OK;
+    /* Formatting is for the error path only: this check runs on every call. */
     char want[128], got[128];
     size_t a = 0, b = 0;
-    bool same = t->ndim == ndim;
-    for (int i = 0; i < ndim; i++) {
+    want[0] = got[0] = '\0';
+    for (int i = 0; i < ndim && a < sizeof want; i++)
         a += (size_t)snprintf(want + a, sizeof want - a, "%s%lld", i ? ", " : "", (long long)shape[i]);
-        if (same && t->shape[i] != shape[i]) same = false;
-    }
-    if (same) return DK_OK;
     for (int i = 0; i < t->ndim && b < sizeof got; i++)
         b += (size_t)snprintf(got + b, sizeof got - b, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
-    if (t->ndim == 0) got[0] = '\0';
     return dk_error(DK_EINVAL, "%s: '%s' must have shape [%s], got [%s]", op, what, want, got);
 }
 

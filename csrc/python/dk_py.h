@@ -1,0 +1,98 @@
+/*
+ * dk_py.h — what the files of the extension dkit._C share: the module state and the entry points
+ * of each part. Private to csrc/python.
+ *
+ *   dk_pymodule.c      module definition, multi-phase init, module state, exceptions
+ *   dk_pydlpack.c      DLPack import: producers, capsules, ownership (dk_pydlpack.h)
+ *   dk_pyops.c         the op callables generated from the registered schemas (_C.ops)
+ *   dk_pyintrospect.c  op_names, schema, table, dump, keys, TLS, profile, backends, config
+ *
+ * Note [No static PyObject globals]
+ * Every Python object the extension keeps (exception types, the op type, interned strings, the
+ * torch entry points it found) lives in the module state, so the module can be created more
+ * than once (sub-interpreters, importlib.reload) and is visible to the GC through m_traverse.
+ * Code reaches the state from a module function's `self`, or from an op callable through its
+ * heap type (PyType_GetModuleState), never through a C global.
+ */
+#ifndef DK_PY_H
+#define DK_PY_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "dkit.h"
+
+/* How a type hands out its tensors, learned once per type (Note [Producer cache]). */
+typedef enum {
+    DK_PY_PROD_VERSIONED = 0, /* __dlpack__(max_version=...) works */
+    DK_PY_PROD_LEGACY,        /* __dlpack__ refuses max_version with TypeError: call it without */
+    DK_PY_PROD_TORCH,         /* torch.Tensor or a subclass overriding nothing dkit reads: read directly */
+} dk_py_producer_kind;
+
+#define DK_PY_TYPE_CACHE 16
+#define DK_PY_TORCH_DTYPES 10
+
+typedef struct {
+    PyTypeObject *type; /* strong reference; NULL if the entry is free */
+    dk_py_producer_kind kind;
+} dk_py_type_entry;
+
+/* torch's descriptors and entry points (Note [torch fast path] in dk_pydlpack.c). */
+typedef struct {
+    int found;                 /* torch was imported and everything below is set */
+    PyTypeObject *tensor;      /* torch.Tensor */
+    PyObject *to_dlpack;       /* torch._C._to_dlpack */
+    PyObject *tf_default;      /* torch.Tensor.__torch_function__.__func__ */
+    PyObject *tf_disabled;     /* torch._C._disabled_torch_function_impl */
+    PyObject *dlpack_fn;       /* torch.Tensor.__dlpack__ */
+    /* _TensorBase's own descriptors, called directly (a type qualifies only if it inherits them) */
+    PyObject *d_is_cpu, *d_requires_grad, *d_dtype, *d_shape; /* getset descriptors */
+    PyObject *d_data_ptr, *d_stride;                          /* method descriptors */
+    PyObject *dtypes[DK_PY_TORCH_DTYPES];                     /* torch.float32, ... */
+    DLDataType dl_dtypes[DK_PY_TORCH_DTYPES];
+} dk_py_torch;
+
+typedef struct {
+    /* Exceptions, indexed by dk_status; exc[DK_OK] is NULL and exc[DK_ERUNTIME] is DkitError,
+     * the base of the others. */
+    PyObject *exc[DK_STATUS_COUNT];
+
+    PyTypeObject *op_type; /* dkit._C.Op, the type of every op callable */
+    PyObject *ops;         /* the dkit._C.ops module object holding one callable per op */
+
+    /* Interned names and constant arguments of the DLPack exchange, built once. */
+    PyObject *s_dlpack;        /* "__dlpack__" */
+    PyObject *s_dlpack_device; /* "__dlpack_device__" */
+    PyObject *kw_max_version;        /* ("max_version",) */
+    PyObject *kw_stream_max_version; /* ("stream", "max_version") */
+    PyObject *kw_stream;             /* ("stream",) */
+    PyObject *max_version;           /* (1, 0): the DLPack major/minor dkit understands */
+
+    /* torch, found the first time a type is classified while torch is imported (dkit never
+     * imports torch itself). All NULL until then. */
+    dk_py_torch torch;
+
+    dk_py_type_entry types[DK_PY_TYPE_CACHE];
+} dk_py_state;
+
+/* dk_pymodule.c */
+dk_py_state *dk_py_state_of_module(PyObject *module);
+/* Raise the exception mapped from `st` with this thread's dk_last_error(); returns NULL. */
+PyObject *dk_py_raise(dk_py_state *s, dk_status st);
+/* Raise exception `st` with a formatted message; returns NULL. */
+PyObject *dk_py_raise_fmt(dk_py_state *s, dk_status st, const char *fmt, ...);
+
+/* dk_pyops.c */
+int dk_py_ops_init(PyObject *module, dk_py_state *s);
+/* Adds a callable to _C.ops for every registered op that has none yet (ops defined by a
+ * backend library loaded after import). */
+int dk_py_ops_refresh(dk_py_state *s);
+
+/* dk_pyintrospect.c */
+extern PyMethodDef dk_py_introspect_methods[];
+int dk_py_introspect_init(PyObject *module, dk_py_state *s);
+
+/* PyCFunction casts for METH_FASTCALL functions, without -Wcast-function-type complaining. */
+#define DK_PY_FASTCALL(fn) ((PyCFunction)(void (*)(void))(fn))
+
+#endif /* DK_PY_H */

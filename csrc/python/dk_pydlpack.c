@@ -1,0 +1,526 @@
+/*
+ * dk_pydlpack.c — DLPack import: producers, capsules, ownership.
+ *
+ * Note [DLPack ownership]
+ * A capsule named "dltensor" / "dltensor_versioned" owns its managed tensor: the producer's
+ * capsule destructor calls the deleter if nobody consumed it. A consumer takes ownership by
+ * renaming the capsule to "used_dltensor" / "used_dltensor_versioned" — from then on the
+ * destructor does nothing and the consumer must call the deleter exactly once. dkit renames only
+ * after it has accepted the tensor (version, read-only flag, sane shape), so a refused capsule
+ * stays with whoever holds it and is freed by its own destructor: nothing leaks and nothing is
+ * freed twice, on every error path.
+ *
+ * Note [Producer cache]
+ * The protocol asks consumers to call __dlpack__(max_version=...) and to fall back to the legacy
+ * call when an older producer raises TypeError. Raising and catching an exception costs about a
+ * microsecond, so each type's answer is remembered (a small array of strong type references in
+ * the module state; types beyond its size are simply asked every time). A type is recorded as
+ * legacy only once the legacy call succeeded, so a TypeError for another reason (a bad stream,
+ * say) never mislabels it.
+ *
+ * Note [torch fast path]
+ * For torch tensors DLPack is the slow way in: Tensor.__dlpack__ (torch 1.13) is Python code,
+ * and even the C function under it, torch._C._to_dlpack, builds an autograd-aware as_strided
+ * view per call (~0.4 us, plus its destruction). A small op call takes three tensors, so that
+ * alone would cost more than torchvision's whole roi_align. A torch.Tensor on the CPU is
+ * therefore read directly: is_cpu, dtype, shape, stride() and data_ptr(), each through
+ * _TensorBase's own descriptor (~0.1 us per tensor in all), into a DLTensor on the C stack, and
+ * the tensor object is held for the call. This is exactly what DLPack would have described —
+ * the same memory, shape, strides and dtype, no copy — without the allocations.
+ *   - Which types: torch.Tensor and subclasses that override none of __torch_function__ (other
+ *     than torch's "disabled" marker, as nn.Parameter does), __dlpack__, or the attributes read
+ *     here; decided once per type. Any other subclass is a protocol producer.
+ *   - What falls back to the protocol (__dlpack_device__/__dlpack__, with its stream and its
+ *     checks): tensors not on the CPU (streams, meta), dtypes dkit has no DLPack code for
+ *     (complex, quantized), layouts without strides (sparse, mkldnn: stride() fails), and
+ *     outputs that require grad (torch raises its own error; dkit never writes into a tensor
+ *     autograd tracks). Ranks above DK_PY_VIEW_NDIM use torch._C._to_dlpack.
+ *   - Inputs that require grad are read as they are: dkit only reads them, and the autograd
+ *     wrapper then needs no .detach() (which torch's __dlpack__ would insist on).
+ *   - The negative bit of a lazily negated view (x.conj().imag) is not looked at, exactly as
+ *     torch's own DLPack export does not; such views are rare and torch exports them wrongly too.
+ *   - Lifetime: the tensor object is referenced until after the call. Its storage is as safe as
+ *     in any torch op: a torch op running on another thread holds the same TensorImpl.
+ */
+#include "dk_pydlpack.h"
+
+#include <string.h>
+
+/* PyCapsule_SetName keeps the pointer, so the names must have static storage. */
+static const char dk__cap_legacy[] = "dltensor";
+static const char dk__cap_versioned[] = "dltensor_versioned";
+static const char dk__cap_used_legacy[] = "used_dltensor";
+static const char dk__cap_used_versioned[] = "used_dltensor_versioned";
+
+/* The stream a consumer on the legacy default stream passes, for devices that have streams.
+ * Returns 0 for devices without streams (the call then passes no stream argument). */
+static int dk__stream_for(int64_t device_type, long *stream)
+{
+    switch (device_type) {
+    case kDLCUDA:
+    case kDLCUDAManaged:
+        *stream = 1; /* the protocol's "legacy default stream" */
+        return 1;
+    case kDLROCM:
+        *stream = 0; /* ROCm's default stream */
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Capsules                                                                                   */
+
+static int dk__take_capsule(dk_py_state *s, PyObject *cap, int writable, const char *op, const char *arg,
+                            dk_py_owners *owners, DLTensor **out)
+{
+    const char *name = PyCapsule_GetName(cap);
+    if (!name && PyErr_Occurred()) return -1;
+    void *managed;
+    DLTensor *t;
+    int versioned;
+    if (name && strcmp(name, dk__cap_versioned) == 0) {
+        DLManagedTensorVersioned *mv = PyCapsule_GetPointer(cap, name);
+        if (!mv) return -1;
+        /* Only version and deleter are stable across major versions: read nothing else. */
+        if (mv->version.major != DLPACK_MAJOR_VERSION) {
+            dk_py_raise_fmt(s, DK_EBUFFER, "%s: parameter '%s' has DLPack version %u.%u; dkit understands %d.x",
+                            op, arg, (unsigned)mv->version.major, (unsigned)mv->version.minor, DLPACK_MAJOR_VERSION);
+            return -1;
+        }
+        if (writable && (mv->flags & DLPACK_FLAG_BITMASK_READ_ONLY)) {
+            dk_py_raise_fmt(s, DK_EBUFFER, "%s: parameter '%s' is read-only", op, arg);
+            return -1;
+        }
+        managed = mv;
+        t = &mv->dl_tensor;
+        versioned = 1;
+    } else if (name && strcmp(name, dk__cap_legacy) == 0) {
+        DLManagedTensor *ml = PyCapsule_GetPointer(cap, name);
+        if (!ml) return -1;
+        managed = ml;
+        t = &ml->dl_tensor;
+        versioned = 0;
+    } else if (name && strncmp(name, "used_", 5) == 0) {
+        dk_py_raise_fmt(s, DK_EBUFFER, "%s: parameter '%s' is a DLPack capsule that was already consumed", op, arg);
+        return -1;
+    } else {
+        dk_py_raise_fmt(s, DK_ETYPE, "%s: parameter '%s' is a capsule named '%s', not a DLPack tensor", op, arg,
+                        name ? name : "(null)");
+        return -1;
+    }
+    /* The op reads shape[0..ndim) before validating anything else. */
+    if (t->ndim < 0 || (t->ndim > 0 && !t->shape)) {
+        dk_py_raise_fmt(s, DK_EBUFFER, "%s: parameter '%s' is a malformed DLTensor (ndim %d, shape %s)", op, arg,
+                        (int)t->ndim, t->shape ? "set" : "NULL");
+        return -1;
+    }
+    if (PyCapsule_SetName(cap, versioned ? dk__cap_used_versioned : dk__cap_used_legacy) < 0) return -1;
+    dk_py_owner *o = &owners->o[owners->n++];
+    o->ref = Py_NewRef(cap);
+    o->managed = managed;
+    o->versioned = versioned;
+    *out = t;
+    return 0;
+}
+
+void dk_py_owners_release(dk_py_owners *owners)
+{
+    /* Newest first, like a stack unwinding; each deleter once. The GIL is held, which the
+     * deleters of Python producers (numpy's) need and the others do not mind. A deleter or a
+     * decref may run Python code, which must not see (or clobber) the exception this call is
+     * about to raise, so it is set aside meanwhile. */
+    if (owners->n == 0) return;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    for (int i = owners->n - 1; i >= 0; i--) {
+        dk_py_owner *o = &owners->o[i];
+        if (!o->managed) {
+            /* a torch tensor read directly: nothing to delete */
+        } else if (o->versioned) {
+            DLManagedTensorVersioned *mv = o->managed;
+            if (mv->deleter) mv->deleter(mv);
+        } else {
+            DLManagedTensor *ml = o->managed;
+            if (ml->deleter) ml->deleter(ml);
+        }
+        Py_DECREF(o->ref); /* a capsule renamed "used_*": its destructor leaves the tensor alone */
+    }
+    owners->n = 0;
+    owners->nviews = 0;
+    PyErr_Restore(type, value, tb);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The producer cache (Note [Producer cache])                                                 */
+
+static int dk__cache_find(const dk_py_state *s, PyTypeObject *tp)
+{
+    /* Entries are filled in order and only removed all at once (module clear), so the first
+     * free entry ends the search. */
+    for (int i = 0; i < DK_PY_TYPE_CACHE && s->types[i].type; i++)
+        if (s->types[i].type == tp) return (int)s->types[i].kind;
+    return -1;
+}
+
+static void dk__cache_add(dk_py_state *s, PyTypeObject *tp, dk_py_producer_kind kind)
+{
+    for (int i = 0; i < DK_PY_TYPE_CACHE; i++) {
+        if (s->types[i].type == tp) return; /* another thread got here while we ran Python code */
+        if (!s->types[i].type) {
+            s->types[i].type = (PyTypeObject *)Py_NewRef((PyObject *)tp);
+            s->types[i].kind = kind;
+            return;
+        }
+    }
+}
+
+/* Every PyObject * of dk_py_torch, for clear and traverse. */
+#define DK__TORCH_REFS(X, t)                                                                  \
+    X((t)->tensor) X((t)->to_dlpack) X((t)->tf_default) X((t)->tf_disabled) X((t)->dlpack_fn) \
+    X((t)->d_is_cpu) X((t)->d_requires_grad) X((t)->d_dtype) X((t)->d_shape) X((t)->d_data_ptr) \
+    X((t)->d_stride)
+
+static void dk__torch_clear(dk_py_torch *t)
+{
+#define DK__CLEAR(x) Py_CLEAR(x);
+    DK__TORCH_REFS(DK__CLEAR, t)
+#undef DK__CLEAR
+    for (int i = 0; i < DK_PY_TORCH_DTYPES; i++) Py_CLEAR(t->dtypes[i]);
+    t->found = 0;
+}
+
+void dk_py_dlpack_clear(dk_py_state *s)
+{
+    for (int i = 0; i < DK_PY_TYPE_CACHE; i++) Py_CLEAR(s->types[i].type);
+    dk__torch_clear(&s->torch);
+}
+
+int dk_py_dlpack_traverse(dk_py_state *s, visitproc visit, void *arg)
+{
+    for (int i = 0; i < DK_PY_TYPE_CACHE; i++) Py_VISIT(s->types[i].type);
+    dk_py_torch *t = &s->torch;
+#define DK__VISIT(x) Py_VISIT(x);
+    DK__TORCH_REFS(DK__VISIT, t)
+#undef DK__VISIT
+    for (int i = 0; i < DK_PY_TORCH_DTYPES; i++) Py_VISIT(t->dtypes[i]);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* torch (Note [torch fast path])                                                             */
+
+/* getattr(obj, name).__func__ if it has one, else the attribute itself (new reference). */
+static PyObject *dk__unwrap_method(PyObject *obj, const char *name)
+{
+    PyObject *a = PyObject_GetAttrString(obj, name);
+    if (!a) return NULL;
+    PyObject *f = PyObject_GetAttrString(a, "__func__");
+    if (f) {
+        Py_DECREF(a);
+        return f;
+    }
+    PyErr_Clear();
+    return a;
+}
+
+/* The attributes the fast path reads, with the descriptor kind each must be. */
+static const struct {
+    const char *name;
+    size_t offset;
+    int getset; /* 1: getset descriptor, 0: method descriptor */
+} dk__torch_attrs[] = {
+    {"is_cpu", offsetof(dk_py_torch, d_is_cpu), 1},
+    {"requires_grad", offsetof(dk_py_torch, d_requires_grad), 1},
+    {"dtype", offsetof(dk_py_torch, d_dtype), 1},
+    {"shape", offsetof(dk_py_torch, d_shape), 1},
+    {"data_ptr", offsetof(dk_py_torch, d_data_ptr), 0},
+    {"stride", offsetof(dk_py_torch, d_stride), 0},
+};
+
+/* torch dtypes with a DLPack code dkit's kernels may understand (dk_tensor.h); any other dtype
+ * takes the protocol path and gets torch's own DLPack code. */
+static const struct {
+    const char *name;
+    uint8_t code, bits;
+} dk__torch_dtypes[DK_PY_TORCH_DTYPES] = {
+    {"float32", kDLFloat, 32}, {"float64", kDLFloat, 64}, {"float16", kDLFloat, 16}, {"bfloat16", kDLBfloat, 16},
+    {"int32", kDLInt, 32},     {"int64", kDLInt, 64},     {"int8", kDLInt, 8},       {"int16", kDLInt, 16},
+    {"uint8", kDLUInt, 8},     {"bool", kDLBool, 8},
+};
+
+static int dk__torch_fill(dk_py_torch *t, PyObject *torch)
+{
+    PyObject *c = PyObject_GetAttrString(torch, "_C");
+    if (!c) return -1;
+    PyObject *base = PyObject_GetAttrString(c, "_TensorBase");
+    PyObject *tensor = PyObject_GetAttrString(torch, "Tensor");
+    t->to_dlpack = PyObject_GetAttrString(c, "_to_dlpack");
+    t->tf_disabled = PyObject_GetAttrString(c, "_disabled_torch_function_impl");
+    Py_DECREF(c);
+    int rc = -1;
+    if (!base || !tensor || !PyType_Check(tensor) || !t->to_dlpack || !t->tf_disabled) goto done;
+    t->tensor = (PyTypeObject *)Py_NewRef(tensor);
+    if (!(t->tf_default = dk__unwrap_method(tensor, "__torch_function__"))) goto done;
+    if (!(t->dlpack_fn = dk__unwrap_method(tensor, "__dlpack__"))) goto done;
+    for (size_t i = 0; i < DK_COUNTOF(dk__torch_attrs); i++) {
+        PyObject *d = PyObject_GetAttrString(base, dk__torch_attrs[i].name);
+        if (!d) goto done;
+        *(PyObject **)((char *)t + dk__torch_attrs[i].offset) = d;
+        PyTypeObject *want = dk__torch_attrs[i].getset ? &PyGetSetDescr_Type : &PyMethodDescr_Type;
+        if (Py_TYPE(d) != want) goto done; /* a torch that changed shape: no fast path */
+    }
+    for (int i = 0; i < DK_PY_TORCH_DTYPES; i++) {
+        if (!(t->dtypes[i] = PyObject_GetAttrString(torch, dk__torch_dtypes[i].name))) goto done;
+        t->dl_dtypes[i] = (DLDataType){dk__torch_dtypes[i].code, dk__torch_dtypes[i].bits, 1};
+    }
+    rc = 0;
+done:
+    Py_XDECREF(base);
+    Py_XDECREF(tensor);
+    return rc;
+}
+
+/* Finds torch's entry points if torch is imported. dkit never imports torch: a process that has
+ * not imported it holds no torch tensors. Failure is silent (no fast path; the next
+ * classification tries again) because the protocol path works without any of this. */
+static void dk__torch_lookup(dk_py_state *s)
+{
+    if (s->torch.found) return;
+    PyObject *name = PyUnicode_FromString("torch");
+    PyObject *torch = name ? PyImport_GetModule(name) : NULL;
+    Py_XDECREF(name);
+    if (torch && torch != Py_None && dk__torch_fill(&s->torch, torch) == 0)
+        s->torch.found = 1;
+    else
+        dk__torch_clear(&s->torch); /* drop what a partial fill took */
+    Py_XDECREF(torch);
+    PyErr_Clear();
+}
+
+/* Does `tp` inherit everything the fast path reads and relies on from torch.Tensor? */
+static int dk__is_plain_torch(dk_py_state *s, PyTypeObject *tp)
+{
+    dk__torch_lookup(s);
+    dk_py_torch *t = &s->torch;
+    if (!t->found || !PyType_IsSubtype(tp, t->tensor)) return 0;
+    if (tp == t->tensor) return 1;
+    PyObject *tf = dk__unwrap_method((PyObject *)tp, "__torch_function__");
+    PyObject *dl = dk__unwrap_method((PyObject *)tp, "__dlpack__");
+    int plain = tf && dl && (tf == t->tf_default || tf == t->tf_disabled) && dl == t->dlpack_fn;
+    Py_XDECREF(tf);
+    Py_XDECREF(dl);
+    for (size_t i = 0; plain && i < DK_COUNTOF(dk__torch_attrs); i++) {
+        PyObject *d = PyObject_GetAttrString((PyObject *)tp, dk__torch_attrs[i].name);
+        plain = d == *(PyObject **)((char *)t + dk__torch_attrs[i].offset);
+        Py_XDECREF(d);
+    }
+    PyErr_Clear();
+    return plain;
+}
+
+/* A getset descriptor's value for obj, without the attribute lookup. */
+static inline PyObject *dk__get(PyObject *descr, PyObject *obj)
+{
+    return Py_TYPE(descr)->tp_descr_get(descr, obj, (PyObject *)Py_TYPE(obj));
+}
+
+/* obj.<method>(), through the method descriptor. */
+static inline PyObject *dk__call0(PyObject *descr, PyObject *obj)
+{
+    return PyObject_Vectorcall(descr, &obj, 1, NULL);
+}
+
+/* Reads a torch tuple of ints (torch.Size or stride()) into dst. */
+static int dk__read_dims(PyObject *tuple, int64_t *dst, int ndim)
+{
+    if (!PyTuple_Check(tuple) || PyTuple_GET_SIZE(tuple) != ndim) return -1;
+    for (int i = 0; i < ndim; i++) {
+        long long v = PyLong_AsLongLong(PyTuple_GET_ITEM(tuple, i));
+        if (v == -1 && PyErr_Occurred()) return -1;
+        dst[i] = (int64_t)v;
+    }
+    return 0;
+}
+
+/* 0: imported; -1: error; 1: not for this path, use the protocol (Note [torch fast path]). */
+static int dk__import_torch(dk_py_state *s, PyObject *obj, int writable, const char *op, const char *arg,
+                            dk_py_owners *owners, DLTensor **out)
+{
+    dk_py_torch *t = &s->torch;
+    PyObject *v = dk__get(t->d_is_cpu, obj);
+    if (!v) return -1;
+    int cpu = v == Py_True;
+    Py_DECREF(v);
+    if (!cpu) return 1;
+    if (writable) {
+        if (!(v = dk__get(t->d_requires_grad, obj))) return -1;
+        int tracked = v == Py_True;
+        Py_DECREF(v);
+        if (tracked) return 1;
+    }
+    if (!(v = dk__get(t->d_dtype, obj))) return -1;
+    int d = 0;
+    while (d < DK_PY_TORCH_DTYPES && t->dtypes[d] != v) d++;
+    Py_DECREF(v);
+    if (d == DK_PY_TORCH_DTYPES) return 1;
+
+    PyObject *shape = dk__get(t->d_shape, obj);
+    if (!shape) return -1;
+    Py_ssize_t ndim = PyTuple_Check(shape) ? PyTuple_GET_SIZE(shape) : -1;
+    if (ndim < 0 || ndim > DK_PY_VIEW_NDIM) {
+        Py_DECREF(shape);
+        goto capsule;
+    }
+    dk_py_view *view = &owners->v[owners->nviews];
+    int rc = dk__read_dims(shape, view->dims, (int)ndim);
+    Py_DECREF(shape);
+    if (rc < 0) return -1;
+    PyObject *strides = dk__call0(t->d_stride, obj);
+    if (!strides) {
+        PyErr_Clear(); /* sparse, mkldnn: no strides; the protocol raises torch's own error */
+        return 1;
+    }
+    rc = dk__read_dims(strides, view->dims + DK_PY_VIEW_NDIM, (int)ndim);
+    Py_DECREF(strides);
+    if (rc < 0) return -1;
+    PyObject *ptr = dk__call0(t->d_data_ptr, obj);
+    if (!ptr) return -1;
+    void *data = PyLong_AsVoidPtr(ptr);
+    Py_DECREF(ptr);
+    if (!data && PyErr_Occurred()) return -1;
+
+    view->t.data = data; /* data_ptr() already includes the storage offset */
+    view->t.device.device_type = kDLCPU;
+    view->t.device.device_id = 0;
+    view->t.ndim = (int32_t)ndim;
+    view->t.dtype = t->dl_dtypes[d];
+    view->t.shape = view->dims;
+    view->t.strides = view->dims + DK_PY_VIEW_NDIM;
+    view->t.byte_offset = 0;
+    owners->nviews++;
+    dk_py_owner *o = &owners->o[owners->n++];
+    o->ref = Py_NewRef(obj);
+    o->managed = NULL;
+    o->versioned = 0;
+    *out = &view->t;
+    return 0;
+
+capsule:;
+    /* High rank: torch's own DLPack export (CPU, so no stream is involved). */
+    PyObject *cap = PyObject_Vectorcall(t->to_dlpack, &obj, 1, NULL);
+    if (!cap) return -1;
+    rc = dk__take_capsule(s, cap, writable, op, arg, owners, out);
+    Py_DECREF(cap);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The protocol                                                                               */
+
+/* __dlpack_device__()[0], or -1 when the producer has no such method (then no stream is
+ * passed). Returns -2 with an exception set on error. */
+static int64_t dk__device_type(dk_py_state *s, PyObject *obj, const char *op, const char *arg)
+{
+    PyObject *dev = PyObject_VectorcallMethod(s->s_dlpack_device, &obj, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    if (!dev) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -2;
+        PyErr_Clear();
+        return -1;
+    }
+    int64_t type = -1;
+    if (PyTuple_Check(dev) && PyTuple_GET_SIZE(dev) == 2)
+        type = PyLong_AsLongLong(PyTuple_GET_ITEM(dev, 0)); /* IntEnums are ints */
+    Py_DECREF(dev);
+    if (type < 0) {
+        if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_TypeError) ||
+            PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            PyErr_Clear();
+            dk_py_raise_fmt(s, DK_ETYPE,
+                            "%s: parameter '%s': __dlpack_device__() must return (device_type, device_id) with "
+                            "a non-negative device_type", op, arg);
+        }
+        return -2;
+    }
+    return type;
+}
+
+/* obj.__dlpack__(**kw), with `stream=` first when has_stream and `max_version=` when versioned. */
+static PyObject *dk__call_dlpack(dk_py_state *s, PyObject *obj, int versioned, int has_stream, long stream)
+{
+    PyObject *argv[4]; /* argv[0] is scratch space PY_VECTORCALL_ARGUMENTS_OFFSET allows the callee */
+    PyObject *stream_obj = NULL;
+    int n = 1;
+    argv[n++] = obj;
+    if (has_stream) {
+        stream_obj = PyLong_FromLong(stream);
+        if (!stream_obj) return NULL;
+        argv[n++] = stream_obj;
+    }
+    if (versioned) argv[n++] = s->max_version;
+    PyObject *kw = versioned ? (has_stream ? s->kw_stream_max_version : s->kw_max_version)
+                             : (has_stream ? s->kw_stream : NULL);
+    PyObject *cap = PyObject_VectorcallMethod(s->s_dlpack, argv + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, kw);
+    Py_XDECREF(stream_obj);
+    return cap;
+}
+
+static int dk__import_protocol(dk_py_state *s, PyObject *obj, int kind, int writable, const char *op,
+                               const char *arg, dk_py_owners *owners, DLTensor **out)
+{
+    if (kind < 0 && !PyObject_HasAttr(obj, s->s_dlpack)) {
+        dk_py_raise_fmt(s, DK_ETYPE,
+                        "%s: parameter '%s' must be a tensor (an object with __dlpack__, or a DLPack capsule), got %s",
+                        op, arg, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    int64_t dev = dk__device_type(s, obj, op, arg);
+    if (dev == -2) return -1;
+    long stream = 0;
+    int has_stream = dev >= 0 && dk__stream_for(dev, &stream);
+
+    PyObject *cap = NULL;
+    if (kind != DK_PY_PROD_LEGACY) {
+        cap = dk__call_dlpack(s, obj, 1, has_stream, stream);
+        if (!cap) {
+            if (kind == DK_PY_PROD_VERSIONED || !PyErr_ExceptionMatches(PyExc_TypeError)) return -1;
+            PyErr_Clear(); /* a producer from before DLPack 1.0: no max_version keyword */
+        } else if (kind < 0) {
+            dk__cache_add(s, Py_TYPE(obj), DK_PY_PROD_VERSIONED);
+        }
+    }
+    if (!cap) {
+        cap = dk__call_dlpack(s, obj, 0, has_stream, stream);
+        if (!cap) return -1;
+        if (kind < 0) dk__cache_add(s, Py_TYPE(obj), DK_PY_PROD_LEGACY);
+    }
+    int rc;
+    if (!PyCapsule_CheckExact(cap)) {
+        dk_py_raise_fmt(s, DK_ETYPE, "%s: parameter '%s': __dlpack__() returned %s, not a capsule", op, arg,
+                        Py_TYPE(cap)->tp_name);
+        rc = -1;
+    } else {
+        rc = dk__take_capsule(s, cap, writable, op, arg, owners, out);
+    }
+    Py_DECREF(cap); /* consumed: owners holds its own reference; refused: its destructor frees it */
+    return rc;
+}
+
+int dk_py_dlpack_import(dk_py_state *s, PyObject *obj, int writable, const char *op, const char *arg,
+                        dk_py_owners *owners, DLTensor **out)
+{
+    if (PyCapsule_CheckExact(obj)) return dk__take_capsule(s, obj, writable, op, arg, owners, out);
+    PyTypeObject *tp = Py_TYPE(obj);
+    int kind = dk__cache_find(s, tp);
+    if (kind < 0 && dk__is_plain_torch(s, tp)) {
+        kind = DK_PY_PROD_TORCH;
+        dk__cache_add(s, tp, DK_PY_PROD_TORCH);
+    }
+    if (kind == DK_PY_PROD_TORCH) {
+        int rc = dk__import_torch(s, obj, writable, op, arg, owners, out);
+        if (rc <= 0) return rc;
+        kind = -1; /* asked each time: torch >= 2.4 takes max_version, 1.13 raises TypeError */
+    }
+    return dk__import_protocol(s, obj, kind, writable, op, arg, owners, out);
+}

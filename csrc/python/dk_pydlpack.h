@@ -1,0 +1,55 @@
+/*
+ * dk_pydlpack.h — importing Python objects as DLTensors, with DLPack's ownership rules.
+ *
+ * One op call imports each tensor argument with dk_py_dlpack_import, which records the managed
+ * tensor it took in a dk_py_owners; after the op returns (or fails, or a later argument fails
+ * to convert), dk_py_owners_release calls every deleter exactly once. Nothing is copied: the
+ * DLTensor handed to the op points at the producer's memory, which the managed tensor keeps
+ * alive until its deleter runs.
+ */
+#ifndef DK_PYDLPACK_H
+#define DK_PYDLPACK_H
+
+#include "dk_py.h"
+
+/* A tensor dkit holds for one call: a consumed DLPack capsule, or (torch fast path) the tensor
+ * object itself, read into a DLTensor that lives in the owners' `views`. */
+typedef struct {
+    PyObject *ref;  /* strong: the capsule (already renamed used_*) or the torch tensor */
+    void *managed;  /* DLManagedTensor(Versioned) *; NULL when `ref` is a tensor read directly */
+    int versioned;
+} dk_py_owner;
+
+/* Shapes up to this rank are read into the view; larger ones take the DLPack capsule path. */
+#define DK_PY_VIEW_NDIM 8
+typedef struct {
+    DLTensor t;
+    int64_t dims[2 * DK_PY_VIEW_NDIM]; /* shape, then strides */
+} dk_py_view;
+
+/* At most one owner per argument, and an op has at most DK_STACK_MAX arguments. Lives on the
+ * C stack of the call; only `n` and `nviews` need initialising. */
+typedef struct {
+    int n, nviews;
+    dk_py_owner o[DK_STACK_MAX];
+    dk_py_view v[DK_STACK_MAX];
+} dk_py_owners;
+
+/*
+ * Imports `obj` (an object with __dlpack__, or a "dltensor" / "dltensor_versioned" capsule) for
+ * argument `arg` of op `op` (both only for messages). `writable` says the op writes the tensor:
+ * a producer that flags it read-only is refused with DkitBufferError. On success *out points at
+ * the DLTensor inside a managed tensor now owned by `owners`; returns 0. On failure returns -1
+ * with an exception set, and `owners` is unchanged (nothing of `obj` is left to release).
+ */
+int dk_py_dlpack_import(dk_py_state *s, PyObject *obj, int writable, const char *op, const char *arg,
+                        dk_py_owners *owners, DLTensor **out);
+
+/* Calls each owned deleter once (newest first) and drops the references. Needs the GIL. */
+void dk_py_owners_release(dk_py_owners *owners);
+
+/* Drops the producer cache's type references (module clear / free). */
+void dk_py_dlpack_clear(dk_py_state *s);
+int dk_py_dlpack_traverse(dk_py_state *s, visitproc visit, void *arg);
+
+#endif /* DK_PYDLPACK_H */

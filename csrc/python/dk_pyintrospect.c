@@ -1,0 +1,393 @@
+/*
+ * dk_pyintrospect.c — the dispatcher seen from Python: ops and their tables, keys, the
+ * thread-local key sets, the profile, backends, tracing and the build configuration.
+ *
+ * These are thin: each converts arguments, calls one core function and converts the result.
+ * None of them is on a hot path, so they favour plain METH_FASTCALL and clear messages.
+ */
+#include "dk_py.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#define DK__STATE(m) dk_py_state_of_module(m)
+
+static int dk__check_nargs(dk_py_state *s, const char *fn, Py_ssize_t n, Py_ssize_t want)
+{
+    if (n == want) return 0;
+    dk_py_raise_fmt(s, DK_ETYPE, "%s() takes %zd argument%s (%zd given)", fn, want, want == 1 ? "" : "s", n);
+    return -1;
+}
+
+/* The op named by a str argument; DkitValueError if no op has that name. */
+static const dk_op *dk__op_arg(dk_py_state *s, const char *fn, PyObject *const *args, Py_ssize_t n)
+{
+    if (dk__check_nargs(s, fn, n, 1) < 0) return NULL;
+    if (!PyUnicode_Check(args[0])) {
+        dk_py_raise_fmt(s, DK_ETYPE, "%s(): the op name must be a str, got %s", fn, Py_TYPE(args[0])->tp_name);
+        return NULL;
+    }
+    const char *name = PyUnicode_AsUTF8(args[0]);
+    if (!name) return NULL;
+    const dk_op *op = dk_op_find(name);
+    if (!op) dk_py_raise_fmt(s, DK_EINVAL, "%s(): no op named '%s'", fn, name);
+    return op;
+}
+
+/* A key set argument: a non-negative int below 2**64. */
+static int dk__keyset_arg(dk_py_state *s, const char *fn, PyObject *v, dk_keyset *out)
+{
+    if (!PyLong_Check(v) || PyBool_Check(v)) {
+        dk_py_raise_fmt(s, DK_ETYPE, "%s(): keys must be an int bit mask (1 << key), got %s", fn,
+                        Py_TYPE(v)->tp_name);
+        return -1;
+    }
+    unsigned long long ks = PyLong_AsUnsignedLongLong(v);
+    if (ks == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        dk_py_raise_fmt(s, DK_EINVAL, "%s(): keys must be a bit mask in [0, 2**64)", fn);
+        return -1;
+    }
+    *out = (dk_keyset)ks;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Ops                                                                                        */
+
+static PyObject *dk__op_names(PyObject *m, PyObject *const *args, Py_ssize_t n)
+{
+    if (dk__check_nargs(DK__STATE(m), "op_names", n, 0) < 0) return NULL;
+    int count = dk_op_count();
+    PyObject *list = PyList_New(0);
+    if (!list) return NULL;
+    for (int i = 0; i < count; i++) {
+        const dk_op *op = dk_op_at(i);
+        if (!op) continue;
+        PyObject *name = PyUnicode_FromString(op->name);
+        if (!name || PyList_Append(list, name) < 0) {
+            Py_XDECREF(name);
+            Py_DECREF(list);
+            return NULL;
+        }
+        Py_DECREF(name);
+    }
+    return list;
+}
+
+static PyObject *dk__schema(PyObject *m, PyObject *const *args, Py_ssize_t n)
+{
+    const dk_op *op = dk__op_arg(DK__STATE(m), "schema", args, n);
+    return op ? PyUnicode_FromString(dk_op_schema(op)) : NULL;
+}
+
+static PyObject *dk__table(PyObject *m, PyObject *const *args, Py_ssize_t n)
+{
+    const dk_op *op = dk__op_arg(DK__STATE(m), "table", args, n);
+    if (!op) return NULL;
+    dk_table_entry e[DK_NUM_KEYS];
+    int count = dk_op_table(op, e, DK_NUM_KEYS);
+    if (count > DK_NUM_KEYS) count = DK_NUM_KEYS; /* one entry per key at most */
+    PyObject *list = PyList_New(count);
+    if (!list) return NULL;
+    for (int i = 0; i < count; i++) {
+        const char *kernel = e[i].provenance != DK_PROV_MISSING ? e[i].kernel_name : NULL;
+        PyObject *row = Py_BuildValue("(sszO)", dk_key_name(e[i].key), dk_provenance_name(e[i].provenance), kernel,
+                                      e[i].boxed ? Py_True : Py_False);
+        if (!row) goto fail;
+        PyList_SET_ITEM(list, i, row);
+    }
+    return list;
+fail:
+    Py_DECREF(list);
+    return NULL;
+}
+
+static PyObject *dk__dump(PyObject *m, PyObject *const *args, Py_ssize_t n)
+{
+    dk_py_state *s = DK__STATE(m);
+    const dk_op *op = dk__op_arg(s, "dump", args, n);
+    if (!op) return NULL;
+    char *text = dk_op_dump(op);
+    if (!text) return dk_py_raise(s, DK_ENOMEM);
+    PyObject *r = PyUnicode_FromString(text);
+    dk_free(text);
+    return r;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Keys and the thread-local sets                                                             */
+
+static PyObject *dk__key(PyObject *m, PyObject *const *args, Py_ssize_t n)
+{
+    dk_py_state *s = DK__STATE(m);
+    if (dk__check_nargs(s, "key", n, 1) < 0) return NULL;
+    if (!PyUnicode_Check(args[0]))
+        return dk_py_raise_fmt(s, DK_ETYPE, "key(): the key name must be a str, got %s", Py_TYPE(args[0])->tp_name);
+    const char *name = PyUnicode_AsUTF8(args[0]);
+    if (!name) return NULL;
+    dk_key k;
+    /* The core says DK_ENOENT; an unknown name is a bad argument, so ValueError, not a file error. */
+    if (dk_key_lookup(name, &k) != DK_OK) return dk_py_raise(s, DK_EINVAL);
+    return PyLong_FromLong(k);
+}
+
+static PyObject *dk__key_name(PyObject *m, PyObject *const *args, Py_ssize_t n)
+{
+    dk_py_state *s = DK__STATE(m);
+    if (dk__check_nargs(s, "key_name", n, 1) < 0) return NULL;
+    if (!PyLong_Check(args[0]) || PyBool_Check(args[0]))
+        return dk_py_raise_fmt(s, DK_ETYPE, "key_name(): the key must be an int, got %s", Py_TYPE(args[0])->tp_name);
+    long k = PyLong_AsLong(args[0]);
+    if (k == -1 && PyErr_Occurred()) return NULL;
+    if (k < 0 || k >= DK_NUM_KEYS)
+        return dk_py_raise_fmt(s, DK_EINDEX, "key_name(): key %ld is outside [0, %d)", k, DK_NUM_KEYS);
+    return PyUnicode_FromString(dk_key_name((dk_key)k));
+}
+
+static PyObject *dk__tls_token(dk_tls_state st)
+{
+    return Py_BuildValue("(KK)", (unsigned long long)st.included, (unsigned long long)st.excluded);
+}
+
+static PyObject *dk__tls_push_include(PyObject *m, PyObject *const *args, Py_ssize_t n)
+{
+    dk_py_state *s = DK__STATE(m);
+    dk_keyset ks;
+    if (dk__check_nargs(s, "tls_push_include", n, 1) < 0 || dk__keyset_arg(s, "tls_push_include", args[0], &ks) < 0)
+        return NULL;
+    return dk__tls_token(dk_tls_push_include(ks));
+}
+
+static PyObject *dk__tls_push_exclude(PyObject *m, PyObject *const *args, Py_ssize_t n)
+{
+    dk_py_state *s = DK__STATE(m);
+    dk_keyset ks;
+    if (dk__check_nargs(s, "tls_push_exclude", n, 1) < 0 || dk__keyset_arg(s, "tls_push_exclude", args[0], &ks) < 0)
+        return NULL;
+    return dk__tls_token(dk_tls_push_exclude(ks));
+}
+
+static PyObject *dk__tls_pop(PyObject *m, PyObject *const *args, Py_ssize_t n)
+{
+    dk_py_state *s = DK__STATE(m);
+    if (dk__check_nargs(s, "tls_pop", n, 1) < 0) return NULL;
+    PyObject *tok = args[0];
+    if (!PyTuple_Check(tok) || PyTuple_GET_SIZE(tok) != 2)
+        return dk_py_raise_fmt(s, DK_ETYPE, "tls_pop(): expects the token a tls_push_* returned, got %s",
+                               Py_TYPE(tok)->tp_name);
+    dk_tls_state st;
+    if (dk__keyset_arg(s, "tls_pop", PyTuple_GET_ITEM(tok, 0), &st.included) < 0 ||
+        dk__keyset_arg(s, "tls_pop", PyTuple_GET_ITEM(tok, 1), &st.excluded) < 0)
+        return NULL;
+    dk_tls_pop(st);
+    Py_RETURN_NONE;
+}
+
+static PyObject *dk__tls_get(PyObject *m, PyObject *const *args, Py_ssize_t n)
+{
+    if (dk__check_nargs(DK__STATE(m), "tls_get", n, 0) < 0) return NULL;
+    return dk__tls_token(dk_tls_get());
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Profile                                                                                    */
+
+static PyObject *dk__profile_rows(PyObject *m, PyObject *const *args, Py_ssize_t n)
+{
+    dk_py_state *s = DK__STATE(m);
+    if (dk__check_nargs(s, "profile_rows", n, 0) < 0) return NULL;
+    /* Rows can appear between the two calls (other threads); the second call is bounded. */
+    int count = dk_profile_rows(NULL, 0) + 8;
+    dk_profile_row *rows = PyMem_Calloc((size_t)count, sizeof *rows);
+    if (!rows) return PyErr_NoMemory();
+    int got = dk_profile_rows(rows, count);
+    if (got > count) got = count;
+    PyObject *list = PyList_New(got);
+    if (!list) goto done;
+    for (int i = 0; i < got; i++) {
+        PyObject *row = Py_BuildValue("(ssKK)", rows[i].op->name, dk_key_name(rows[i].backend),
+                                      (unsigned long long)rows[i].count, (unsigned long long)rows[i].total_ns);
+        if (!row) {
+            Py_CLEAR(list);
+            goto done;
+        }
+        PyList_SET_ITEM(list, i, row);
+    }
+done:
+    PyMem_Free(rows);
+    return list;
+}
+
+static PyObject *dk__profile_reset(PyObject *m, PyObject *const *args, Py_ssize_t n)
+{
+    if (dk__check_nargs(DK__STATE(m), "profile_reset", n, 0) < 0) return NULL;
+    dk_profile_reset();
+    Py_RETURN_NONE;
+}
+
+static PyObject *dk__profile_format(PyObject *m, PyObject *const *args, Py_ssize_t n)
+{
+    dk_py_state *s = DK__STATE(m);
+    if (dk__check_nargs(s, "profile_format", n, 0) < 0) return NULL;
+    char *text = dk_profile_format();
+    if (!text) return dk_py_raise(s, DK_ENOMEM);
+    PyObject *r = PyUnicode_FromString(text);
+    dk_free(text);
+    return r;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Backends, tracing, configuration                                                           */
+
+static PyObject *dk__backend_names(int with_paths)
+{
+    int count = dk_backend_count();
+    PyObject *list = PyList_New(0);
+    if (!list) return NULL;
+    for (int i = 0; i < count; i++) {
+        dk_backend_info b = dk_backend_at(i);
+        if (!b.name) continue;
+        PyObject *item = with_paths ? Py_BuildValue("(sz)", b.name, b.path) : PyUnicode_FromString(b.name);
+        if (!item || PyList_Append(list, item) < 0) {
+            Py_XDECREF(item);
+            Py_DECREF(list);
+            return NULL;
+        }
+        Py_DECREF(item);
+    }
+    return list;
+}
+
+static PyObject *dk__backends(PyObject *m, PyObject *const *args, Py_ssize_t n)
+{
+    if (dk__check_nargs(DK__STATE(m), "backends", n, 0) < 0) return NULL;
+    return dk__backend_names(1);
+}
+
+static PyObject *dk__load_backend(PyObject *m, PyObject *const *args, Py_ssize_t n)
+{
+    dk_py_state *s = DK__STATE(m);
+    if (dk__check_nargs(s, "load_backend", n, 1) < 0) return NULL;
+    PyObject *bytes = NULL;
+    if (!PyUnicode_FSConverter(args[0], &bytes)) return NULL; /* str, bytes or os.PathLike */
+    dk_status st;
+    const char *path = PyBytes_AS_STRING(bytes);
+    /* A backend's entry point may take a while (device discovery) and never calls Python. */
+    Py_BEGIN_ALLOW_THREADS
+    st = dk_load_backend(path);
+    Py_END_ALLOW_THREADS
+    Py_DECREF(bytes);
+    if (st != DK_OK) return dk_py_raise(s, st);
+    /* A backend library may define new ops as well as kernels: give them callables. */
+    if (dk_py_ops_refresh(s) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *dk__set_trace(PyObject *m, PyObject *const *args, Py_ssize_t n)
+{
+    dk_py_state *s = DK__STATE(m);
+    if (dk__check_nargs(s, "set_trace", n, 1) < 0) return NULL;
+    int on = PyObject_IsTrue(args[0]);
+    if (on < 0) return NULL;
+    dk_dispatch_set_trace(on != 0);
+    Py_RETURN_NONE;
+}
+
+static PyObject *dk__refresh_ops(PyObject *m, PyObject *const *args, Py_ssize_t n)
+{
+    dk_py_state *s = DK__STATE(m);
+    if (dk__check_nargs(s, "refresh_ops", n, 0) < 0) return NULL;
+    if (dk_py_ops_refresh(s) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static int dk__dict_set(PyObject *d, const char *key, PyObject *v)
+{
+    if (!v) return -1;
+    int rc = PyDict_SetItemString(d, key, v);
+    Py_DECREF(v);
+    return rc;
+}
+
+static PyObject *dk__config(PyObject *m, PyObject *const *args, Py_ssize_t n)
+{
+    if (dk__check_nargs(DK__STATE(m), "config", n, 0) < 0) return NULL;
+    PyObject *d = PyDict_New();
+    if (!d) return NULL;
+#ifdef _OPENMP
+    /* libdkit and this module share the process's one libgomp, so this is the kernels' count. */
+    PyObject *openmp = Py_NewRef(Py_True);
+    PyObject *threads = PyLong_FromLong(omp_get_max_threads());
+#else
+    PyObject *openmp = Py_NewRef(Py_False);
+    PyObject *threads = PyLong_FromLong(1);
+#endif
+    if (dk__dict_set(d, "version", PyUnicode_FromString(DK_VERSION_STRING)) < 0 ||
+        dk__dict_set(d, "abi", PyLong_FromUnsignedLong(DK_ABI_VERSION)) < 0 ||
+        dk__dict_set(d, "compiler", PyUnicode_FromString(
+#ifdef __clang__
+                                        "clang " __VERSION__
+#elif defined(__GNUC__)
+                                        "gcc " __VERSION__
+#else
+                                        "unknown"
+#endif
+                                        )) < 0 ||
+        dk__dict_set(d, "openmp", openmp) < 0 || dk__dict_set(d, "openmp_max_threads", threads) < 0 ||
+        dk__dict_set(d, "backends", dk__backend_names(0)) < 0 || dk__dict_set(d, "gpu_archs", PyList_New(0)) < 0 ||
+        dk__dict_set(d, "dlpack_version", Py_BuildValue("(ii)", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION)) < 0) {
+        Py_DECREF(d);
+        return NULL;
+    }
+    return d;
+}
+
+#define DK__FN(name, doc) {#name, DK_PY_FASTCALL(dk__##name), METH_FASTCALL, doc}
+PyMethodDef dk_py_introspect_methods[] = {
+    DK__FN(op_names, "op_names() -> list[str]: every registered op, in registration order."),
+    DK__FN(schema, "schema(name) -> str: the op's schema; DkitValueError for an unknown op."),
+    DK__FN(table, "table(name) -> list of (key, provenance, kernel or None, boxed), highest priority first."),
+    DK__FN(dump, "dump(name) -> str: the op's schema and dispatch table as text."),
+    DK__FN(key, "key(name) -> int: the key with that name ('cpu', 'Profile', a vendor's); DkitValueError if none."),
+    DK__FN(key_name, "key_name(key) -> str: 'cpu', 'Profile', a vendor's name, or 'key<N>'."),
+    DK__FN(tls_push_include, "tls_push_include(keys) -> token: add keys (a bit mask) to this thread's included set."),
+    DK__FN(tls_push_exclude, "tls_push_exclude(keys) -> token: add keys (a bit mask) to this thread's excluded set."),
+    DK__FN(tls_pop, "tls_pop(token): restore the thread's sets to what they were before the push."),
+    DK__FN(tls_get, "tls_get() -> (included, excluded): this thread's key sets as bit masks."),
+    DK__FN(profile_rows, "profile_rows() -> list of (op, backend, count, total_ns)."),
+    DK__FN(profile_reset, "profile_reset(): zero every profile counter."),
+    DK__FN(profile_format, "profile_format() -> str: the profile as a table."),
+    DK__FN(backends, "backends() -> list of (name, path or None): built-in and loaded backends."),
+    DK__FN(load_backend, "load_backend(path): dlopen a backend library and run its entry point."),
+    DK__FN(set_trace, "set_trace(on): print every dispatch decision to stderr."),
+    DK__FN(refresh_ops, "refresh_ops(): add callables to _C.ops for ops registered since import."),
+    DK__FN(config, "config() -> dict: version, abi, compiler, openmp, openmp_max_threads, backends, gpu_archs."),
+    {NULL, NULL, 0, NULL},
+};
+#undef DK__FN
+
+int dk_py_introspect_init(PyObject *module, dk_py_state *s)
+{
+    (void)s;
+    static const struct {
+        const char *name;
+        long value;
+    } ints[] = {
+        {"KEY_UNDEFINED", DK_KEY_UNDEFINED},
+        {"KEY_CPU", DK_KEY_CPU},
+        {"KEY_CUDA", DK_KEY_CUDA},
+        {"KEY_HIP", DK_KEY_HIP},
+        {"KEY_VENDOR_FIRST", DK_KEY_VENDOR_FIRST},
+        {"KEY_VENDOR_LAST", DK_KEY_VENDOR_LAST},
+        {"KEY_FUNC_FIRST", DK_KEY_FUNC_FIRST},
+        {"KEY_FUNC_LAST", DK_KEY_FUNC_LAST},
+        {"KEY_PROFILE", DK_KEY_PROFILE},
+        {"NUM_KEYS", DK_NUM_KEYS},
+        {"ABI_VERSION", (long)DK_ABI_VERSION},
+    };
+    for (size_t i = 0; i < DK_COUNTOF(ints); i++)
+        if (PyModule_AddIntConstant(module, ints[i].name, ints[i].value) < 0) return -1;
+    return PyModule_AddStringConstant(module, "__version__", DK_VERSION_STRING);
+}

@@ -1,0 +1,431 @@
+/*
+ * dk_pyops.c — the op callables of dkit._C.ops, generated from the registered schemas.
+ *
+ * There is no per-op binding code. At import, every op the core registered (dk_op_count /
+ * dk_op_at) gets one dkit._C.Op object that holds its dk_op and its argument names. A call reads
+ * the Python arguments in schema order (keywords by schema name also work), turns each into a
+ * dk_value by the argument's dk_arg_kind, and makes one boxed call with the GIL released.
+ *
+ * Note [The call path]
+ * This is the path under every dkit.ops.* call from Python, so it avoids all per-call
+ * allocation in the common case: vectorcall (no argument tuple or dict), the dk_stack and the
+ * DLPack owners live on the C stack, positional calls use the caller's argument array as is,
+ * keyword names are matched by pointer first (they are interned on both sides), and int lists
+ * use an on-stack buffer unless they are long. The GIL is released only around
+ * dk_op_call_boxed, after every Python object has been converted, and re-taken before any
+ * deleter runs (Note [DLPack ownership] in dk_pydlpack.c).
+ */
+#include <string.h>
+
+#include "dk_py.h"
+#include <structmember.h> /* PyMemberDef, T_OBJECT (in Python.h itself only from 3.12) */
+#include "dk_pydlpack.h"
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    const dk_op *op;
+    PyObject *name;      /* str: op->name */
+    PyObject *schema;    /* str: dk_op_schema(op) */
+    PyObject *argnames;  /* tuple of interned str, schema order */
+    PyObject *args_info; /* tuple of (name, kind, out) */
+} dk_py_op;
+
+static const char *dk__kind_name(dk_arg_kind k)
+{
+    switch (k) {
+    case DK_ARG_TENSOR: return "Tensor";
+    case DK_ARG_OPT_TENSOR: return "Tensor?";
+    case DK_ARG_INT: return "int";
+    case DK_ARG_FLOAT: return "float";
+    case DK_ARG_BOOL: return "bool";
+    case DK_ARG_STR: return "str";
+    case DK_ARG_INT_LIST: return "int[]";
+    }
+    return "?";
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Argument binding                                                                           */
+
+static int dk__argname_index(const dk_py_op *self, PyObject *key)
+{
+    const dk_op *op = self->op;
+    for (int i = 0; i < op->nargs; i++)
+        if (PyTuple_GET_ITEM(self->argnames, i) == key) return i;
+    for (int i = 0; i < op->nargs; i++) {
+        int eq = PyUnicode_Compare(PyTuple_GET_ITEM(self->argnames, i), key);
+        if (eq == 0) return i;
+        if (eq == -1 && PyErr_Occurred()) return -2;
+    }
+    return -1;
+}
+
+/* Places positional and keyword arguments by schema position; missing optional tensors are
+ * None. `bound` has op->nargs entries. */
+static int dk__bind(dk_py_state *s, const dk_py_op *self, PyObject *const *args, Py_ssize_t npos,
+                    PyObject *kwnames, PyObject **bound)
+{
+    const dk_op *op = self->op;
+    if (npos > op->nargs) {
+        dk_py_raise_fmt(s, DK_ETYPE, "%s() takes %d arguments but %zd were given", op->name, op->nargs, npos);
+        return -1;
+    }
+    for (int i = 0; i < op->nargs; i++) bound[i] = i < npos ? args[i] : NULL;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+        int i = dk__argname_index(self, key);
+        if (i == -2) return -1;
+        if (i < 0) {
+            dk_py_raise_fmt(s, DK_ETYPE, "%s() got an unexpected keyword argument '%U'", op->name, key);
+            return -1;
+        }
+        if (bound[i]) {
+            dk_py_raise_fmt(s, DK_ETYPE, "%s() got multiple values for argument '%s'", op->name, op->args[i].name);
+            return -1;
+        }
+        bound[i] = args[npos + k];
+    }
+    for (int i = 0; i < op->nargs; i++) {
+        if (bound[i]) continue;
+        if (op->args[i].kind == DK_ARG_OPT_TENSOR) {
+            bound[i] = Py_None;
+            continue;
+        }
+        dk_py_raise_fmt(s, DK_ETYPE, "%s() missing required argument '%s' (%s)", op->name, op->args[i].name,
+                        dk__kind_name(op->args[i].kind));
+        return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Conversion                                                                                 */
+
+/* Storage for int[] arguments: a stack buffer, then heap blocks, all freed after the call. */
+#define DK__LIST_INLINE 64
+typedef struct {
+    int64_t inline_buf[DK__LIST_INLINE];
+    Py_ssize_t used;
+    int nheap;
+    int64_t *heap[DK_STACK_MAX];
+} dk__lists;
+
+static int64_t *dk__lists_alloc(dk__lists *l, Py_ssize_t n)
+{
+    if (n <= DK__LIST_INLINE - l->used) {
+        int64_t *p = l->inline_buf + l->used;
+        l->used += n;
+        return p;
+    }
+    int64_t *p = PyMem_Malloc((size_t)(n ? n : 1) * sizeof *p);
+    if (!p) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    l->heap[l->nheap++] = p; /* one list per argument at most: nheap <= DK_STACK_MAX */
+    return p;
+}
+
+static void dk__lists_free(dk__lists *l)
+{
+    for (int i = 0; i < l->nheap; i++) PyMem_Free(l->heap[i]);
+    l->nheap = 0;
+}
+
+static int dk__type_error(dk_py_state *s, const dk_op *op, const dk_arg_info *a, PyObject *v)
+{
+    dk_py_raise_fmt(s, DK_ETYPE, "%s: parameter '%s' must be %s, got %s", op->name, a->name, dk__kind_name(a->kind),
+                    Py_TYPE(v)->tp_name);
+    return -1;
+}
+
+/* An int: Python ints and anything with __index__ (numpy integers), but not bool — a bool
+ * where an int is expected is almost always an argument in the wrong place. */
+static int dk__to_int(dk_py_state *s, const dk_op *op, const dk_arg_info *a, PyObject *v, int64_t *out)
+{
+    if (PyBool_Check(v) || !PyIndex_Check(v)) return dk__type_error(s, op, a, v);
+    int overflow = 0;
+    long long x;
+    if (PyLong_CheckExact(v)) {
+        x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    } else {
+        PyObject *i = PyNumber_Index(v);
+        if (!i) return -1;
+        x = PyLong_AsLongLongAndOverflow(i, &overflow);
+        Py_DECREF(i);
+    }
+    if (overflow) {
+        dk_py_raise_fmt(s, DK_EINVAL, "%s: parameter '%s' does not fit in a 64-bit int", op->name, a->name);
+        return -1;
+    }
+    if (x == -1 && PyErr_Occurred()) return -1;
+    *out = (int64_t)x;
+    return 0;
+}
+
+/* A float: floats, ints, and anything with __float__ (numpy scalars); not bool, not str. */
+static int dk__to_float(dk_py_state *s, const dk_op *op, const dk_arg_info *a, PyObject *v, double *out)
+{
+    if (PyFloat_CheckExact(v)) {
+        *out = PyFloat_AS_DOUBLE(v);
+        return 0;
+    }
+    if (PyBool_Check(v)) return dk__type_error(s, op, a, v);
+    PyNumberMethods *nb = Py_TYPE(v)->tp_as_number;
+    if (!PyFloat_Check(v) && !PyLong_Check(v) && !(nb && (nb->nb_float || nb->nb_index)))
+        return dk__type_error(s, op, a, v);
+    double x = PyFloat_AsDouble(v);
+    if (x == -1.0 && PyErr_Occurred()) return -1;
+    *out = x;
+    return 0;
+}
+
+static int dk__to_int_list(dk_py_state *s, const dk_op *op, const dk_arg_info *a, PyObject *v, dk__lists *lists,
+                           dk_int_list *out)
+{
+    if (PyUnicode_Check(v) || PyBytes_Check(v) || !PySequence_Check(v)) return dk__type_error(s, op, a, v);
+    PyObject *seq = PySequence_Fast(v, "");
+    if (!seq) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    int rc = -1;
+    int64_t *data = dk__lists_alloc(lists, n);
+    if (!data) goto done;
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = items[i];
+        if (PyBool_Check(item) || !PyIndex_Check(item)) {
+            dk_py_raise_fmt(s, DK_ETYPE, "%s: parameter '%s' must be a sequence of ints; item %zd is %s", op->name,
+                            a->name, i, Py_TYPE(item)->tp_name);
+            goto done;
+        }
+        if (dk__to_int(s, op, a, item, &data[i]) < 0) goto done;
+    }
+    out->data = data;
+    out->size = n;
+    rc = 0;
+done:
+    Py_DECREF(seq);
+    return rc;
+}
+
+static int dk__to_str(dk_py_state *s, const dk_op *op, const dk_arg_info *a, PyObject *v, const char **out)
+{
+    if (!PyUnicode_Check(v)) return dk__type_error(s, op, a, v);
+    Py_ssize_t n;
+    /* Borrowed from the str object, which the caller keeps alive for the whole call. */
+    const char *u = PyUnicode_AsUTF8AndSize(v, &n);
+    if (!u) return -1;
+    if ((size_t)n != strlen(u)) {
+        dk_py_raise_fmt(s, DK_EINVAL, "%s: parameter '%s' contains a NUL character", op->name, a->name);
+        return -1;
+    }
+    *out = u;
+    return 0;
+}
+
+static int dk__convert(dk_py_state *s, const dk_op *op, const dk_arg_info *a, PyObject *v, dk_value *out,
+                       dk_py_owners *owners, dk__lists *lists)
+{
+    DLTensor *t;
+    switch (a->kind) {
+    case DK_ARG_OPT_TENSOR:
+        if (v == Py_None) {
+            *out = dk_value_none();
+            return 0;
+        }
+        /* fall through */
+    case DK_ARG_TENSOR:
+        if (dk_py_dlpack_import(s, v, a->out, op->name, a->name, owners, &t) < 0) return -1;
+        *out = dk_value_tensor(t);
+        return 0;
+    case DK_ARG_INT:
+        out->tag = DK_TYPE_INT;
+        return dk__to_int(s, op, a, v, &out->u.i);
+    case DK_ARG_FLOAT:
+        out->tag = DK_TYPE_FLOAT;
+        return dk__to_float(s, op, a, v, &out->u.f);
+    case DK_ARG_BOOL:
+        /* True/False only: 0/1 or numpy bools are rejected rather than guessed at. */
+        if (!PyBool_Check(v)) return dk__type_error(s, op, a, v);
+        *out = dk_value_bool(v == Py_True);
+        return 0;
+    case DK_ARG_STR:
+        out->tag = DK_TYPE_STR;
+        return dk__to_str(s, op, a, v, &out->u.s);
+    case DK_ARG_INT_LIST:
+        out->tag = DK_TYPE_INT_LIST;
+        return dk__to_int_list(s, op, a, v, lists, &out->u.il);
+    }
+    dk_py_raise_fmt(s, DK_ENOTIMPL, "%s: parameter '%s' has a kind this dkit._C does not know (%d)", op->name,
+                    a->name, (int)a->kind);
+    return -1;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The call (Note [The call path])                                                            */
+
+static PyObject *dk__op_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    dk_py_op *self = (dk_py_op *)callable;
+    const dk_op *op = self->op;
+    dk_py_state *s = PyType_GetModuleState(Py_TYPE(callable));
+    Py_ssize_t npos = PyVectorcall_NARGS(nargsf);
+    PyObject *bound[DK_STACK_MAX];
+    PyObject *const *argv = args;
+    if (kwnames || npos != op->nargs) {
+        if (dk__bind(s, self, args, npos, kwnames, bound) < 0) return NULL;
+        argv = bound;
+    }
+
+    PyObject *result = NULL;
+    dk_stack stack;
+    dk_py_owners owners;
+    dk__lists lists;
+    owners.n = owners.nviews = 0;
+    lists.used = 0;
+    lists.nheap = 0;
+    for (int i = 0; i < op->nargs; i++)
+        if (dk__convert(s, op, &op->args[i], argv[i], &stack.v[i], &owners, &lists) < 0) goto cleanup;
+    stack.size = op->nargs;
+
+    dk_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = dk_op_call_boxed(op, &stack);
+    Py_END_ALLOW_THREADS
+    /* dk_last_error() is this OS thread's, and we are back on the thread that made the call. */
+    if (st != DK_OK) {
+        dk_py_raise(s, st);
+        goto cleanup;
+    }
+    result = Py_NewRef(Py_None);
+cleanup:
+    dk_py_owners_release(&owners);
+    dk__lists_free(&lists);
+    return result;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The type                                                                                   */
+
+static int dk__op_traverse(PyObject *o, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(o)); /* instances of heap types own a reference to their type */
+    return 0;
+}
+
+static void dk__op_dealloc(PyObject *o)
+{
+    dk_py_op *self = (dk_py_op *)o;
+    PyTypeObject *tp = Py_TYPE(o);
+    PyObject_GC_UnTrack(o);
+    Py_XDECREF(self->name);
+    Py_XDECREF(self->schema);
+    Py_XDECREF(self->argnames);
+    Py_XDECREF(self->args_info);
+    tp->tp_free(o);
+    Py_DECREF(tp);
+}
+
+static PyObject *dk__op_repr(PyObject *o)
+{
+    dk_py_op *self = (dk_py_op *)o;
+    return PyUnicode_FromFormat("<dkit op %U>", self->schema);
+}
+
+static PyMemberDef dk__op_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(dk_py_op, vectorcall), READONLY, NULL},
+    {"__name__", T_OBJECT, offsetof(dk_py_op, name), READONLY, "the op's name"},
+    {"__qualname__", T_OBJECT, offsetof(dk_py_op, name), READONLY, "the op's name"},
+    {"__doc__", T_OBJECT, offsetof(dk_py_op, schema), READONLY, "the op's schema"},
+    {"schema", T_OBJECT, offsetof(dk_py_op, schema), READONLY,
+     "the op's schema, e.g. dkit::op(Tensor x, Tensor(a!) out, float s) -> ()"},
+    {"arg_names", T_OBJECT, offsetof(dk_py_op, argnames), READONLY, "argument names in schema order"},
+    {"args", T_OBJECT, offsetof(dk_py_op, args_info), READONLY,
+     "(name, kind, written) per argument in schema order; kind is 'Tensor', 'Tensor?', 'int', 'float', 'bool', "
+     "'str' or 'int[]'"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot dk__op_slots[] = {
+    {Py_tp_call, (void *)PyVectorcall_Call},
+    {Py_tp_dealloc, (void *)dk__op_dealloc},
+    {Py_tp_traverse, (void *)dk__op_traverse},
+    {Py_tp_repr, (void *)dk__op_repr},
+    {Py_tp_members, dk__op_members},
+    {0, NULL},
+};
+
+static PyType_Spec dk__op_spec = {
+    .name = "dkit._C.Op",
+    .basicsize = sizeof(dk_py_op),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_DISALLOW_INSTANTIATION |
+             Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = dk__op_slots,
+};
+
+static PyObject *dk__op_new(dk_py_state *s, const dk_op *op)
+{
+    dk_py_op *self = PyObject_GC_New(dk_py_op, s->op_type);
+    if (!self) return NULL;
+    self->vectorcall = dk__op_vectorcall;
+    self->op = op;
+    self->name = self->schema = self->argnames = self->args_info = NULL;
+    PyObject_GC_Track((PyObject *)self);
+    if (!(self->name = PyUnicode_InternFromString(op->name))) goto fail;
+    if (!(self->schema = PyUnicode_FromString(dk_op_schema(op)))) goto fail;
+    if (!(self->argnames = PyTuple_New(op->nargs))) goto fail;
+    if (!(self->args_info = PyTuple_New(op->nargs))) goto fail;
+    for (int i = 0; i < op->nargs; i++) {
+        const dk_arg_info *a = &op->args[i];
+        PyObject *n = PyUnicode_InternFromString(a->name); /* interned: keywords match by pointer */
+        if (!n) goto fail;
+        PyTuple_SET_ITEM(self->argnames, i, n);
+        PyObject *info = Py_BuildValue("(OsO)", n, dk__kind_name(a->kind), a->out ? Py_True : Py_False);
+        if (!info) goto fail;
+        PyTuple_SET_ITEM(self->args_info, i, info);
+    }
+    return (PyObject *)self;
+fail:
+    Py_DECREF(self);
+    return NULL;
+}
+
+int dk_py_ops_refresh(dk_py_state *s)
+{
+    int n = dk_op_count();
+    for (int i = 0; i < n; i++) {
+        const dk_op *op = dk_op_at(i);
+        if (!op) continue;
+        PyObject *have = PyObject_GetAttrString(s->ops, op->name);
+        if (have) {
+            Py_DECREF(have);
+            continue;
+        }
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+        PyErr_Clear();
+        PyObject *fn = dk__op_new(s, op);
+        if (!fn) return -1;
+        int rc = PyObject_SetAttrString(s->ops, op->name, fn);
+        Py_DECREF(fn);
+        if (rc < 0) return -1;
+    }
+    return 0;
+}
+
+int dk_py_ops_init(PyObject *module, dk_py_state *s)
+{
+    s->op_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &dk__op_spec, NULL);
+    if (!s->op_type || PyModule_AddObjectRef(module, "Op", (PyObject *)s->op_type) < 0) return -1;
+    /* A plain module object: attribute access is one dict lookup, dir() lists the ops. */
+    s->ops = PyModule_New("dkit._C.ops");
+    if (!s->ops) return -1;
+    PyObject *doc = PyUnicode_FromString("One callable per op registered in dkit's core, named after the op.");
+    if (!doc) return -1;
+    int rc = PyObject_SetAttrString(s->ops, "__doc__", doc);
+    Py_DECREF(doc);
+    if (rc < 0) return -1;
+    if (dk_py_ops_refresh(s) < 0) return -1;
+    return PyModule_AddObjectRef(module, "ops", s->ops);
+}

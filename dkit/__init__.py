@@ -1,0 +1,81 @@
+"""dkit: vision operators (roi_align, ...) written once in C, served on many devices.
+
+    import dkit
+    y = dkit.ops.roi_align(x, boxes, 7, spatial_scale=0.25)   # torch, NumPy or any DLPack producer
+    layer = dkit.nn.RoIAlign(7, 0.25)                         # a torch.nn.Module
+    with dkit.profile() as prof:
+        ...
+    print(prof)
+
+Switching existing code over is one import:
+
+    from dkit.compat.torchvision import roi_align, RoIAlign   # torchvision.ops' signatures
+    from dkit.compat.mmcv import roi_align, RoIAlign          # mmcv.ops' signatures
+
+Importing dkit is cheap: it imports neither torch nor NumPy nor even the C extension. Every
+attribute below is resolved on first use (PEP 562), and torch is imported only when a torch
+tensor is passed in or `dkit.nn` / `dkit.compat` is used.
+"""
+
+import importlib as _importlib
+
+__version__ = "0.1.0"  # equals dkit._C.config()["version"] (DK_VERSION_STRING); a test checks it
+
+__all__ = [
+    "ops",
+    "nn",
+    "dispatch",
+    "compat",
+    "profile",
+    "backends",
+    "load_backend",
+    "show_config",
+    "get_include",
+    "get_library",
+    "DkitError",
+    "__version__",
+]
+
+_SUBMODULES = frozenset({"ops", "nn", "dispatch", "compat"})
+
+# name -> (module, attribute)
+_LAZY = {
+    "profile": ("dkit._profile", "profile"),
+    "backends": ("dkit.dispatch", "backends"),
+    "load_backend": ("dkit.dispatch", "load_backend"),
+    "show_config": ("dkit._config", "show_config"),
+    "get_include": ("dkit._paths", "get_include"),
+    "get_library": ("dkit._paths", "get_library"),
+}
+
+_ERRORS = frozenset(
+    {
+        "DkitError",
+        "DkitValueError",
+        "DkitTypeError",
+        "DkitIndexError",
+        "DkitNotImplementedError",
+        "DkitBufferError",
+        "DkitMemoryError",
+        "DkitFileNotFoundError",
+        "DkitImportError",
+    }
+)
+
+
+def __getattr__(name):
+    if name in _SUBMODULES:
+        value = _importlib.import_module("dkit." + name)
+    elif name in _LAZY:
+        module, attr = _LAZY[name]
+        value = getattr(_importlib.import_module(module), attr)
+    elif name in _ERRORS:
+        value = getattr(_importlib.import_module("dkit._C"), name)
+    else:
+        raise AttributeError(f"module 'dkit' has no attribute {name!r}")
+    globals()[name] = value  # resolve once
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | _SUBMODULES | set(_LAZY) | _ERRORS)

@@ -1,0 +1,45 @@
+"""dkit.show_config(): what this dkit was built with and can run on."""
+
+import sys
+
+
+def config():
+    """The build/runtime configuration as a dict (no printing)."""
+    from dkit import _C, __version__
+
+    cfg = dict(_C.config())
+    cfg.setdefault("version", __version__)
+    cfg["python"] = sys.version.split()[0]
+    cfg["backends_loaded"] = [name for name, _path in _C.backends()]
+    try:
+        from dkit import _paths
+
+        cfg["include"] = _paths.get_include()
+        cfg["library"] = _paths.get_library()
+    except Exception:  # _paths is optional for introspection
+        pass
+    # Report the frameworks already imported; importing torch here would cost a second.
+    for mod in ("numpy", "torch"):
+        m = sys.modules.get(mod)
+        if m is not None:
+            cfg[mod] = getattr(m, "__version__", "?")
+    return cfg
+
+
+_ORDER = ("version", "abi", "compiler", "openmp", "openmp_max_threads", "backends", "gpu_archs")
+
+
+def show_config(file=None):
+    """Print the configuration (version, compiler, OpenMP threads, backends built, GPU
+    architectures, ...) and return it as a dict."""
+    cfg = config()
+    keys = [k for k in _ORDER if k in cfg] + [k for k in cfg if k not in _ORDER]
+    width = max(len(k) for k in keys)
+    lines = ["dkit configuration:"]
+    for k in keys:
+        v = cfg[k]
+        if isinstance(v, (list, tuple)):
+            v = ", ".join(map(str, v)) if v else "(none)"
+        lines.append(f"  {k:<{width}}  {v}")
+    print("\n".join(lines), file=file if file is not None else sys.stdout)
+    return cfg

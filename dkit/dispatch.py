@@ -1,0 +1,147 @@
+"""dkit.dispatch: look inside the dispatcher, and steer it for the current thread.
+
+    >>> dkit.dispatch.ops()                      # {op name: schema}
+    >>> print(dkit.dispatch.table("roi_align_forward"))
+    >>> with dkit.dispatch.include("Profile"):   # thread-local; see also dkit.profile()
+    ...     ...
+
+Each (op, key) slot is filled from the first of: a kernel registered at that key, the op's
+composite kernel (backend keys only), the key's backend fallback, nothing. table() shows, per
+key, which one won ("provenance") and the kernel's name.
+"""
+
+import contextlib
+import os
+from typing import NamedTuple, Optional
+
+from dkit import _C
+
+__all__ = [
+    "ops",
+    "schema",
+    "table",
+    "dump",
+    "Slot",
+    "Table",
+    "key",
+    "include",
+    "exclude",
+    "tls",
+    "backends",
+    "Backend",
+    "load_backend",
+]
+
+
+def ops():
+    """{name: schema} of every op registered in the core, e.g.
+    {'roi_align_forward': 'dkit::roi_align_forward(Tensor input, ...) -> ()', ...}."""
+    return {name: _C.schema(name) for name in _C.op_names()}
+
+
+def schema(name):
+    """The op's schema string; DkitValueError for an unknown name."""
+    return _C.schema(name)
+
+
+class Slot(NamedTuple):
+    """One (op, key) slot of the computed dispatch table."""
+
+    key: str  # "Profile", "cpu", a vendor backend's name, ...
+    provenance: str  # which rule filled the slot (kernel, composite, fallback, fallthrough, missing, ...)
+    kernel: Optional[str]  # the kernel's name, None when the slot is empty
+    boxed: bool  # True when the kernel takes a boxed stack (fallbacks)
+
+
+class Table(list):
+    """The computed table of one op: a list of Slot, highest priority first. str() is the core's
+    own dump (dk_op_dump)."""
+
+    def __init__(self, name, slots):
+        super().__init__(slots)
+        self.op = name
+
+    def __str__(self):
+        return _C.dump(self.op)
+
+    def __repr__(self):
+        return f"Table({self.op!r}, {list.__repr__(self)})"
+
+
+def table(name):
+    """The op's computed dispatch table with provenance (a Table of Slot, highest key first)."""
+    return Table(name, [_slot(row) for row in _C.table(name)])
+
+
+def _slot(row):
+    if isinstance(row, dict):
+        return Slot(
+            str(row.get("key", row.get("key_name"))),
+            str(row.get("provenance")),
+            row.get("kernel", row.get("kernel_name")),
+            bool(row.get("boxed")),
+        )
+    key, provenance, kernel, boxed = row
+    return Slot(key, provenance, kernel, bool(boxed))
+
+
+def dump(name):
+    """The core's text dump of the op's table."""
+    return _C.dump(name)
+
+
+def key(name):
+    """The id of a dispatch key by name ("cpu", "Profile", a vendor backend's name)."""
+    return _C.key(name)
+
+
+def _keyset(keys):
+    ks = 0
+    for k in keys:
+        if isinstance(k, str):
+            k = _C.key(k)
+        ks |= 1 << k
+    return ks
+
+
+@contextlib.contextmanager
+def include(*keys):
+    """Add keys (names or ids) to this thread's included set for the block (nests)."""
+    token = _C.tls_push_include(_keyset(keys))
+    try:
+        yield
+    finally:
+        _C.tls_pop(token)
+
+
+@contextlib.contextmanager
+def exclude(*keys):
+    """Remove keys (names or ids) from every call on this thread for the block (nests;
+    exclusion beats inclusion)."""
+    token = _C.tls_push_exclude(_keyset(keys))
+    try:
+        yield
+    finally:
+        _C.tls_pop(token)
+
+
+def tls():
+    """(included, excluded) key-set bitmasks of the current thread."""
+    return tuple(_C.tls_get())
+
+
+class Backend(NamedTuple):
+    name: str
+    path: Optional[str]  # the shared library a backend was loaded from; None when built in
+
+
+def backends():
+    """The backends the core knows: built-in ones (path None) and loaded vendor libraries."""
+    return [Backend(*b) for b in _C.backends()]
+
+
+def load_backend(path):
+    """Load a vendor backend shared library (built against dkit.get_include()) and register its
+    kernels. Raises DkitFileNotFoundError if it cannot be opened, DkitImportError on an ABI
+    mismatch."""
+    return _C.load_backend(os.fspath(path))

@@ -1,0 +1,232 @@
+"""Packaging for dkit: the core library libdkit.so, the extension dkit._C, the public headers.
+
+    /usr/bin/python3 setup.py build_ext --inplace       # a source checkout (what `make python` runs)
+    pip install --no-build-isolation .                  # an installed package
+
+Both build, in this order:
+  1. libdkit.so, the core, from the one source list csrc/core_sources.txt and with the
+     Makefile's optimised flags; it goes next to the extension (dkit/libdkit.so).
+  2. dkit._C from csrc/python/*.c, linked to that libdkit.so with rpath $ORIGIN, so the one
+     copy of the registry beside it is the one every part of the process sees.
+  3. dkit/include/: the public headers (csrc/common/*.h, csrc/common/kernels/*.h, ops/*.h),
+     flat, so a backend builds with -I$(python -c 'import dkit; print(dkit.get_include())').
+
+setuptools only; nothing else is needed to build (numpy and torch are optional at run time).
+"""
+
+import os
+import re
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+
+from setuptools import Extension, find_packages, setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+os.chdir(ROOT)  # the flags and source lists below are relative to the repository root
+
+
+def _rel(*parts):
+    return os.path.join(*parts)
+
+
+def _read_version():
+    with open(os.path.join(ROOT, "csrc", "common", "dk_export.h"), encoding="utf-8") as f:
+        m = re.search(r'^#define\s+DK_VERSION_STRING\s+"([^"]+)"', f.read(), re.M)
+    if not m:
+        raise RuntimeError("setup.py: DK_VERSION_STRING not found in csrc/common/dk_export.h")
+    return m.group(1)
+
+
+def _core_sources():
+    """csrc/core_sources.txt: one path per line, '#' comments and blank lines ignored (the
+    Makefile reads the same file with sed)."""
+    out = []
+    with open(os.path.join(ROOT, "csrc", "core_sources.txt"), encoding="utf-8") as f:
+        for line in f:
+            line = line.split("#", 1)[0].strip()
+            if line:
+                out.append(line)
+    return out
+
+
+def _glob(folder, suffix):
+    path = os.path.join(ROOT, folder)
+    if not os.path.isdir(path):
+        return []
+    return sorted(_rel(folder, n) for n in os.listdir(path) if n.endswith(suffix))
+
+
+# The public headers and where they go under dkit/include/. ops/*.h include "dk_op.h" and the op
+# sources include "kernels/<op>.h", so a flat directory plus kernels/ serves both.
+def _public_headers():
+    pairs = [(h, os.path.basename(h)) for h in _glob(_rel("csrc", "common"), ".h")]
+    pairs = [(h, d) for h, d in pairs if d != "dk_internal.h"]  # the core's own, not installed
+    pairs += [(h, _rel("kernels", os.path.basename(h))) for h in _glob(_rel("csrc", "common", "kernels"), ".h")]
+    pairs += [(h, os.path.basename(h)) for h in _glob("ops", ".h")]
+    return pairs
+
+
+def _replace(src, dst):
+    """Copy by rename: a process that has the old libdkit.so mapped keeps its inode intact
+    (copying over it in place would change the code under a running interpreter). Skipped
+    only when dst is exactly the copy made last time (copy2 keeps the time to the ns)."""
+    if os.path.exists(dst):
+        a, b = os.stat(src), os.stat(dst)
+        if a.st_mtime_ns == b.st_mtime_ns and a.st_size == b.st_size:
+            return
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    tmp = dst + ".tmp"
+    shutil.copy2(src, tmp)
+    os.replace(tmp, dst)
+
+
+# The Makefile's optimised build of the core (BASE + WARN + OPT, LDLIBS_); keep them in step.
+CORE_CFLAGS = [
+    "-std=c11", "-D_GNU_SOURCE", "-fPIC", "-fopenmp", "-Icsrc/common", "-Iops",
+    "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter",
+    "-O3", "-march=x86-64-v2", "-fvisibility=hidden",
+]  # fmt: skip
+CORE_LDFLAGS = ["-fopenmp", "-ldl", "-lpthread", "-lm"]
+
+EXT_CFLAGS = ["-std=c11", "-O2", "-fopenmp", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter"]
+
+
+class BuildExt(build_ext):
+    """build_ext that first builds libdkit.so (and the headers) where _C will be."""
+
+    def build_extensions(self):
+        pkg_dir = os.path.dirname(self.get_ext_fullpath("dkit._C"))  # dkit/ in place, build/lib*/dkit otherwise
+        os.makedirs(pkg_dir, exist_ok=True)
+        lib = self._build_core(pkg_dir)
+        self._copy_headers(pkg_dir)
+        for ext in self.extensions:
+            ext.library_dirs = [os.path.dirname(lib)] + list(ext.library_dirs or [])
+            ext.depends = list(ext.depends or []) + [lib]  # relink when the core changed
+        super().build_extensions()
+
+    # -- the core library --------------------------------------------------------------------
+
+    def _core_compiler(self):
+        """A compiler with exactly the Makefile's flags: not customize_compiler, which would add
+        Python's own CFLAGS (-O2 -g -fwrapv ...) to the core."""
+        from distutils.ccompiler import new_compiler
+
+        cc = os.environ.get("CC", "gcc")
+        comp = new_compiler(verbose=self.verbose, dry_run=self.dry_run, force=self.force)
+        comp.set_executables(
+            compiler=[cc] + CORE_CFLAGS,
+            compiler_so=[cc] + CORE_CFLAGS,
+            linker_so=[cc, "-shared"],
+            linker_exe=[cc],
+        )
+        return comp
+
+    def _build_core(self, pkg_dir):
+        srcs = _core_sources()
+        missing = [s for s in srcs if not os.path.isfile(os.path.join(ROOT, s))]
+        if missing:
+            raise RuntimeError(f"setup.py: csrc/core_sources.txt lists missing files: {missing}")
+        comp = self._core_compiler()
+        obj_dir = os.path.join(self.build_temp, "core")
+        headers = [h for h, _ in _public_headers()] + _glob(_rel("csrc", "common"), "_internal.h")
+        newest_header = max((os.path.getmtime(os.path.join(ROOT, h)) for h in headers), default=0)
+
+        def obj_of(src):
+            return os.path.join(obj_dir, os.path.splitext(src)[0] + ".o")
+
+        def stale(src):
+            o = obj_of(src)
+            return (
+                self.force
+                or not os.path.exists(o)
+                or os.path.getmtime(o) < max(os.path.getmtime(os.path.join(ROOT, src)), newest_header)
+            )
+
+        todo = [s for s in srcs if stale(s)]
+
+        def compile_one(src):
+            comp.compile([src], output_dir=obj_dir, depends=headers)
+
+        # Sources compile in parallel (the kernels dominate); distutils' compile is serial.
+        if todo:
+            with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
+                for f in [pool.submit(compile_one, s) for s in todo]:
+                    f.result()
+        objects = [obj_of(s) for s in srcs]
+        lib = os.path.join(pkg_dir, "libdkit.so")
+        if todo or not os.path.exists(lib) or self.force or any(os.path.getmtime(o) > os.path.getmtime(lib) for o in objects):
+            # -soname: _C records "libdkit.so" as its DT_NEEDED, found through its $ORIGIN rpath.
+            comp.link_shared_object(objects, lib, extra_postargs=["-Wl,-soname,libdkit.so"] + CORE_LDFLAGS)
+        return lib
+
+    # -- headers -----------------------------------------------------------------------------
+
+    def _copy_headers(self, pkg_dir):
+        inc = os.path.join(pkg_dir, "include")
+        for src, dst in _public_headers():
+            target = os.path.join(inc, dst)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            src = os.path.join(ROOT, src)
+            if not os.path.exists(target) or os.path.getmtime(target) < os.path.getmtime(src):
+                shutil.copy2(src, target)
+
+    def build_extension(self, ext):
+        # distutils decides "up to date" on whole seconds (newer_group), so an edit made in the
+        # second of the last build would be skipped; compare the exact times instead.
+        target = self.get_ext_fullpath(ext.name)
+        if os.path.exists(target):
+            deps = [d for d in list(ext.sources) + list(ext.depends or []) if os.path.exists(d)]
+            if any(os.path.getmtime(d) > os.path.getmtime(target) for d in deps):
+                os.remove(target)
+        super().build_extension(ext)
+
+    def copy_extensions_to_source(self):
+        # setuptools builds in build/lib* even for --inplace, then copies into the source tree
+        # (on whole-second times too); libdkit.so and the headers must follow _C there.
+        build_py = self.get_finalized_command("build_py")
+        for ext in self.extensions:
+            inplace_file, regular_file = self._get_inplace_equivalent(build_py, ext)
+            _replace(regular_file, inplace_file)
+        built = os.path.join(self.build_lib, "dkit")
+        dest = os.path.dirname(self.get_ext_fullpath("dkit._C"))  # self.inplace is set again here
+        _replace(os.path.join(built, "libdkit.so"), os.path.join(dest, "libdkit.so"))
+        for _, dst in _public_headers():
+            _replace(os.path.join(built, "include", dst), os.path.join(dest, "include", dst))
+
+    def get_outputs(self):
+        # Let install/record and bdist know about the files built next to _C.
+        outs = super().get_outputs()
+        pkg_dir = os.path.dirname(self.get_ext_fullpath("dkit._C"))
+        outs.append(os.path.join(pkg_dir, "libdkit.so"))
+        outs += [os.path.join(pkg_dir, "include", dst) for _, dst in _public_headers()]
+        return outs
+
+
+ext = Extension(
+    "dkit._C",
+    sources=_glob(_rel("csrc", "python"), ".c"),
+    include_dirs=["csrc/common", "ops", "csrc/python"],
+    libraries=["dkit"],
+    extra_compile_args=EXT_CFLAGS,
+    # $ORIGIN: libdkit.so is found next to _C wherever the package is installed. No shell is
+    # involved, so the dollar sign reaches the linker as is.
+    extra_link_args=["-Wl,-rpath,$ORIGIN", "-fopenmp"],
+    depends=_glob(_rel("csrc", "python"), ".h") + [h for h, _ in _public_headers()],
+)
+
+setup(
+    name="dkit",
+    version=_read_version(),
+    description="Vision operators (roi_align, ...) written once in C11 and served on many devices",
+    long_description=open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    if os.path.exists(os.path.join(ROOT, "README.md"))
+    else "",
+    long_description_content_type="text/markdown",
+    packages=find_packages(include=["dkit", "dkit.*"]),
+    ext_modules=[ext],
+    cmdclass={"build_ext": BuildExt},
+    python_requires=">=3.10",
+    extras_require={"torch": ["torch"], "numpy": ["numpy"]},
+    zip_safe=False,
+)

@@ -1,0 +1,44 @@
+"""Shared helpers for dkit's Python tests.
+
+The tests import dkit from the source tree (built in place by `make python`), and the naive
+reference roi_align_ref.py from this folder.
+"""
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HERE = os.path.dirname(os.path.abspath(__file__))
+for p in (ROOT, HERE):
+    if p not in sys.path:
+        sys.path.insert(0, p)
+
+
+def random_rois(rng, k, n, height, width, spatial_scale=1.0, outside=0.25, min_size=0.5):
+    """[K, 5] float64 rois (batch_index, x1, y1, x2, y2) in image coordinates (feature size /
+    spatial_scale), about `outside` of each box's extent allowed past the image borders."""
+    ih, iw = height / spatial_scale, width / spatial_scale
+    x1 = rng.uniform(-outside * iw, iw * (1 + outside) - min_size, k)
+    y1 = rng.uniform(-outside * ih, ih * (1 + outside) - min_size, k)
+    x2 = x1 + rng.uniform(min_size, 0.7 * iw, k)
+    y2 = y1 + rng.uniform(min_size, 0.7 * ih, k)
+    b = rng.integers(0, n, k).astype(np.float64)
+    return np.stack([b, x1, y1, x2, y2], axis=1)
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(12345)
+
+
+@pytest.fixture(scope="session")
+def dkit_C():
+    """dkit._C, or skip when the extension is not built."""
+    try:
+        from dkit import _C
+    except ImportError as e:  # pragma: no cover - only before `make python`
+        pytest.skip(f"dkit._C is not built: {e}")
+    return _C
