@@ -153,10 +153,27 @@ static void dk__core_init_locked(void)
     dk__profile_install();
 }
 
+/* An op made by hand (dk_op is public) must still be callable by every layer: the binding,
+ * the boxed path and the dumps all index args[] and name things. */
+static dk_status dk__op_validate(const dk_op *op)
+{
+    if (!op->name || !op->name[0]) return dk_error(DK_EINVAL, "an op has no name");
+    if (op->nargs < 0 || op->nargs > DK_STACK_MAX || (op->nargs && !op->args))
+        return dk_error(DK_EINVAL, "%s: %d arguments (at most %d)", op->name, op->nargs, DK_STACK_MAX);
+    if (!op->unbox || !op->entry || !op->error_stub)
+        return dk_error(DK_EINVAL, "%s: define ops with DK_DEFINE_OP (generated functions missing)", op->name);
+    for (int i = 0; i < op->nargs; i++)
+        if (!op->args[i].name || !op->args[i].name[0])
+            return dk_error(DK_EINVAL, "%s: argument %d has no name", op->name, i);
+    return DK_OK;
+}
+
 static dk_status dk__op_ensure_locked(dk_op *op)
 {
     dk__core_init_locked();
     if (op->priv) return DK_OK;
+    dk_status st = dk__op_validate(op);
+    if (st) return st;
     if (dk__nops == dk__capops) {
         int cap = dk__capops ? 2 * dk__capops : 32;
         dk_op **ops = realloc(dk__ops, (size_t)cap * sizeof *ops);
@@ -404,7 +421,7 @@ char *dk_op_dump(const dk_op *op)
     return dk__buf_finish(&b);
 }
 
-static const char *dk__kind_schema(dk_arg_kind k)
+const char *dk_arg_kind_name(dk_arg_kind k)
 {
     switch (k) {
     case DK_ARG_TENSOR: return "Tensor";
@@ -433,7 +450,7 @@ static char *dk__format_schema(const dk_op *op)
             dk__buf_printf(&b, "%sTensor(%c!)%s %s", sep, alias++,
                            a->kind == DK_ARG_OPT_TENSOR ? "?" : "", a->name);
         else
-            dk__buf_printf(&b, "%s%s %s", sep, dk__kind_schema(a->kind), a->name);
+            dk__buf_printf(&b, "%s%s %s", sep, dk_arg_kind_name(a->kind), a->name);
     }
     dk__buf_printf(&b, ") -> ()");
     return dk__buf_finish(&b);
@@ -446,7 +463,7 @@ const char *dk_op_schema(const dk_op *op)
     dk__lock();
     if (dk__op_ensure_locked((dk_op *)op) != DK_OK) {
         dk__unlock();
-        return op->name;
+        return op->name ? op->name : "";
     }
     if (!op->priv->schema) op->priv->schema = dk__format_schema(op);
     s = op->priv->schema ? op->priv->schema : op->name;
@@ -616,7 +633,7 @@ static dk_status dk__check_args(const dk_op *op, dk_value *v)
         if (v[i].tag != want || (want == DK_TYPE_TENSOR && !v[i].u.t) ||
             (want == DK_TYPE_STR && !v[i].u.s))
             return dk_error(DK_ETYPE, "%s: argument '%s' expects %s, got %s", op->name, a->name,
-                            dk__kind_schema(a->kind),
+                            dk_arg_kind_name(a->kind),
                             (v[i].tag == DK_TYPE_TENSOR && !v[i].u.t) || (v[i].tag == DK_TYPE_STR && !v[i].u.s)
                                 ? "None"
                                 : dk__tag_name(v[i].tag));

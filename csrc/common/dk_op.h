@@ -115,6 +115,9 @@ typedef struct {
     bool out; /* written by the op: shown as Tensor(a!) in the schema */
 } dk_arg_info;
 
+/* "Tensor", "Tensor?", "int", "float", "bool", "str", "int[]": the schema's spelling. */
+DK_API const char *dk_arg_kind_name(dk_arg_kind k);
+
 struct dk_op;
 struct dk__op_private;
 

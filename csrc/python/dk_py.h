@@ -26,7 +26,7 @@
 typedef enum {
     DK_PY_PROD_VERSIONED = 0, /* __dlpack__(max_version=...) works */
     DK_PY_PROD_LEGACY,        /* __dlpack__ refuses max_version with TypeError: call it without */
-    DK_PY_PROD_TORCH,         /* torch.Tensor or a subclass overriding nothing dkit reads: read directly */
+    DK_PY_PROD_TORCH,         /* torch.Tensor or a subclass overriding nothing dkit relies on: read directly */
 } dk_py_producer_kind;
 
 #define DK_PY_TYPE_CACHE 16
@@ -44,6 +44,7 @@ typedef struct {
     PyObject *to_dlpack;       /* torch._C._to_dlpack */
     PyObject *tf_default;      /* torch.Tensor.__torch_function__.__func__ */
     PyObject *tf_disabled;     /* torch._C._disabled_torch_function_impl */
+    PyObject *td_default;      /* torch.Tensor.__torch_dispatch__ (torch's "disabled" marker) */
     PyObject *dlpack_fn;       /* torch.Tensor.__dlpack__ */
     /* _TensorBase's own descriptors, called directly (a type qualifies only if it inherits them) */
     PyObject *d_is_cpu, *d_requires_grad, *d_dtype, *d_shape; /* getset descriptors */

@@ -28,13 +28,17 @@
  * the tensor object is held for the call. This is exactly what DLPack would have described —
  * the same memory, shape, strides and dtype, no copy — without the allocations.
  *   - Which types: torch.Tensor and subclasses that override none of __torch_function__ (other
- *     than torch's "disabled" marker, as nn.Parameter does), __dlpack__, or the attributes read
- *     here; decided once per type. Any other subclass is a protocol producer.
+ *     than torch's "disabled" marker, as nn.Parameter does), __torch_dispatch__ (wrapper
+ *     subclasses keep their data elsewhere: their own storage is a placeholder), __dlpack__, or
+ *     the attributes read here; decided once per type. Any other subclass is a protocol producer.
  *   - What falls back to the protocol (__dlpack_device__/__dlpack__, with its stream and its
  *     checks): tensors not on the CPU (streams, meta), dtypes dkit has no DLPack code for
- *     (complex, quantized), layouts without strides (sparse, mkldnn: stride() fails), and
- *     outputs that require grad (torch raises its own error; dkit never writes into a tensor
- *     autograd tracks). Ranks above DK_PY_VIEW_NDIM use torch._C._to_dlpack.
+ *     (complex, quantized), layouts without storage (sparse, mkldnn: data_ptr() fails; their
+ *     stride() does NOT fail in torch 1.13, sparse COO returns made-up strides), and outputs
+ *     that require grad (torch raises its own error; dkit never writes into a tensor autograd
+ *     tracks). Ranks above DK_PY_VIEW_NDIM use torch._C._to_dlpack.
+ *   - A tensor with elements but a NULL data_ptr() (torch's efficient zero tensors, which
+ *     autograd makes) is refused, as on every path (Note [NULL data]).
  *   - Inputs that require grad are read as they are: dkit only reads them, and the autograd
  *     wrapper then needs no .detach() (which torch's __dlpack__ would insist on).
  *   - The negative bit of a lazily negated view (x.conj().imag) is not looked at, exactly as
@@ -67,6 +71,26 @@ static int dk__stream_for(int64_t device_type, long *stream)
     default:
         return 0;
     }
+}
+
+/*
+ * Note [NULL data]
+ * A tensor with elements but a NULL data pointer has no memory behind it. torch makes such
+ * tensors (efficient zero tensors: torch._efficientzerotensor, which autograd creates for
+ * zero gradients; __torch_dispatch__ wrapper subclasses) and its DLPack export hands them out
+ * as they are. A kernel would dereference NULL, so they are refused on every path, before a
+ * capsule is consumed (its holder still frees it). Zero-element tensors may have a NULL data
+ * pointer; they are fine.
+ */
+static int dk__refuse_null_data(dk_py_state *s, const DLTensor *t, const char *op, const char *arg)
+{
+    if (t->data) return 0;
+    for (int i = 0; i < t->ndim; i++)
+        if (t->shape[i] == 0) return 0;
+    dk_py_raise_fmt(s, DK_EBUFFER,
+                    "%s: parameter '%s' has elements but no memory (a NULL data pointer, e.g. torch's "
+                    "efficient zero tensor or a wrapper subclass)", op, arg);
+    return -1;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -116,6 +140,7 @@ static int dk__take_capsule(dk_py_state *s, PyObject *cap, int writable, const c
                         (int)t->ndim, t->shape ? "set" : "NULL");
         return -1;
     }
+    if (dk__refuse_null_data(s, t, op, arg) < 0) return -1; /* not consumed: still the holder's */
     if (PyCapsule_SetName(cap, versioned ? dk__cap_used_versioned : dk__cap_used_legacy) < 0) return -1;
     dk_py_owner *o = &owners->o[owners->n++];
     o->ref = Py_NewRef(cap);
@@ -178,17 +203,18 @@ static void dk__cache_add(dk_py_state *s, PyTypeObject *tp, dk_py_producer_kind 
 
 /* Every PyObject * of dk_py_torch, for clear and traverse. */
 #define DK__TORCH_REFS(X, t)                                                                  \
-    X((t)->tensor) X((t)->to_dlpack) X((t)->tf_default) X((t)->tf_disabled) X((t)->dlpack_fn) \
+    X((t)->tensor) X((t)->to_dlpack) X((t)->tf_default) X((t)->tf_disabled) X((t)->td_default) \
+    X((t)->dlpack_fn)                                                                         \
     X((t)->d_is_cpu) X((t)->d_requires_grad) X((t)->d_dtype) X((t)->d_shape) X((t)->d_data_ptr) \
     X((t)->d_stride)
 
 static void dk__torch_clear(dk_py_torch *t)
 {
+    t->found = 0; /* first: a decref below may run code that imports a tensor */
 #define DK__CLEAR(x) Py_CLEAR(x);
     DK__TORCH_REFS(DK__CLEAR, t)
 #undef DK__CLEAR
     for (int i = 0; i < DK_PY_TORCH_DTYPES; i++) Py_CLEAR(t->dtypes[i]);
-    t->found = 0;
 }
 
 void dk_py_dlpack_clear(dk_py_state *s)
@@ -263,6 +289,7 @@ static int dk__torch_fill(dk_py_torch *t, PyObject *torch)
     if (!base || !tensor || !PyType_Check(tensor) || !t->to_dlpack || !t->tf_disabled) goto done;
     t->tensor = (PyTypeObject *)Py_NewRef(tensor);
     if (!(t->tf_default = dk__unwrap_method(tensor, "__torch_function__"))) goto done;
+    if (!(t->td_default = dk__unwrap_method(tensor, "__torch_dispatch__"))) goto done;
     if (!(t->dlpack_fn = dk__unwrap_method(tensor, "__dlpack__"))) goto done;
     for (size_t i = 0; i < DK_COUNTOF(dk__torch_attrs); i++) {
         PyObject *d = PyObject_GetAttrString(base, dk__torch_attrs[i].name);
@@ -291,10 +318,18 @@ static void dk__torch_lookup(dk_py_state *s)
     PyObject *name = PyUnicode_FromString("torch");
     PyObject *torch = name ? PyImport_GetModule(name) : NULL;
     Py_XDECREF(name);
-    if (torch && torch != Py_None && dk__torch_fill(&s->torch, torch) == 0)
-        s->torch.found = 1;
-    else
-        dk__torch_clear(&s->torch); /* drop what a partial fill took */
+    /* Filled into a local copy and published whole: the fill allocates, so the GC (and any
+     * __del__ it runs, which may call a dkit op and get here again) can run in the middle. A
+     * fill into the state itself could then be overwritten (leaking) or cleared half-way by the
+     * nested one, and `found` set over NULL descriptors. */
+    dk_py_torch t;
+    memset(&t, 0, sizeof t);
+    if (torch && torch != Py_None && dk__torch_fill(&t, torch) == 0 && !s->torch.found) {
+        t.found = 1;
+        s->torch = t;
+    } else {
+        dk__torch_clear(&t); /* a partial fill, or a nested lookup published first */
+    }
     Py_XDECREF(torch);
     PyErr_Clear();
 }
@@ -306,17 +341,26 @@ static int dk__is_plain_torch(dk_py_state *s, PyTypeObject *tp)
     dk_py_torch *t = &s->torch;
     if (!t->found || !PyType_IsSubtype(tp, t->tensor)) return 0;
     if (tp == t->tensor) return 1;
+    /* Each lookup's error is cleared before the next call: the C-API must not be called with an
+     * exception set. A failed lookup (NULL) never equals torch's object, so the type is not plain. */
     PyObject *tf = dk__unwrap_method((PyObject *)tp, "__torch_function__");
-    PyObject *dl = dk__unwrap_method((PyObject *)tp, "__dlpack__");
-    int plain = tf && dl && (tf == t->tf_default || tf == t->tf_disabled) && dl == t->dlpack_fn;
+    PyErr_Clear();
+    int plain = tf && (tf == t->tf_default || tf == t->tf_disabled);
     Py_XDECREF(tf);
-    Py_XDECREF(dl);
+    static const char *const same_as_tensor[] = {"__torch_dispatch__", "__dlpack__"};
+    PyObject *const want[] = {t->td_default, t->dlpack_fn};
+    for (size_t i = 0; plain && i < DK_COUNTOF(same_as_tensor); i++) {
+        PyObject *f = dk__unwrap_method((PyObject *)tp, same_as_tensor[i]);
+        PyErr_Clear();
+        plain = f == want[i];
+        Py_XDECREF(f);
+    }
     for (size_t i = 0; plain && i < DK_COUNTOF(dk__torch_attrs); i++) {
         PyObject *d = PyObject_GetAttrString((PyObject *)tp, dk__torch_attrs[i].name);
+        PyErr_Clear();
         plain = d == *(PyObject **)((char *)t + dk__torch_attrs[i].offset);
         Py_XDECREF(d);
     }
-    PyErr_Clear();
     return plain;
 }
 
@@ -332,10 +376,17 @@ static inline PyObject *dk__call0(PyObject *descr, PyObject *obj)
     return PyObject_Vectorcall(descr, &obj, 1, NULL);
 }
 
-/* Reads a torch tuple of ints (torch.Size or stride()) into dst. */
-static int dk__read_dims(PyObject *tuple, int64_t *dst, int ndim)
+/* Reads a torch tuple of ints (torch.Size or stride()) into dst. These come from torch's
+ * getters, which a __torch_function__ mode may answer with anything: a value that is not ndim
+ * ints is an error (with an exception set, always). */
+static int dk__read_dims(dk_py_state *s, PyObject *tuple, int64_t *dst, int ndim, const char *what, const char *op,
+                         const char *arg)
 {
-    if (!PyTuple_Check(tuple) || PyTuple_GET_SIZE(tuple) != ndim) return -1;
+    if (!PyTuple_Check(tuple) || PyTuple_GET_SIZE(tuple) != ndim) {
+        dk_py_raise_fmt(s, DK_ETYPE, "%s: parameter '%s': the tensor's %s is %R, not %d ints", op, arg, what, tuple,
+                        ndim);
+        return -1;
+    }
     for (int i = 0; i < ndim; i++) {
         long long v = PyLong_AsLongLong(PyTuple_GET_ITEM(tuple, i));
         if (v == -1 && PyErr_Occurred()) return -1;
@@ -374,19 +425,24 @@ static int dk__import_torch(dk_py_state *s, PyObject *obj, int writable, const c
         goto capsule;
     }
     dk_py_view *view = &owners->v[owners->nviews];
-    int rc = dk__read_dims(shape, view->dims, (int)ndim);
+    int rc = dk__read_dims(s, shape, view->dims, (int)ndim, "shape", op, arg);
     Py_DECREF(shape);
     if (rc < 0) return -1;
     PyObject *strides = dk__call0(t->d_stride, obj);
     if (!strides) {
-        PyErr_Clear(); /* sparse, mkldnn: no strides; the protocol raises torch's own error */
+        PyErr_Clear(); /* sparse CSR/CSC/BSR/BSC: no strides; the protocol raises torch's own error */
         return 1;
     }
-    rc = dk__read_dims(strides, view->dims + DK_PY_VIEW_NDIM, (int)ndim);
+    rc = dk__read_dims(s, strides, view->dims + DK_PY_VIEW_NDIM, (int)ndim, "stride()", op, arg);
     Py_DECREF(strides);
     if (rc < 0) return -1;
     PyObject *ptr = dk__call0(t->d_data_ptr, obj);
-    if (!ptr) return -1;
+    if (!ptr) {
+        /* No storage: sparse COO and mkldnn (whose stride() answers anyway), nested, functorch's
+         * wrappers. The protocol raises torch's own error ("layout other than torch.strided"). */
+        PyErr_Clear();
+        return 1;
+    }
     void *data = PyLong_AsVoidPtr(ptr);
     Py_DECREF(ptr);
     if (!data && PyErr_Occurred()) return -1;
@@ -399,6 +455,7 @@ static int dk__import_torch(dk_py_state *s, PyObject *obj, int writable, const c
     view->t.shape = view->dims;
     view->t.strides = view->dims + DK_PY_VIEW_NDIM;
     view->t.byte_offset = 0;
+    if (dk__refuse_null_data(s, &view->t, op, arg) < 0) return -1; /* Note [NULL data] */
     owners->nviews++;
     dk_py_owner *o = &owners->o[owners->n++];
     o->ref = Py_NewRef(obj);
@@ -423,7 +480,10 @@ capsule:;
  * passed). Returns -2 with an exception set on error. */
 static int64_t dk__device_type(dk_py_state *s, PyObject *obj, const char *op, const char *arg)
 {
-    PyObject *dev = PyObject_VectorcallMethod(s->s_dlpack_device, &obj, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    /* argv[0] is the scratch slot PY_VECTORCALL_ARGUMENTS_OFFSET lets the callee overwrite;
+     * passing &obj with that flag would let it write to whatever precedes obj on the C stack. */
+    PyObject *argv[2] = {NULL, obj};
+    PyObject *dev = PyObject_VectorcallMethod(s->s_dlpack_device, argv + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
     if (!dev) {
         if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -2;
         PyErr_Clear();

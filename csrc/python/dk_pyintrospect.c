@@ -5,6 +5,8 @@
  * These are thin: each converts arguments, calls one core function and converts the result.
  * None of them is on a hot path, so they favour plain METH_FASTCALL and clear messages.
  */
+#include <string.h>
+
 #include "dk_py.h"
 
 #ifdef _OPENMP
@@ -20,15 +22,29 @@ static int dk__check_nargs(dk_py_state *s, const char *fn, Py_ssize_t n, Py_ssiz
     return -1;
 }
 
+/* A str argument as UTF-8 for a lookup by name, or NULL with an exception set. A name with a NUL
+ * in it names nothing (DkitValueError): C would read only the part before the NUL, and find
+ * another op or key than the one asked for. */
+static const char *dk__name_arg(dk_py_state *s, const char *fn, const char *what, PyObject *v)
+{
+    if (!PyUnicode_Check(v)) {
+        dk_py_raise_fmt(s, DK_ETYPE, "%s(): the %s name must be a str, got %s", fn, what, Py_TYPE(v)->tp_name);
+        return NULL;
+    }
+    Py_ssize_t len;
+    const char *name = PyUnicode_AsUTF8AndSize(v, &len);
+    if (name && strlen(name) != (size_t)len) {
+        dk_py_raise_fmt(s, DK_EINVAL, "%s(): no %s named %R", fn, what, v);
+        return NULL;
+    }
+    return name;
+}
+
 /* The op named by a str argument; DkitValueError if no op has that name. */
 static const dk_op *dk__op_arg(dk_py_state *s, const char *fn, PyObject *const *args, Py_ssize_t n)
 {
     if (dk__check_nargs(s, fn, n, 1) < 0) return NULL;
-    if (!PyUnicode_Check(args[0])) {
-        dk_py_raise_fmt(s, DK_ETYPE, "%s(): the op name must be a str, got %s", fn, Py_TYPE(args[0])->tp_name);
-        return NULL;
-    }
-    const char *name = PyUnicode_AsUTF8(args[0]);
+    const char *name = dk__name_arg(s, fn, "op", args[0]);
     if (!name) return NULL;
     const dk_op *op = dk_op_find(name);
     if (!op) dk_py_raise_fmt(s, DK_EINVAL, "%s(): no op named '%s'", fn, name);
@@ -64,7 +80,7 @@ static PyObject *dk__op_names(PyObject *m, PyObject *const *args, Py_ssize_t n)
     if (!list) return NULL;
     for (int i = 0; i < count; i++) {
         const dk_op *op = dk_op_at(i);
-        if (!op) continue;
+        if (!op || !op->name) continue; /* a hand-made op without a name (refresh_ops warns) */
         PyObject *name = PyUnicode_FromString(op->name);
         if (!name || PyList_Append(list, name) < 0) {
             Py_XDECREF(name);
@@ -123,9 +139,7 @@ static PyObject *dk__key(PyObject *m, PyObject *const *args, Py_ssize_t n)
 {
     dk_py_state *s = DK__STATE(m);
     if (dk__check_nargs(s, "key", n, 1) < 0) return NULL;
-    if (!PyUnicode_Check(args[0]))
-        return dk_py_raise_fmt(s, DK_ETYPE, "key(): the key name must be a str, got %s", Py_TYPE(args[0])->tp_name);
-    const char *name = PyUnicode_AsUTF8(args[0]);
+    const char *name = dk__name_arg(s, "key", "key", args[0]);
     if (!name) return NULL;
     dk_key k;
     /* The core says DK_ENOENT; an unknown name is a bad argument, so ValueError, not a file error. */
@@ -139,10 +153,12 @@ static PyObject *dk__key_name(PyObject *m, PyObject *const *args, Py_ssize_t n)
     if (dk__check_nargs(s, "key_name", n, 1) < 0) return NULL;
     if (!PyLong_Check(args[0]) || PyBool_Check(args[0]))
         return dk_py_raise_fmt(s, DK_ETYPE, "key_name(): the key must be an int, got %s", Py_TYPE(args[0])->tp_name);
-    long k = PyLong_AsLong(args[0]);
+    int overflow = 0;
+    long k = PyLong_AsLongAndOverflow(args[0], &overflow);
     if (k == -1 && PyErr_Occurred()) return NULL;
-    if (k < 0 || k >= DK_NUM_KEYS)
-        return dk_py_raise_fmt(s, DK_EINDEX, "key_name(): key %ld is outside [0, %d)", k, DK_NUM_KEYS);
+    /* An int beyond a C long is as much out of range as 64: the same DkitIndexError. */
+    if (overflow || k < 0 || k >= DK_NUM_KEYS)
+        return dk_py_raise_fmt(s, DK_EINDEX, "key_name(): key %R is outside [0, %d)", args[0], DK_NUM_KEYS);
     return PyUnicode_FromString(dk_key_name((dk_key)k));
 }
 
@@ -316,13 +332,15 @@ static PyObject *dk__config(PyObject *m, PyObject *const *args, Py_ssize_t n)
     if (dk__check_nargs(DK__STATE(m), "config", n, 0) < 0) return NULL;
     PyObject *d = PyDict_New();
     if (!d) return NULL;
+    /* Each value is made where it is stored (dk__dict_set takes it, also on failure): made
+     * beforehand, a value would leak when an earlier item fails and || skips the rest. */
 #ifdef _OPENMP
     /* libdkit and this module share the process's one libgomp, so this is the kernels' count. */
-    PyObject *openmp = Py_NewRef(Py_True);
-    PyObject *threads = PyLong_FromLong(omp_get_max_threads());
+#define DK__OPENMP Py_NewRef(Py_True)
+#define DK__THREADS PyLong_FromLong(omp_get_max_threads())
 #else
-    PyObject *openmp = Py_NewRef(Py_False);
-    PyObject *threads = PyLong_FromLong(1);
+#define DK__OPENMP Py_NewRef(Py_False)
+#define DK__THREADS PyLong_FromLong(1)
 #endif
     if (dk__dict_set(d, "version", PyUnicode_FromString(DK_VERSION_STRING)) < 0 ||
         dk__dict_set(d, "abi", PyLong_FromUnsignedLong(DK_ABI_VERSION)) < 0 ||
@@ -335,12 +353,14 @@ static PyObject *dk__config(PyObject *m, PyObject *const *args, Py_ssize_t n)
                                         "unknown"
 #endif
                                         )) < 0 ||
-        dk__dict_set(d, "openmp", openmp) < 0 || dk__dict_set(d, "openmp_max_threads", threads) < 0 ||
+        dk__dict_set(d, "openmp", DK__OPENMP) < 0 || dk__dict_set(d, "openmp_max_threads", DK__THREADS) < 0 ||
         dk__dict_set(d, "backends", dk__backend_names(0)) < 0 || dk__dict_set(d, "gpu_archs", PyList_New(0)) < 0 ||
         dk__dict_set(d, "dlpack_version", Py_BuildValue("(ii)", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION)) < 0) {
         Py_DECREF(d);
         return NULL;
     }
+#undef DK__OPENMP
+#undef DK__THREADS
     return d;
 }
 

@@ -11,6 +11,7 @@
  * are therefore generated from a complete registry.
  */
 #include <stdarg.h>
+#include <string.h>
 
 #include "dk_py.h"
 #include "dk_pydlpack.h"
@@ -42,8 +43,15 @@ static PyObject *dk__exc_for(dk_py_state *s, dk_status st)
 PyObject *dk_py_raise(dk_py_state *s, dk_status st)
 {
     const char *msg = dk_last_error();
-    if (!msg || !msg[0]) msg = (st > DK_OK && st < DK_STATUS_COUNT) ? dk__status_text[st] : "unknown dkit error";
-    PyErr_SetString(dk__exc_for(s, st), msg);
+    if (!msg || !msg[0]) msg = (st > DK_OK && st < DK_STATUS_COUNT) ? dk__status_text[st] : NULL;
+    if (!msg) msg = "unknown dkit error";
+    /* Not PyErr_SetString: the message may quote bytes that are not UTF-8 (a path, dlerror()'s
+     * text), which it would fail to decode, leaving the exception without any message. */
+    PyObject *text = PyUnicode_DecodeUTF8(msg, (Py_ssize_t)strlen(msg), "backslashreplace");
+    if (text) {
+        PyErr_SetObject(dk__exc_for(s, st), text);
+        Py_DECREF(text);
+    }
     return NULL;
 }
 
@@ -73,7 +81,7 @@ static int dk__exceptions_init(PyObject *m, dk_py_state *s)
         "dkit._C.DkitError", "Base of every error raised by dkit; a RuntimeError.", PyExc_RuntimeError, NULL);
     if (!s->exc[DK_ERUNTIME] || PyModule_AddObjectRef(m, "DkitError", s->exc[DK_ERUNTIME]) < 0) return -1;
     for (int st = DK_OK + 1; st < DK_STATUS_COUNT; st++) {
-        if (st == DK_ERUNTIME) continue;
+        if (st == DK_ERUNTIME || !dk__py_base_name[st]) continue; /* a gap in the table: DkitError serves it */
         PyObject *builtin = builtins ? PyDict_GetItemString(builtins, dk__py_base_name[st]) : NULL;
         if (!builtin) {
             PyErr_Format(PyExc_SystemError, "dkit: no builtin exception %s", dk__py_base_name[st]);

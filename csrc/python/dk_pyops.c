@@ -31,19 +31,6 @@ typedef struct {
     PyObject *args_info; /* tuple of (name, kind, out) */
 } dk_py_op;
 
-static const char *dk__kind_name(dk_arg_kind k)
-{
-    switch (k) {
-    case DK_ARG_TENSOR: return "Tensor";
-    case DK_ARG_OPT_TENSOR: return "Tensor?";
-    case DK_ARG_INT: return "int";
-    case DK_ARG_FLOAT: return "float";
-    case DK_ARG_BOOL: return "bool";
-    case DK_ARG_STR: return "str";
-    case DK_ARG_INT_LIST: return "int[]";
-    }
-    return "?";
-}
 
 /* ------------------------------------------------------------------------------------------ */
 /* Argument binding                                                                           */
@@ -94,7 +81,7 @@ static int dk__bind(dk_py_state *s, const dk_py_op *self, PyObject *const *args,
             continue;
         }
         dk_py_raise_fmt(s, DK_ETYPE, "%s() missing required argument '%s' (%s)", op->name, op->args[i].name,
-                        dk__kind_name(op->args[i].kind));
+                        dk_arg_kind_name(op->args[i].kind));
         return -1;
     }
     return 0;
@@ -136,7 +123,7 @@ static void dk__lists_free(dk__lists *l)
 
 static int dk__type_error(dk_py_state *s, const dk_op *op, const dk_arg_info *a, PyObject *v)
 {
-    dk_py_raise_fmt(s, DK_ETYPE, "%s: parameter '%s' must be %s, got %s", op->name, a->name, dk__kind_name(a->kind),
+    dk_py_raise_fmt(s, DK_ETYPE, "%s: parameter '%s' must be %s, got %s", op->name, a->name, dk_arg_kind_name(a->kind),
                     Py_TYPE(v)->tp_name);
     return -1;
 }
@@ -177,7 +164,13 @@ static int dk__to_float(dk_py_state *s, const dk_op *op, const dk_arg_info *a, P
     if (!PyFloat_Check(v) && !PyLong_Check(v) && !(nb && (nb->nb_float || nb->nb_index)))
         return dk__type_error(s, op, a, v);
     double x = PyFloat_AsDouble(v);
-    if (x == -1.0 && PyErr_Occurred()) return -1;
+    if (x == -1.0 && PyErr_Occurred()) {
+        /* An int beyond a double's range: a bad value, reported like an int beyond int64. */
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return -1;
+        PyErr_Clear();
+        dk_py_raise_fmt(s, DK_EINVAL, "%s: parameter '%s' does not fit in a double", op->name, a->name);
+        return -1;
+    }
     *out = x;
     return 0;
 }
@@ -192,15 +185,24 @@ static int dk__to_int_list(dk_py_state *s, const dk_op *op, const dk_arg_info *a
     int rc = -1;
     int64_t *data = dk__lists_alloc(lists, n);
     if (!data) goto done;
-    PyObject **items = PySequence_Fast_ITEMS(seq);
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = items[i];
-        if (PyBool_Check(item) || !PyIndex_Check(item)) {
+        /* `seq` is the caller's list itself when `v` is a list, and an item's __index__ is
+         * Python code that may change that list (clear it, grow it: its item array is then
+         * freed). So the size is checked and the item re-read on every step, never through a
+         * saved PySequence_Fast_ITEMS pointer, and the item is held while it converts. */
+        if (PySequence_Fast_GET_SIZE(seq) != n) break;
+        PyObject *item = Py_NewRef(PySequence_Fast_GET_ITEM(seq, i));
+        int bad = PyBool_Check(item) || !PyIndex_Check(item);
+        if (bad)
             dk_py_raise_fmt(s, DK_ETYPE, "%s: parameter '%s' must be a sequence of ints; item %zd is %s", op->name,
                             a->name, i, Py_TYPE(item)->tp_name);
-            goto done;
-        }
-        if (dk__to_int(s, op, a, item, &data[i]) < 0) goto done;
+        int err = bad || dk__to_int(s, op, a, item, &data[i]) < 0;
+        Py_DECREF(item);
+        if (err) goto done;
+    }
+    if (PySequence_Fast_GET_SIZE(seq) != n) {
+        dk_py_raise_fmt(s, DK_ERUNTIME, "%s: parameter '%s' changed size while it was read", op->name, a->name);
+        goto done;
     }
     out->data = data;
     out->size = n;
@@ -365,6 +367,19 @@ static PyType_Spec dk__op_spec = {
     .slots = dk__op_slots,
 };
 
+/* Can the binding call this op? A dk_op made with DK_DEFINE_OP always can; one a backend built
+ * by hand may not, and would otherwise overrun the call's fixed arrays (bound[], the dk_stack,
+ * the owners: DK_STACK_MAX entries each) or dereference a NULL name. */
+static const char *dk__op_unusable(const dk_op *op)
+{
+    if (!op->name) return "it has no name";
+    if (op->nargs < 0 || op->nargs > DK_STACK_MAX) return "its argument count is outside [0, DK_STACK_MAX]";
+    if (op->nargs > 0 && !op->args) return "it has no argument list";
+    for (int i = 0; i < op->nargs; i++)
+        if (!op->args[i].name) return "an argument has no name";
+    return NULL;
+}
+
 static PyObject *dk__op_new(dk_py_state *s, const dk_op *op)
 {
     dk_py_op *self = PyObject_GC_New(dk_py_op, s->op_type);
@@ -382,7 +397,7 @@ static PyObject *dk__op_new(dk_py_state *s, const dk_op *op)
         PyObject *n = PyUnicode_InternFromString(a->name); /* interned: keywords match by pointer */
         if (!n) goto fail;
         PyTuple_SET_ITEM(self->argnames, i, n);
-        PyObject *info = Py_BuildValue("(OsO)", n, dk__kind_name(a->kind), a->out ? Py_True : Py_False);
+        PyObject *info = Py_BuildValue("(OsO)", n, dk_arg_kind_name(a->kind), a->out ? Py_True : Py_False);
         if (!info) goto fail;
         PyTuple_SET_ITEM(self->args_info, i, info);
     }
@@ -398,6 +413,15 @@ int dk_py_ops_refresh(dk_py_state *s)
     for (int i = 0; i < n; i++) {
         const dk_op *op = dk_op_at(i);
         if (!op) continue;
+        const char *why = dk__op_unusable(op);
+        if (why) {
+            /* Skipped (the rest of the process may still use it from C), with a warning each
+             * refresh; an error would make every later load_backend/refresh_ops fail. */
+            if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1, "dkit: op #%d ('%s') has no Python callable: %s", i,
+                                 op->name ? op->name : "(null)", why) < 0)
+                return -1;
+            continue;
+        }
         PyObject *have = PyObject_GetAttrString(s->ops, op->name);
         if (have) {
             Py_DECREF(have);

@@ -132,6 +132,25 @@ class Producer:
         return m.capsule
 
 
+def run_child(code, *argv, timeout=120):
+    """Runs `code` in a fresh interpreter, with this module importable as `tce` and dkit from
+    the tree under test; returns its stdout. For checks whose failure would be a crash (a NULL
+    or freed pointer dereferenced): pytest then reports a failed test, not a dead run."""
+    import dkit._paths as p
+
+    prelude = (
+        "import sys, importlib.util\n"
+        "spec = importlib.util.spec_from_file_location('tce', sys.argv[1])\n"
+        "tce = importlib.util.module_from_spec(spec); spec.loader.exec_module(tce)\n"
+    )
+    root = os.path.dirname(os.path.dirname(p.__file__))
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.path.dirname(__file__))
+    r = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code), __file__, *map(str, argv)],
+                       env=env, capture_output=True, text=True, timeout=timeout)  # fmt: skip
+    assert r.returncode == 0, f"child exited with {r.returncode}\n{r.stdout}{r.stderr}"
+    return r.stdout
+
+
 def case(n=1, c=4, h=8, w=8, k=2, ph=2, pw=2, dtype=np.float32, seed=0):
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((n, c, h, w)).astype(dtype)
@@ -289,6 +308,92 @@ def test_high_rank_torch_tensor_takes_the_capsule_path():
     assert sys.getrefcount(deep) == before
 
 
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
+def test_torch_layouts_without_storage_take_the_protocol():
+    # torch 1.13's sparse COO answers stride() with made-up strides; only data_ptr() fails. The
+    # fast path must hand such tensors to the protocol, whose __dlpack__ raises torch's error.
+    torch = pytest.importorskip("torch")
+    x, rois, out = case()
+    tr, tout = torch.from_numpy(rois), torch.from_numpy(out)
+    for sparse in (torch.from_numpy(x).to_sparse(), torch.from_numpy(x)[0, 0].to_sparse_csr()):
+        with pytest.raises(RuntimeError, match="layout other than torch.strided"):
+            FWD(sparse, tr, tout, None, None, *AVG)
+    assert np.isnan(out).all()
+
+
+def test_torch_function_mode_answers_are_checked():
+    # A __torch_function__ mode answers the getters the fast path reads; an answer that is not
+    # ndim ints is an error naming the parameter (it was a SystemError: NULL without exception).
+    torch = pytest.importorskip("torch")
+    from torch.overrides import TorchFunctionMode
+
+    class Lying(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            r = func(*args, **(kwargs or {}))
+            return r[:-1] if getattr(func, "__name__", "") == "stride" else r
+
+    x, rois, out = case()
+    tx, tr, tout = torch.from_numpy(x), torch.from_numpy(rois), torch.from_numpy(out)
+    with Lying():
+        with pytest.raises(_C.DkitTypeError, match=r"'input': the tensor's stride\(\) is \(256, 64, 8\), not 4 ints"):
+            FWD(tx, tr, tout, None, None, *AVG)
+    FWD(tx, tr, tout, None, None, *AVG)  # no mode: fine
+    np.testing.assert_array_equal(out, expected(x, rois))
+
+
+def test_tensors_without_memory_are_refused():
+    # Elements but a NULL data pointer: torch's efficient zero tensors (which autograd makes),
+    # __torch_dispatch__ wrapper subclasses, any producer's capsule. Each used to reach the
+    # kernel, which dereferenced NULL (a segfault); in a child process for that reason.
+    pytest.importorskip("torch")
+    out = run_child("""
+        import ctypes, numpy as np, pytest, torch
+        from dkit import _C
+        x, rois, out = tce.case()
+        tx, tr, tout = torch.from_numpy(x), torch.from_numpy(rois), torch.from_numpy(out)
+        zx, zout = torch._efficientzerotensor(x.shape), torch._efficientzerotensor(out.shape)
+        assert zx.data_ptr() == 0 and type(zx) is torch.Tensor
+        msg = "has elements but no memory"
+        with pytest.raises(_C.DkitBufferError, match="'input' " + msg):
+            tce.FWD(zx, tr, tout, None, None, *tce.AVG)
+        with pytest.raises(_C.DkitBufferError, match="'output' " + msg):
+            tce.FWD(tx, tr, zout, None, None, *tce.AVG)
+        cap = torch.utils.dlpack.to_dlpack(zx)  # torch exports it as it is
+        with pytest.raises(_C.DkitBufferError, match="'input' " + msg):
+            tce.FWD(cap, tr, tout, None, None, *tce.AVG)
+        assert tce.capsule_name(cap) == "dltensor"  # refused, not consumed: torch's destructor frees it
+        m = tce.Managed(x)
+        m.m.dl_tensor.data = None
+        with pytest.raises(_C.DkitBufferError, match="'input' " + msg):
+            tce.FWD(m.capsule, rois, out, None, None, *tce.AVG)
+        assert m.deleted == 0 and tce.capsule_name(m.capsule) == "dltensor_versioned"
+        empty = tce.Managed(np.zeros((0, 4, 8, 8), np.float32))
+        empty.m.dl_tensor.data = None  # no elements: a NULL pointer is fine
+        with pytest.raises(_C.DkitIndexError, match="batch index"):  # the op's own check, later
+            tce.FWD(empty.capsule, rois, out, None, None, *tce.AVG)
+        assert empty.deleted == 1
+
+        class Wrapper(torch.Tensor):  # the usual __torch_dispatch__ wrapper: its own storage is empty
+            __torch_function__ = torch._C._disabled_torch_function_impl
+            @staticmethod
+            def __new__(cls, elem):
+                return torch.Tensor._make_wrapper_subclass(cls, elem.size(), strides=elem.stride(),
+                                                           dtype=elem.dtype, device=elem.device)
+            def __init__(self, elem):
+                self.elem = elem
+            @classmethod
+            def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+                raise NotImplementedError(f"Wrapper: {func}")
+        w = Wrapper(tx)
+        assert w.data_ptr() == 0
+        with pytest.raises((NotImplementedError, _C.DkitBufferError)):  # its dispatch, or dkit: never the kernel
+            tce.FWD(w, tr, tout, None, None, *tce.AVG)
+        assert np.isnan(out).all()
+        print("ok")
+    """)
+    assert out.strip().endswith("ok")
+
+
 def test_torch_capsules_legacy_and_used_capsules():
     torch = pytest.importorskip("torch")
     from torch.utils.dlpack import to_dlpack
@@ -329,6 +434,56 @@ def test_refcounts_are_unchanged_after_calls():
         with pytest.raises(_C.DkitValueError):  # an error inside the op
             FWD(objs[0], objs[1], objs[2], None, None, 2, 2, -1.0, 2, 1, False)
     assert [sys.getrefcount(o) for o in objs] == before
+
+
+def test_many_calls_leak_nothing():
+    # Each path, successful and failing, 10,000 times: the arguments' reference counts, the
+    # number of live objects and Python's allocated blocks must stay where they were.
+    torch = pytest.importorskip("torch")
+    from torch.utils.dlpack import to_dlpack
+
+    x, rois, out = case()
+    tx, tr, tout = torch.from_numpy(x), torch.from_numpy(rois), torch.from_numpy(out)
+    deep = torch.zeros((1,) * 9 + (4,))
+
+    class Legacy(Producer):
+        pass
+
+    bad_scale = (2, 2, -1.0, 2, 1, False)
+    kw = dict(aligned_height=2, aligned_width=2, spatial_scale=0.5, sampling_ratio=2, pool_mode=1, aligned=False)
+    paths = {
+        "numpy": lambda: FWD(x, rois, out, None, None, *AVG),
+        "torch": lambda: FWD(tx, tr, tout, None, None, *AVG),
+        "keywords": lambda: FWD(tx, tr, output=tout, **kw),
+        "torch capsules": lambda: FWD(to_dlpack(tx), to_dlpack(tr), to_dlpack(tout), None, None, *AVG),
+        "legacy producer": lambda: FWD(Legacy(x, legacy=True), rois, out, None, None, *AVG),
+        "wrong type after tensors": lambda: FWD(tx, tr, tout, None, None, 2, 2, 0.5, 2, 1, 1),
+        "op error": lambda: FWD(x, rois, out, None, None, *bad_scale),
+        "int overflow": lambda: FWD(x, rois, out, None, None, 2**70, 2, 0.5, 2, 1, False),
+        "rank 10": lambda: FWD(deep, tr, tout, None, None, *AVG),
+        "grad output": lambda: FWD(tx, tr, torch.empty(out.shape, requires_grad=True), None, None, *AVG),
+        "used capsule": lambda: FWD(x, rois, to_dlpack(tout), None, None, *AVG),
+        "binding error": lambda: FWD(x, rois, out, bogus=1),
+        "introspection": lambda: (_C.table("roi_align_forward"), _C.dump("roi_align_forward"), _C.config()),
+    }
+    watched = (x, rois, out, tx, tr, tout, deep)
+
+    def run(f, n):
+        for _ in range(n):
+            try:
+                f()
+            except Exception:
+                pass
+
+    for name, f in paths.items():
+        run(f, 100)  # warm: caches, interned strings, free lists
+        gc.collect()
+        refs, objs, blocks = [sys.getrefcount(o) for o in watched], len(gc.get_objects()), sys.getallocatedblocks()
+        run(f, 10_000)
+        gc.collect()
+        assert [sys.getrefcount(o) for o in watched] == refs, name
+        assert len(gc.get_objects()) - objs <= 10, name
+        assert sys.getallocatedblocks() - blocks <= 500, name  # a leak of one block per call is 10,000
 
 
 # ------------------------------------------------------------------------------------------
@@ -487,6 +642,18 @@ def test_accepted_python_types():
         FWD(x, rois, out, None, None, 2, 2, 0.5, 2, 1, np.bool_(False))
 
 
+def test_numbers_out_of_range_are_value_errors():
+    # An int beyond a double's range for a float parameter was a bare OverflowError; it is a
+    # DkitValueError naming the parameter, like an int beyond int64 for an int parameter.
+    x, rois, out = case()
+    with pytest.raises(_C.DkitValueError, match="'spatial_scale' does not fit in a double"):
+        FWD(x, rois, out, None, None, 2, 2, 10**400, 2, 1, False)
+    with pytest.raises(_C.DkitValueError, match="'pool_mode' does not fit in a 64-bit int"):
+        FWD(x, rois, out, None, None, 2, 2, 0.5, 2, -(2**63) - 1, False)
+    FWD(x, rois, out, None, None, 2, 2, 10**300, 2, 1, False)  # a huge but finite scale is a value
+    assert np.isfinite(out).all()
+
+
 def test_keywords_binding_and_arity():
     x, rois, out = case()
     want = expected(x, rois)
@@ -598,6 +765,19 @@ def test_keys_tls_and_profile():
         _C.tls_pop("token")
 
 
+def test_names_with_nul_and_keys_out_of_range():
+    # C would read a name only up to its NUL and find another op or key than the one asked for.
+    for fn in (_C.schema, _C.table, _C.dump):
+        with pytest.raises(_C.DkitValueError, match="no op named"):
+            fn("roi_align_forward\0junk")
+    with pytest.raises(_C.DkitValueError, match="no key named"):
+        _C.key("cpu\0")
+    assert _C.key("cpu") == _C.KEY_CPU
+    for k in (2**70, -(2**70), -1, 64):  # beyond a C long was a bare OverflowError
+        with pytest.raises(_C.DkitIndexError, match="outside"):
+            _C.key_name(k)
+
+
 def test_trace_goes_to_stderr(capfd):
     x, rois, out = case()
     _C.set_trace(True)
@@ -630,6 +810,59 @@ def test_config_and_backends():
             break
     with pytest.raises(TypeError):
         _C.load_backend(3)
+    # dlerror() quotes the path's bytes, which need not be UTF-8: the message used to be lost
+    with pytest.raises(_C.DkitFileNotFoundError, match=r"nonexistent/\\xff\.so"):
+        _C.load_backend(b"/nonexistent/\xff.so")
+
+
+def test_module_instances_are_independent_and_collected():
+    # Multi-phase init: each instance has its own state (types, exceptions, caches), reached by
+    # the GC, so a dropped instance is freed; a sub-interpreter imports its own.
+    import importlib.util
+    import weakref
+
+    torch = pytest.importorskip("torch")
+    spec = importlib.util.find_spec("dkit._C")
+    x, rois, out = case()
+    refs = []
+    for _ in range(5):
+        m = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(m)
+        assert m.Op is not _C.Op and m.DkitError is not _C.DkitError
+        m.ops.roi_align_forward(torch.from_numpy(x), torch.from_numpy(rois), out, None, None, *AVG)  # fills its caches
+        with pytest.raises(m.DkitValueError):
+            m.ops.roi_align_forward(x, rois, out, None, None, 2, 2, -1.0, 2, 1, False)
+        refs.append(weakref.ref(m))
+        del m
+    gc.collect()
+    assert [r() for r in refs] == [None] * 5
+    np.testing.assert_array_equal(out, expected(x, rois))
+    # In a child process: a sub-interpreter leaves this thread's PyGILState confused for torch's
+    # autograd, which then believes the GIL is held during backward().
+    out = run_child("""
+        try:
+            import _xxsubinterpreters as si
+        except ImportError:
+            print("ok: no _xxsubinterpreters")
+            raise SystemExit
+        code = (
+            "import sys\\n"
+            f"sys.path[:0] = {sys.path!r}\\n"
+            "from dkit import _C\\n"
+            "assert 'roi_align_forward' in _C.op_names()\\n"
+            "try:\\n"
+            "    _C.ops.roi_align_forward(None, None, None, None, None, 1, 1, 1.0, 1, 1, False)\\n"
+            "except _C.DkitTypeError:\\n"
+            "    pass\\n"
+            "else:\\n"
+            "    raise AssertionError('no DkitTypeError')\\n"
+        )
+        interp = si.create()
+        si.run_string(interp, code)
+        si.destroy(interp)
+        print("ok")
+    """)
+    assert out.strip().startswith("ok")
 
 
 def test_paths():
@@ -743,3 +976,169 @@ def test_backend_loading_in_a_child_process(tmp_path):
     r = subprocess.run([sys.executable, "-c", textwrap.dedent(_CHILD), __file__, str(good), str(bad)],
                        env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr
+
+
+# ------------------------------------------------------------------------------------------
+# int[] and str arguments, and ops the binding must not call. roi_align has none of these, so a
+# backend defines its own ops (in a child process, as above).
+
+_PROBE_C = r"""
+#include <string.h>
+#include "dkit.h"
+
+/* pyprobe(out, sizes, mode, f): out (float64, 1-d) gets [len(sizes), strlen(mode), f, sizes...]. */
+#define DK_PYPROBE_ARGS(X) X(TENSOR_OUT, out) X(INT_LIST, sizes) X(STR, mode) X(FLOAT, f)
+DK_DECLARE_OP(pyprobe, DK_PYPROBE_ARGS)
+DK_DEFINE_OP(pyprobe, DK_PYPROBE_ARGS)
+{
+    if (out->ndim != 1 || out->dtype.code != kDLFloat || out->dtype.bits != 64 || dk_tensor_numel(out) < 3 + sizes.size)
+        return dk_error(DK_EINVAL, "pyprobe: out must be float64[3 + len(sizes)]");
+    return DK_OK;
+}
+static dk_status pyprobe_cpu(dk_tensor *out, dk_int_list sizes, const char *mode, double f)
+{
+    double *o = (double *)dk_tensor_data(out);
+    o[0] = (double)sizes.size;
+    o[1] = (double)strlen(mode);
+    o[2] = f;
+    for (int64_t k = 0; k < sizes.size; k++) o[3 + k] = (double)sizes.data[k];
+    return DK_OK;
+}
+
+/* pyprobe32: as many arguments as an op may have (DK_STACK_MAX): out, then 31 int lists whose
+ * items out receives in order, after their count. */
+#define L(X, n) X(INT_LIST, l##n)
+#define DK_PYPROBE32_ARGS(X) X(TENSOR_OUT, out) L(X, 1) L(X, 2) L(X, 3) L(X, 4) L(X, 5) L(X, 6) L(X, 7) \
+    L(X, 8) L(X, 9) L(X, 10) L(X, 11) L(X, 12) L(X, 13) L(X, 14) L(X, 15) L(X, 16) L(X, 17) L(X, 18) L(X, 19) \
+    L(X, 20) L(X, 21) L(X, 22) L(X, 23) L(X, 24) L(X, 25) L(X, 26) L(X, 27) L(X, 28) L(X, 29) L(X, 30) L(X, 31)
+DK_DECLARE_OP(pyprobe32, DK_PYPROBE32_ARGS)
+DK_DEFINE_OP(pyprobe32, DK_PYPROBE32_ARGS) { return DK_OK; }
+static dk_status pyprobe32_boxed(const dk_op *op, dk_keyset ks, dk_stack *stack, void *ctx)
+{
+    dk_value *v = dk_stack_args(stack, op);
+    double *o = (double *)dk_tensor_data(v[0].u.t);
+    int64_t cap = dk_tensor_numel(v[0].u.t), n = 1;
+    for (int a = 1; a < op->nargs; a++)
+        for (int64_t k = 0; k < v[a].u.il.size; k++)
+            if (n < cap) o[n++] = (double)v[a].u.il.data[k];
+    o[0] = (double)(n - 1);
+    return DK_OK;
+}
+
+/* Ops made by hand that no binding can call: more arguments than a dk_stack holds, and an
+ * argument without a name. */
+static const dk_arg_info too_many_args[DK_STACK_MAX + 8] = {{"a", DK_ARG_INT, false}};
+static dk_op too_many = {.name = "pyprobe_too_many", .args = too_many_args, .nargs = DK_STACK_MAX + 8};
+static const dk_arg_info unnamed_args[1] = {{NULL, DK_ARG_INT, false}};
+static dk_op unnamed = {.name = "pyprobe_unnamed_arg", .args = unnamed_args, .nargs = 1};
+
+DK_BACKEND_ENTRY(pyprobe)
+{
+    dk__op_announce(&too_many);
+    dk__op_announce(&unnamed);
+    dk_status st = dk_register_device_impl(&dk_pyprobe_op, DK_KEY_CPU, (dk_fnptr)pyprobe_cpu, "pyprobe_cpu", NULL);
+    if (st) return st;
+    return dk_op_register(&dk_pyprobe32_op, DK_KEY_CPU, dk_kernel_boxed(pyprobe32_boxed, NULL, "pyprobe32"), NULL);
+}
+"""
+
+_PROBE_CHILD = """
+import gc, warnings
+import numpy as np, pytest
+from dkit import _C
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    _C.load_backend(sys.argv[2])
+why = sorted(str(w.message) for w in caught if issubclass(w.category, RuntimeWarning))
+assert len(why) == 2 and "'pyprobe_too_many'" in why[0] and "'pyprobe_unnamed_arg'" in why[1], why
+assert {"pyprobe_too_many", "pyprobe_unnamed_arg"} <= set(_C.op_names())
+assert not hasattr(_C.ops, "pyprobe_too_many") and not hasattr(_C.ops, "pyprobe_unnamed_arg")
+P, P32 = _C.ops.pyprobe, _C.ops.pyprobe32
+assert P.args[1:] == (("sizes", "int[]", False), ("mode", "str", False), ("f", "float", False))
+out = np.zeros(300)
+
+def probe(sizes, mode="abc", f=1.5):
+    out[:] = np.nan
+    P(out, sizes, mode, f)
+    n = int(out[0])
+    return out[3:3 + n].astype(np.int64).tolist(), int(out[1]), out[2]
+
+assert probe([1, -2, 2**62, -(2**62)]) == ([1, -2, 2**62, -(2**62)], 3, 1.5)  # exact in the float64 out
+assert probe((np.int64(5), np.int32(-6)), "", 2) == ([5, -6], 0, 2.0)
+assert probe(range(200))[0] == list(range(200))  # beyond the 64 items kept on the C stack
+assert probe(np.arange(7))[0] == list(range(7))
+assert probe([])[0] == []
+for bad in ("abc", b"ab", 3, [1, 2.0], [True], [None]):
+    with pytest.raises(_C.DkitTypeError, match="'sizes' must be"):
+        P(out, bad, "m", 1.0)
+with pytest.raises(_C.DkitValueError, match="'sizes' does not fit in a 64-bit int"):
+    P(out, [1, 2**64], "m", 1.0)
+with pytest.raises(_C.DkitValueError, match="'mode' contains a NUL"):
+    P(out, [1], "a\\0b", 1.0)
+with pytest.raises(_C.DkitTypeError, match="'mode' must be str"):
+    P(out, [1], b"abc", 1.0)
+
+# 31 lists, 217 items: the stack buffer fills, then every later list is a heap block.
+lists = [list(range(k, k + 7)) for k in range(31)]
+out32 = np.zeros(1000)
+P32(out32, *lists)
+assert out32[0] == 217 and out32[1:218].tolist() == [v for l in lists for v in l]
+lists[-1] = list(range(500))  # a long one after 210 items
+P32(out32, *lists)
+assert out32[0] == 710 and out32[1:711].tolist() == [v for l in lists for v in l]
+
+# An item's __index__ that changes the list being read: its item array is freed or moved under
+# the conversion (a use after free); now an error.
+class Clears:
+    def __init__(self, lst): self.lst = lst
+    def __index__(self):
+        self.lst.clear()
+        gc.collect()
+        return 5
+
+class Grows:
+    def __init__(self, lst): self.lst = lst
+    def __index__(self):
+        self.lst.extend(range(10_000))
+        return 3
+
+for kind in (Clears, Grows):
+    lst = [1, 2]
+    lst += [kind(lst)] + [object() for _ in range(3)] + [10**6 + i for i in range(50)]
+    with pytest.raises(_C.DkitError, match="'sizes' changed size while it was read"):
+        P(out, lst, "m", 1.0)
+
+# Nothing of the int[] and str paths leaks, on success or failure.
+def run(n):
+    for i in range(n):
+        P(out, list(range(100)), "mode", 1.0)
+        P(out, (1, 2), "m", 0)
+        for bad in ([1, "x"], [1, 2**70]):
+            try:
+                P(out, bad, "m", 1.0)
+            except _C.DkitError:
+                pass
+run(100)
+gc.collect()
+objs, blocks = len(gc.get_objects()), sys.getallocatedblocks()
+run(5000)
+gc.collect()
+assert len(gc.get_objects()) - objs <= 10 and sys.getallocatedblocks() - blocks <= 500
+print("ok")
+"""
+
+
+def test_int_lists_strings_and_uncallable_ops_in_a_child_process(tmp_path):
+    cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+    if not cc:
+        pytest.skip("no C compiler")
+    import dkit._paths as p
+
+    inc, lib = p.get_include(), p.get_library()
+    so = tmp_path / "libpyprobe.so"
+    (tmp_path / "probe.c").write_text(_PROBE_C)
+    cmd = [cc, "-std=c11", "-D_GNU_SOURCE", "-shared", "-fPIC", "-Wall", "-Werror", "-Wno-unused-parameter",
+           f"-I{inc}", str(tmp_path / "probe.c"), "-o", str(so), lib, f"-Wl,-rpath,{os.path.dirname(lib)}"]  # fmt: skip
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert run_child(_PROBE_CHILD, so).strip().endswith("ok")

@@ -44,52 +44,43 @@ DK_HD DK_INLINE float dk_bits_to_float(uint32_t u)
 #endif
 }
 
+/* Both directions are branch-free on the common path: kernels convert whole planes, and data
+ * that mixes zeros (the subnormal path) with normal values would defeat a branch predictor. */
+
 DK_HD DK_INLINE float dk_half_to_float(uint16_t h)
 {
     const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    const uint32_t exp = (h >> 10) & 0x1fu;
-    const uint32_t frac = h & 0x3ffu;
-    if (exp == 0x1fu) /* inf / NaN: all-ones exponent, fraction (payload) carried over */
-        return dk_bits_to_float(sign | 0x7f800000u | (frac << 13));
-    if (exp != 0) /* normal: rebias 15 -> 127 */
-        return dk_bits_to_float(sign | ((exp + 112u) << 23) | (frac << 13));
-    /* zero or subnormal: frac * 2^-24, exact in float32 (every half subnormal is a float normal) */
-    const float mag = (float)frac * 5.9604644775390625e-8f;
-    return sign ? -mag : mag;
+    const uint32_t em = (uint32_t)(h & 0x7fffu) << 13; /* exponent and fraction, float-aligned */
+    /* Read as a float, em has the half's exponent in the float's exponent field, i.e. the value
+     * divided by 2^(127 - 15); multiplying by 2^112 (0x77800000) restores it exactly, for
+     * subnormal halves too (their float reading is a float subnormal, scaled to a normal). */
+    const float scaled = dk_bits_to_float(em) * dk_bits_to_float(0x77800000u);
+    /* An all-ones exponent (inf / NaN) keeps its fraction under float's all-ones exponent. */
+    const uint32_t mag = (h & 0x7c00u) == 0x7c00u ? (em | 0x7f800000u) : dk_float_to_bits(scaled);
+    return dk_bits_to_float(sign | mag);
 }
 
 DK_HD DK_INLINE uint16_t dk_float_to_half(float f)
 {
     const uint32_t x = dk_float_to_bits(f);
-    const uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+    const uint32_t sign = (x >> 16) & 0x8000u;
     const uint32_t ax = x & 0x7fffffffu;
-    if (ax > 0x7f800000u) /* NaN: quiet, keep the top payload bits */
-        return (uint16_t)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));
+    /* >= 2^-14, a normal half: round to nearest even on the 13 dropped fraction bits (add just
+     * under half an ulp, plus one when the kept part is odd; a carry correctly bumps the
+     * exponent), then rebias 127 -> 15. */
+    const uint32_t normal = ((ax + 0x0fffu + ((ax >> 13) & 1u)) >> 13) - (112u << 10);
+    /* < 2^-14, a subnormal half (or zero): in |f| + 0.5 the last fraction bit is worth 2^-24,
+     * the half subnormal unit, so the float addition itself rounds |f| to nearest even in that
+     * unit and leaves the count in the low bits (up to 0x400, the smallest normal: still the
+     * right encoding). */
+    const uint32_t sub = dk_float_to_bits(dk_bits_to_float(ax) + 0.5f) - 0x3f000000u;
+    uint32_t h = ax >= 0x38800000u ? normal : sub;
     /* 65520 = 0x477ff000 is halfway between 65504 (largest half, odd fraction) and 2^16: a tie
-     * that rounds to even, i.e. to infinity. Everything from there up, incl. inf, becomes inf. */
-    if (ax >= 0x477ff000u)
-        return (uint16_t)(sign | 0x7c00u);
-    if (ax >= 0x38800000u) { /* >= 2^-14: a normal half */
-        uint32_t h = ((ax >> 23) - 112u) << 10 | ((ax >> 13) & 0x3ffu);
-        const uint32_t rest = ax & 0x1fffu; /* the 13 dropped fraction bits */
-        if (rest > 0x1000u || (rest == 0x1000u && (h & 1u)))
-            h++; /* a carry out of the fraction correctly bumps the exponent */
-        return (uint16_t)(sign | h);
-    }
-    /* Below 2^-14: the result is the subnormal count n = round(|f| * 2^24). With the float's
-     * significand m (implicit bit set) and biased exponent e, |f| * 2^24 = m * 2^(e - 126), so n
-     * is m shifted right by 126 - e >= 14 bits, rounded to nearest even. A shift beyond 24 leaves
-     * less than half of the smallest subnormal: zero (this also covers float subnormals). */
-    const uint32_t shift = 126u - (ax >> 23);
-    if (shift > 24u)
-        return sign;
-    const uint32_t m = (ax & 0x7fffffu) | 0x800000u;
-    uint32_t n = m >> shift;
-    const uint32_t rest = m & ((1u << shift) - 1u);
-    const uint32_t halfway = 1u << (shift - 1u);
-    if (rest > halfway || (rest == halfway && (n & 1u)))
-        n++; /* may become 0x400, the smallest normal: still the right encoding */
-    return (uint16_t)(sign | n);
+     * that rounds to even, i.e. to infinity; everything from there up, incl. inf, is inf. */
+    h = ax >= 0x477ff000u ? 0x7c00u : h;
+    /* NaN: quiet, keeping the top payload bits. */
+    h = ax > 0x7f800000u ? (0x7e00u | ((ax >> 13) & 0x3ffu)) : h;
+    return (uint16_t)(sign | h);
 }
 
 DK_HD DK_INLINE float dk_bfloat16_to_float(uint16_t b) { return dk_bits_to_float((uint32_t)b << 16); }
