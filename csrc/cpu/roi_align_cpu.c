@@ -208,14 +208,22 @@ static int64_t DK__RC_TFN(dk__rc_prefix)(int64_t *beg, int64_t n)
     return beg[n];
 }
 
-/* One axis' taps for all RoIs: counts, then allocation, then fill. */
+/*
+ * One axis' taps for all RoIs: counts, then allocation, then fill.
+ *
+ * Note [One parallel region per call]
+ * Building the tables is serial on purpose: it takes about a millisecond, while every OpenMP
+ * region ends in a barrier, and with more runnable threads than cores (a data loader, another
+ * process) a barrier waiting for a preempted thread costs a scheduler time slice. Parallel
+ * table loops measured up to 80 ms per call that way on a shared 2-core machine; with the
+ * tables serial, each call has one parallel region (the plane loop, dynamically scheduled).
+ */
 static dk_status DK__RC_TFN(dk__rc_axis_tables)(const AXIS *axes, int64_t K, int64_t P,
                                                 int64_t size, int64_t **beg_out,
                                                 int32_t **idx_out, T **w_out)
 {
     int64_t *beg = (int64_t *)malloc((size_t)(K * P + 1) * sizeof *beg);
     if (!beg) return dk_error(DK_ENOMEM, "roi_align: out of memory for the weight tables");
-#pragma omp parallel for schedule(static) if (K > 64)
     for (int64_t k = 0; k < K; ++k)
         for (int64_t p = 0; p < P; ++p)
             beg[k * P + p + 1] = DK__RC_TFN(dk__rc_bin_taps)(&axes[k], p, size, NULL, NULL);
@@ -229,7 +237,6 @@ static dk_status DK__RC_TFN(dk__rc_axis_tables)(const AXIS *axes, int64_t K, int
         return dk_error(DK_ENOMEM, "roi_align: out of memory for the weight tables (%lld entries)",
                         (long long)total);
     }
-#pragma omp parallel for schedule(static) if (K > 64)
     for (int64_t k = 0; k < K; ++k)
         for (int64_t p = 0; p < P; ++p)
             DK__RC_TFN(dk__rc_bin_taps)(&axes[k], p, size, idx + beg[k * P + p], w + beg[k * P + p]);
@@ -337,7 +344,6 @@ static dk_status DK__RC_TFN(dk__rc_pair_tables)(TABLES *tb, const dk__rc_shape *
     const int64_t K = sh->K, PW = sh->PW;
     tb->pbeg = (int64_t *)malloc((size_t)(K * PW + 1) * sizeof *tb->pbeg);
     if (!tb->pbeg) return dk_error(DK_ENOMEM, "roi_align: out of memory for the weight tables");
-#pragma omp parallel for schedule(static) if (K > 64)
     for (int64_t k = 0; k < K; ++k) {
         DK__RC_TFN(dk__rc_choose)(tb, sh, k);
         for (int64_t pw = 0; pw < PW; ++pw)
@@ -352,7 +358,6 @@ static dk_status DK__RC_TFN(dk__rc_pair_tables)(TABLES *tb, const dk__rc_shape *
     }
     tb->pairs = (PAIR *)malloc((size_t)(total > 0 ? total : 1) * sizeof *tb->pairs);
     if (!tb->pairs) return dk_error(DK_ENOMEM, "roi_align: out of memory for the weight tables");
-#pragma omp parallel for schedule(static) if (K > 64)
     for (int64_t k = 0; k < K; ++k)
         for (int64_t pw = 0; pw < PW; ++pw)
             DK__RC_TFN(dk__rc_bin_pairs)(tb, k, pw, PW, sh->W, tb->dense[k],

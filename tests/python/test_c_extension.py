@@ -1046,12 +1046,10 @@ _PROBE_CHILD = """
 import gc, warnings
 import numpy as np, pytest
 from dkit import _C
-with warnings.catch_warnings(record=True) as caught:
-    warnings.simplefilter("always")
-    _C.load_backend(sys.argv[2])
-why = sorted(str(w.message) for w in caught if issubclass(w.category, RuntimeWarning))
-assert len(why) == 2 and "'pyprobe_too_many'" in why[0] and "'pyprobe_unnamed_arg'" in why[1], why
-assert {"pyprobe_too_many", "pyprobe_unnamed_arg"} <= set(_C.op_names())
+_C.load_backend(sys.argv[2])
+# Malformed hand-made ops are refused by the core itself (dk__op_validate, with a warning on
+# stderr), so the binding never sees them.
+assert not {"pyprobe_too_many", "pyprobe_unnamed_arg"} & set(_C.op_names())
 assert not hasattr(_C.ops, "pyprobe_too_many") and not hasattr(_C.ops, "pyprobe_unnamed_arg")
 P, P32 = _C.ops.pyprobe, _C.ops.pyprobe32
 assert P.args[1:] == (("sizes", "int[]", False), ("mode", "str", False), ("f", "float", False))
