@@ -34,13 +34,14 @@ _roi_align_backward = _C.ops.roi_align_backward
 def roi_align(input, boxes, ph, pw, spatial_scale, sampling_ratio, mode, aligned):
     if type(boxes) is not _Tensor:
         boxes = _rois_from_boxes(boxes, input)
-    ishape = input.shape
-    bshape = boxes.shape
-    if len(ishape) != 4 or len(bshape) != 2 or bshape[1] != 5:
-        _shape_error(ishape, bshape)
     if input.requires_grad and _grad_enabled():
         return _RoIAlignFunction.apply(input, boxes, ph, pw, spatial_scale, sampling_ratio, mode, aligned)
-    out = input.new_empty((bshape[0], ishape[1], ph, pw))
+    # Ranks and widths are validated by the core (ops/roi_align.c), which names the parameter;
+    # here K and C only need to exist.
+    try:
+        out = input.new_empty((boxes.shape[0], input.shape[1], ph, pw))
+    except IndexError:
+        _shape_error(input.shape, boxes.shape)
     if mode:  # avg
         _roi_align_forward(input, boxes, out, None, None, ph, pw, spatial_scale, sampling_ratio, mode, aligned)
     else:
@@ -63,7 +64,10 @@ class _RoIAlignFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, input, rois, ph, pw, spatial_scale, sampling_ratio, mode, aligned):
-        out = input.new_empty((rois.shape[0], input.shape[1], ph, pw))
+        try:
+            out = input.new_empty((rois.shape[0], input.shape[1], ph, pw))
+        except IndexError:
+            _shape_error(input.shape, rois.shape)
         if mode:
             _roi_align_forward(input, rois, out, None, None, ph, pw, spatial_scale, sampling_ratio, mode, aligned)
             ctx.save_for_backward(rois)

@@ -7,12 +7,17 @@
 
 dk_dtype dk_dtype_from_dl(DLDataType t)
 {
+    /* One switch on (code, bits): every op's check calls this several times per call. */
     if (t.lanes != 1) return DK_DTYPE_UNSUPPORTED;
-#define DK__DTYPE_MATCH(e, name, c, b) \
-    if (t.code == (c) && t.bits == (b)) return e;
-    DK_DTYPE_TABLE(DK__DTYPE_MATCH)
-#undef DK__DTYPE_MATCH
-    return DK_DTYPE_UNSUPPORTED;
+    switch ((unsigned)t.code << 8 | t.bits) {
+#define DK__DTYPE_CASE(e, name, c, b) \
+    case (unsigned)(c) << 8 | (b):    \
+        return e;
+        DK_DTYPE_TABLE(DK__DTYPE_CASE)
+#undef DK__DTYPE_CASE
+    default:
+        return DK_DTYPE_UNSUPPORTED;
+    }
 }
 
 DLDataType dk_dtype_to_dl(dk_dtype d)
