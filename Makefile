@@ -90,7 +90,7 @@ test-c-asan: deps $(addprefix $(BUILD)/asan/tests/,$(C_TESTS))
 test-c-tsan: deps $(BUILD)/tsan/tests/test_threads
 	@echo "== tsan test_threads"; TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(BUILD)/tsan/tests/test_threads
 
-test: deps test-c test-c-asan test-c-tsan test-python
+test: deps test-c test-c-asan test-c-tsan vendor-example test-python
 
 # ---------------------------------------------------------------------------------------------
 # Python

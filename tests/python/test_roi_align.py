@@ -478,28 +478,7 @@ def test_mixed_devices_are_rejected_by_the_core():
     # (device type 2) and point it at real host memory, in case anything reads it.
     import ctypes
 
-    class DLDevice(ctypes.Structure):
-        _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-    class DLDataType(ctypes.Structure):
-        _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-    class DLTensor(ctypes.Structure):
-        _fields_ = [
-            ("data", ctypes.c_void_p),
-            ("device", DLDevice),
-            ("ndim", ctypes.c_int32),
-            ("dtype", DLDataType),
-            ("shape", ctypes.POINTER(ctypes.c_int64)),
-            ("strides", ctypes.POINTER(ctypes.c_int64)),
-            ("byte_offset", ctypes.c_uint64),
-        ]
-
-    class DLManagedTensor(ctypes.Structure):
-        pass
-
-    Deleter = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensor))
-    DLManagedTensor._fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", Deleter)]
+    from dlpack_ctypes import DELETER, DLDataType, DLDevice, DLManagedTensor, capsule_new
 
     x = np.zeros((1, 2, 8, 8), np.float32)
     rois_host = np.array([[0, 1, 1, 4, 4]], np.float32)
@@ -511,11 +490,8 @@ def test_mixed_devices_are_rejected_by_the_core():
     mt.dl_tensor.dtype = DLDataType(2, 32, 1)
     mt.dl_tensor.shape = shape
     mt.dl_tensor.strides = None
-    mt.deleter = Deleter()  # NULL: allowed by DLPack when there is nothing to free
-    pycapsule_new = ctypes.pythonapi.PyCapsule_New
-    pycapsule_new.restype = ctypes.py_object
-    pycapsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-    capsule = pycapsule_new(ctypes.addressof(mt), b"dltensor", None)
+    mt.deleter = DELETER()  # NULL: allowed by DLPack when there is nothing to free
+    capsule = capsule_new(ctypes.addressof(mt), b"dltensor", None)
     out = np.zeros((1, 2, 2, 2), np.float32)
     with pytest.raises(_C.DkitError, match=r"(?i)roi_align_forward.*(cuda|device)") as info:
         _C.ops.roi_align_forward(x, capsule, out, None, None, 2, 2, 1.0, 0, 1, True)
