@@ -35,8 +35,8 @@
  * and likewise WX_pw. Per RoI and bin we store the list of (index, weight) with duplicate
  * indices merged: a bin's samples are monotonic, so a repeated index is always one of the last
  * two entries. A list is never longer than the number of distinct rows (columns) it touches, so a
- * huge box costs memory proportional to the input, not to its number of samples. Tables are
- * built in two passes (count, then fill), so their memory is exact.
+ * huge box costs memory proportional to the input, not to its number of samples (the tables'
+ * room is that bound, or the exact count where the bound would be large; dk__rc_axis_tables).
  *
  * For evaluation the x taps of each bin are regrouped into column pairs (Note [Pairs]), and
  * each RoI is evaluated in whichever order is cheaper for its tables (dk__rc_choose):
@@ -435,6 +435,25 @@ static SCRATCH DK__RC_TFN(dk__rc_scratch_at)(const TABLES *tb, const dk__rc_shap
 static inline void DK__RC_TFN(dk__rc_ld4)(V4 *v, const T *p) { memcpy(v, p, sizeof *v); }
 static inline void DK__RC_TFN(dk__rc_st4)(T *p, const V4 *v) { memcpy(p, v, sizeof *v); }
 
+/* *v to p (16-byte aligned) with non-temporal stores, which do not read the line first (Note
+ * [Streaming grad_input]); plain stores where there are none. */
+static inline void DK__RC_TFN(dk__rc_stream4)(T *p, const V4 *v)
+{
+#if defined(__SSE2__) && DK__RC_T_BYTES == 4
+    float __attribute__((vector_size(16))) x;
+    memcpy(&x, v, sizeof x);
+    __builtin_ia32_movntps((float *)(void *)p, x);
+#elif defined(__SSE2__) && DK__RC_T_BYTES == 8
+    double __attribute__((vector_size(16))) x;
+    memcpy(&x, v, sizeof x);
+    __builtin_ia32_movntpd((double *)(void *)p, x);
+    memcpy(&x, (const char *)v + sizeof x, sizeof x);
+    __builtin_ia32_movntpd((double *)(void *)p + 2, x);
+#else
+    DK__RC_TFN(dk__rc_st4)(p, v);
+#endif
+}
+
 /* t[0..n) += sum of w[i] * row_i[c .. c + n) over nr (1..4) y taps, row r at
  * buf + (r - rbase) * sy: the dense vertical pass, four rows per sweep so that t is loaded and
  * stored once per four rows. */
@@ -771,21 +790,35 @@ static inline void DK__RC_SFN(dk__rc_zip)(T *restrict e, const S *restrict a, co
 }
 
 /* The inverse of dk__rc_zip, converted to S: a[x * sx] = e[2x] and, unless b is NULL (an odd
- * last channel), b[x * sx] = e[2x + 1]. */
+ * last channel), b[x * sx] = e[2x + 1]; `stream`: with non-temporal stores where a and b can
+ * both be aligned to 16 bytes. */
 static inline void DK__RC_SFN(dk__rc_unzip)(S *restrict a, S *restrict b, const T *restrict e,
-                                            int64_t n, int64_t sx)
+                                            int64_t n, int64_t sx, bool stream)
 {
     int64_t x = 0;
 #if DK__RC_S_IS_T
-    if (sx == 1)
+    if (sx == 1) {
+        for (; stream && x < n && ((uintptr_t)(a + x) & 15) != 0; ++x) {
+            a[x] = e[2 * x];
+            if (b) b[x] = e[2 * x + 1];
+        }
+        stream = stream && (!b || ((uintptr_t)(b + x) & 15) == 0);
         for (; x + 4 <= n; x += 4) {
             V4 lo, hi;
             DK__RC_TFN(dk__rc_ld4)(&lo, e + 2 * x);
             DK__RC_TFN(dk__rc_ld4)(&hi, e + 2 * x + 4);
             const V4 va = DK__RC_SHUF(lo, hi, 0, 2, 4, 6), vb = DK__RC_SHUF(lo, hi, 1, 3, 5, 7);
-            DK__RC_TFN(dk__rc_st4)(a + x, &va);
-            if (b) DK__RC_TFN(dk__rc_st4)(b + x, &vb);
+            if (stream) {
+                DK__RC_TFN(dk__rc_stream4)(a + x, &va);
+                if (b) DK__RC_TFN(dk__rc_stream4)(b + x, &vb);
+            } else {
+                DK__RC_TFN(dk__rc_st4)(a + x, &va);
+                if (b) DK__RC_TFN(dk__rc_st4)(b + x, &vb);
+            }
         }
+    }
+#else
+    (void)stream;
 #endif
     for (; x < n; ++x) {
         STORE(a + x * sx, e[2 * x]);
@@ -834,7 +867,7 @@ static void DK__RC_SFN(dk__rc_pairs_in)(T *restrict buf, size_t stride, const S 
  * pixel's line is written in one go, the next ones prefetched for writing. */
 static void DK__RC_SFN(dk__rc_pairs_out)(S *img, const int64_t *is, int64_t c, int64_t np,
                                          int64_t C, const T *restrict buf, size_t stride,
-                                         int64_t H, int64_t W)
+                                         int64_t H, int64_t W, bool stream)
 {
     const int64_t sc = is[1], sx = is[3];
     const int64_t nc = C - c < 2 * np ? C - c : 2 * np; /* channels actually written */
@@ -852,7 +885,7 @@ static void DK__RC_SFN(dk__rc_pairs_out)(S *img, const int64_t *is, int64_t c, i
         }
         for (int64_t i = 0; i < nc; i += 2)
             DK__RC_SFN(dk__rc_unzip)(row + (c + i) * sc, i + 1 < nc ? row + (c + i + 1) * sc : NULL,
-                                     s + (size_t)(i / 2) * stride, one ? H * W : W, sx);
+                                     s + (size_t)(i / 2) * stride, one ? H * W : W, sx, stream);
     }
 }
 
@@ -862,12 +895,12 @@ static void DK__RC_SFN(dk__rc_store_bins)(S *o0, S *o1, const int64_t *os, const
                                           int64_t PH, int64_t PW)
 {
     if (os[3] == 1 && os[2] == PW) { /* one block */
-        DK__RC_SFN(dk__rc_unzip)(o0, o1, acc, PH * PW, 1);
+        DK__RC_SFN(dk__rc_unzip)(o0, o1, acc, PH * PW, 1, false);
         return;
     }
     for (int64_t ph = 0; ph < PH; ++ph)
         DK__RC_SFN(dk__rc_unzip)(o0 + ph * os[2], o1 ? o1 + ph * os[2] : NULL, acc + 2 * ph * PW,
-                                 PW, os[3]);
+                                 PW, os[3], false);
 }
 
 /* grad_output blocks g0 and g1 (g1 == g0 for an unpaired channel) interleaved into acc. */
@@ -926,7 +959,7 @@ static void DK__RC_SFN(dk__rc_forward_avg_worker)(dk__rc_job *jb, int tid)
     S *out = (S *)jb->dst;
     const int64_t W = sh->W, PH = sh->PH, PW = sh->PW, C = sh->C;
     const int64_t *is = sh->in_s, *os = sh->out_s;
-    const DK__RC_SFN(dk__rc_avg_plan) pl = DK__RC_SFN(dk__rc_avg_plan_of)(sh, tb);
+    const DK__RC_SFN(dk__rc_avg_plan) pl = *(const DK__RC_SFN(dk__rc_avg_plan) *)jb->plan;
     const bool blocks = os[3] == 1 && os[2] == PW; /* one (k, c) output is one block */
     T *base = (T *)(void *)(jb->scratch + (size_t)tid * pl.per_thread * sizeof(T));
     const SCRATCH sc = DK__RC_TFN(dk__rc_scratch_at)(tb, sh, base);
@@ -964,7 +997,7 @@ static void DK__RC_SFN(dk__rc_backward_avg_worker)(dk__rc_job *jb, int tid)
     S *gin = (S *)jb->dst;
     const int64_t H = sh->H, W = sh->W, PH = sh->PH, PW = sh->PW, C = sh->C;
     const int64_t *is = sh->in_s, *os = sh->out_s;
-    const DK__RC_SFN(dk__rc_avg_plan) pl = DK__RC_SFN(dk__rc_avg_plan_of)(sh, tb);
+    const DK__RC_SFN(dk__rc_avg_plan) pl = *(const DK__RC_SFN(dk__rc_avg_plan) *)jb->plan;
     const bool blocks = os[3] == 1 && os[2] == PW;
     T *base = (T *)(void *)(jb->scratch + (size_t)tid * pl.per_thread * sizeof(T));
     const SCRATCH sc = DK__RC_TFN(dk__rc_scratch_at)(tb, sh, base);
@@ -987,8 +1020,10 @@ static void DK__RC_SFN(dk__rc_backward_avg_worker)(dk__rc_job *jb, int tid)
                 DK__RC_TFN(dk__rc_backward_roi)(tb, k, PH, PW, W, qbuf, &sc);
             }
         }
-        DK__RC_SFN(dk__rc_pairs_out)(gin + n * is[0], is, 2 * q0, nq, C, buf, pl.pair_buf, H, W);
+        DK__RC_SFN(dk__rc_pairs_out)(gin + n * is[0], is, 2 * q0, nq, C, buf, pl.pair_buf, H, W,
+                                     jb->cx->stream);
     }
+    if (jb->cx->stream) dk__rc_sfence();
 }
 
 /* Runs an average-pooling worker over the plane loop, with its scratch from the arena. */
@@ -996,7 +1031,7 @@ static dk_status DK__RC_SFN(dk__rc_avg)(const dk__rc_ctx *cx, const TABLES *tb, 
                                         S *dst, void (*worker)(dk__rc_job *, int))
 {
     const DK__RC_SFN(dk__rc_avg_plan) pl = DK__RC_SFN(dk__rc_avg_plan_of)(cx->sh, tb);
-    dk__rc_job jb = {.cx = cx, .tb = tb, .src = src, .dst = dst};
+    dk__rc_job jb = {.cx = cx, .tb = tb, .plan = &pl, .src = src, .dst = dst};
     jb.scratch = (char *)dk__rc_take(cx->ar, (size_t)cx->nthreads * pl.per_thread * sizeof(T));
     if (!jb.scratch)
         return dk_error(DK_ENOMEM, "%s: out of memory for scratch",
@@ -1175,9 +1210,9 @@ static dk_status DK__RC_SFN(dk__rc_forward)(dk__rc_ctx *cx, const dk_tensor *inp
     T *amx = argmax_x ? (T *)dk_tensor_data(argmax_x) : NULL;
     const dk__rc_shape *sh = cx->sh;
     const int64_t bins[4] = {sh->K, sh->C, sh->PH, sh->PW};
-    dk__rc_large_output(cx, out, bins, sh->out_s, sizeof(S));
-    if (amy) dk__rc_large_output(cx, amy, bins, sh->amy_s, sizeof(T));
-    if (amx) dk__rc_large_output(cx, amx, bins, sh->amx_s, sizeof(T));
+    dk__rc_large_output(out, bins, sh->out_s, sizeof(S));
+    if (amy) dk__rc_large_output(amy, bins, sh->amy_s, sizeof(T));
+    if (amx) dk__rc_large_output(amx, bins, sh->amx_s, sizeof(T));
     if (sh->max_mode) {
         st = DK__RC_SFN(dk__rc_forward_max)(cx, ay, ax, in, out, amy, amx);
     } else {
@@ -1201,7 +1236,7 @@ static dk_status DK__RC_SFN(dk__rc_backward)(dk__rc_ctx *cx, const dk_tensor *gr
     S *gin = (S *)dk_tensor_data(grad_input);
     const dk__rc_shape *sh = cx->sh;
     const int64_t img[4] = {sh->N, sh->C, sh->H, sh->W};
-    dk__rc_large_output(cx, gin, img, sh->in_s, sizeof(S));
+    cx->stream = dk__rc_large_output(gin, img, sh->in_s, sizeof(S));
     if (sh->max_mode) {
         st = DK__RC_SFN(dk__rc_backward_max)(cx, gout, (const T *)dk_tensor_data(argmax_y),
                                              (const T *)dk_tensor_data(argmax_x), gin);
@@ -1295,9 +1330,20 @@ typedef struct {
  * all (a dozen malloc/free pairs were a third of the instructions of a tiny call); when a part
  * does not fit, a heap block of at least four times the previous one is chained, so a large
  * call makes a few allocations. Parts are 64-byte aligned: a cache line (threads' parts never
- * share one) and enough for any V4.
+ * share one) and enough for any V4. Under AddressSanitizer every part is a heap block of its
+ * own instead, so that its redzones still fence each part.
  */
-#define DK__RC_STACK_BYTES 16384
+#if defined(__SANITIZE_ADDRESS__)
+#define DK__RC_ARENA_EXACT 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define DK__RC_ARENA_EXACT 1
+#endif
+#endif
+#ifndef DK__RC_ARENA_EXACT
+#define DK__RC_ARENA_EXACT 0
+#endif
+#define DK__RC_STACK_BYTES (DK__RC_ARENA_EXACT ? 64 : 16384)
 
 typedef struct {
     char *p, *end;  /* free room of the current block */
@@ -1309,7 +1355,7 @@ typedef struct {
 static void *dk__rc_take_slow(dk__rc_arena *a, size_t n)
 {
     size_t sz = a->block > SIZE_MAX / 4 ? SIZE_MAX : 4 * a->block;
-    if (sz - 64 < n) sz = n + 64;
+    if (DK__RC_ARENA_EXACT || sz - 64 < n) sz = n + 64;
     if (sz < n) return NULL; /* overflow */
     char *b = (char *)aligned_alloc(64, sz);
     if (!b) return NULL;
@@ -1323,8 +1369,8 @@ static void *dk__rc_take_slow(dk__rc_arena *a, size_t n)
 
 static inline void *dk__rc_take(dk__rc_arena *a, size_t bytes)
 {
-    const size_t n = (bytes + 63) & ~(size_t)63;
-    if (n < bytes) return NULL; /* overflow */
+    const size_t n = ((bytes ? bytes : 1) + 63) & ~(size_t)63; /* never NULL for 0 bytes */
+    if (n < bytes) return NULL;                                  /* overflow */
     if (n > (size_t)(a->end - a->p)) return dk__rc_take_slow(a, n);
     char *r = a->p;
     a->p += n;
@@ -1340,19 +1386,12 @@ static void dk__rc_arena_free(dk__rc_arena *a)
     }
 }
 
-/* A byte range of an output that the call writes whole. */
-typedef struct {
-    char *p;
-    size_t bytes;
-} dk__rc_span;
-
 typedef struct {
     const dk__rc_shape *sh;
     dk__rc_groups *gr;
     dk__rc_arena *ar;
     int nthreads;
-    int nfresh;            /* large outputs to fault in first (Note [Huge pages for large outputs]) */
-    dk__rc_span fresh[3];
+    bool stream; /* write grad_input with non-temporal stores (Note [Streaming grad_input]) */
 } dk__rc_ctx;
 
 /*
@@ -1368,14 +1407,12 @@ typedef struct {
  * is not anonymous (a file mapping) makes it fail, and either way it is ignored. Small outputs
  * are left alone: their faults are few and the system call would cost more than it saves.
  *
- * With several threads, the plane loop makes them write into the same 2 MiB regions at the same
- * time (forward: neighbouring channels of every RoI's block; backward: neighbouring planes), and
- * concurrent first touches of one huge page serialise in the kernel (the loser of the race may
- * even clear a page of its own and throw it away): on a 111 MB grad_input, 2 threads spent 15 ms
- * on faults against 4.5 ms for 1 thread. So a multi-threaded call first faults in its large
- * outputs itself, each thread a disjoint set of 2 MiB regions, and starts the plane loop after a
- * barrier. Only outputs whose bytes are all elements (dense, any dimension order) are touched
- * this way, since the touch writes a zero byte per page before the real values overwrite it.
+ * The order of the writes does not matter with huge pages: the forward output's 51 MB are 25
+ * of them, so the plane loop's scattered blocks (every RoI of an image, per channel pair) cost
+ * no more TLB misses or faults than a contiguous sweep would; what remains is the kernel
+ * clearing the pages (3 to 4 ms per call on one thread). Having the threads fault in disjoint
+ * 2 MiB regions before the plane loop, instead of racing for the same ones, was tried: a
+ * little faster on average with 2 threads, but on this VM it made runs of calls 3x slower.
  */
 #ifndef DK__RC_HUGE_MIN
 #define DK__RC_HUGE_MIN ((uint64_t)8 << 20)
@@ -1383,62 +1420,44 @@ typedef struct {
 #define DK__RC_HUGE ((uintptr_t)2 << 20) /* the PMD size of x86-64 and 4 KiB-page arm64 */
 
 /* An output of shape n[4], strides s[4] (elements of `elem` bytes) at data, about to be
- * written whole: hints huge pages if it is large, and notes it for dk__rc_fault_in. */
-static void dk__rc_large_output(dk__rc_ctx *cx, void *data, const int64_t *n, const int64_t *s,
-                                size_t elem)
+ * written: if it is large, hints huge pages for it and returns true. */
+static bool dk__rc_large_output(void *data, const int64_t *n, const int64_t *s, size_t elem)
 {
-    int64_t lo = 0, hi = 0, numel = 1; /* element offsets of the first and last element */
+    int64_t lo = 0, hi = 0; /* element offsets of the first and last element */
     for (int d = 0; d < 4; ++d) {
-        if (n[d] <= 0) return;
+        if (n[d] <= 0) return false;
         const int64_t e = (n[d] - 1) * s[d];
         if (e < 0) lo += e;
         else hi += e;
-        numel *= n[d];
     }
     const uint64_t bytes = (uint64_t)(hi - lo + 1) * elem;
-    if (bytes < DK__RC_HUGE_MIN) return;
+    if (bytes < DK__RC_HUGE_MIN) return false;
     char *first = (char *)data + lo * (int64_t)elem;
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
     const uintptr_t a = ((uintptr_t)first + DK__RC_HUGE - 1) & ~(DK__RC_HUGE - 1);
     const uintptr_t b = ((uintptr_t)first + bytes) & ~(DK__RC_HUGE - 1);
     if (b > a) (void)madvise((void *)a, b - a, MADV_HUGEPAGE);
+#else
+    (void)first;
 #endif
-    /* Dense: the extent holds numel elements and no two strides interleave (each dimension's
-     * stride, taken in increasing order, is the product of the extents of those before it). */
-    bool dense = hi - lo + 1 == numel;
-    int64_t expect = 1;
-    for (int done = 0; dense && done < 4; ++done) {
-        int best = -1;
-        for (int d = 0; d < 4; ++d)
-            if (n[d] > 1 && (s[d] < 0 ? -s[d] : s[d]) >= expect &&
-                (best < 0 || (s[d] < 0 ? -s[d] : s[d]) < (s[best] < 0 ? -s[best] : s[best])))
-                best = d;
-        if (best < 0) break;
-        dense = (s[best] < 0 ? -s[best] : s[best]) == expect;
-        expect *= n[best];
-    }
-    dense = dense && expect == numel;
-    if (dense && cx->nthreads > 1 && cx->nfresh < 3) {
-        cx->fresh[cx->nfresh].p = first;
-        cx->fresh[cx->nfresh].bytes = (size_t)bytes;
-        ++cx->nfresh;
-    }
+    return true;
 }
 
-/* Thread tid of nt writes a zero byte into every 4 KiB page of its share of the 2 MiB regions
- * of the noted outputs (Note [Huge pages for large outputs]). */
-static void dk__rc_fault_in(const dk__rc_ctx *cx, int tid, int nt)
+/*
+ * Note [Streaming grad_input]
+ * Backward writes each plane of grad_input once, whole, from its accumulation buffer; a large
+ * grad_input (the same threshold as huge pages: far beyond the caches) will not be read again
+ * before it has left them. Plain stores first read every line they write into the cache (111 MB
+ * of useless reads for the benchmark's grad_input, whose writing is 5 of the 41 ms on one
+ * thread); non-temporal stores write the lines straight to memory: 2 ms less on one thread,
+ * 1 ms on two. After its last one each thread issues a store fence, so that the values are
+ * visible to whoever joins it.
+ */
+static inline void dk__rc_sfence(void)
 {
-    for (int i = 0; i < cx->nfresh; ++i) {
-        char *p = cx->fresh[i].p, *end = p + cx->fresh[i].bytes;
-        const uintptr_t base = (uintptr_t)p & ~(DK__RC_HUGE - 1);
-        for (uintptr_t r = base + (uintptr_t)tid * DK__RC_HUGE; r < (uintptr_t)end;
-             r += (uintptr_t)nt * DK__RC_HUGE) {
-            char *a = (uintptr_t)p > r ? p : (char *)r;
-            char *b = (uintptr_t)end < r + DK__RC_HUGE ? end : (char *)(r + DK__RC_HUGE);
-            for (volatile char *q = a; q < b; q += 4096) *q = 0;
-        }
-    }
+#if defined(__SSE2__)
+    __builtin_ia32_sfence();
+#endif
 }
 
 /*
@@ -1446,13 +1465,14 @@ static void dk__rc_fault_in(const dk__rc_ctx *cx, int tid, int nt)
  * The plane loop of each driver is a worker function, dk__rc_*_worker(job, tid), that claims
  * iterations from a shared counter (the same schedule as OpenMP's dynamic, 1) until none are
  * left. dk__rc_run runs it in an OpenMP region when the call uses several threads, and calls it
- * directly otherwise: entering even a one-thread region costs about a microsecond in libgomp,
- * more than a tiny call's whole work. Which thread runs an iteration never changes its result
- * (Note [Deterministic backward]), so both ways give the same bits.
+ * directly otherwise: entering even a one-thread region cost about 1,100 instructions in
+ * libgomp, a quarter of what a tiny call now executes in all. Which thread runs an iteration
+ * never changes its result (Note [Deterministic backward]), so both ways give the same bits.
  */
 typedef struct dk__rc_job {
     const dk__rc_ctx *cx;
     const void *tb;             /* TABLES (average pooling) */
+    const void *plan;           /* and the sizes of its plane loop (dk__rc_avg_plan) */
     const void *ay, *ax;        /* per-RoI AXIS arrays (max pooling) */
     const void *src;            /* input (forward) or grad_output (backward) */
     void *dst;                  /* output (forward) or grad_input (backward) */
@@ -1477,14 +1497,7 @@ static void dk__rc_run(void (*worker)(dk__rc_job *, int), dk__rc_job *jb)
         return;
     }
 #pragma omp parallel num_threads(nt)
-    {
-        const int tid = omp_get_thread_num();
-        if (jb->cx->nfresh > 0) {
-            dk__rc_fault_in(jb->cx, tid, omp_get_num_threads());
-#pragma omp barrier
-        }
-        worker(jb, tid);
-    }
+    worker(jb, omp_get_thread_num());
 }
 
 static size_t dk__rc_round8(size_t n) { return (n + 7) & ~(size_t)7; }
@@ -1565,6 +1578,7 @@ static void dk__rc_strides(const dk_tensor *t, int64_t *s, int n)
 
 #define DK__RC_T float
 #define DK__RC_TSUFFIX _f32
+#define DK__RC_T_BYTES 4
 #define DK__RC_S float
 #define DK__RC_SSUFFIX _f32
 #define DK__RC_S_IS_T 1 /* storage is the compute type: vector copies */
@@ -1596,9 +1610,11 @@ static void dk__rc_strides(const dk_tensor *t, int64_t *s, int n)
 #undef DK__RC_EMIT_T
 #undef DK__RC_T
 #undef DK__RC_TSUFFIX
+#undef DK__RC_T_BYTES
 
 #define DK__RC_T double
 #define DK__RC_TSUFFIX _f64
+#define DK__RC_T_BYTES 8
 #define DK__RC_S double
 #define DK__RC_SSUFFIX _f64
 #define DK__RC_S_IS_T 1
@@ -1610,6 +1626,7 @@ static void dk__rc_strides(const dk_tensor *t, int64_t *s, int n)
 #undef DK__RC_EMIT_T
 #undef DK__RC_T
 #undef DK__RC_TSUFFIX
+#undef DK__RC_T_BYTES
 #undef DK__RC_TEMPLATE
 
 /* Shape and strides common to both directions; `img` is input or grad_input, `bins` is output
