@@ -182,6 +182,11 @@ DK_HD DK_INLINE DK__RA_T DK__RA_FN(dk_roi_align_count)(const DK__RA_FN(dk_roi_al
     return c > (DK__RA_T)1 ? c : (DK__RA_T)1;
 }
 
+/* Each instantiation consumes its parameters, so the next one can define them afresh. */
+#undef DK__RA_T
+#undef DK__RA_SUFFIX
+#undef DK__RA_CEIL
+
 #elif defined(DK__RA_TEMPLATE_ELEM)
 /* ------------------------------------------------------------------------------------------ */
 /* Template body: storage type DK__RA_S, compute type DK__RA_T (whose math functions carry the */
@@ -262,6 +267,14 @@ DK_HD DK_INLINE DK__RA_T DK__RA_SFN(dk_roi_align_forward_max)(
     return maxval;
 }
 
+/* Each instantiation consumes its parameters. */
+#undef DK__RA_S
+#undef DK__RA_T
+#undef DK__RA_SUFFIX
+#undef DK__RA_SSUFFIX
+#undef DK__RA_LOAD
+#undef DK__RA_STORE
+
 #elif !defined(DK_KERNELS_ROI_ALIGN_H)
 /* ------------------------------------------------------------------------------------------ */
 /* The header proper: instantiates the templates above.                                       */
@@ -299,16 +312,10 @@ DK_HD DK_INLINE DK__RA_T DK__RA_SFN(dk_roi_align_forward_max)(
 #define DK__RA_SUFFIX _f32
 #define DK__RA_CEIL ceilf
 #include "roi_align.h"
-#undef DK__RA_T
-#undef DK__RA_SUFFIX
-#undef DK__RA_CEIL
 #define DK__RA_T double
 #define DK__RA_SUFFIX _f64
 #define DK__RA_CEIL ceil
 #include "roi_align.h"
-#undef DK__RA_T
-#undef DK__RA_SUFFIX
-#undef DK__RA_CEIL
 #undef DK__RA_TEMPLATE_MATH
 
 #define DK__RA_IDENTITY(v) (v)
@@ -322,12 +329,6 @@ DK_HD DK_INLINE DK__RA_T DK__RA_SFN(dk_roi_align_forward_max)(
 #define DK__RA_LOAD DK__RA_IDENTITY
 #define DK__RA_STORE DK__RA_IDENTITY
 #include "roi_align.h"
-#undef DK__RA_S
-#undef DK__RA_T
-#undef DK__RA_SUFFIX
-#undef DK__RA_SSUFFIX
-#undef DK__RA_LOAD
-#undef DK__RA_STORE
 /* float64 */
 #define DK__RA_S double
 #define DK__RA_T double
@@ -336,12 +337,6 @@ DK_HD DK_INLINE DK__RA_T DK__RA_SFN(dk_roi_align_forward_max)(
 #define DK__RA_LOAD DK__RA_IDENTITY
 #define DK__RA_STORE DK__RA_IDENTITY
 #include "roi_align.h"
-#undef DK__RA_S
-#undef DK__RA_T
-#undef DK__RA_SUFFIX
-#undef DK__RA_SSUFFIX
-#undef DK__RA_LOAD
-#undef DK__RA_STORE
 /* float16, computed in float32 */
 #define DK__RA_S uint16_t
 #define DK__RA_T float
@@ -350,12 +345,6 @@ DK_HD DK_INLINE DK__RA_T DK__RA_SFN(dk_roi_align_forward_max)(
 #define DK__RA_LOAD dk_half_to_float
 #define DK__RA_STORE dk_float_to_half
 #include "roi_align.h"
-#undef DK__RA_S
-#undef DK__RA_T
-#undef DK__RA_SUFFIX
-#undef DK__RA_SSUFFIX
-#undef DK__RA_LOAD
-#undef DK__RA_STORE
 /* bfloat16, computed in float32 */
 #define DK__RA_S uint16_t
 #define DK__RA_T float
@@ -364,12 +353,6 @@ DK_HD DK_INLINE DK__RA_T DK__RA_SFN(dk_roi_align_forward_max)(
 #define DK__RA_LOAD dk_bfloat16_to_float
 #define DK__RA_STORE dk_float_to_bfloat16
 #include "roi_align.h"
-#undef DK__RA_S
-#undef DK__RA_T
-#undef DK__RA_SUFFIX
-#undef DK__RA_SSUFFIX
-#undef DK__RA_LOAD
-#undef DK__RA_STORE
 #undef DK__RA_TEMPLATE_ELEM
 
 #undef DK__RA_IDENTITY
