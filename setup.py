@@ -7,7 +7,8 @@ Both build, in this order:
   1. libdkit.so, the core, from the one source list csrc/core_sources.txt and with the
      Makefile's optimised flags; it goes next to the extension (dkit/libdkit.so).
   2. dkit._C from csrc/python/*.c, linked to that libdkit.so with rpath $ORIGIN, so the one
-     copy of the registry beside it is the one every part of the process sees.
+     copy of the registry beside it is the one every part of the process sees; and, where torch's
+     C++ headers are installed, dkit._torch_reader from csrc/python/dk_pytorch.cpp (optional).
   3. dkit/include/: the public headers (csrc/common/*.h, csrc/common/kernels/*.h, ops/*.h),
      flat, so a backend builds with -I$(python -c 'import dkit; print(dkit.get_include())').
 
@@ -215,6 +216,42 @@ ext = Extension(
     depends=_glob(_rel("csrc", "python"), ".h") + [h for h, _ in _public_headers()],
 )
 
+
+def _torch_reader_ext():
+    """dkit._torch_reader (Note [torch reader] in csrc/python/dk_pytorch.h), when torch and its
+    C++ headers are installed; dkit works the same without it, only slower with torch tensors.
+    DKIT_TORCH_READER=0 skips it. torch is imported here (as torch's own cpp_extension does) to
+    find its headers, libraries and C++ ABI."""
+    if os.environ.get("DKIT_TORCH_READER", "1") == "0":
+        return []
+    try:
+        import torch
+    except ImportError:
+        return []
+    base = os.path.dirname(torch.__file__)
+    inc = [os.path.join(base, "include"), os.path.join(base, "include", "torch", "csrc", "api", "include")]
+    if not os.path.isfile(os.path.join(inc[0], "torch", "csrc", "autograd", "python_variable.h")):
+        print("setup.py: torch's C++ headers not found (Debian: libtorch-dev); building without dkit._torch_reader")
+        return []
+    libdir = os.path.join(base, "lib")  # pip's torch; Debian's libraries are on the default path
+    abi = int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True))
+    return [
+        Extension(
+            "dkit._torch_reader",
+            sources=[_rel("csrc", "python", "dk_pytorch.cpp")],
+            include_dirs=["csrc/common", "csrc/python"],
+            library_dirs=[libdir],
+            libraries=["torch_python", "torch_cpu", "c10"],
+            # -isystem: our warnings are errors, torch's headers' are not ours to fix.
+            extra_compile_args=["-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", f"-D_GLIBCXX_USE_CXX11_ABI={abi}"]
+            + [a for d in inc for a in ("-isystem", d)],
+            extra_link_args=[f"-Wl,-rpath,{libdir}"],
+            depends=[_rel("csrc", "python", "dk_pytorch.h"), _rel("csrc", "common", "dk_dlpack.h")],
+            language="c++",
+        )
+    ]
+
+
 setup(
     name="dkit",
     version=_read_version(),
@@ -224,7 +261,7 @@ setup(
     else "",
     long_description_content_type="text/markdown",
     packages=find_packages(include=["dkit", "dkit.*"]),
-    ext_modules=[ext],
+    ext_modules=[ext] + _torch_reader_ext(),
     cmdclass={"build_ext": BuildExt},
     python_requires=">=3.10",
     extras_require={"torch": ["torch"], "numpy": ["numpy"]},

@@ -20,6 +20,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "dk_pytorch.h"
 #include "dkit.h"
 
 /* How a type hands out its tensors, learned once per type (Note [Producer cache]). */
@@ -51,6 +52,11 @@ typedef struct {
     PyObject *d_data_ptr, *d_stride;                          /* method descriptors */
     PyObject *dtypes[DK_PY_TORCH_DTYPES];                     /* torch.float32, ... */
     DLDataType dl_dtypes[DK_PY_TORCH_DTYPES];
+    /* dkit._torch_reader's capsule and function, when it is built and matches the running torch
+     * (Note [torch reader] in dk_pytorch.h); use_reader turns it off for tests (_C._torch_reader). */
+    PyObject *reader_capsule;
+    const dk_py_torch_reader *reader;
+    int use_reader;
 } dk_py_torch;
 
 typedef struct {

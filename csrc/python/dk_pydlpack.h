@@ -49,6 +49,10 @@ int dk_py_dlpack_import(dk_py_state *s, PyObject *obj, int writable, const char 
 void dk_py_owners_release(dk_py_owners *owners);
 
 /* Drops the producer cache's type references (module clear / free). */
+/* The torch reader (Note [torch reader] in dk_pytorch.h): with on = 0 or 1, turns its use off or
+ * on; with on = -1, only asks. Returns 1 when in use, 0 when loaded but off, -1 when there is
+ * none (torch not imported, or dkit._torch_reader not built or not for this torch). */
+int dk_py_torch_reader_use(dk_py_state *s, int on);
 void dk_py_dlpack_clear(dk_py_state *s);
 int dk_py_dlpack_traverse(dk_py_state *s, visitproc visit, void *arg);
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "dk_py.h"
+#include "dk_pydlpack.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -311,6 +312,20 @@ static PyObject *dk__set_trace(PyObject *m, PyObject *const *args, Py_ssize_t n)
     Py_RETURN_NONE;
 }
 
+static PyObject *dk___torch_reader(PyObject *m, PyObject *const *args, Py_ssize_t n)
+{
+    dk_py_state *s = DK__STATE(m);
+    if (n > 1) {
+        (void)dk__check_nargs(s, "_torch_reader", n, 1); /* raises: too many arguments */
+        return NULL;
+    }
+    int on = -1;
+    if (n == 1 && args[0] != Py_None && (on = PyObject_IsTrue(args[0])) < 0) return NULL;
+    int state = dk_py_torch_reader_use(s, on);
+    if (state < 0) Py_RETURN_NONE;
+    return PyBool_FromLong(state);
+}
+
 static PyObject *dk__refresh_ops(PyObject *m, PyObject *const *args, Py_ssize_t n)
 {
     dk_py_state *s = DK__STATE(m);
@@ -382,6 +397,8 @@ PyMethodDef dk_py_introspect_methods[] = {
     DK__FN(backends, "backends() -> list of (name, path or None): built-in and loaded backends."),
     DK__FN(load_backend, "load_backend(path): dlopen a backend library and run its entry point."),
     DK__FN(set_trace, "set_trace(on): print every dispatch decision to stderr."),
+    DK__FN(_torch_reader, "_torch_reader(on=None) -> bool or None: whether _C reads torch tensors through "
+                          "dkit._torch_reader; on=True/False turns that on/off (for tests); None if unavailable."),
     DK__FN(refresh_ops, "refresh_ops(): add callables to _C.ops for ops registered since import."),
     DK__FN(config, "config() -> dict: version, abi, compiler, openmp, openmp_max_threads, backends, gpu_archs."),
     {NULL, NULL, 0, NULL},

@@ -42,3 +42,27 @@ def dkit_C():
     except ImportError as e:  # pragma: no cover - only before `make python`
         pytest.skip(f"dkit._C is not built: {e}")
     return _C
+
+
+@pytest.fixture(params=["reader", "getters"])
+def torch_path(request):
+    """Runs a test once per way dkit._C reads torch tensors (Note [torch reader] in
+    csrc/python/dk_pytorch.h): through dkit._torch_reader, and through torch's Python getters.
+    The reader must be there whenever torch's C++ headers are (make deps installs them), unless
+    the build was told DKIT_TORCH_READER=0."""
+    torch = pytest.importorskip("torch")
+    from dkit import _C
+
+    state = _C._torch_reader()
+    if request.param == "reader" and state is None:
+        if os.environ.get("DKIT_TORCH_READER") == "0":
+            pytest.skip("built with DKIT_TORCH_READER=0")
+        headers = os.path.join(os.path.dirname(torch.__file__), "include", "torch", "csrc")
+        if os.path.isdir(headers):
+            pytest.fail("torch's headers are installed but dkit._torch_reader is not loaded")
+        pytest.skip("dkit._torch_reader not built (no torch C++ headers)")
+    if state is not None:
+        _C._torch_reader(request.param == "reader")
+    yield request.param
+    if state is not None:
+        _C._torch_reader(state)

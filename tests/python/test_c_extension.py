@@ -201,7 +201,7 @@ def test_no_kernel_is_not_implemented():
 # Producers: NumPy, torch, capsules
 
 
-def test_numpy_and_torch_agree_with_torchvision():
+def test_numpy_and_torch_agree_with_torchvision(torch_path):
     torch = pytest.importorskip("torch")
     tv = pytest.importorskip("torchvision")
     x, rois, out = case()
@@ -215,7 +215,7 @@ def test_numpy_and_torch_agree_with_torchvision():
     assert not np.allclose(out, 0)
 
 
-def test_torch_layouts_offsets_and_dtypes():
+def test_torch_layouts_offsets_and_dtypes(torch_path):
     torch = pytest.importorskip("torch")
     x, rois, _ = case(n=2, c=3, h=9, w=7)
     want = expected(x, rois)
@@ -236,7 +236,7 @@ def test_torch_layouts_offsets_and_dtypes():
     np.testing.assert_allclose(out64.numpy(), want, rtol=1e-5, atol=1e-6)
 
 
-def test_torch_requires_grad_inputs_are_read_outputs_refused():
+def test_torch_requires_grad_inputs_are_read_outputs_refused(torch_path):
     torch = pytest.importorskip("torch")
     x, rois, out = case()
     xg = torch.from_numpy(x).clone().requires_grad_()
@@ -250,7 +250,7 @@ def test_torch_requires_grad_inputs_are_read_outputs_refused():
             None, None, *AVG)  # fmt: skip
 
 
-def test_torch_subclass_with_torch_function_goes_through_the_protocol():
+def test_torch_subclass_with_torch_function_goes_through_the_protocol(torch_path):
     torch = pytest.importorskip("torch")
     seen = []
 
@@ -268,7 +268,7 @@ def test_torch_subclass_with_torch_function_goes_through_the_protocol():
     np.testing.assert_array_equal(tout.numpy(), expected(x, rois))
 
 
-def test_high_rank_torch_tensor_takes_the_capsule_path():
+def test_high_rank_torch_tensor_takes_the_capsule_path(torch_path):
     torch = pytest.importorskip("torch")
     x, rois, out = case()
     deep = torch.zeros((1,) * 9 + (4,))
@@ -279,7 +279,7 @@ def test_high_rank_torch_tensor_takes_the_capsule_path():
 
 
 @pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
-def test_torch_layouts_without_storage_take_the_protocol():
+def test_torch_layouts_without_storage_take_the_protocol(torch_path):
     # torch 1.13's sparse COO answers stride() with made-up strides; only data_ptr() fails. The
     # fast path must hand such tensors to the protocol, whose __dlpack__ raises torch's error.
     torch = pytest.importorskip("torch")
@@ -291,9 +291,11 @@ def test_torch_layouts_without_storage_take_the_protocol():
     assert np.isnan(out).all()
 
 
-def test_torch_function_mode_answers_are_checked():
+@pytest.mark.parametrize("torch_path", ["getters"], indirect=True)
+def test_torch_function_mode_answers_are_checked(torch_path):
     # A __torch_function__ mode answers the getters the fast path reads; an answer that is not
     # ndim ints is an error naming the parameter (it was a SystemError: NULL without exception).
+    # The reader reads the tensor itself, as torch's own C++ ops do: no mode is asked.
     torch = pytest.importorskip("torch")
     from torch.overrides import TorchFunctionMode
 
@@ -311,7 +313,87 @@ def test_torch_function_mode_answers_are_checked():
     np.testing.assert_array_equal(out, expected(x, rois))
 
 
-def test_tensors_without_memory_are_refused():
+def test_torch_reader_reads_what_the_getters_read():
+    # Note [torch reader]: the C++ reader is a shortcut, never a different answer. Every layout,
+    # offset, dtype and rank the getters accept, read both ways into a NumPy copy via roi_align's
+    # own argument checks: same shapes, strides and data pointers means the same results.
+    torch = pytest.importorskip("torch")
+    if _C._torch_reader() is None:
+        pytest.skip("dkit._torch_reader not loaded")
+    x, rois, _ = case(n=2, c=5, h=9, w=7)
+    tx, tr = torch.from_numpy(x), torch.from_numpy(rois)
+    big = torch.zeros(4, 5, 9, 7)
+    big[1:3] = tx
+    inputs = [tx, tx.contiguous(memory_format=torch.channels_last), big[1:3], tx[:, ::2], tx.transpose(2, 3)]
+    for dt in (torch.float64, torch.float16, torch.bfloat16):
+        inputs.append(tx.to(dt))
+    try:
+        for v in inputs:
+            r = tr.to(v.dtype)
+            outs = []
+            for on in (True, False):
+                _C._torch_reader(on)
+                o = torch.full((r.shape[0], v.shape[1], 2, 2), float("nan"), dtype=v.dtype)
+                FWD(v, r, o, None, None, *AVG)
+                outs.append(o)
+            assert torch.equal(outs[0], outs[1]), (v.dtype, v.stride())
+            assert not torch.isnan(outs[0]).any()
+        # refusals are the same too: a writable output that requires grad, a non-float input
+        for on in (True, False):
+            _C._torch_reader(on)
+            with pytest.raises(RuntimeError, match="require"):
+                FWD(tx, tr, torch.empty(2, 5, 2, 2, requires_grad=True), None, None, *AVG)
+            with pytest.raises(_C.DkitTypeError):
+                FWD(tx.to(torch.int32), tr, torch.empty(2, 5, 2, 2), None, None, *AVG)
+    finally:
+        _C._torch_reader(True)
+
+
+def test_torch_reader_ignores_function_modes():
+    # A __torch_function__ mode cannot lie to the reader about a tensor (torch's C++ ops read
+    # tensors the same way); the getters' path checks the mode's answers instead (test above).
+    torch = pytest.importorskip("torch")
+    from torch.overrides import TorchFunctionMode
+
+    if _C._torch_reader() is None:
+        pytest.skip("dkit._torch_reader not loaded")
+
+    class Lying(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            r = func(*args, **(kwargs or {}))
+            return r[:-1] if getattr(func, "__name__", "") == "stride" else r
+
+    x, rois, out = case()
+    tx, tr, tout = torch.from_numpy(x), torch.from_numpy(rois), torch.from_numpy(out)
+    with Lying():
+        FWD(tx, tr, tout, None, None, *AVG)
+    np.testing.assert_array_equal(out, expected(x, rois))
+
+
+def test_torch_reader_refuses_another_torch():
+    # The reader reads torch's C++ objects, whose layout changes between versions: it must not
+    # load into a torch other than the one it was built against (then _C uses the getters).
+    torch = pytest.importorskip("torch")
+    if _C._torch_reader() is None:
+        pytest.skip("dkit._torch_reader not loaded")
+    out = run_child("""
+        import torch
+        torch.__version__ = "0.0.1"
+        try:
+            import dkit._torch_reader
+        except ImportError as e:
+            print("refused:", e)
+        from dkit import _C
+        x, rois, out = tce.case()
+        tce.FWD(torch.from_numpy(x), torch.from_numpy(rois), torch.from_numpy(out), None, None, *tce.AVG)
+        print("reader:", _C._torch_reader())
+    """)
+    assert "refused: dkit._torch_reader was built for torch" in out and "but torch 0.0.1 is running" in out
+    assert "reader: None" in out
+
+
+@pytest.mark.parametrize("path", ["reader", "getters"])
+def test_tensors_without_memory_are_refused(path):
     # Elements but a NULL data pointer: torch's efficient zero tensors (which autograd makes),
     # __torch_dispatch__ wrapper subclasses, any producer's capsule. Each used to reach the
     # kernel, which dereferenced NULL (a segfault); in a child process for that reason.
@@ -319,6 +401,8 @@ def test_tensors_without_memory_are_refused():
     out = run_child("""
         import ctypes, numpy as np, pytest, torch
         from dkit import _C
+        if _C._torch_reader() is not None:
+            _C._torch_reader(sys.argv[2] == "reader")
         x, rois, out = tce.case()
         tx, tr, tout = torch.from_numpy(x), torch.from_numpy(rois), torch.from_numpy(out)
         zx, zout = torch._efficientzerotensor(x.shape), torch._efficientzerotensor(out.shape)
@@ -360,7 +444,7 @@ def test_tensors_without_memory_are_refused():
             tce.FWD(w, tr, tout, None, None, *tce.AVG)
         assert np.isnan(out).all()
         print("ok")
-    """)
+    """, path)
     assert out.strip().endswith("ok")
 
 

@@ -1,0 +1,126 @@
+/*
+ * dk_pytorch.cpp — dkit._torch_reader: reads torch tensors for dkit._C without Python calls
+ * (Note [torch reader] in dk_pytorch.h).
+ *
+ * The one C++ file of dkit, because torch's tensor internals have only a C++ interface. It uses
+ * the raw CPython C-API for the module (no pybind11 code; torch's headers include pybind11's, we
+ * call none of it) and exports a single C function through a capsule. No C++ exception leaves
+ * it: anything unexpected answers "take the general path".
+ */
+#include "dk_pytorch.h"
+
+#include <torch/csrc/autograd/python_variable.h>
+#include <torch/version.h>
+
+namespace {
+
+/* The dtypes of _C's torch table (dk_pydlpack.c); anything else takes the general path. */
+bool dk_dl_dtype(c10::ScalarType st, DLDataType *out)
+{
+    uint8_t code, bits;
+    switch (st) {
+    case c10::ScalarType::Float: code = kDLFloat, bits = 32; break;
+    case c10::ScalarType::Double: code = kDLFloat, bits = 64; break;
+    case c10::ScalarType::Half: code = kDLFloat, bits = 16; break;
+    case c10::ScalarType::BFloat16: code = kDLBfloat, bits = 16; break;
+    case c10::ScalarType::Int: code = kDLInt, bits = 32; break;
+    case c10::ScalarType::Long: code = kDLInt, bits = 64; break;
+    case c10::ScalarType::Char: code = kDLInt, bits = 8; break;
+    case c10::ScalarType::Short: code = kDLInt, bits = 16; break;
+    case c10::ScalarType::Byte: code = kDLUInt, bits = 8; break;
+    case c10::ScalarType::Bool: code = kDLBool, bits = 8; break;
+    default: return false;
+    }
+    out->code = code;
+    out->bits = bits;
+    out->lanes = 1;
+    return true;
+}
+
+int dk_read(PyObject *obj, int writable, int max_ndim, DLTensor *t, int64_t *shape,
+            int64_t *strides) noexcept
+{
+    try {
+        if (!THPVariable_Check(obj)) return 1;
+        const c10::TensorImpl *impl = THPVariable_Unpack(obj).unsafeGetTensorImpl();
+        /* Sparse, mkldnn, nested, meta, functorch wrappers and Python-dispatch tensors all fail
+         * one of these; their errors are torch's own, raised on the general path. */
+        if (impl->device_type() != c10::DeviceType::CPU || impl->layout() != c10::kStrided ||
+            !impl->has_storage() || impl->is_python_dispatch() || impl->is_neg() ||
+            impl->is_conj())
+            return 1;
+        if (writable && impl->requires_grad()) return 1;
+        caffe2::TypeMeta dtype = impl->dtype(); /* toScalarType() is not const in torch 1.13 */
+        if (!dk_dl_dtype(dtype.toScalarType(), &t->dtype)) return 1;
+        const int64_t nd = impl->dim();
+        if (nd > max_ndim) return 1;
+        const c10::IntArrayRef sz = impl->sizes(), st = impl->strides();
+        for (int64_t d = 0; d < nd; ++d) {
+            shape[d] = sz[d];
+            strides[d] = st[d];
+        }
+        t->data = impl->data(); /* includes the storage offset, like Tensor.data_ptr() */
+        t->device.device_type = kDLCPU;
+        t->device.device_id = 0;
+        t->ndim = (int32_t)nd;
+        t->shape = shape;
+        t->strides = strides;
+        t->byte_offset = 0;
+        return 0;
+    } catch (...) {
+        return 1;
+    }
+}
+
+const dk_py_torch_reader dk_reader = {DK_PY_TORCH_READER_ABI, dk_read};
+
+/* The running torch must be the one whose headers this file was compiled with. */
+int dk_exec(PyObject *module)
+{
+    PyObject *torch = PyImport_ImportModule("torch");
+    if (!torch) return -1;
+    PyObject *v = PyObject_GetAttrString(torch, "__version__");
+    Py_DECREF(torch);
+    if (!v) return -1;
+    const char *running = PyUnicode_Check(v) ? PyUnicode_AsUTF8(v) : nullptr;
+    const char *built = TORCH_VERSION;
+    const size_t n = strlen(built);
+    /* "1.13.0" matches "1.13.0", "1.13.0a0", "1.13.0+cpu"; not "1.13.1" or "1.13.10". */
+    const bool same = running && strncmp(running, built, n) == 0 &&
+                      !(running[n] >= '0' && running[n] <= '9');
+    if (!same) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_ImportError,
+                         "dkit._torch_reader was built for torch %s, but torch %s is running",
+                         built, running ? running : "?");
+        Py_DECREF(v);
+        return -1;
+    }
+    Py_DECREF(v);
+    PyObject *cap = PyCapsule_New(const_cast<dk_py_torch_reader *>(&dk_reader),
+                                  DK_PY_TORCH_READER_CAPSULE, nullptr);
+    if (!cap) return -1;
+    if (PyModule_AddObject(module, "reader", cap) < 0) {
+        Py_DECREF(cap);
+        return -1;
+    }
+    return PyModule_AddStringConstant(module, "torch_version", built);
+}
+
+PyModuleDef_Slot dk_slots[] = {{Py_mod_exec, reinterpret_cast<void *>(dk_exec)}, {0, nullptr}};
+
+PyModuleDef dk_module = {
+    PyModuleDef_HEAD_INIT,
+    "dkit._torch_reader",
+    "Reads torch tensors for dkit._C in C++ (Note [torch reader] in csrc/python/dk_pytorch.h).",
+    0,
+    nullptr,
+    dk_slots,
+    nullptr,
+    nullptr,
+    nullptr,
+};
+
+} // namespace
+
+PyMODINIT_FUNC PyInit__torch_reader(void) { return PyModuleDef_Init(&dk_module); }

@@ -1,0 +1,48 @@
+/*
+ * dk_pytorch.h — the C interface between dkit._C (C) and dkit._torch_reader (C++, optional).
+ *
+ * Note [torch reader]
+ * A call from Python with torch tensors spends most of its binding time reading the tensors:
+ * through torch's Python getters (is_cpu, dtype, shape, stride(), data_ptr()) that is about
+ * 140 ns per tensor, because each getter goes through torch's argument parser and error
+ * handling and builds Python objects (torch.Size, ints) only for _C to take apart again. The
+ * tiny roi_align call reads three tensors: 0.4 us of a 2.5 us call. torch has no C interface for
+ * this, so dkit._torch_reader, a small C++ module compiled against the installed torch headers,
+ * reads the at::Tensor behind a torch.Tensor directly (about 10 ns) and hands _C one C function
+ * through a capsule. It is built only where torch's headers are (setup.py), loaded by _C only
+ * once the program has imported torch, and refuses to load when the running torch is not the
+ * one it was compiled against (the C++ layout it reads is version specific). Without it, _C uses
+ * the getters: the reader is purely a shortcut, never a different answer.
+ */
+#ifndef DK_PYTORCH_H
+#define DK_PYTORCH_H
+
+#include <Python.h>
+#include <stdint.h>
+
+#include "dk_dlpack.h"
+
+#define DK_PY_TORCH_READER_CAPSULE "dkit._torch_reader.reader"
+#define DK_PY_TORCH_READER_ABI 1
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    int abi; /* DK_PY_TORCH_READER_ABI */
+    /* Reads `obj`, an exact torch.Tensor or a subclass _C has found to override nothing it
+     * relies on, into t (shape and strides into the caller's arrays of max_ndim). Returns 0 when
+     * t is filled: a strided CPU tensor of at most max_ndim dimensions with a dtype in the
+     * table of dk_pydlpack.c, no negative or conjugate bit, and (if `writable`) not requiring
+     * grad. Returns 1 for anything else, with no exception set: the caller then takes the
+     * general path, which gives the same answer as without the reader. Never raises. */
+    int (*read)(PyObject *obj, int writable, int max_ndim, DLTensor *t, int64_t *shape,
+                int64_t *strides);
+} dk_py_torch_reader;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DK_PYTORCH_H */
