@@ -9,14 +9,19 @@ Cases (float32, aligned=True, spatial_scale 0.25, 7x7 output, 1024 random boxes 
   backward sr=2    backward only (grad w.r.t. input through torch.autograd; the forward that
                    builds the graph is not timed)
   forward sr=0     forward, adaptive sampling (MMCV 0 == torchvision <= 0)
+  kernel ...       the same three through dkit._C.ops with outputs allocated once beforehand:
+                   dkit's kernels alone, for their scaling with threads (torchvision has no
+                   such entry point)
   tiny call        [1, 4, 8, 8] input, one box, 2x2 output: per-call time of the Python entry
                    point with torch tensors, i.e. mostly overhead (target: ratio <= 0.5)
 
-Thread counts: torch and dkit share libgomp here, and OpenMP reads OMP_NUM_THREADS once, at
-start-up; so each thread count runs in its own process with OMP_NUM_THREADS=n, and the worker
-also calls torch.set_num_threads(n) (which sets the shared OpenMP default for dkit too), then
-checks that dkit reports n threads. Within a worker both libraries see the same tensors, warmed
-up, interleaved rep by rep, and the median of --reps repetitions is reported.
+Thread counts: one worker process starts with OMP_NUM_THREADS = the largest count, OpenMP
+threads bound to cores (Note [Binding]); before each timed call it sets dkit's count with
+dkit.set_num_threads(n). Within each rep every (thread count, library) pair runs once, in turn, on
+the same warmed-up tensors, so a shared machine's slow drifts fall on all of them alike; the
+median of --reps repetitions is reported. (Separate processes per thread count, as this script
+did first, put minutes between the 1- and 2-thread runs, and their ratio moved from 1.3x to
+1.8x with the other tenants of the host.)
 """
 
 import argparse
@@ -45,16 +50,33 @@ def _boxes(torch, k, n, height, width, spatial_scale, seed=0):
     return torch.stack([idx, cx - wh[:, 0] / 2, cy - wh[:, 1] / 2, cx + wh[:, 0] / 2, cy + wh[:, 1] / 2], 1)
 
 
-def _interleaved(pairs, reps, setup=None):
-    """Median ms of each fn in pairs {name: fn}, alternating them rep by rep (fair under noise)."""
-    times = {name: [] for name in pairs}
+# Note [Warm calls]
+# Every timed call follows an untimed call of the same function at the same thread count, as
+# in a training loop, which calls the op at every step. The first call after a switch pays for
+# things no loop pays for: on this VM (Firecracker, page_reporting_order=11) memory freed in
+# blocks of 8 MB is handed back to the host within seconds, so a fresh output's first touch
+# becomes a host page fault; and a vCPU that sat idle (halted) while the other ran a
+# single-threaded call has to be scheduled again by the host. Both are the same for both
+# libraries, but they fall on dkit's 2-thread calls as a fixed cost that hid its scaling
+# (1.2x measured without warm calls, 1.9x with, in the same hour).
+
+
+def _interleaved(fns, reps, threads, set_threads, setup=None, run=None):
+    """Median ms of each fn in fns {name: fn} at each thread count, as {threads: {name: ms}}.
+    Each rep runs every (thread count, fn) once, in turn, so slow drifts of a shared machine
+    (other tenants, frequency) fall on all of them alike. With `setup`, fn(state) is timed
+    after state = setup(name) (e.g. building the graph a backward runs)."""
+    times = {(t, name): [] for t in threads for name in fns}
     for _ in range(reps):
-        for name, fn in pairs.items():
-            state = setup() if setup else None
-            t0 = time.perf_counter()
-            fn(state)
-            times[name].append((time.perf_counter() - t0) * 1e3)
-    return {name: statistics.median(t) for name, t in times.items()}
+        for t in threads:
+            set_threads(t)
+            for name, fn in fns.items():
+                fn(setup(name) if setup else None)  # Note [Warm calls]
+                state = setup(name) if setup else None
+                t0 = time.perf_counter()
+                fn(state)
+                times[(t, name)].append((time.perf_counter() - t0) * 1e3)
+    return {t: {name: statistics.median(times[(t, name)]) for name in fns} for t in threads}
 
 
 def worker(threads, reps, quick):
@@ -64,10 +86,12 @@ def worker(threads, reps, quick):
     import dkit
     from dkit import _C
 
-    torch.set_num_threads(threads)
-    got = _C.config()["openmp_max_threads"]
-    if got != threads:
-        raise SystemExit(f"dkit runs {got} OpenMP threads, wanted {threads}")
+    def set_threads(t):
+        dkit.set_num_threads(t)  # dkit's own count; torch keeps OMP_NUM_THREADS (Note [Binding])
+        got = dkit.get_num_threads()
+        if got != t:
+            raise SystemExit(f"dkit runs {got} threads, wanted {t}")
+
     try:
         from torchvision.ops import roi_align as tv_roi_align
     except ImportError:
@@ -78,7 +102,8 @@ def worker(threads, reps, quick):
     torch.manual_seed(0)
     x = torch.randn(n, c, h, w)
     rois = _boxes(torch, k, n, h, w, scale)
-    results = {"threads": threads, "shape": [n, c, h, w], "boxes": k}
+    results = {"threads": threads, "shape": [n, c, h, w], "boxes": k, "cases": {}}
+    cases = results["cases"]
 
     def dk(sr):
         return lambda _: dkit.ops.roi_align(x, rois, out, scale, sr, "avg", True)
@@ -86,6 +111,7 @@ def worker(threads, reps, quick):
     def tv(sr):
         return lambda _: tv_roi_align(x, rois, out, scale, sr, True)
 
+    set_threads(max(threads))
     for sr in (2, 0):
         fns = {"dkit": dk(sr)}
         if tv_roi_align:
@@ -94,61 +120,67 @@ def worker(threads, reps, quick):
             results[f"forward sr={sr} maxdiff"] = diff
         for f in fns.values():  # warm up
             f(None)
-        results[f"forward sr={sr}"] = _interleaved(fns, reps)
+        cases[f"forward sr={sr}"] = _interleaved(fns, reps, threads, set_threads)
 
-    # backward only: build the graph outside the timed region
+    # backward only: the graph is built outside the timed region
     g = torch.randn(k, c, out, out)
     xr = x.clone().requires_grad_()
-
-    def graph(fn):
-        def setup():
-            xr.grad = None
-            return fn(xr, rois, out, scale, 2, True)
-
-        return setup
-
-    def run_backward(y):
-        y.backward(g)
-
     dk_fwd = lambda t, r, o, s, sr, a: dkit.ops.roi_align(t, r, o, s, sr, "avg", a)  # noqa: E731
-    setups = {"dkit": graph(dk_fwd)}
+    fwds = {"dkit": dk_fwd}
     if tv_roi_align:
-        setups["torchvision"] = graph(tv_roi_align)
-    times = {name: [] for name in setups}
-    for name, setup in setups.items():  # warm up
-        run_backward(setup())
-    if tv_roi_align:
-        setups["torchvision"]().backward(g)
-        ref = xr.grad.clone()
-        setups["dkit"]().backward(g)
-        results["backward sr=2 maxdiff"] = (xr.grad - ref).abs().max().item()
-    for _ in range(reps):
-        for name, setup in setups.items():
-            y = setup()
-            t0 = time.perf_counter()
-            run_backward(y)
-            times[name].append((time.perf_counter() - t0) * 1e3)
-    results["backward sr=2"] = {name: statistics.median(t) for name, t in times.items()}
+        fwds["torchvision"] = tv_roi_align
 
-    # tiny call: per-call time, from Python, torch tensors, no grad
-    if threads == 1:
-        xt = torch.rand(1, 4, 8, 8)
-        bt = torch.tensor([[0.0, 1.0, 1.0, 5.0, 5.0]])
-        number = 2000 if quick else 20000
-        fns = {"dkit": lambda: dkit.ops.roi_align(xt, bt, 2)}
-        if tv_roi_align:
-            fns["torchvision"] = lambda: tv_roi_align(xt, bt, 2)
-        per_call = {name: [] for name in fns}
+    def graph(fwd):
+        xr.grad = None
+        return fwd(xr, rois, out, scale, 2, True)
+
+    backward = {name: (lambda y: y.backward(g)) for name in fwds}
+    for name in fwds:  # warm up
+        graph(fwds[name]).backward(g)
+    if tv_roi_align:
+        graph(tv_roi_align).backward(g)
+        ref = xr.grad.clone()
+        graph(dk_fwd).backward(g)
+        results["backward sr=2 maxdiff"] = (xr.grad - ref).abs().max().item()
+    cases["backward sr=2"] = _interleaved(backward, reps, threads, set_threads, setup=lambda name: graph(fwds[name]))
+
+    # Kernels alone: outputs allocated (and touched) once, outside the timed region, so only
+    # dkit's own work is timed; this is the measure of how dkit's kernels scale with threads.
+    # (Fresh outputs are first touched inside the timed call: on a VM that hands freed memory
+    # back to its host, see bench/README.md, that first touch is host work no thread count
+    # speeds up.)
+    fwd_out = torch.zeros(k, c, out, out)
+    grad_in = torch.zeros(n, c, h, w)
+    kern = {
+        "kernel forward sr=2": lambda _: _C.ops.roi_align_forward(x, rois, fwd_out, None, None, out, out, scale, 2, 1, True),
+        "kernel backward sr=2": lambda _: _C.ops.roi_align_backward(g, rois, None, None, grad_in, out, out, scale, 2, 1, True),
+        "kernel forward sr=0": lambda _: _C.ops.roi_align_forward(x, rois, fwd_out, None, None, out, out, scale, 0, 1, True),
+    }
+    for name, fn in kern.items():
+        fn(None)
+        cases[name] = _interleaved({"dkit": fn}, reps, threads, set_threads)
+
+    # tiny call: per-call time, from Python, torch tensors, no grad; one thread (the call is
+    # far too small for dkit to start a parallel region)
+    set_threads(1)
+    xt = torch.rand(1, 4, 8, 8)
+    bt = torch.tensor([[0.0, 1.0, 1.0, 5.0, 5.0]])
+    number = 2000 if quick else 20000
+    fns = {"dkit": lambda: dkit.ops.roi_align(xt, bt, 2)}
+    if tv_roi_align:
+        fns["torchvision"] = lambda: tv_roi_align(xt, bt, 2)
+    per_call = {name: [] for name in fns}
+    for name, f in fns.items():
+        for _ in range(number // 10):
+            f()
+    for _ in range(max(reps, 5)):
         for name, f in fns.items():
-            for _ in range(number // 10):
+            t0 = time.perf_counter()
+            for _ in range(number):
                 f()
-        for _ in range(max(reps, 5)):
-            for name, f in fns.items():
-                t0 = time.perf_counter()
-                for _ in range(number):
-                    f()
-                per_call[name].append((time.perf_counter() - t0) / number * 1e3)
-        results["tiny call"] = {name: statistics.median(t) for name, t in per_call.items()}
+            per_call[name].append((time.perf_counter() - t0) / number * 1e3)
+    cases["tiny call"] = {1: {name: statistics.median(t) for name, t in per_call.items()}}
+    results["reader"] = _C._torch_reader()
     print(json.dumps(results))
 
 
@@ -156,17 +188,30 @@ def worker(threads, reps, quick):
 # Driver
 
 
+# Note [Binding]
+# The worker binds OpenMP threads to cores (OMP_PROC_BIND=true, OMP_PLACES=cores, unless the
+# caller set them), as CPU training jobs usually do. Unbound, this VM's guest scheduler (booted
+# with sched_vcpu_pack) wakes the pool thread of a region that follows a single-threaded stretch
+# on the vCPU that is already busy, and the 2-thread kernel then ran 17-23 ms instead of 14.6 ms.
+# torchvision's roi_align runs on one thread either way. Switching counts with
+# torch.set_num_threads cost more still (22.6 ms, bound), so the worker switches dkit's own count.
 def run_worker(threads, reps, quick):
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    env = dict(os.environ, OMP_NUM_THREADS=str(max(threads)))
+    env.setdefault("OMP_PROC_BIND", "true")
+    env.setdefault("OMP_PLACES", "cores")
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--threads", str(threads), "--reps", str(reps)]
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--threads", ",".join(map(str, threads)),
+           "--reps", str(reps)]  # fmt: skip
     if quick:
         cmd.append("--quick")
     r = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if r.returncode != 0:
         sys.stderr.write(r.stderr)
-        raise SystemExit(f"worker with {threads} thread(s) failed")
-    return json.loads(r.stdout.strip().splitlines()[-1])
+        raise SystemExit("benchmark worker failed")
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    # JSON keys are strings: back to thread counts
+    res["cases"] = {case: {int(t): v for t, v in per.items()} for case, per in res["cases"].items()}
+    return res
 
 
 def _fmt_ms(v):
@@ -184,31 +229,33 @@ def main():
     args = ap.parse_args()
     thread_counts = [int(t) for t in args.threads.split(",")]
     if args.worker:
-        worker(thread_counts[0], args.reps, args.quick)
+        worker(thread_counts, args.reps, args.quick)
         return
 
     load_before = os.getloadavg()[0]
-    runs = {t: run_worker(t, args.reps, args.quick) for t in thread_counts}
-    first = runs[thread_counts[0]]
-    n, c, h, w = first["shape"]
-    print(f"roi_align: dkit vs torchvision.ops.roi_align, float32 input [{n}, {c}, {h}, {w}], {first['boxes']} boxes,")
+    res = run_worker(thread_counts, args.reps, args.quick)
+    n, c, h, w = res["shape"]
+    print(f"roi_align: dkit vs torchvision.ops.roi_align, float32 input [{n}, {c}, {h}, {w}], {res['boxes']} boxes,")
     print("spatial_scale 0.25, 7x7 output, aligned=True; median of", args.reps, "reps; ratio = dkit / torchvision")
-    print("(< 1: dkit is faster). Speedup = dkit time at 1 thread / dkit time at this thread count.")
-    print(f"load average before / after: {load_before:.2f} / {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs "
-          "(other processes make the multi-thread rows noisy)")
+    print("(< 1: dkit is faster). Speedup = dkit time at the first thread count / dkit time at this one; the")
+    print("thread counts take turns within each rep, in one process (OMP_NUM_THREADS = the largest).")
+    print(f"load average before / after: {load_before:.2f} / {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; "
+          f"torch reader: {res.get('reader')}")  # fmt: skip
     print()
     head = ("case", "threads", "torchvision", "dkit", "ratio", "dkit speedup", "max |diff|")
     rows = []
-    for case in ("forward sr=2", "backward sr=2", "forward sr=0", "tiny call"):
-        base = runs[thread_counts[0]].get(case, {}).get("dkit")
+    for case in ("forward sr=2", "backward sr=2", "forward sr=0", "kernel forward sr=2", "kernel backward sr=2",
+                 "kernel forward sr=0", "tiny call"):
+        per = res["cases"].get(case, {})
+        base = per.get(thread_counts[0], {}).get("dkit")
         for t in thread_counts:
-            res = runs[t].get(case)
-            if res is None:
+            r = per.get(t)
+            if r is None:
                 continue
-            tv, dk = res.get("torchvision"), res["dkit"]
+            tv, dk = r.get("torchvision"), r["dkit"]
             ratio = f"{dk / tv:.2f}x" if tv else "-"
             speedup = f"{base / dk:.2f}x" if base and t != thread_counts[0] else ""
-            diff = runs[t].get(case + " maxdiff")
+            diff = res.get(case + " maxdiff")
             rows.append((case, str(t), _fmt_ms(tv), _fmt_ms(dk), ratio, speedup, f"{diff:.1e}" if diff is not None else ""))
     widths = [max(len(r[i]) for r in [head] + rows) for i in range(len(head))]
     line = lambda r: "  ".join(r[0].ljust(widths[0]) if i == 0 else r[i].rjust(widths[i]) for i in range(len(r)))  # noqa: E731
@@ -216,7 +263,7 @@ def main():
     print("-" * len(line(head)))
     for r in rows:
         print(line(r))
-    tiny = first.get("tiny call", {})
+    tiny = res["cases"].get("tiny call", {}).get(1, {})
     if tiny.get("torchvision"):
         verdict = "met" if tiny["dkit"] <= 0.5 * tiny["torchvision"] else "NOT met"
         print(f"\ntiny-call target (dkit <= 0.5x torchvision per call): {verdict} "

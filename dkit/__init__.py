@@ -30,6 +30,8 @@ __all__ = [
     "backends",
     "load_backend",
     "show_config",
+    "set_num_threads",
+    "get_num_threads",
     "get_include",
     "get_library",
     "DkitError",
@@ -44,6 +46,8 @@ _LAZY = {
     "backends": ("dkit.dispatch", "backends"),
     "load_backend": ("dkit.dispatch", "load_backend"),
     "show_config": ("dkit._config", "show_config"),
+    "set_num_threads": ("dkit._C", "set_num_threads"),
+    "get_num_threads": ("dkit._C", "get_num_threads"),
     "get_include": ("dkit._paths", "get_include"),
     "get_library": ("dkit._paths", "get_library"),
 }

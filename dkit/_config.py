@@ -23,10 +23,12 @@ def config():
         m = sys.modules.get(mod)
         if m is not None:
             cfg[mod] = getattr(m, "__version__", "?")
+    if "torch" in sys.modules:  # Note [torch reader] in csrc/python/dk_pytorch.h
+        cfg["torch_reader"] = _C._torch_reader()
     return cfg
 
 
-_ORDER = ("version", "abi", "compiler", "openmp", "openmp_max_threads", "backends", "gpu_archs")
+_ORDER = ("version", "abi", "compiler", "openmp", "openmp_max_threads", "num_threads", "backends", "gpu_archs")
 
 
 def show_config(file=None):

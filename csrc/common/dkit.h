@@ -7,6 +7,7 @@
 #include "dk_export.h"
 #include "dk_keys.h"
 #include "dk_op.h"
+#include "dk_parallel.h"
 #include "dk_profile.h"
 #include "dk_registry.h"
 #include "dk_status.h"

@@ -326,6 +326,28 @@ static PyObject *dk___torch_reader(PyObject *m, PyObject *const *args, Py_ssize_
     return PyBool_FromLong(state);
 }
 
+static PyObject *dk__set_num_threads(PyObject *m, PyObject *const *args, Py_ssize_t n)
+{
+    dk_py_state *s = DK__STATE(m);
+    if (dk__check_nargs(s, "set_num_threads", n, 1) < 0) return NULL;
+    if (!PyLong_Check(args[0]) || PyBool_Check(args[0]))
+        return dk_py_raise_fmt(s, DK_ETYPE, "set_num_threads: expected an int, got %s", Py_TYPE(args[0])->tp_name);
+    int overflow = 0;
+    long v = PyLong_AsLongAndOverflow(args[0], &overflow);
+    if (v == -1 && PyErr_Occurred()) return NULL;
+    if (overflow || v > INT_MAX || v < INT_MIN)
+        return dk_py_raise_fmt(s, DK_EINVAL, "set_num_threads: %R is out of range", args[0]);
+    dk_status st = dk_set_num_threads((int)v);
+    if (st != DK_OK) return dk_py_raise(s, st);
+    Py_RETURN_NONE;
+}
+
+static PyObject *dk__get_num_threads(PyObject *m, PyObject *const *args, Py_ssize_t n)
+{
+    if (dk__check_nargs(DK__STATE(m), "get_num_threads", n, 0) < 0) return NULL;
+    return PyLong_FromLong(dk_get_num_threads());
+}
+
 static PyObject *dk__refresh_ops(PyObject *m, PyObject *const *args, Py_ssize_t n)
 {
     dk_py_state *s = DK__STATE(m);
@@ -369,6 +391,7 @@ static PyObject *dk__config(PyObject *m, PyObject *const *args, Py_ssize_t n)
 #endif
                                         )) < 0 ||
         dk__dict_set(d, "openmp", DK__OPENMP) < 0 || dk__dict_set(d, "openmp_max_threads", DK__THREADS) < 0 ||
+        dk__dict_set(d, "num_threads", PyLong_FromLong(dk_get_num_threads())) < 0 ||
         dk__dict_set(d, "backends", dk__backend_names(0)) < 0 || dk__dict_set(d, "gpu_archs", PyList_New(0)) < 0 ||
         dk__dict_set(d, "dlpack_version", Py_BuildValue("(ii)", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION)) < 0) {
         Py_DECREF(d);
@@ -399,8 +422,10 @@ PyMethodDef dk_py_introspect_methods[] = {
     DK__FN(set_trace, "set_trace(on): print every dispatch decision to stderr."),
     DK__FN(_torch_reader, "_torch_reader(on=None) -> bool or None: whether _C reads torch tensors through "
                           "dkit._torch_reader; on=True/False turns that on/off (for tests); None if unavailable."),
+    DK__FN(set_num_threads, "set_num_threads(n): CPU kernels use up to n threads, from any thread (0: OpenMP's default)."),
+    DK__FN(get_num_threads, "get_num_threads() -> int: the threads a large CPU kernel call would use now."),
     DK__FN(refresh_ops, "refresh_ops(): add callables to _C.ops for ops registered since import."),
-    DK__FN(config, "config() -> dict: version, abi, compiler, openmp, openmp_max_threads, backends, gpu_archs."),
+    DK__FN(config, "config() -> dict: version, abi, compiler, openmp, openmp_max_threads, num_threads, backends, gpu_archs."),
     {NULL, NULL, 0, NULL},
 };
 #undef DK__FN

@@ -1,4 +1,5 @@
-/* test_tensor.c — dtypes, sizes, strides, contiguity, channels-last and device names. */
+/* test_tensor.c — dtypes, sizes, strides, contiguity, channels-last and device names; the CPU
+ * kernels' thread count. */
 #include "dk_test.h"
 
 static void dtype_round_trips_through_dlpack(void **state)
@@ -227,6 +228,24 @@ static void device_strings(void **state)
     assert_string_equal(dk_device_str(v, buf, sizeof buf), "tensorvendor:5");
 }
 
+static void num_threads_is_process_wide_and_zero_restores_openmps(void **state)
+{
+    (void)state;
+    const int dflt = dk_get_num_threads();
+    assert_true(dflt >= 1);
+    assert_ok(dk_set_num_threads(3));
+    assert_int_equal(dk_get_num_threads(), 3);
+    int seen = 0;
+#pragma omp parallel num_threads(2) reduction(max : seen)
+    seen = dk_get_num_threads(); /* other threads see it too, unlike omp_set_num_threads */
+    assert_int_equal(seen, 3);
+    assert_error(dk_set_num_threads(-1), DK_EINVAL,
+                 "set_num_threads: the thread count must be >= 0 (0: OpenMP's default), got -1");
+    assert_int_equal(dk_get_num_threads(), 3); /* a refused call changes nothing */
+    assert_ok(dk_set_num_threads(0));
+    assert_int_equal(dk_get_num_threads(), dflt);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -241,6 +260,7 @@ int main(void)
         cmocka_unit_test(channels_last_detection),
         cmocka_unit_test(tensor_data_adds_the_byte_offset),
         cmocka_unit_test(device_strings),
+        cmocka_unit_test(num_threads_is_process_wide_and_zero_restores_openmps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -176,10 +176,44 @@ def test_show_config_prints_and_returns():
     buf = io.StringIO()
     cfg = dkit.show_config(file=buf)
     text = buf.getvalue()
-    for key in ("version", "compiler", "openmp", "openmp_max_threads", "backends", "gpu_archs"):
+    for key in ("version", "compiler", "openmp", "openmp_max_threads", "num_threads", "backends", "gpu_archs"):
         assert key in cfg and key in text
     assert cfg["version"] == dkit.__version__ and "cpu" in cfg["backends"]
     assert isinstance(cfg["openmp_max_threads"], int) and cfg["openmp_max_threads"] >= 1
+
+
+def test_set_num_threads_is_dkits_own_and_process_wide():
+    # dkit.set_num_threads sets the count for every calling thread (OpenMP's own default is per
+    # thread, and torch's ops set it); 0 goes back to OpenMP's default.
+    before = dkit.get_num_threads()
+    try:
+        dkit.set_num_threads(3)
+        assert dkit.get_num_threads() == 3 and _C.config()["num_threads"] == 3
+        seen = []
+        t = threading.Thread(target=lambda: seen.append(dkit.get_num_threads()))
+        t.start()
+        t.join()
+        assert seen == [3]
+        # results do not depend on it (Note [Deterministic backward]); the count is used
+        x = np.random.default_rng(0).standard_normal((2, 8, 40, 40)).astype(np.float32)
+        rois = np.array([[0, 0, 0, 30, 30], [1, 5, 5, 39, 20]] * 200, np.float32)
+        outs = []
+        for n in (1, 2):
+            dkit.set_num_threads(n)
+            outs.append(dkit.ops.roi_align(x, rois, 7, 1.0, 2))
+        np.testing.assert_array_equal(outs[0], outs[1])
+        with pytest.raises(_C.DkitValueError, match="must be >= 0"):
+            dkit.set_num_threads(-2)
+        with pytest.raises(_C.DkitValueError, match="out of range"):
+            dkit.set_num_threads(2**40)
+        with pytest.raises(_C.DkitTypeError, match="expected an int"):
+            dkit.set_num_threads(True)
+        assert dkit.get_num_threads() == 2  # refused calls change nothing
+        dkit.set_num_threads(0)
+        assert dkit.get_num_threads() == _C.config()["openmp_max_threads"]
+    finally:
+        dkit.set_num_threads(0)
+    assert dkit.get_num_threads() == before
 
 
 def test_show_config_prints_to_stdout(capsys):
