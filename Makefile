@@ -22,7 +22,7 @@ HEADERS   := $(wildcard csrc/common/*.h csrc/common/kernels/*.h ops/*.h)
 C_TESTS   := $(patsubst tests/c/%.c,%,$(wildcard tests/c/test_*.c))
 DEB_PKGS  := gcc make libcmocka-dev python3-dev python3-setuptools python3-numpy python3-pytest \
              python3-torch python3-torchvision valgrind \
-             g++ libtorch-dev
+             g++ libtorch-dev python3-venv python3-pip
 
 .PHONY: all lib deps test test-c test-c-asan test-c-tsan test-python demo bench bench-python bench-callgrind vendor-example clean python
 all: lib
