@@ -148,18 +148,34 @@ static PyObject *dk__key(PyObject *m, PyObject *const *args, Py_ssize_t n)
     return PyLong_FromLong(k);
 }
 
+/* An int argument in [lo, hi), or -1 with an exception set: DkitTypeError for anything but an int
+ * (bools included), `range` for one outside the bounds (an int beyond a C long is as much out of
+ * range as any other). */
+static int dk__int_arg(dk_py_state *s, const char *fn, const char *what, PyObject *v, long lo, long hi,
+                       dk_status range, long *out)
+{
+    if (!PyLong_Check(v) || PyBool_Check(v)) {
+        dk_py_raise_fmt(s, DK_ETYPE, "%s(): the %s must be an int, got %s", fn, what, Py_TYPE(v)->tp_name);
+        return -1;
+    }
+    int overflow = 0;
+    long x = PyLong_AsLongAndOverflow(v, &overflow);
+    if (x == -1 && PyErr_Occurred()) return -1;
+    if (overflow || x < lo || x >= hi) {
+        dk_py_raise_fmt(s, range, "%s(): %s %R is outside [%ld, %ld)", fn, what, v, lo, hi);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
 static PyObject *dk__key_name(PyObject *m, PyObject *const *args, Py_ssize_t n)
 {
     dk_py_state *s = DK__STATE(m);
-    if (dk__check_nargs(s, "key_name", n, 1) < 0) return NULL;
-    if (!PyLong_Check(args[0]) || PyBool_Check(args[0]))
-        return dk_py_raise_fmt(s, DK_ETYPE, "key_name(): the key must be an int, got %s", Py_TYPE(args[0])->tp_name);
-    int overflow = 0;
-    long k = PyLong_AsLongAndOverflow(args[0], &overflow);
-    if (k == -1 && PyErr_Occurred()) return NULL;
-    /* An int beyond a C long is as much out of range as 64: the same DkitIndexError. */
-    if (overflow || k < 0 || k >= DK_NUM_KEYS)
-        return dk_py_raise_fmt(s, DK_EINDEX, "key_name(): key %R is outside [0, %d)", args[0], DK_NUM_KEYS);
+    long k;
+    if (dk__check_nargs(s, "key_name", n, 1) < 0 ||
+        dk__int_arg(s, "key_name", "key", args[0], 0, DK_NUM_KEYS, DK_EINDEX, &k) < 0)
+        return NULL;
     return PyUnicode_FromString(dk_key_name((dk_key)k));
 }
 
@@ -329,15 +345,11 @@ static PyObject *dk___torch_reader(PyObject *m, PyObject *const *args, Py_ssize_
 static PyObject *dk__set_num_threads(PyObject *m, PyObject *const *args, Py_ssize_t n)
 {
     dk_py_state *s = DK__STATE(m);
-    if (dk__check_nargs(s, "set_num_threads", n, 1) < 0) return NULL;
-    if (!PyLong_Check(args[0]) || PyBool_Check(args[0]))
-        return dk_py_raise_fmt(s, DK_ETYPE, "set_num_threads: expected an int, got %s", Py_TYPE(args[0])->tp_name);
-    int overflow = 0;
-    long v = PyLong_AsLongAndOverflow(args[0], &overflow);
-    if (v == -1 && PyErr_Occurred()) return NULL;
-    if (overflow || v > INT_MAX || v < INT_MIN)
-        return dk_py_raise_fmt(s, DK_EINVAL, "set_num_threads: %R is out of range", args[0]);
-    dk_status st = dk_set_num_threads((int)v);
+    long v;
+    if (dk__check_nargs(s, "set_num_threads", n, 1) < 0 ||
+        dk__int_arg(s, "set_num_threads", "thread count", args[0], INT_MIN, INT_MAX, DK_EINVAL, &v) < 0)
+        return NULL;
+    dk_status st = dk_set_num_threads((int)v); /* the core refuses a negative count */
     if (st != DK_OK) return dk_py_raise(s, st);
     Py_RETURN_NONE;
 }

@@ -204,9 +204,9 @@ def test_set_num_threads_is_dkits_own_and_process_wide():
         np.testing.assert_array_equal(outs[0], outs[1])
         with pytest.raises(_C.DkitValueError, match="must be >= 0"):
             dkit.set_num_threads(-2)
-        with pytest.raises(_C.DkitValueError, match="out of range"):
+        with pytest.raises(_C.DkitValueError, match="is outside"):
             dkit.set_num_threads(2**40)
-        with pytest.raises(_C.DkitTypeError, match="expected an int"):
+        with pytest.raises(_C.DkitTypeError, match="must be an int, got bool"):
             dkit.set_num_threads(True)
         assert dkit.get_num_threads() == 2  # refused calls change nothing
         dkit.set_num_threads(0)
