@@ -41,8 +41,10 @@
  *     autograd makes) is refused, as on every path (Note [NULL data]).
  *   - Inputs that require grad are read as they are: dkit only reads them, and the autograd
  *     wrapper then needs no .detach() (which torch's __dlpack__ would insist on).
- *   - The negative bit of a lazily negated view (x.conj().imag) is not looked at, exactly as
- *     torch's own DLPack export does not; such views are rare and torch exports them wrongly too.
+ *   - A lazily negated view (torch's negative bit: x.conj().imag, x._neg_view()) keeps its values
+ *     un-negated in memory, and torch 1.13's own DLPack export hands that memory out as it is.
+ *     dkit refuses such a tensor with a DkitValueError that says to pass .resolve_neg() of it,
+ *     rather than compute with the wrong signs.
  *   - Lifetime: the tensor object is referenced until after the call. Its storage is as safe as
  *     in any torch op: a torch op running on another thread holds the same TensorImpl.
  *   - Faster still: where dkit._torch_reader was built, its C++ function reads the same five
@@ -209,7 +211,7 @@ static void dk__cache_add(dk_py_state *s, PyTypeObject *tp, dk_py_producer_kind 
     X((t)->tensor) X((t)->to_dlpack) X((t)->tf_default) X((t)->tf_disabled) X((t)->td_default) \
     X((t)->dlpack_fn)                                                                         \
     X((t)->d_is_cpu) X((t)->d_requires_grad) X((t)->d_dtype) X((t)->d_shape) X((t)->d_data_ptr) \
-    X((t)->d_stride) X((t)->reader_capsule)
+    X((t)->d_stride) X((t)->d_is_neg) X((t)->reader_capsule)
 
 static void dk__torch_clear(dk_py_torch *t)
 {
@@ -267,6 +269,7 @@ static const struct {
     {"shape", offsetof(dk_py_torch, d_shape), 1},
     {"data_ptr", offsetof(dk_py_torch, d_data_ptr), 0},
     {"stride", offsetof(dk_py_torch, d_stride), 0},
+    {"is_neg", offsetof(dk_py_torch, d_is_neg), 0},
 };
 
 /* torch dtypes with a DLPack code dkit's kernels may understand (dk_tensor.h); any other dtype
@@ -426,15 +429,27 @@ static int dk__read_dims(dk_py_state *s, PyObject *tuple, int64_t *dst, int ndim
     return 0;
 }
 
+/* A lazily negated view (torch's negative bit, e.g. x.conj().imag or x._neg_view()) holds its
+ * values un-negated in memory; read as memory, it would give silently wrong results. */
+static int dk__refuse_neg(dk_py_state *s, const char *op, const char *arg)
+{
+    dk_py_raise_fmt(s, DK_EINVAL,
+                    "%s: parameter '%s' is a lazily negated view (torch's negative bit is set), whose memory "
+                    "holds the values un-negated; pass .resolve_neg() of it", op, arg);
+    return -1;
+}
+
 /* 0: imported; -1: error; 1: not for this path, use the protocol (Note [torch fast path]). */
 static int dk__import_torch(dk_py_state *s, PyObject *obj, int writable, const char *op, const char *arg,
                             dk_py_owners *owners, DLTensor **out)
 {
     dk_py_torch *t = &s->torch;
     dk_py_view *view = &owners->v[owners->nviews];
-    if (t->reader && t->use_reader &&
-        t->reader->read(obj, writable, DK_PY_VIEW_NDIM, &view->t, view->dims, view->dims + DK_PY_VIEW_NDIM) == 0)
-        goto done;
+    if (t->reader && t->use_reader) {
+        int r = t->reader->read(obj, writable, DK_PY_VIEW_NDIM, &view->t, view->dims, view->dims + DK_PY_VIEW_NDIM);
+        if (r == 0) goto done;
+        if (r == DK_PY_TORCH_NEG) return dk__refuse_neg(s, op, arg);
+    }
     PyObject *v = dk__get(t->d_is_cpu, obj);
     if (!v) return -1;
     int cpu = v == Py_True;
@@ -451,6 +466,10 @@ static int dk__import_torch(dk_py_state *s, PyObject *obj, int writable, const c
     while (d < DK_PY_TORCH_DTYPES && t->dtypes[d] != v) d++;
     Py_DECREF(v);
     if (d == DK_PY_TORCH_DTYPES) return 1;
+    if (!(v = dk__call0(t->d_is_neg, obj))) return -1;
+    int neg = v == Py_True;
+    Py_DECREF(v);
+    if (neg) return dk__refuse_neg(s, op, arg);
 
     PyObject *shape = dk__get(t->d_shape, obj);
     if (!shape) return -1;

@@ -46,9 +46,9 @@ int dk_read(PyObject *obj, int writable, int max_ndim, DLTensor *t, int64_t *sha
         /* Sparse, mkldnn, nested, meta, functorch wrappers and Python-dispatch tensors all fail
          * one of these; their errors are torch's own, raised on the general path. */
         if (impl->device_type() != c10::DeviceType::CPU || impl->layout() != c10::kStrided ||
-            !impl->has_storage() || impl->is_python_dispatch() || impl->is_neg() ||
-            impl->is_conj())
+            !impl->has_storage() || impl->is_python_dispatch() || impl->is_conj())
             return 1;
+        if (impl->is_neg()) return DK_PY_TORCH_NEG;
         if (writable && impl->requires_grad()) return 1;
         caffe2::TypeMeta dtype = impl->dtype(); /* toScalarType() is not const in torch 1.13 */
         if (!dk_dl_dtype(dtype.toScalarType(), &t->dtype)) return 1;

@@ -318,6 +318,22 @@ def test_torch_function_mode_answers_are_checked(torch_path):
     np.testing.assert_array_equal(out, expected(x, rois))
 
 
+def test_torch_negated_views_are_refused_not_misread(torch_path):
+    # A lazily negated view keeps its values un-negated in memory (torch 1.13 exports that memory
+    # through DLPack as it is); dkit must refuse it rather than compute with the wrong signs.
+    torch = pytest.importorskip("torch")
+    x, rois, out = case()
+    tx, tr = torch.from_numpy(x), torch.from_numpy(rois)
+    neg = tx._neg_view()
+    assert neg.is_neg()
+    tout = torch.from_numpy(out)
+    with pytest.raises(_C.DkitValueError, match=r"'input' is a lazily negated view .*resolve_neg\(\)"):
+        FWD(neg, tr, tout, None, None, *AVG)
+    assert np.isnan(out).all()
+    FWD(neg.resolve_neg(), tr, tout, None, None, *AVG)
+    np.testing.assert_allclose(out, -expected(x, rois), rtol=1e-6, atol=1e-6)
+
+
 def test_torch_reader_reads_what_the_getters_read():
     # Note [torch reader]: the C++ reader is a shortcut, never a different answer. Every layout,
     # offset, dtype and rank the getters accept, read both ways into a NumPy copy via roi_align's
