@@ -556,3 +556,43 @@ def test_backward_is_deterministic_in_process():
         roi_align(xr, rois, 7, 0.5, 0).backward(torch.ones(200, 5, 7, 7))
         digests.add(hashlib.sha256(xr.grad.numpy().tobytes()).hexdigest())
     assert len(digests) == 1
+
+
+# ------------------------------------------------------------------------------------------
+# Large fresh outputs with several threads (Note [Faulting in the shadow] in roi_align_cpu.c):
+# one thread faults the output in while the others stage their first results; whatever the
+# interleaving, the output must equal the one-thread result bit for bit.
+
+
+def _large_case(dtype, seed=3):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((2, 64, 48, 56)).astype(dtype)
+    rois = random_rois(rng, 2304, 2, 48, 56, spatial_scale=0.25).astype(dtype)
+    return x, rois  # output: 2304 x 64 x 7 x 7 (29 MB in float32), far above the 8 MB threshold
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("threads", [2, 3])
+def test_large_fresh_outputs_with_threads_equal_one_thread(dtype, threads):
+    x, rois = _large_case(dtype)
+    xl = np.ascontiguousarray(x.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)  # channels-last view
+    try:
+        dkit.set_num_threads(1)
+        want = dkit.ops.roi_align(x, rois, 7, 0.25, 2)
+        dkit.set_num_threads(threads)
+        for _ in range(3):  # fresh outputs each time (NumPy's large allocations are new mappings)
+            np.testing.assert_array_equal(dkit.ops.roi_align(x, rois, 7, 0.25, 2), want)
+        np.testing.assert_array_equal(dkit.ops.roi_align(xl, rois, 7, 0.25, 2), want)  # pairs of planes per step
+        # a strided, fresh output goes through the general store path when staged results are written
+        out = np.full((64, 2304, 7, 7), np.nan, dtype).transpose(1, 0, 2, 3)
+        _C.ops.roi_align_forward(x, rois, out, None, None, 7, 7, 0.25, 2, 1, True)
+        np.testing.assert_array_equal(out, want)
+        # an output already faulted in takes the plain path
+        out = np.zeros_like(want)
+        _C.ops.roi_align_forward(x, rois, out, None, None, 7, 7, 0.25, 2, 1, True)
+        np.testing.assert_array_equal(out, want)
+    finally:
+        dkit.set_num_threads(0)
+    assert not np.isnan(want).any()
+    ref = roi_align_ref.roi_align(x[:, :2].astype(np.float64), rois[:64].astype(np.float64), 7, 0.25, 2, "avg", True)
+    np.testing.assert_allclose(want[:64, :2], ref, rtol=1e-5, atol=1e-5)
