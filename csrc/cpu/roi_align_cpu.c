@@ -1501,9 +1501,10 @@ typedef struct {
  * The order of the writes does not matter with huge pages: the forward output's 51 MB are 25
  * of them, so the plane loop's scattered blocks (every RoI of an image, per channel pair) cost
  * no more TLB misses or faults than a contiguous sweep would; what remains is the kernel
- * clearing the pages (3 to 4 ms per call on one thread). Having the threads fault in disjoint
- * 2 MiB regions before the plane loop, instead of racing for the same ones, was tried: a
- * little faster on average with 2 threads, but on this VM it made runs of calls 3x slower.
+ * clearing the pages (3 to 4 ms per call on one thread). Having all threads fault in disjoint
+ * 2 MiB regions before the plane loop was tried twice: no faster, and once runs of calls got 3x
+ * slower on this VM. What helps is overlapping the clearing with computation (Note [Faulting in
+ * the shadow]).
  */
 #ifndef DK__RC_HUGE_MIN
 #define DK__RC_HUGE_MIN ((uint64_t)8 << 20)
