@@ -12,7 +12,9 @@ static atomic_int dk__num_threads; /* 0: OpenMP's default */
 dk_status dk_set_num_threads(int n)
 {
     if (n < 0)
-        return dk_error(DK_EINVAL, "set_num_threads: the thread count must be >= 0 (0: OpenMP's default), got %d", n);
+        return dk_error(DK_EINVAL,
+                        "set_num_threads: the thread count must be >= 0 (0: OpenMP's default), got %d",
+                        n);
     atomic_store_explicit(&dk__num_threads, n, memory_order_relaxed);
     return DK_OK;
 }

@@ -947,7 +947,7 @@ static DK__RC_SFN(dk__rc_avg_plan) DK__RC_SFN(dk__rc_avg_plan_of)(const dk__rc_s
     pl.roi_scratch = DK__RC_TFN(dk__rc_roi_scratch)(tb, sh);
     pl.pair_buf = dk__rc_round8((size_t)(2 * sh->H * sh->W));
     pl.stage = 0;
-    if (stage_bytes) { /* room for staged results of whole iterations (Note [Faulting in the shadow]) */
+    if (stage_bytes) { /* whole iterations' results (Note [Faulting in the shadow]) */
         int64_t most = 0; /* RoIs of the busiest image */
         for (int64_t n = 0; n < sh->N; ++n)
             most = gr->beg[n + 1] - gr->beg[n] > most ? gr->beg[n + 1] - gr->beg[n] : most;
@@ -1115,7 +1115,8 @@ static dk_status DK__RC_SFN(dk__rc_avg)(const dk__rc_ctx *cx, const TABLES *tb, 
         stage_bytes = cx->fill_bytes / (size_t)(cx->nthreads - 1);
         stage_bytes = stage_bytes < DK__RC_STAGE_BYTES ? stage_bytes : DK__RC_STAGE_BYTES;
     }
-    const DK__RC_SFN(dk__rc_avg_plan) pl = DK__RC_SFN(dk__rc_avg_plan_of)(cx->sh, cx->gr, tb, stage_bytes);
+    const DK__RC_SFN(dk__rc_avg_plan) pl =
+        DK__RC_SFN(dk__rc_avg_plan_of)(cx->sh, cx->gr, tb, stage_bytes);
     dk__rc_job jb = {.cx = cx, .tb = tb, .plan = &pl, .src = src, .dst = dst};
     jb.scratch = (char *)dk__rc_take(cx->ar, (size_t)cx->nthreads * pl.per_thread * sizeof(T));
     if (pl.stage)
@@ -1481,7 +1482,7 @@ typedef struct {
     dk__rc_arena *ar;
     int nthreads;
     bool stream; /* write grad_input with non-temporal stores (Note [Streaming grad_input]) */
-    char *fill;  /* the whole huge pages of a large forward output (Note [Faulting in the shadow]) */
+    char *fill; /* whole huge pages of a fresh forward output (Note [Faulting in the shadow]) */
     size_t fill_bytes;
 } dk__rc_ctx;
 
