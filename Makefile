@@ -95,8 +95,10 @@ test: deps test-c test-c-asan test-c-tsan vendor-example test-python
 
 # ---------------------------------------------------------------------------------------------
 # Python
+# setup.py links the objects just compiled for $(BUILD)/libdkit.so (same flags) instead of
+# compiling the core a second time; without DKIT_CORE_OBJECTS (pip install) it compiles them.
 python: deps lib
-	$(PYTHON) setup.py -q build_ext --inplace
+	DKIT_CORE_OBJECTS=$(BUILD)/obj $(PYTHON) setup.py -q build_ext --inplace
 
 test-python: python
 	@if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then \

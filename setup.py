@@ -5,7 +5,9 @@
 
 Both build, in this order:
   1. libdkit.so, the core, from the one source list csrc/core_sources.txt and with the
-     Makefile's optimised flags; it goes next to the extension (dkit/libdkit.so).
+     Makefile's optimised flags; it goes next to the extension (dkit/libdkit.so). `make python`
+     sets DKIT_CORE_OBJECTS to the objects it compiled for build/libdkit.so, which are then
+     only linked here.
   2. dkit._C from csrc/python/*.c, linked to that libdkit.so with rpath $ORIGIN, so the one
      copy of the registry beside it is the one every part of the process sees; and, where torch's
      C++ headers are installed, dkit._torch_reader from csrc/python/dk_pytorch.cpp (optional).
@@ -129,6 +131,15 @@ class BuildExt(build_ext):
         if missing:
             raise RuntimeError(f"setup.py: csrc/core_sources.txt lists missing files: {missing}")
         comp = self._core_compiler()
+        # `make python` passes the objects it has just compiled for build/libdkit.so, with the
+        # same flags, so the core is compiled once; they are only linked here.
+        made = os.environ.get("DKIT_CORE_OBJECTS")
+        if made:
+            objects = [os.path.join(made, os.path.splitext(src)[0] + ".o") for src in srcs]
+            absent = [o for o in objects if not os.path.isfile(o)]
+            if absent:
+                raise RuntimeError(f"setup.py: DKIT_CORE_OBJECTS={made} lacks {absent}")
+            return self._link_core(comp, objects, pkg_dir, todo=False)
         obj_dir = os.path.join(self.build_temp, "core")
         headers = [h for h, _ in _public_headers()] + _glob(_rel("csrc", "common"), "_internal.h")
         newest_header = max((os.path.getmtime(os.path.join(ROOT, h)) for h in headers), default=0)
@@ -154,7 +165,9 @@ class BuildExt(build_ext):
             with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
                 for f in [pool.submit(compile_one, s) for s in todo]:
                     f.result()
-        objects = [obj_of(s) for s in srcs]
+        return self._link_core(comp, [obj_of(s) for s in srcs], pkg_dir, todo=bool(todo))
+
+    def _link_core(self, comp, objects, pkg_dir, todo):
         lib = os.path.join(pkg_dir, "libdkit.so")
         if todo or not os.path.exists(lib) or self.force or any(os.path.getmtime(o) > os.path.getmtime(lib) for o in objects):
             # -soname: _C records "libdkit.so" as its DT_NEEDED, found through its $ORIGIN rpath.
