@@ -1548,8 +1548,10 @@ static bool dk__rc_large_output(dk__rc_ctx *cx, void *data, const int64_t *n, co
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
     const uintptr_t a = ((uintptr_t)first + DK__RC_HUGE - 1) & ~(DK__RC_HUGE - 1);
     const uintptr_t b = ((uintptr_t)first + bytes) & ~(DK__RC_HUGE - 1);
-    if (b > a) (void)madvise((void *)a, b - a, MADV_HUGEPAGE);
-    if (b > a && cx && !dk__rc_resident((void *)a, b - a)) {
+    /* The hint fails on memory that is not anonymous (a file mapping, e.g. numpy.memmap);
+     * then nothing is populated either: faulting in a file's pages could dirty them. */
+    const bool anon = b > a && madvise((void *)a, b - a, MADV_HUGEPAGE) == 0;
+    if (anon && cx && !dk__rc_resident((void *)a, b - a)) {
         cx->fill = (char *)a;
         cx->fill_bytes = b - a;
     }

@@ -5,6 +5,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 
 import numpy as np
@@ -591,6 +592,12 @@ def test_large_fresh_outputs_with_threads_equal_one_thread(dtype, threads):
         out = np.zeros_like(want)
         _C.ops.roi_align_forward(x, rois, out, None, None, 7, 7, 0.25, 2, 1, True)
         np.testing.assert_array_equal(out, want)
+        # so does a file mapping (not anonymous memory: nothing is populated ahead)
+        with tempfile.NamedTemporaryFile() as f:
+            out = np.memmap(f.name, dtype=dtype, mode="w+", shape=want.shape)
+            _C.ops.roi_align_forward(x, rois, out, None, None, 7, 7, 0.25, 2, 1, True)
+            np.testing.assert_array_equal(np.asarray(out), want)
+            del out
     finally:
         dkit.set_num_threads(0)
     assert not np.isnan(want).any()
