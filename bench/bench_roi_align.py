@@ -9,9 +9,10 @@ Cases (float32, aligned=True, spatial_scale 0.25, 7x7 output, 1024 random boxes 
   backward sr=2    backward only (grad w.r.t. input through torch.autograd; the forward that
                    builds the graph is not timed)
   forward sr=0     forward, adaptive sampling (MMCV 0 == torchvision <= 0)
-  scaling          the same three, dkit alone, at each thread count: end to end (dkit.ops, the
-                   output allocated by torch on every call) and kernel (dkit._C.ops into outputs
-                   allocated once beforehand; torchvision has no such entry point)
+  scaling          the same three, dkit alone, at 1 thread and at the largest count: end to end
+                   (dkit.ops, the output allocated by torch on every call) and kernel (dkit._C.ops
+                   into outputs allocated once beforehand; torchvision has no such entry point),
+                   each next to the machine's own ceiling at the time (Note [Machine ceiling])
   tiny call        [1, 4, 8, 8] input, one box, 2x2 output: per-call time of the Python entry
                    point with torch tensors, i.e. mostly overhead (target: ratio <= 0.5)
 
@@ -61,7 +62,7 @@ def _boxes(torch, k, n, height, width, spatial_scale, seed=0):
 # (1.2x measured without warm calls, 1.9x with, in the same hour).
 
 
-def _interleaved(fns, reps, threads, set_threads, setup=None, run=None):
+def _interleaved(fns, reps, threads, set_threads, setup=None):
     """Median ms of each fn in fns {name: fn} at each thread count, as {threads: {name: ms}}.
     Each rep runs every (thread count, fn) once, in turn, so slow drifts of a shared machine
     (other tenants, frequency) fall on all of them alike. With `setup`, fn(state) is timed
@@ -76,13 +77,140 @@ def _interleaved(fns, reps, threads, set_threads, setup=None, run=None):
                 t0 = time.perf_counter()
                 fn(state)
                 times[(t, name)].append((time.perf_counter() - t0) * 1e3)
-    out = {t: {name: statistics.median(times[(t, name)]) for name in fns} for t in threads}
-    for t in threads:  # and the best, which is what a shared machine's noise leaves alone
-        out[t].update({name + " min": min(times[(t, name)]) for name in fns})
+    return {t: {name: statistics.median(times[(t, name)]) for name in fns} for t in threads}
+
+
+def _problem(torch, quick):
+    """The benchmark's tensors, the same in every process that builds them."""
+    n, c, h, w = (2, 64, 100, 136) if quick else (2, 256, 200, 272)
+    k, scale, out = (256 if quick else 1024), 0.25, 7
+    torch.manual_seed(0)
+    x = torch.randn(n, c, h, w)
+    g = torch.randn(k, c, out, out)  # grad_output for the backward cases
+    rois = _boxes(torch, k, n, h, w, scale)
+    return x, rois, g, scale, out
+
+
+def _scaling_cases(torch, dkit, x, rois, g, scale, out):
+    """dkit alone, as {name: (setup, run)}: run(setup()) is timed, setup is not (None: nothing).
+    end to end = dkit.ops, torch allocating the output per call (backward: the graph is built by
+    setup); kernel = dkit._C.ops into outputs allocated (and touched) once, dkit's work only.
+    (A fresh output is first touched inside the timed call: on a VM that hands freed memory back
+    to its host, bench/README.md, that is host work no thread count speeds up.)"""
+    ops = dkit._C.ops
+    fwd_out = torch.zeros(rois.shape[0], x.shape[1], out, out)
+    grad_in = torch.zeros_like(x)
+    xr = x.clone().requires_grad_()
+
+    def graph():
+        xr.grad = None
+        return dkit.ops.roi_align(xr, rois, out, scale, 2, "avg", True)
+
+    return {
+        "end to end forward sr=2": (None, lambda _: dkit.ops.roi_align(x, rois, out, scale, 2, "avg", True)),
+        "end to end backward sr=2": (graph, lambda y: y.backward(g)),
+        "end to end forward sr=0": (None, lambda _: dkit.ops.roi_align(x, rois, out, scale, 0, "avg", True)),
+        "kernel forward sr=2": (None, lambda _: ops.roi_align_forward(x, rois, fwd_out, None, None, out, out, scale, 2, 1, True)),
+        "kernel backward sr=2": (None, lambda _: ops.roi_align_backward(g, rois, None, None, grad_in, out, out, scale, 2, 1, True)),
+        "kernel forward sr=0": (None, lambda _: ops.roi_align_forward(x, rois, fwd_out, None, None, out, out, scale, 0, 1, True)),
+    }  # fmt: skip
+
+
+def _timed(case):
+    setup, run = case
+    state = setup() if setup else None
+    t0 = time.perf_counter()
+    run(state)
+    return (time.perf_counter() - t0) * 1e3
+
+
+# Note [Machine ceiling]
+# How much faster t threads can be than one is bounded by the machine as well as by the code,
+# and on a shared host that bound moves by the minute: each vCPU shares its physical core (its
+# caches and execution units) with other tenants. Measured here: two independent 1-thread
+# processes running this kernel at the same time, each pinned to its own vCPU and sharing no
+# memory, at moments both ran at full speed and at others one of them ran 1.3-2x slower than
+# it does alone, the slow one changing from minute to minute; the same held for the kernel cut
+# down to computation on data in its own L2. dkit cannot do better than that, so each rep also
+# measures it: with the 1-thread time T1 of the kernel alone, t - 1 partner processes (pinned to
+# the team's other cores) run the same 1-thread kernel at the same time as this process, with
+# call times P_i, and
+#     ceiling = T1 * sum_i 1 / P_i
+# is the speed-up t perfectly parallel threads would reach at that moment: t on an idle host,
+# less when other tenants compete. "of ceiling" = dkit's t-thread speed-up / ceiling.
+def partner(cpu, quick):
+    """A 1-thread kernel runner pinned to `cpu`, driven through stdin (Note [Machine ceiling])."""
+    os.sched_setaffinity(0, {cpu})
+    import torch
+
+    sys.path.insert(0, ROOT)
+    import dkit
+
+    dkit.set_num_threads(1)
+    cases = _scaling_cases(torch, dkit, *_problem(torch, quick))
+    for case in cases.values():
+        _timed(case)
+    print("ready", flush=True)
+    for line in sys.stdin:
+        name = line.strip()
+        if name not in cases:
+            break
+        print(_timed(cases[name]), flush=True)
+
+
+def _partners(cores, quick):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    procs = []
+    for cpu in cores:
+        cmd = [sys.executable, os.path.abspath(__file__), "--partner", str(cpu)] + (["--quick"] if quick else [])
+        p = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        if p.stdout.readline().strip() != "ready":
+            raise SystemExit("benchmark partner failed")
+        procs.append(p)
+    return procs
+
+
+def _together(case, name, procs):
+    """This process's call time and its partners', all running the case at once."""
+    for p in procs:
+        p.stdin.write(name + "\n")
+        p.stdin.flush()
+    mine = _timed(case)
+    return mine, [float(p.stdout.readline()) for p in procs]
+
+
+def _scaling(cases, reps, t, set_threads, procs):
+    """Per rep, for each case: 1 thread, t threads, then this process and its t - 1 partners
+    together on one thread each (Note [Machine ceiling]); every timed call after a warm one."""
+    rec = {name: {"one": [], "many": [], "speedup": [], "ceiling": []} for name in cases}
+    for _ in range(reps):
+        for name, case in cases.items():
+            r = rec[name]
+            set_threads(1)
+            _timed(case)  # Note [Warm calls]
+            one = _timed(case)
+            set_threads(t)
+            _timed(case)
+            many = _timed(case)
+            set_threads(1)
+            _together(case, name, procs)  # warm, together
+            mine, theirs = _together(case, name, procs)
+            r["one"].append(one)
+            r["many"].append(many)
+            r["speedup"].append(one / many)
+            r["ceiling"].append(one * (1 / mine + sum(1 / p for p in theirs)))
+    out = {}
+    for name, r in rec.items():
+        fractions = [a / b for a, b in zip(r["speedup"], r["ceiling"])]
+        out[name] = {"one": statistics.median(r["one"]), "threads": t, "many": statistics.median(r["many"]),
+                     "speedup": statistics.median(r["speedup"]), "ceiling": statistics.median(r["ceiling"]),
+                     "of ceiling": statistics.median(fractions)}  # fmt: skip
     return out
 
 
 def worker(threads, reps, quick):
+    cores = sorted(os.sched_getaffinity(0))  # before libgomp binds this thread (Note [Binding])
     import torch
 
     sys.path.insert(0, ROOT)
@@ -100,11 +228,8 @@ def worker(threads, reps, quick):
     except ImportError:
         tv_roi_align = None
 
-    n, c, h, w = (2, 64, 100, 136) if quick else (2, 256, 200, 272)
-    k, scale, out = (256 if quick else 1024), 0.25, 7
-    torch.manual_seed(0)
-    x = torch.randn(n, c, h, w)
-    rois = _boxes(torch, k, n, h, w, scale)
+    x, rois, g, scale, out = _problem(torch, quick)
+    (n, c, h, w), k = x.shape, rois.shape[0]
     results = {"threads": threads, "shape": [n, c, h, w], "boxes": k, "cases": {}}
     cases = results["cases"]
 
@@ -126,7 +251,6 @@ def worker(threads, reps, quick):
         cases[f"forward sr={sr}"] = _interleaved(fns, reps, threads, set_threads)
 
     # backward only: the graph is built outside the timed region
-    g = torch.randn(k, c, out, out)
     xr = x.clone().requires_grad_()
     dk_fwd = lambda t, r, o, s, sr, a: dkit.ops.roi_align(t, r, o, s, sr, "avg", a)  # noqa: E731
     fwds = {"dkit": dk_fwd}
@@ -147,32 +271,20 @@ def worker(threads, reps, quick):
         results["backward sr=2 maxdiff"] = (xr.grad - ref).abs().max().item()
     cases["backward sr=2"] = _interleaved(backward, reps, threads, set_threads, setup=lambda name: graph(fwds[name]))
 
-    # Kernels alone: outputs allocated (and touched) once, outside the timed region, so only
-    # dkit's own work is timed; this is the measure of how dkit's kernels scale with threads.
-    # (Fresh outputs are first touched inside the timed call: on a VM that hands freed memory
-    # back to its host, see bench/README.md, that first touch is host work no thread count
-    # speeds up.)
-    fwd_out = torch.zeros(k, c, out, out)
-    grad_in = torch.zeros(n, c, h, w)
-    kern = {
-        "kernel forward sr=2": lambda _: _C.ops.roi_align_forward(x, rois, fwd_out, None, None, out, out, scale, 2, 1, True),
-        "kernel backward sr=2": lambda _: _C.ops.roi_align_backward(g, rois, None, None, grad_in, out, out, scale, 2, 1, True),
-        "kernel forward sr=0": lambda _: _C.ops.roi_align_forward(x, rois, fwd_out, None, None, out, out, scale, 0, 1, True),
-    }
-    for name, fn in kern.items():
-        fn(None)
-        cases[name] = _interleaved({"dkit": fn}, reps, threads, set_threads)
-
-    # dkit alone, end to end (dkit.ops, outputs allocated by torch per call): the thread counts
-    # take turns with nothing else in between. Above, each dkit call follows torchvision calls
-    # of 0.4-0.8 s that allocate and free as much memory; on this VM (bench/README.md) that
-    # changes what a fresh allocation costs the next call, a cost no thread count speeds up.
-    alone = {"alone forward sr=2": dk(2), "alone forward sr=0": dk(0)}
-    for name, fn in alone.items():
-        cases[name] = _interleaved({"dkit": fn}, reps, threads, set_threads)
-    cases["alone backward sr=2"] = _interleaved(
-        {"dkit": backward["dkit"]}, reps, threads, set_threads, setup=lambda name: graph(fwds[name])
-    )
+    # dkit alone at 1 and t threads, next to what the machine allows at the time (Note [Machine
+    # ceiling]). Separate from the comparison above, where each dkit call follows torchvision
+    # calls of 0.4-0.8 s that allocate and free as much memory; on this VM (bench/README.md)
+    # that changes what a fresh allocation costs the next call, a cost no thread count speeds up.
+    t = max(threads)
+    if t > 1 and len(cores) >= t:
+        procs = _partners(cores[1:t], quick)
+        try:
+            results["scaling"] = _scaling(_scaling_cases(torch, dkit, x, rois, g, scale, out), reps, t,
+                                          set_threads, procs)  # fmt: skip
+        finally:
+            for p in procs:
+                p.stdin.close()
+                p.wait()
 
     # tiny call: per-call time, from Python, torch tensors, no grad; one thread (the call is
     # far too small for dkit to start a parallel region)
@@ -240,8 +352,12 @@ def main():
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     ap.add_argument("--quick", action="store_true", help="smaller problem, for a smoke run")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--partner", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     thread_counts = [int(t) for t in args.threads.split(",")]
+    if args.partner is not None:
+        partner(args.partner, args.quick)
+        return
     if args.worker:
         worker(thread_counts, args.reps, args.quick)
         return
@@ -279,25 +395,20 @@ def main():
     print("against torchvision (taking turns with it):")
     table(("case", "threads", "torchvision", "dkit", "ratio", "max |diff|"), rows)
 
-    if len(thread_counts) > 1:
-        t0 = thread_counts[0]
+    scaling = res.get("scaling")
+    if scaling:
         rows = []
-        for case in ("forward sr=2", "backward sr=2", "forward sr=0"):
-            for kind, key in (("end to end", "alone " + case), ("kernel", "kernel " + case)):
-                per = cases.get(key, {})
-                if t0 not in per:
-                    continue
-                base, best = per[t0]["dkit"], per[t0]["dkit min"]
-                for t in thread_counts[1:]:
-                    dk, dk_best = per[t]["dkit"], per[t]["dkit min"]
-                    rows.append((case, kind, _fmt_ms(base), str(t), _fmt_ms(dk), f"{base / dk:.2f}x",
-                                 f"{best / dk_best:.2f}x"))  # fmt: skip
-        print(f"\ndkit's scaling with threads (dkit alone, the thread counts taking turns; end to end = dkit.ops with")
-        print("torch allocating the output per call; kernel = dkit._C.ops into outputs allocated once):")
-        table(("case", "measure", f"{t0} thread(s)", "threads", "time", "speed-up", "best/best"), rows)
-        print("(times and speed-up: medians; best/best: the fastest run at each count, which the other")
-        print("tenants of a shared host disturb least: they slow down the 2-thread runs only, since a")
-        print("1-thread run leaves the second vCPU idle)")
+        for name, r in scaling.items():
+            measure, case = ("end to end", name[len("end to end "):]) if name.startswith("end to end") else ("kernel", name[len("kernel "):])
+            rows.append((case, measure, _fmt_ms(r["one"]), str(r["threads"]), _fmt_ms(r["many"]),
+                         f"{r['speedup']:.2f}x", f"{r['ceiling']:.2f}x", f"{r['of ceiling']:.0%}"))  # fmt: skip
+        rows.sort(key=lambda row: ("forward sr=2", "backward sr=2", "forward sr=0").index(row[0]))
+        print("\ndkit's scaling with threads, dkit alone; end to end = dkit.ops with torch allocating the output")
+        print("per call; kernel = dkit._C.ops into outputs allocated once. ceiling = the speed-up of as many")
+        print("1-thread processes running the same call at once, one per core: what perfectly parallel")
+        print("threads would reach at that moment (Note [Machine ceiling]):")
+        table(("case", "measure", "1 thread", "threads", "time", "speed-up", "ceiling", "of ceiling"), rows)
+        print("(medians over reps; each rep's figures are taken within a second of each other)")
     tiny = res["cases"].get("tiny call", {}).get(1, {})
     if tiny.get("torchvision"):
         verdict = "met" if tiny["dkit"] <= 0.5 * tiny["torchvision"] else "NOT met"
