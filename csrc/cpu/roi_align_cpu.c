@@ -959,6 +959,20 @@ static DK__RC_SFN(dk__rc_avg_plan) DK__RC_SFN(dk__rc_avg_plan_of)(const dk__rc_s
     return pl;
 }
 
+/* Iteration `it` of the plane loop: image n, channel pairs [q0, q0 + nq), the image's RoIs
+ * order[j0 .. j1). */
+static inline dk__rc_it DK__RC_SFN(dk__rc_it_of)(const DK__RC_SFN(dk__rc_avg_plan) *pl,
+                                                  const dk__rc_groups *gr, int64_t it)
+{
+    dk__rc_it p;
+    p.n = it / pl->NG;
+    p.q0 = (it % pl->NG) * pl->G;
+    p.nq = pl->CP - p.q0 < pl->G ? pl->CP - p.q0 : pl->G;
+    p.j0 = gr->beg[p.n];
+    p.j1 = gr->beg[p.n + 1];
+    return p;
+}
+
 /* Writes the results of the `count` staged iterations its[] (Note [Faulting in the shadow]),
  * laid out as the forward worker staged them, to the output. */
 static void DK__RC_SFN(dk__rc_unstage)(dk__rc_job *jb, const DK__RC_SFN(dk__rc_avg_plan) *pl,
@@ -969,11 +983,10 @@ static void DK__RC_SFN(dk__rc_unstage)(dk__rc_job *jb, const DK__RC_SFN(dk__rc_a
     const int64_t *os = sh->out_s, PH = sh->PH, PW = sh->PW, C = sh->C;
     S *out = (S *)jb->dst;
     for (int i = 0; i < count; ++i) {
-        const int64_t n = its[i] / pl->NG, q0 = (its[i] % pl->NG) * pl->G;
-        const int64_t nq = pl->CP - q0 < pl->G ? pl->CP - q0 : pl->G;
-        for (int64_t q = 0; q < nq; ++q) {
-            const int64_t c = 2 * (q0 + q), two = c + 1 < C;
-            for (int64_t j = gr->beg[n]; j < gr->beg[n + 1]; ++j) {
+        const dk__rc_it p = DK__RC_SFN(dk__rc_it_of)(pl, gr, its[i]);
+        for (int64_t q = 0; q < p.nq; ++q) {
+            const int64_t c = 2 * (p.q0 + q), two = c + 1 < C;
+            for (int64_t j = p.j0; j < p.j1; ++j) {
                 S *o = out + gr->order[j] * os[0] + c * os[1];
                 DK__RC_SFN(dk__rc_store_bins)(o, two ? o + os[1] : NULL, os, stage, PH, PW);
                 stage += 2 * PH * PW;
@@ -1012,11 +1025,9 @@ static void DK__RC_SFN(dk__rc_forward_avg_worker)(dk__rc_job *jb, int tid)
     int nits = 0;
     for (int64_t it = dk__rc_claim(jb), nx; it < total; it = nx) {
         nx = dk__rc_claim(jb);
-        const int64_t n = it / pl.NG, q0 = (it % pl.NG) * pl.G;
-        const int64_t nq = pl.CP - q0 < pl.G ? pl.CP - q0 : pl.G;
-        const int64_t j0 = gr->beg[n], j1 = gr->beg[n + 1];
-        if (j0 == j1) continue;
-        const size_t need = (size_t)(nq * (j1 - j0) * 2 * PH * PW);
+        const dk__rc_it p = DK__RC_SFN(dk__rc_it_of)(&pl, gr, it);
+        if (p.j0 == p.j1) continue;
+        const size_t need = (size_t)(p.nq * (p.j1 - p.j0) * 2 * PH * PW);
         T *st = NULL; /* where this iteration's results go, if staged */
         if (stage) {
             const bool filled = atomic_load_explicit(&jb->filled, memory_order_acquire);
@@ -1031,27 +1042,28 @@ static void DK__RC_SFN(dk__rc_forward_avg_worker)(dk__rc_job *jb, int tid)
                 its[nits++] = it;
             }
         }
-        DK__RC_SFN(dk__rc_pairs_in)(buf, pl.pair_buf, in + n * is[0], is, 2 * q0, nq, C,
-                                    tb->rlo[n], tb->rhi[n], W);
+        DK__RC_SFN(dk__rc_pairs_in)(buf, pl.pair_buf, in + p.n * is[0], is, 2 * p.q0, p.nq, C,
+                                    tb->rlo[p.n], tb->rhi[p.n], W);
         dk__rc_ahead ra = {NULL, NULL, 0, 0, 0};
         if (ahead && nx < total) {
-            const int64_t n2 = nx / pl.NG, c2 = 2 * (nx % pl.NG);
-            if (gr->beg[n2] != gr->beg[n2 + 1]) {
-                const S *band = in + n2 * is[0] + c2 * is[1] + tb->rlo[n2] * is[2];
-                const size_t bytes = (size_t)((tb->rhi[n2] - tb->rlo[n2] + 1) * W) * sizeof(S);
+            const dk__rc_it p2 = DK__RC_SFN(dk__rc_it_of)(&pl, gr, nx); /* G == 1: one pair */
+            if (p2.j0 != p2.j1) {
+                const int64_t c2 = 2 * p2.q0, r0 = tb->rlo[p2.n];
+                const S *band = in + p2.n * is[0] + c2 * is[1] + r0 * is[2];
+                const size_t bytes = (size_t)((tb->rhi[p2.n] - r0 + 1) * W) * sizeof(S);
                 dk__rc_ahead_init(&ra, band, c2 + 1 < C ? band + is[1] : NULL, bytes,
-                                  nq * (j1 - j0));
+                                  p.nq * (p.j1 - p.j0));
             }
         }
-        for (int64_t q = 0; q < nq; ++q) {
-            const int64_t c = 2 * (q0 + q), two = c + 1 < C;
-            for (int64_t j = j0; j < j1; ++j) {
+        for (int64_t q = 0; q < p.nq; ++q) {
+            const int64_t c = 2 * (p.q0 + q), two = c + 1 < C;
+            for (int64_t j = p.j0; j < p.j1; ++j) {
                 const int64_t k = gr->order[j];
-                if (blocks && !st && j + 2 < j1) /* the store misses otherwise stall the loop */
+                if (blocks && !st && j + 2 < p.j1) /* the store misses otherwise stall the loop */
                     dk__rc_prefetch_w(out + gr->order[j + 2] * os[0] + c * os[1],
                                       (size_t)((1 + two) * PH * PW) * sizeof(S));
                 DK__RC_TFN(dk__rc_forward_roi)(tb, k, PH, PW, W, buf + (size_t)q * pl.pair_buf,
-                                               tb->rlo[n], &sc);
+                                               tb->rlo[p.n], &sc);
                 if (st) {
                     memcpy(st, sc.acc, (size_t)(2 * PH * PW) * sizeof(T));
                     st += 2 * PH * PW;
@@ -1082,16 +1094,14 @@ static void DK__RC_SFN(dk__rc_backward_avg_worker)(dk__rc_job *jb, int tid)
     const SCRATCH sc = DK__RC_TFN(dk__rc_scratch_at)(tb, sh, base);
     T *buf = base + pl.roi_scratch;
     for (int64_t it; (it = dk__rc_claim(jb)) < sh->N * pl.NG;) {
-        const int64_t n = it / pl.NG, q0 = (it % pl.NG) * pl.G;
-        const int64_t nq = pl.CP - q0 < pl.G ? pl.CP - q0 : pl.G;
-        const int64_t j0 = gr->beg[n], j1 = gr->beg[n + 1];
-        for (int64_t q = 0; q < nq; ++q) {
-            const int64_t c = 2 * (q0 + q), two = c + 1 < C;
+        const dk__rc_it p = DK__RC_SFN(dk__rc_it_of)(&pl, gr, it);
+        for (int64_t q = 0; q < p.nq; ++q) {
+            const int64_t c = 2 * (p.q0 + q), two = c + 1 < C;
             T *qbuf = buf + (size_t)q * pl.pair_buf;
             memset(qbuf, 0, (size_t)(2 * H * W) * sizeof(T));
-            for (int64_t j = j0; j < j1; ++j) {
+            for (int64_t j = p.j0; j < p.j1; ++j) {
                 const int64_t k = gr->order[j];
-                if (blocks && j + 2 < j1)
+                if (blocks && j + 2 < p.j1)
                     dk__rc_prefetch_r(gout + gr->order[j + 2] * os[0] + c * os[1],
                                       (size_t)((1 + two) * PH * PW) * sizeof(S));
                 const S *g = gout + k * os[0] + c * os[1];
@@ -1099,8 +1109,8 @@ static void DK__RC_SFN(dk__rc_backward_avg_worker)(dk__rc_job *jb, int tid)
                 DK__RC_TFN(dk__rc_backward_roi)(tb, k, PH, PW, W, qbuf, &sc);
             }
         }
-        DK__RC_SFN(dk__rc_pairs_out)(gin + n * is[0], is, 2 * q0, nq, C, buf, pl.pair_buf, H, W,
-                                     jb->cx->stream);
+        DK__RC_SFN(dk__rc_pairs_out)(gin + p.n * is[0], is, 2 * p.q0, p.nq, C, buf, pl.pair_buf,
+                                     H, W, jb->cx->stream);
     }
     if (jb->cx->stream) dk__rc_sfence();
 }
@@ -1632,6 +1642,11 @@ typedef struct dk__rc_job {
     atomic_int filled;          /* the output is faulted in (Note [Faulting in the shadow]) */
     int64_t *staged_its;        /* per thread, DK__RC_STAGE_ITS staged iterations */
 } dk__rc_job;
+
+/* One iteration of an average-pooling plane loop (dk__rc_it_of). */
+typedef struct {
+    int64_t n, q0, nq, j0, j1;
+} dk__rc_it;
 
 static inline int64_t dk__rc_claim(dk__rc_job *jb)
 {
