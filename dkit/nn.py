@@ -20,9 +20,10 @@ class RoIAlign(_nn.Module):
         self.output_size = _ops._output_size_slow(output_size)
         self.spatial_scale = _ops._float_slow(spatial_scale, "spatial_scale")
         self.sampling_ratio = _ops._int_slow(sampling_ratio, "sampling_ratio")
-        if self.sampling_ratio < -1:
+        if not -1 <= self.sampling_ratio < 2**31:  # the core's bounds (ops/roi_align.c)
             raise _C.DkitValueError(
-                f"roi_align: sampling_ratio must be >= -1 (<= 0 is adaptive), got {self.sampling_ratio}"
+                "roi_align: sampling_ratio must be >= -1 (<= 0 is adaptive) and below 2^31, "
+                f"got {self.sampling_ratio}"
             )
         if pool_mode not in ("avg", "max"):
             _ops._bad_pool_mode(pool_mode)

@@ -36,12 +36,12 @@ def roi_align(input, boxes, output_size, spatial_scale=1.0, sampling_ratio=0, po
         boxes: Tensor[K, 5] of (batch_index, x1, y1, x2, y2), same dtype and device as input,
             or a list of Tensor[L, 4] (x1, y1, x2, y2), one per image (torchvision's
             convert_boxes_to_roi_format: list position = batch index).
-        output_size: int or (height, width), positive.
+        output_size: int or (height, width), positive and below 2^31 (MMCV's C int).
         spatial_scale: multiplies box coordinates to reach input coordinates (e.g. 0.25 for a
             stride-4 feature map).
         sampling_ratio: sampling points per bin along each axis; <= 0 means adaptive,
             ceil(roi_size / output_size) (MMCV's 0 and torchvision's -1 are the same). Must be
-            >= -1.
+            >= -1 and below 2^31. A ratio r costs r^2 samples per output element.
         pool_mode: "avg" or "max". "max" bilinearly interpolates every sampling point and keeps
             the largest (MMCV); its backward sends the gradient to that point only.
         aligned: shift boxes by -0.5 pixel (Detectron2 / torchvision aligned=True). Without it,
@@ -65,7 +65,7 @@ def roi_align(input, boxes, output_size, spatial_scale=1.0, sampling_ratio=0, po
     impl = _ROI_ALIGN_IMPLS.get(type(input))
     if impl is None:
         impl = _ROI_ALIGN_IMPLS[type(input)] = _impl_for(input).roi_align
-    if type(output_size) is int and output_size > 0:
+    if type(output_size) is int and 0 < output_size < 2**31:
         ph = pw = output_size
     else:
         ph, pw = _output_size_slow(output_size)
@@ -108,8 +108,8 @@ def _output_size_slow(output_size, op="roi_align"):
             pair = (_operator.index(items[0]), _operator.index(items[1]))
         except TypeError:
             raise _C.DkitTypeError(f"{op}: output_size must hold ints, got {output_size!r}") from None
-    if pair[0] <= 0 or pair[1] <= 0:
-        raise _C.DkitValueError(f"{op}: output size must be positive, got ({pair[0]}, {pair[1]})")
+    if not (0 < pair[0] < 2**31 and 0 < pair[1] < 2**31):  # the core's bounds (ops/roi_align.c)
+        raise _C.DkitValueError(f"{op}: output size must be positive and below 2^31, got ({pair[0]}, {pair[1]})")
     return pair
 
 

@@ -98,17 +98,20 @@ static dk_status dk__check_common(const char *op, const dk_tensor *feat, const c
     if (!dk__is_float(dt))
         return dk_error(DK_ETYPE, "%s: '%s' must be float16, bfloat16, float32 or float64, got %s", op, feat_name,
                         dk_dl_dtype_str(feat->dtype, got, sizeof got));
-    if (rois->ndim != 2 || rois->shape[1] != 5)
+    if (rois->ndim != 2 || rois->shape[1] != 5 || rois->shape[0] < 0)
         return dk_error(DK_EINVAL, "%s: 'rois' must have shape [K, 5] (batch_index, x1, y1, x2, y2), got %d-d%s", op,
-                        (int)rois->ndim, rois->ndim == 2 ? " with a different width" : "");
+                        (int)rois->ndim, rois->ndim != 2 ? "" : rois->shape[1] != 5 ? " with a different width" : " with K < 0");
     if ((st = dk__expect_dtype(op, "rois", rois, dt))) return st;
-    if (ph <= 0 || pw <= 0)
-        return dk_error(DK_EINVAL, "%s: output size must be positive, got (%lld, %lld)", op, (long long)ph, (long long)pw);
+    /* Upper bounds: MMCV's and torchvision's kernels take these as C int; here they also keep
+     * the kernels' size arithmetic (PH * grid + PW * grid, 2 * PH * PW) far from overflow. */
+    if (ph <= 0 || pw <= 0 || ph > INT32_MAX || pw > INT32_MAX)
+        return dk_error(DK_EINVAL, "%s: output size must be positive and below 2^31, got (%lld, %lld)", op,
+                        (long long)ph, (long long)pw);
     if (!(spatial_scale > 0) || !isfinite(spatial_scale))
         return dk_error(DK_EINVAL, "%s: spatial_scale must be a positive finite number, got %g", op, spatial_scale);
-    if (sampling_ratio < -1)
-        return dk_error(DK_EINVAL, "%s: sampling_ratio must be >= -1 (<= 0 is adaptive), got %lld", op,
-                        (long long)sampling_ratio);
+    if (sampling_ratio < -1 || sampling_ratio > INT32_MAX)
+        return dk_error(DK_EINVAL, "%s: sampling_ratio must be >= -1 (<= 0 is adaptive) and below 2^31, got %lld",
+                        op, (long long)sampling_ratio);
     if (pool_mode != DK_POOL_MAX && pool_mode != DK_POOL_AVG)
         return dk_error(DK_EINVAL, "%s: pool_mode must be 0 (max) or 1 (avg), got %lld", op, (long long)pool_mode);
     for (int i = 0; i < 4; i++)
@@ -117,6 +120,10 @@ static dk_status dk__check_common(const char *op, const dk_tensor *feat, const c
     int64_t shape[4] = {rois->shape[0], feat->shape[1], ph, pw};
     if ((st = dk__expect_shape(op, pooled_name, pooled, 4, shape))) return st;
     if ((st = dk__expect_dtype(op, pooled_name, pooled, dt))) return st;
+    /* Kernels read argmax only in max mode; refusing them in avg mode keeps every backend from
+     * having to guard against an unchecked (wrong rank, wrong size) tensor there. */
+    if (pool_mode == DK_POOL_AVG && (argmax_y || argmax_x))
+        return dk_error(DK_EINVAL, "%s: 'argmax_y' and 'argmax_x' are for max pooling; pass none in avg mode", op);
     if (pool_mode == DK_POOL_MAX) {
         if (!argmax_y || !argmax_x)
             return dk_error(DK_EINVAL, "%s: max pooling needs 'argmax_y' and 'argmax_x'", op);

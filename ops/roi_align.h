@@ -12,7 +12,7 @@
  *   input      [N, C, H, W]
  *   rois       [K, 5], same dtype as input; batch_index must be an integer in [0, N)
  *   output     [K, C, PH, PW], same dtype as input
- *   argmax_y/x [K, C, PH, PW], max mode only (NULL in avg mode); float32 for 16-bit inputs,
+ *   argmax_y/x [K, C, PH, PW], max mode only (NULL in avg mode, else an error); float32 for 16-bit inputs,
  *              otherwise the input's dtype
  *   grad_input [N, C, H, W]: fully overwritten by backward (no need to zero it)
  */

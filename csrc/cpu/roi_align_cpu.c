@@ -55,6 +55,17 @@
  * in RoI index order (each RoI in a fixed order), and writes every element of the pair. Which
  * thread runs an iteration does not matter; the sparse/dense choice depends only on the RoI and
  * the direction. Max pooling is organised the same way, per plane.
+ *
+ * Note [Non-finite values]
+ * The separable evaluation touches columns that no sample reads, with weight 0: a lone tap's
+ * partner (Note [Pairs]) and the gaps of a dense window. With an infinite or NaN value there,
+ * 0 * inf = NaN would reach bins that the references, which read only the taps of each sample,
+ * leave finite (likewise an infinite or NaN grad_output in backward). So the copies that feed
+ * the evaluation also tell whether everything they copied is finite, at one subtraction per
+ * element of a copy that mostly waits on memory; a channel pair whose input band is not (a RoI
+ * whose grad_output is not, in backward) is evaluated per sample from the shared math instead,
+ * exactly as the references do, non-finite values included. Max pooling reads only sample taps
+ * and needs nothing of the kind.
  */
 #if defined(DK__RC_TEMPLATE)
 /* ========================================================================================== */
@@ -678,6 +689,34 @@ static void DK__RC_TFN(dk__rc_backward_roi)(const TABLES *tb, int64_t k, int64_t
         }
     }
 }
+/* Backward of one RoI (axes ay, ax) on one channel pair per sample, as the references do it
+ * (Note [Non-finite values]): each sample of each bin adds g * w / count to its four taps,
+ * with g[ph, pw, ch] from sc->acc; buf as in dk__rc_backward_roi. */
+static void DK__RC_TFN(dk__rc_backward_roi_exact)(const AXIS *ay, const AXIS *ax, int64_t PH,
+                                                  int64_t PW, int64_t H, int64_t W, T *buf,
+                                                  const SCRATCH *sc)
+{
+    const T count = DK__RC_TFN(dk_roi_align_count)(ay, ax);
+    for (int64_t ph = 0; ph < PH; ++ph)
+        for (int64_t pw = 0; pw < PW; ++pw)
+            for (int64_t iy = 0; iy < ay->grid; ++iy) {
+                const T y = DK__RC_TFN(dk_roi_align_axis_sample)(ay, ph, iy);
+                for (int64_t ix = 0; ix < ax->grid; ++ix) {
+                    const T x = DK__RC_TFN(dk_roi_align_axis_sample)(ax, pw, ix);
+                    DK__RC_TFN(dk_roi_align_bilinear) b;
+                    if (!DK__RC_TFN(dk_roi_align_bilinear_init)(y, x, H, W, &b)) continue;
+                    for (int64_t i = 0; i < 2; ++i) {
+                        const T g = sc->acc[2 * (ph * PW + pw) + i];
+                        T *p = buf + i;
+                        p[2 * (b.y_low * W + b.x_low)] += g * b.w1 / count;
+                        p[2 * (b.y_low * W + b.x_high)] += g * b.w2 / count;
+                        p[2 * (b.y_high * W + b.x_low)] += g * b.w3 / count;
+                        p[2 * (b.y_high * W + b.x_high)] += g * b.w4 / count;
+                    }
+                }
+            }
+}
+
 /* One sample coordinate along one axis and its taps (ok: it contributes). */
 typedef struct {
     T v;
@@ -767,13 +806,17 @@ static void DK__RC_SFN(dk__rc_read_rois)(const dk_tensor *rois, const dk__rc_sha
 }
 
 /* e[2x] = a[x * sx], e[2x + 1] = b[x * sx] for x < n, converted to T: two channels
- * interleaved (Note [Channel pairs]); b may be a. Unit strides go four columns at a time. */
-static inline void DK__RC_SFN(dk__rc_zip)(T *restrict e, const S *restrict a, const S *restrict b,
+ * interleaved (Note [Channel pairs]); b may be a. Unit strides go four columns at a time.
+ * Returns whether every value was finite (Note [Non-finite values]): v - v is 0 for a finite v
+ * and NaN otherwise, and a sum of them stays 0 only if all are 0. */
+static inline bool DK__RC_SFN(dk__rc_zip)(T *restrict e, const S *restrict a, const S *restrict b,
                                           int64_t n, int64_t sx)
 {
     int64_t x = 0;
+    T z = (T)0;
 #if DK__RC_S_IS_T
-    if (sx == 1)
+    if (sx == 1) {
+        V4 vz = {0, 0, 0, 0};
         for (; x + 4 <= n; x += 4) {
             V4 va, vb;
             DK__RC_TFN(dk__rc_ld4)(&va, a + x);
@@ -781,12 +824,18 @@ static inline void DK__RC_SFN(dk__rc_zip)(T *restrict e, const S *restrict a, co
             const V4 lo = DK__RC_SHUF(va, vb, 0, 4, 1, 5), hi = DK__RC_SHUF(va, vb, 2, 6, 3, 7);
             DK__RC_TFN(dk__rc_st4)(e + 2 * x, &lo);
             DK__RC_TFN(dk__rc_st4)(e + 2 * x + 4, &hi);
+            vz += (va - va) + (vb - vb);
         }
+        z = (vz[0] + vz[1]) + (vz[2] + vz[3]);
+    }
 #endif
     for (; x < n; ++x) {
-        e[2 * x] = LOAD(a + x * sx);
-        e[2 * x + 1] = LOAD(b + x * sx);
+        const T va = LOAD(a + x * sx), vb = LOAD(b + x * sx);
+        e[2 * x] = va;
+        e[2 * x + 1] = vb;
+        z += (va - va) + (vb - vb);
     }
+    return z == 0;
 }
 
 /* The inverse of dk__rc_zip, converted to S: a[x * sx] = e[2x] and, unless b is NULL (an odd
@@ -833,13 +882,15 @@ static inline void DK__RC_SFN(dk__rc_unzip)(S *restrict a, S *restrict b, const 
  * (channels-last) all channels of a pixel are one cache line, so the copy goes pixel by pixel,
  * channels inside, prefetching a few pixels ahead; otherwise row by row.
  */
-static void DK__RC_SFN(dk__rc_pairs_in)(T *restrict buf, size_t stride, const S *img,
+static bool DK__RC_SFN(dk__rc_pairs_in)(T *restrict buf, size_t stride, const S *img,
                                         const int64_t *is, int64_t c, int64_t np, int64_t C,
                                         int64_t r0, int64_t r1, int64_t W)
 {
     const int64_t sc = is[1], sx = is[3];
     /* Rows that follow each other in memory are copied as one (NCHW: the whole band). */
     const bool one = sc >= sx && sx == 1 && is[2] == W;
+    bool finite = true; /* Note [Non-finite values] */
+    T z = (T)0;
     for (int64_t r = r0; r <= (one ? r0 : r1); ++r) {
         const S *row = img + r * is[2];
         T *restrict d = buf + (size_t)((r - r0) * 2 * W);
@@ -848,18 +899,21 @@ static void DK__RC_SFN(dk__rc_pairs_in)(T *restrict buf, size_t stride, const S 
                 if (x + 8 < W) __builtin_prefetch(row + (x + 8) * sx + c * sc, 0, 3);
                 for (int64_t q = 0; q < np; ++q) {
                     const int64_t ca = c + 2 * q, cb = ca + 1 < C ? ca + 1 : C - 1;
-                    d[(size_t)q * stride + 2 * x] = LOAD(row + x * sx + ca * sc);
-                    d[(size_t)q * stride + 2 * x + 1] = LOAD(row + x * sx + cb * sc);
+                    const T va = LOAD(row + x * sx + ca * sc), vb = LOAD(row + x * sx + cb * sc);
+                    d[(size_t)q * stride + 2 * x] = va;
+                    d[(size_t)q * stride + 2 * x + 1] = vb;
+                    z += (va - va) + (vb - vb);
                 }
             }
             continue;
         }
         for (int64_t q = 0; q < np; ++q) {
             const int64_t ca = c + 2 * q, cb = ca + 1 < C ? ca + 1 : C - 1;
-            DK__RC_SFN(dk__rc_zip)(d + (size_t)q * stride, row + ca * sc, row + cb * sc,
-                                   one ? (r1 - r0 + 1) * W : W, sx);
+            finite &= DK__RC_SFN(dk__rc_zip)(d + (size_t)q * stride, row + ca * sc, row + cb * sc,
+                                             one ? (r1 - r0 + 1) * W : W, sx);
         }
     }
+    return finite && z == 0;
 }
 
 /* The np pair buffers (all H rows) into channels [c, c + 2 * np) of image `img`, converted
@@ -904,15 +958,32 @@ static void DK__RC_SFN(dk__rc_store_bins)(S *o0, S *o1, const int64_t *os, const
 }
 
 /* grad_output blocks g0 and g1 (g1 == g0 for an unpaired channel) interleaved into acc. */
-static void DK__RC_SFN(dk__rc_load_bins)(T *restrict acc, const S *g0, const S *g1,
+static bool DK__RC_SFN(dk__rc_load_bins)(T *restrict acc, const S *g0, const S *g1,
                                          const int64_t *gs, int64_t PH, int64_t PW)
 {
-    if (gs[3] == 1 && gs[2] == PW) {
-        DK__RC_SFN(dk__rc_zip)(acc, g0, g1, PH * PW, 1);
-        return;
-    }
+    if (gs[3] == 1 && gs[2] == PW) return DK__RC_SFN(dk__rc_zip)(acc, g0, g1, PH * PW, 1);
+    bool finite = true;
     for (int64_t ph = 0; ph < PH; ++ph)
-        DK__RC_SFN(dk__rc_zip)(acc + 2 * ph * PW, g0 + ph * gs[2], g1 + ph * gs[2], PW, gs[3]);
+        finite &= DK__RC_SFN(dk__rc_zip)(acc + 2 * ph * PW, g0 + ph * gs[2], g1 + ph * gs[2], PW,
+                                         gs[3]);
+    return finite;
+}
+
+/* Outputs of one RoI (axes ay, ax) on channels c and c + two of image `img`, per sample from the
+ * shared math, interleaved into acc as dk__rc_forward_roi leaves them (Note [Non-finite
+ * values]). */
+static void DK__RC_SFN(dk__rc_forward_roi_exact)(const dk__rc_shape *sh, const S *img, int64_t c,
+                                                 int64_t two, const AXIS *ay, const AXIS *ax,
+                                                 T *acc)
+{
+    const int64_t *is = sh->in_s;
+    for (int64_t i = 0; i < 2; ++i) {
+        const S *plane = img + (c + i * two) * is[1];
+        for (int64_t ph = 0; ph < sh->PH; ++ph)
+            for (int64_t pw = 0; pw < sh->PW; ++pw)
+                acc[2 * (ph * sh->PW + pw) + i] = DK__RC_SFN(dk_roi_align_forward_avg)(
+                    plane, is[2], is[3], sh->H, sh->W, ay, ax, ph, pw);
+    }
 }
 
 /* Pairs per iteration: 1 when columns are unit-stride (NCHW); when channels are the minor
@@ -1002,6 +1073,7 @@ static void DK__RC_SFN(dk__rc_forward_avg_worker)(dk__rc_job *jb, int tid)
     const dk__rc_shape *sh = jb->cx->sh;
     const dk__rc_groups *gr = jb->cx->gr;
     const TABLES *tb = (const TABLES *)jb->tb;
+    const AXIS *ay = (const AXIS *)jb->ay, *ax = (const AXIS *)jb->ax;
     const S *in = (const S *)jb->src;
     S *out = (S *)jb->dst;
     const int64_t W = sh->W, PH = sh->PH, PW = sh->PW, C = sh->C;
@@ -1042,8 +1114,9 @@ static void DK__RC_SFN(dk__rc_forward_avg_worker)(dk__rc_job *jb, int tid)
                 its[nits++] = it;
             }
         }
-        DK__RC_SFN(dk__rc_pairs_in)(buf, pl.pair_buf, in + p.n * is[0], is, 2 * p.q0, p.nq, C,
-                                    tb->rlo[p.n], tb->rhi[p.n], W);
+        const bool finite = DK__RC_SFN(dk__rc_pairs_in)(buf, pl.pair_buf, in + p.n * is[0], is,
+                                                        2 * p.q0, p.nq, C, tb->rlo[p.n],
+                                                        tb->rhi[p.n], W);
         dk__rc_ahead ra = {NULL, NULL, 0, 0, 0};
         if (ahead && nx < total) {
             const dk__rc_it p2 = DK__RC_SFN(dk__rc_it_of)(&pl, gr, nx); /* G == 1: one pair */
@@ -1062,8 +1135,12 @@ static void DK__RC_SFN(dk__rc_forward_avg_worker)(dk__rc_job *jb, int tid)
                 if (blocks && !st && j + 2 < p.j1) /* the store misses otherwise stall the loop */
                     dk__rc_prefetch_w(out + gr->order[j + 2] * os[0] + c * os[1],
                                       (size_t)((1 + two) * PH * PW) * sizeof(S));
-                DK__RC_TFN(dk__rc_forward_roi)(tb, k, PH, PW, W, buf + (size_t)q * pl.pair_buf,
-                                               tb->rlo[p.n], &sc);
+                if (finite)
+                    DK__RC_TFN(dk__rc_forward_roi)(tb, k, PH, PW, W, buf + (size_t)q * pl.pair_buf,
+                                                   tb->rlo[p.n], &sc);
+                else /* Note [Non-finite values] */
+                    DK__RC_SFN(dk__rc_forward_roi_exact)(sh, in + p.n * is[0], c, two, &ay[k],
+                                                         &ax[k], sc.acc);
                 if (st) {
                     memcpy(st, sc.acc, (size_t)(2 * PH * PW) * sizeof(T));
                     st += 2 * PH * PW;
@@ -1084,6 +1161,7 @@ static void DK__RC_SFN(dk__rc_backward_avg_worker)(dk__rc_job *jb, int tid)
     const dk__rc_shape *sh = jb->cx->sh;
     const dk__rc_groups *gr = jb->cx->gr;
     const TABLES *tb = (const TABLES *)jb->tb;
+    const AXIS *ay = (const AXIS *)jb->ay, *ax = (const AXIS *)jb->ax;
     const S *gout = (const S *)jb->src;
     S *gin = (S *)jb->dst;
     const int64_t H = sh->H, W = sh->W, PH = sh->PH, PW = sh->PW, C = sh->C;
@@ -1105,8 +1183,10 @@ static void DK__RC_SFN(dk__rc_backward_avg_worker)(dk__rc_job *jb, int tid)
                     dk__rc_prefetch_r(gout + gr->order[j + 2] * os[0] + c * os[1],
                                       (size_t)((1 + two) * PH * PW) * sizeof(S));
                 const S *g = gout + k * os[0] + c * os[1];
-                DK__RC_SFN(dk__rc_load_bins)(sc.acc, g, g + two * os[1], os, PH, PW);
-                DK__RC_TFN(dk__rc_backward_roi)(tb, k, PH, PW, W, qbuf, &sc);
+                if (DK__RC_SFN(dk__rc_load_bins)(sc.acc, g, g + two * os[1], os, PH, PW))
+                    DK__RC_TFN(dk__rc_backward_roi)(tb, k, PH, PW, W, qbuf, &sc);
+                else /* Note [Non-finite values] */
+                    DK__RC_TFN(dk__rc_backward_roi_exact)(&ay[k], &ax[k], PH, PW, H, W, qbuf, &sc);
             }
         }
         DK__RC_SFN(dk__rc_pairs_out)(gin + p.n * is[0], is, 2 * p.q0, p.nq, C, buf, pl.pair_buf,
@@ -1116,8 +1196,9 @@ static void DK__RC_SFN(dk__rc_backward_avg_worker)(dk__rc_job *jb, int tid)
 }
 
 /* Runs an average-pooling worker over the plane loop, with its scratch from the arena. */
-static dk_status DK__RC_SFN(dk__rc_avg)(const dk__rc_ctx *cx, const TABLES *tb, const S *src,
-                                        S *dst, void (*worker)(dk__rc_job *, int))
+static dk_status DK__RC_SFN(dk__rc_avg)(const dk__rc_ctx *cx, const TABLES *tb, const AXIS *ay,
+                                        const AXIS *ax, const S *src, S *dst,
+                                        void (*worker)(dk__rc_job *, int))
 {
     /* a stage per thread but the one faulting in: no more in all than the output itself */
     size_t stage_bytes = 0;
@@ -1127,7 +1208,7 @@ static dk_status DK__RC_SFN(dk__rc_avg)(const dk__rc_ctx *cx, const TABLES *tb, 
     }
     const DK__RC_SFN(dk__rc_avg_plan) pl =
         DK__RC_SFN(dk__rc_avg_plan_of)(cx->sh, cx->gr, tb, stage_bytes);
-    dk__rc_job jb = {.cx = cx, .tb = tb, .plan = &pl, .src = src, .dst = dst};
+    dk__rc_job jb = {.cx = cx, .tb = tb, .plan = &pl, .ay = ay, .ax = ax, .src = src, .dst = dst};
     jb.scratch = (char *)dk__rc_take(cx->ar, (size_t)cx->nthreads * pl.per_thread * sizeof(T));
     if (pl.stage)
         jb.staged_its = (int64_t *)dk__rc_take(cx->ar, (size_t)cx->nthreads * DK__RC_STAGE_ITS *
@@ -1148,6 +1229,8 @@ static size_t DK__RC_SFN(dk__rc_max_tab_bytes)(const dk__rc_shape *sh, const AXI
 {
     int64_t most = 1;
     for (int64_t k = 0; k < sh->K; ++k) {
+        /* below 2^63: PH, PW and an explicit grid are below 2^31 (ops/roi_align.c), and an
+         * adaptive grid times PH (PW) is at most about 4 (H + 1) (kernels/roi_align.h) */
         const int64_t n = sh->PH * ay[k].grid + sh->PW * ax[k].grid;
         if (n <= DK__RC_MAX_SAMPLE_TABLE && n > most) most = n;
     }
@@ -1318,7 +1401,8 @@ static dk_status DK__RC_SFN(dk__rc_forward)(dk__rc_ctx *cx, const dk_tensor *inp
         TABLES tb;
         st = DK__RC_TFN(dk__rc_tables_build)(cx->ar, &tb, sh, cx->gr, ay, ax);
         if (st == DK_OK)
-            st = DK__RC_SFN(dk__rc_avg)(cx, &tb, in, out, DK__RC_SFN(dk__rc_forward_avg_worker));
+            st = DK__RC_SFN(dk__rc_avg)(cx, &tb, ay, ax, in, out,
+                                        DK__RC_SFN(dk__rc_forward_avg_worker));
     }
     if (st == DK_OK) DK__RC_SFN(dk__rc_forward_orphans)(cx, out, amy, amx);
     return st;
@@ -1343,7 +1427,7 @@ static dk_status DK__RC_SFN(dk__rc_backward)(dk__rc_ctx *cx, const dk_tensor *gr
         TABLES tb;
         st = DK__RC_TFN(dk__rc_tables_build)(cx->ar, &tb, sh, cx->gr, ay, ax);
         if (st == DK_OK)
-            st = DK__RC_SFN(dk__rc_avg)(cx, &tb, gout, gin,
+            st = DK__RC_SFN(dk__rc_avg)(cx, &tb, ay, ax, gout, gin,
                                         DK__RC_SFN(dk__rc_backward_avg_worker));
     }
     return st;
@@ -1631,7 +1715,7 @@ typedef struct dk__rc_job {
     const dk__rc_ctx *cx;
     const void *tb;             /* TABLES (average pooling) */
     const void *plan;           /* and the sizes of its plane loop (dk__rc_avg_plan) */
-    const void *ay, *ax;        /* per-RoI AXIS arrays (max pooling) */
+    const void *ay, *ax;        /* per-RoI AXIS arrays */
     const void *src;            /* input (forward) or grad_output (backward) */
     void *dst;                  /* output (forward) or grad_input (backward) */
     void *amy, *amx;            /* argmax_y / argmax_x written by forward max pooling */
@@ -1769,10 +1853,11 @@ static void dk__rc_strides(const dk_tensor *t, int64_t *s, int n)
     } else if (t->strides) {
         for (int d = 0; d < n; ++d) s[d] = t->strides[d];
     } else {
-        int64_t e = 1;
+        /* unsigned: the product of an empty tensor's other sizes may not fit, and is not used */
+        uint64_t e = 1;
         for (int d = n - 1; d >= 0; --d) {
-            s[d] = e;
-            e *= t->shape[d];
+            s[d] = (int64_t)e;
+            e *= (uint64_t)t->shape[d];
         }
     }
 }

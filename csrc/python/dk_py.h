@@ -49,7 +49,7 @@ typedef struct {
     PyObject *dlpack_fn;       /* torch.Tensor.__dlpack__ */
     /* _TensorBase's own descriptors, called directly (a type qualifies only if it inherits them) */
     PyObject *d_is_cpu, *d_requires_grad, *d_dtype, *d_shape; /* getset descriptors */
-    PyObject *d_data_ptr, *d_stride, *d_is_neg;               /* method descriptors */
+    PyObject *d_data_ptr, *d_stride, *d_is_neg, *d_storage;   /* method descriptors */
     PyObject *dtypes[DK_PY_TORCH_DTYPES];                     /* torch.float32, ... */
     DLDataType dl_dtypes[DK_PY_TORCH_DTYPES];
     /* dkit._torch_reader's capsule and function, when it is built and matches the running torch

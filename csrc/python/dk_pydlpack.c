@@ -45,8 +45,11 @@
  *     un-negated in memory, and torch 1.13's own DLPack export hands that memory out as it is.
  *     dkit refuses such a tensor with a DkitValueError that says to pass .resolve_neg() of it,
  *     rather than compute with the wrong signs.
- *   - Lifetime: the tensor object is referenced until after the call. Its storage is as safe as
- *     in any torch op: a torch op running on another thread holds the same TensorImpl.
+ *   - Lifetime: the tensor's storage is referenced until after the call (the getters take
+ *     Tensor._storage(); the reader holds the StorageImpl), as a torch op holds it. Holding only
+ *     the tensor object is not enough: Python code that runs while later arguments are
+ *     converted (__index__, another producer's __dlpack__), or another thread once the GIL is
+ *     released, may give the tensor other memory (set_(), .data =) and free the old one.
  *   - Faster still: where dkit._torch_reader was built, its C++ function reads the same five
  *     facts from the at::Tensor in ~10 ns instead of ~140 ns (Note [torch reader] in
  *     dk_pytorch.h); whatever it declines (the cases above) comes here, to the getters.
@@ -122,6 +125,15 @@ static int dk__take_capsule(dk_py_state *s, PyObject *cap, int writable, const c
             dk_py_raise_fmt(s, DK_EBUFFER, "%s: parameter '%s' is read-only", op, arg);
             return -1;
         }
+        /* A producer may answer __dlpack__() with a copy (the spec's copy=None); results
+         * written into it would never reach the caller's array. */
+        if (writable && (mv->flags & DLPACK_FLAG_BITMASK_IS_COPIED)) {
+            dk_py_raise_fmt(s, DK_EBUFFER,
+                            "%s: parameter '%s' was exported as a copy (DLPACK_FLAG_BITMASK_IS_COPIED): "
+                            "results written to it would be lost; pass an array that shares its memory",
+                            op, arg);
+            return -1;
+        }
         managed = mv;
         t = &mv->dl_tensor;
         versioned = 1;
@@ -151,6 +163,8 @@ static int dk__take_capsule(dk_py_state *s, PyObject *cap, int writable, const c
     o->ref = Py_NewRef(cap);
     o->managed = managed;
     o->versioned = versioned;
+    o->keep = NULL;
+    o->unkeep = NULL;
     *out = t;
     return 0;
 }
@@ -167,7 +181,8 @@ void dk_py_owners_release(dk_py_owners *owners)
     for (int i = owners->n - 1; i >= 0; i--) {
         dk_py_owner *o = &owners->o[i];
         if (!o->managed) {
-            /* a torch tensor read directly: nothing to delete */
+            /* a torch tensor read directly: nothing to delete; the reader's storage reference */
+            if (o->keep) o->unkeep(o->keep);
         } else if (o->versioned) {
             DLManagedTensorVersioned *mv = o->managed;
             if (mv->deleter) mv->deleter(mv);
@@ -211,7 +226,7 @@ static void dk__cache_add(dk_py_state *s, PyTypeObject *tp, dk_py_producer_kind 
     X((t)->tensor) X((t)->to_dlpack) X((t)->tf_default) X((t)->tf_disabled) X((t)->td_default) \
     X((t)->dlpack_fn)                                                                         \
     X((t)->d_is_cpu) X((t)->d_requires_grad) X((t)->d_dtype) X((t)->d_shape) X((t)->d_data_ptr) \
-    X((t)->d_stride) X((t)->d_is_neg) X((t)->reader_capsule)
+    X((t)->d_stride) X((t)->d_is_neg) X((t)->d_storage) X((t)->reader_capsule)
 
 static void dk__torch_clear(dk_py_torch *t)
 {
@@ -270,6 +285,7 @@ static const struct {
     {"data_ptr", offsetof(dk_py_torch, d_data_ptr), 0},
     {"stride", offsetof(dk_py_torch, d_stride), 0},
     {"is_neg", offsetof(dk_py_torch, d_is_neg), 0},
+    {"_storage", offsetof(dk_py_torch, d_storage), 0},
 };
 
 /* torch dtypes with a DLPack code dkit's kernels may understand (dk_tensor.h); any other dtype
@@ -445,9 +461,15 @@ static int dk__import_torch(dk_py_state *s, PyObject *obj, int writable, const c
 {
     dk_py_torch *t = &s->torch;
     dk_py_view *view = &owners->v[owners->nviews];
+    PyObject *holder; /* what keeps the memory alive (the fast path's Lifetime) */
+    void *keep = NULL;
     if (t->reader && t->use_reader) {
-        int r = t->reader->read(obj, writable, DK_PY_VIEW_NDIM, &view->t, view->dims, view->dims + DK_PY_VIEW_NDIM);
-        if (r == 0) goto done;
+        int r = t->reader->read(obj, writable, DK_PY_VIEW_NDIM, &view->t, view->dims, view->dims + DK_PY_VIEW_NDIM,
+                                &keep);
+        if (r == 0) {
+            holder = Py_NewRef(obj);
+            goto done;
+        }
         if (r == DK_PY_TORCH_NEG) return dk__refuse_neg(s, op, arg);
     }
     PyObject *v = dk__get(t->d_is_cpu, obj);
@@ -499,6 +521,12 @@ static int dk__import_torch(dk_py_state *s, PyObject *obj, int writable, const c
     void *data = PyLong_AsVoidPtr(ptr);
     Py_DECREF(ptr);
     if (!data && PyErr_Occurred()) return -1;
+    /* NULL data: refused below, or no elements to read; torch will not bind a null storage */
+    holder = data ? dk__call0(t->d_storage, obj) : Py_NewRef(obj);
+    if (!holder) {
+        PyErr_Clear(); /* no storage to hold here: the protocol's capsule holds one */
+        return 1;
+    }
 
     view->t.data = data; /* data_ptr() already includes the storage offset */
     view->t.device.device_type = kDLCPU;
@@ -508,13 +536,16 @@ static int dk__import_torch(dk_py_state *s, PyObject *obj, int writable, const c
     view->t.shape = view->dims;
     view->t.strides = view->dims + DK_PY_VIEW_NDIM;
     view->t.byte_offset = 0;
-done:
-    if (dk__refuse_null_data(s, &view->t, op, arg) < 0) return -1; /* Note [NULL data] */
-    owners->nviews++;
-    dk_py_owner *o = &owners->o[owners->n++];
-    o->ref = Py_NewRef(obj);
+done:;
+    dk_py_owner *o = &owners->o[owners->n];
+    o->ref = holder;
     o->managed = NULL;
     o->versioned = 0;
+    o->keep = keep;
+    o->unkeep = keep ? t->reader->release : NULL;
+    owners->n++; /* owned from here on, refused or not */
+    if (dk__refuse_null_data(s, &view->t, op, arg) < 0) return -1; /* Note [NULL data] */
+    owners->nviews++;
     *out = &view->t;
     return 0;
 

@@ -15,9 +15,12 @@
 /* A tensor dkit holds for one call: a consumed DLPack capsule, or (torch fast path) the tensor
  * object itself, read into a DLTensor that lives in the owners' `views`. */
 typedef struct {
-    PyObject *ref;  /* strong: the capsule (already renamed used_*) or the torch tensor */
-    void *managed;  /* DLManagedTensor(Versioned) *; NULL when `ref` is a tensor read directly */
+    PyObject *ref;  /* strong: the capsule (already renamed used_*), or for a torch tensor read
+                     * directly the tensor (reader) or its storage object (getters) */
+    void *managed;  /* DLManagedTensor(Versioned) *; NULL when the tensor was read directly */
     int versioned;
+    void *keep;                 /* the reader's reference to the tensor's storage, or NULL */
+    void (*unkeep)(void *keep); /* and how to give it back */
 } dk_py_owner;
 
 /* Shapes up to this rank are read into the view; larger ones take the DLPack capsule path. */

@@ -38,7 +38,7 @@ bool dk_dl_dtype(c10::ScalarType st, DLDataType *out)
 }
 
 int dk_read(PyObject *obj, int writable, int max_ndim, DLTensor *t, int64_t *shape,
-            int64_t *strides) noexcept
+            int64_t *strides, void **keep) noexcept
 {
     try {
         if (!THPVariable_Check(obj)) return 1;
@@ -66,13 +66,24 @@ int dk_read(PyObject *obj, int writable, int max_ndim, DLTensor *t, int64_t *sha
         t->shape = shape;
         t->strides = strides;
         t->byte_offset = 0;
+        /* The storage, not only the tensor object, must outlive the call: Python code run
+         * while _C converts later arguments, or another thread once the GIL is released, may
+         * give the tensor other memory (set_(), .data =) and free this one. */
+        c10::StorageImpl *storage = impl->storage().unsafeGetStorageImpl();
+        c10::raw::intrusive_ptr::incref(storage);
+        *keep = storage;
         return 0;
     } catch (...) {
         return 1;
     }
 }
 
-const dk_py_torch_reader dk_reader = {DK_PY_TORCH_READER_ABI, dk_read};
+void dk_release(void *keep) noexcept
+{
+    c10::raw::intrusive_ptr::decref(static_cast<c10::StorageImpl *>(keep));
+}
+
+const dk_py_torch_reader dk_reader = {DK_PY_TORCH_READER_ABI, dk_read, dk_release};
 
 /* The running torch must be the one whose headers this file was compiled with. */
 int dk_exec(PyObject *module)

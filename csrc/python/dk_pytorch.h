@@ -23,7 +23,7 @@
 #include "dk_dlpack.h"
 
 #define DK_PY_TORCH_READER_CAPSULE "dkit._torch_reader.reader"
-#define DK_PY_TORCH_READER_ABI 1
+#define DK_PY_TORCH_READER_ABI 2
 #define DK_PY_TORCH_NEG 2 /* read(): a tensor with torch's negative bit */
 
 #ifdef __cplusplus
@@ -36,12 +36,15 @@ typedef struct {
      * relies on, into t (shape and strides into the caller's arrays of max_ndim). Returns 0 when
      * t is filled: a strided CPU tensor of at most max_ndim dimensions with a dtype in the
      * table of dk_pydlpack.c, no negative or conjugate bit, and (if `writable`) not requiring
-     * grad. Returns DK_PY_TORCH_NEG for a tensor with torch's negative bit (a lazily negated
-     * view: its memory holds the values un-negated), which _C refuses. Returns 1 for anything
-     * else: the caller then takes the general path, which gives the same answer as without the
-     * reader. Never raises. */
+     * grad; *keep then holds a reference to the tensor's storage, which the caller gives back
+     * with release(*keep) once it no longer uses t->data (with the GIL held: freeing a storage
+     * may run Python code). Returns DK_PY_TORCH_NEG for a tensor with torch's negative bit (a
+     * lazily negated view: its memory holds the values un-negated), which _C refuses. Returns 1
+     * for anything else: the caller then takes the general path, which gives the same answer
+     * as without the reader. Never raises. */
     int (*read)(PyObject *obj, int writable, int max_ndim, DLTensor *t, int64_t *shape,
-                int64_t *strides);
+                int64_t *strides, void **keep);
+    void (*release)(void *keep);
 } dk_py_torch_reader;
 
 #ifdef __cplusplus

@@ -41,6 +41,7 @@ from dlpack_ctypes import (  # noqa: E402  (shared with test_roi_align.py)
 
 
 READ_ONLY = 1
+IS_COPIED = 2
 _NAMES = {True: b"dltensor_versioned", False: b"dltensor"}  # kept alive: capsules point at them
 
 _capsule_new = ctypes.pythonapi.PyCapsule_New
@@ -585,6 +586,42 @@ def test_read_only_output_is_refused_and_untouched():
     ok = [Managed(x, flags=READ_ONLY), Managed(rois, flags=READ_ONLY), Managed(out)]
     FWD(*(m.capsule for m in ok), None, None, *AVG)
     np.testing.assert_array_equal(out, expected(x, rois))
+
+
+def test_output_exported_as_a_copy_is_refused():
+    # A producer may answer __dlpack__() with a copy; writing results into it would lose them.
+    x, rois, out = case()
+    cp = Managed(out.copy(), flags=IS_COPIED)
+    ins = [Managed(x, flags=IS_COPIED), Managed(rois)]  # copied inputs are fine
+    with pytest.raises(_C.DkitBufferError, match="parameter 'output' was exported as a copy"):
+        FWD(ins[0].capsule, ins[1].capsule, cp.capsule, None, None, *AVG)
+    assert capsule_name(cp.capsule) == "dltensor_versioned" and cp.deleted == 0
+    assert np.isnan(cp.arr).all() and np.isnan(out).all()
+    assert [m.deleted for m in ins] == [1, 1]
+    ok = [Managed(x, flags=IS_COPIED), Managed(rois), Managed(out)]
+    FWD(*(m.capsule for m in ok), None, None, *AVG)
+    np.testing.assert_array_equal(out, expected(x, rois))
+
+
+def test_argmax_in_avg_mode_and_negative_k_are_refused():
+    # argmax tensors are checked only in max mode, so avg mode refuses them rather than let a
+    # kernel see an unchecked one (a 0-d capsule used to crash the CPU kernel).
+    x, rois, out = case()
+    for amy, amx in [(np.zeros((), np.float32), None), (None, np.zeros(out.shape, np.float32))]:
+        with pytest.raises(_C.DkitValueError, match="'argmax_y' and 'argmax_x' are for max pooling"):
+            FWD(x, rois, out, amy, amx, *AVG)
+        gin = np.full(x.shape, np.nan, np.float32)
+        with pytest.raises(_C.DkitValueError, match="'argmax_y' and 'argmax_x' are for max pooling"):
+            BWD(out, rois, amy, amx, gin, *AVG)
+        assert np.isnan(gin).all()
+    assert np.isnan(out).all()
+    # K < 0 from a hand-made capsule (NumPy and torch cannot make one)
+    m_rois = Managed(rois)
+    m_rois._shape[0] = -1
+    m_out = Managed(out)
+    m_out._shape[0] = -1
+    with pytest.raises(_C.DkitValueError, match=r"'rois' must have shape \[K, 5\].*K < 0"):
+        FWD(Managed(x).capsule, m_rois.capsule, m_out.capsule, None, None, *AVG)
 
 
 def test_other_major_version_is_refused():
@@ -1194,3 +1231,35 @@ def test_int_lists_strings_and_uncallable_ops_in_a_child_process(tmp_path):
     r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert run_child(_PROBE_CHILD, so).strip().endswith("ok")
+
+
+@pytest.mark.parametrize("reader", [True, False])
+def test_torch_storage_swapped_during_the_call_stays_alive(reader):
+    # Note [torch fast path], Lifetime: Python code that runs while later arguments are converted
+    # (here an __index__) gives the input tensor other memory and frees the old storage; the
+    # kernel must still read the memory it was handed (kept alive), not freed memory. A 64 MiB
+    # input is mmap'd by the allocator and unmapped when freed, so a dangling read would crash:
+    # hence a subprocess.
+    pytest.importorskip("torch")
+    script = textwrap.dedent(
+        f"""
+        import torch
+        from dkit import _C
+        if _C._torch_reader() is not None:
+            _C._torch_reader({reader!r})
+        x = torch.randn(1, 16, 1024, 1024)
+        before = x.clone()
+        rois = torch.tensor([[0.0, 0, 0, 1000, 1000]] * 64)
+        out, ref = torch.zeros(64, 16, 7, 7), torch.zeros(64, 16, 7, 7)
+        class Evil:
+            def __index__(self):
+                x.set_(torch.empty(0))  # the only other reference to x's storage goes away
+                return 7
+        _C.ops.roi_align_forward(x, rois, out, None, None, Evil(), 7, 1.0, 2, 1, False)
+        _C.ops.roi_align_forward(before, rois, ref, None, None, 7, 7, 1.0, 2, 1, False)
+        assert x.numel() == 0 and torch.equal(out, ref), "the kernel did not read the original memory"
+        print("ok")
+        """
+    )
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]

@@ -67,6 +67,43 @@ def test_boxes_partly_and_fully_outside_match_torchvision():
             torch.testing.assert_close(roi_align(x, rois, (5, 6), 0.5, sr, "avg", aligned), ref, rtol=0, atol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_non_finite_values_match_torchvision(dtype, channels_last):
+    # Note [Non-finite values] in csrc/cpu/roi_align_cpu.c: an infinite or NaN feature (or
+    # grad_output) value must reach exactly the outputs (gradients) it reaches in torchvision,
+    # not the neighbours the separable evaluation touches with weight 0. Pixel (0, 0) stays
+    # finite: torchvision's CPU forward reads it, with weight 0, for every sample outside the
+    # map (its pre-computed taps of such a sample point at 0), a quirk of that implementation
+    # that its CUDA kernel and dkit do not share.
+    tv = _tv()
+    g = torch.Generator().manual_seed(3)
+    checked = 0
+    for trial in range(60):
+        n, c, h, w = 2, 3, int(torch.randint(2, 20, (), generator=g)), int(torch.randint(2, 20, (), generator=g))
+        x = torch.randn(n, c, h, w, generator=g, dtype=dtype)
+        for v in (float("inf"), -float("inf"), float("nan"))[: 1 + trial % 3]:
+            x[trial % n, trial % c, int(torch.randint(1, h, (), generator=g)), int(torch.randint(0, w, (), generator=g))] = v
+        if channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        lo = torch.rand(16, 2, generator=g, dtype=dtype) * torch.tensor([w, h], dtype=dtype) * 1.2 - 1
+        size = torch.rand(16, 2, generator=g, dtype=dtype) * torch.tensor([w, h], dtype=dtype)
+        rois = torch.cat([torch.randint(0, n, (16, 1), generator=g).to(dtype), lo, lo + size], 1)
+        out_size = (1 + trial % 4, 1 + (trial // 4) % 4)
+        sr, aligned = trial % 4 - 1, trial % 3 == 0
+        xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
+        a = roi_align(xa, rois, out_size, 1.0, max(sr, 0), "avg", aligned)
+        b = tv.roi_align(xb, rois, out_size, 1.0, sr, aligned)
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5, equal_nan=True)
+        grad = torch.randn(b.shape, generator=g, dtype=dtype)
+        grad.view(-1)[trial % grad.numel()] = float("inf") if trial % 2 else float("nan")
+        a.backward(grad)
+        b.backward(grad)
+        torch.testing.assert_close(xa.grad, xb.grad, rtol=1e-5, atol=1e-5, equal_nan=True)
+        checked += int((~a.isfinite()).any()) + int((~xa.grad.isfinite()).any())
+    assert checked >= 60  # the non-finite values did reach outputs and gradients
+
+
 @pytest.mark.parametrize("aligned", [True, False])
 def test_matches_torchvision_float64(aligned):
     tv = _tv()
@@ -387,7 +424,7 @@ def test_parameter_input_and_module():
     assert "pool" in repr(seq)
     with pytest.raises(_C.DkitValueError, match="pool_mode"):
         dkit.nn.RoIAlign(7, pool_mode="mean")
-    with pytest.raises(_C.DkitValueError, match="output size must be positive"):
+    with pytest.raises(_C.DkitValueError, match="output size must be positive and below 2\\^31"):
         dkit.nn.RoIAlign(0)
     with pytest.raises(_C.DkitValueError, match="sampling_ratio"):
         dkit.nn.RoIAlign(7, sampling_ratio=-2)
@@ -441,8 +478,8 @@ def test_bad_input(requires_grad):
         r[2, 3] = v
         _raises(E.DkitValueError, r"rois\[2\] has a non-finite coordinate", x, r, 2)
     # output size
-    for size in (0, -1, (2, 0), (-3, 2)):
-        _raises(E.DkitValueError, r"output size must be positive", x, rois, size)
+    for size in (0, -1, (2, 0), (-3, 2), 2**31, (1, 2**40)):
+        _raises(E.DkitValueError, r"output size must be positive and below 2\^31", x, rois, size)
     _raises(E.DkitValueError, r"output_size must be an int or a pair", x, rois, (2, 3, 4))
     _raises(E.DkitTypeError, r"output_size must", x, rois, 2.5)
     _raises(E.DkitTypeError, r"output_size must", x, rois, (2.0, 3))
@@ -450,6 +487,9 @@ def test_bad_input(requires_grad):
     _raises(E.DkitTypeError, r"output_size must", x, rois, None)
     # sampling_ratio, spatial_scale, pool_mode
     _raises(E.DkitValueError, r"sampling_ratio must be >= -1", x, rois, 2, 1.0, -2)
+    for mode in ("avg", "max"):  # MMCV's C int; 2^62 used to overflow max pooling's table size
+        _raises(E.DkitValueError, r"sampling_ratio .* below 2\^31", x, rois, 2, 1.0, 2**62, mode)
+        _raises(E.DkitValueError, r"sampling_ratio .* below 2\^31", x, rois, 2, 1.0, 2**31, mode)
     _raises(E.DkitTypeError, r"sampling_ratio must be an int", x, rois, 2, 1.0, 1.5)
     _raises(E.DkitValueError, r"spatial_scale must be a positive finite number", x, rois, 2, 0.0)
     _raises(E.DkitValueError, r"spatial_scale must be a positive finite number", x, rois, 2, -1.0)
