@@ -51,12 +51,15 @@ def roi_align(input, boxes, output_size, spatial_scale=1.0, sampling_ratio=0, po
         [K, C, output_size[0], output_size[1]] in the input's framework, device and dtype. For
         torch inputs that require grad (with grad mode on), the result is differentiable with
         respect to ``input`` (never ``boxes``). NumPy and generic DLPack inputs give a
-        numpy.ndarray and no autograd.
+        numpy.ndarray and no autograd. An infinite or NaN feature (or gradient) value reaches
+        exactly the bins (input elements) whose samples read it, as in torchvision (whose CPU
+        forward also lets pixel (0, 0) reach every bin with a sample outside the map).
 
     Raises (every class derives from RuntimeError as well as the builtin named):
-        DkitValueError: wrong ndim, boxes of the wrong width, a non-positive output size,
-            sampling_ratio < -1, an unknown pool_mode, a non-positive spatial_scale, or a box
-            with a NaN or infinite coordinate (torchvision silently returns zeros for those).
+        DkitValueError: wrong ndim, boxes of the wrong width, a non-positive output size (or
+            one of 2^31 or more), sampling_ratio < -1 (or >= 2^31), an unknown pool_mode, a
+            non-positive spatial_scale, or a box with a NaN or infinite coordinate (torchvision
+            silently returns zeros for those).
         DkitTypeError: boxes and input of different dtypes, a non-float input, non-integer
             sizes.
         DkitIndexError: a batch index that is not an integer in [0, N).
