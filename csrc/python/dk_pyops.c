@@ -293,6 +293,9 @@ static PyObject *dk__op_vectorcall(PyObject *callable, PyObject *const *args, si
     stack.size = op->nargs;
 
     dk_status st;
+    /* A kernel that fails without a message (or sets it on another thread) must not be
+     * reported with an earlier call's message: dk_py_raise then falls back to the status. */
+    dk_clear_error();
     Py_BEGIN_ALLOW_THREADS
     st = dk_op_call_boxed(op, &stack);
     Py_END_ALLOW_THREADS
