@@ -40,6 +40,17 @@ static dk_status dk__expect_shape(const char *op, const char *what, const dk_ten
     return dk_error(DK_EINVAL, "%s: '%s' must have shape [%s], got [%s]", op, what, want, got);
 }
 
+/* A tensor the op writes must not repeat elements (dk_tensor_repeated_dim). */
+static dk_status dk__expect_distinct(const char *op, const char *what, const dk_tensor *t)
+{
+    const int d = t ? dk_tensor_repeated_dim(t) : -1;
+    if (d < 0) return DK_OK;
+    return dk_error(DK_EINVAL,
+                    "%s: '%s' repeats its elements (dimension %d has stride 0, e.g. an expanded view), so "
+                    "results written to it would overwrite each other; pass a tensor with distinct elements",
+                    op, what, d);
+}
+
 static dk_status dk__expect_dtype(const char *op, const char *what, const dk_tensor *t, dk_dtype d)
 {
     char got[64];
@@ -138,14 +149,20 @@ static dk_status dk__check_common(const char *op, const dk_tensor *feat, const c
 DK_DEFINE_OP(roi_align_forward, DK_ROI_ALIGN_FORWARD_ARGS)
 {
     (void)aligned;
-    return dk__check_common("roi_align_forward", input, "input", rois, output, "output", argmax_y, argmax_x,
-                            aligned_height, aligned_width, spatial_scale, sampling_ratio, pool_mode);
+    const char *op = "roi_align_forward";
+    dk_status st = dk__check_common(op, input, "input", rois, output, "output", argmax_y, argmax_x, aligned_height,
+                                    aligned_width, spatial_scale, sampling_ratio, pool_mode);
+    if (!st) st = dk__expect_distinct(op, "output", output);
+    if (!st) st = dk__expect_distinct(op, "argmax_y", argmax_y);
+    if (!st) st = dk__expect_distinct(op, "argmax_x", argmax_x);
+    return st;
 }
 
 DK_DEFINE_OP(roi_align_backward, DK_ROI_ALIGN_BACKWARD_ARGS)
 {
     (void)aligned;
-    return dk__check_common("roi_align_backward", grad_input, "grad_input", rois, grad_output, "grad_output",
-                            argmax_y, argmax_x, aligned_height, aligned_width, spatial_scale, sampling_ratio,
-                            pool_mode);
+    const char *op = "roi_align_backward";
+    dk_status st = dk__check_common(op, grad_input, "grad_input", rois, grad_output, "grad_output", argmax_y,
+                                    argmax_x, aligned_height, aligned_width, spatial_scale, sampling_ratio, pool_mode);
+    return st ? st : dk__expect_distinct(op, "grad_input", grad_input);
 }

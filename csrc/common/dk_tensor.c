@@ -114,6 +114,14 @@ bool dk_tensor_is_contiguous(const dk_tensor *t)
     return t->strides == NULL || dk__is_compact(t, NULL);
 }
 
+int dk_tensor_repeated_dim(const dk_tensor *t)
+{
+    if (!t->strides) return -1;
+    for (int d = 0; d < t->ndim; d++)
+        if (t->shape[d] > 1 && t->strides[d] == 0) return d;
+    return -1;
+}
+
 bool dk_tensor_is_channels_last(const dk_tensor *t)
 {
     static const int nhwc[4] = {0, 2, 3, 1};

@@ -62,6 +62,11 @@ DK_API bool dk_tensor_is_contiguous(const dk_tensor *t);
  * torch.channels_last. A tensor can be both contiguous and channels-last (e.g. C == 1). */
 DK_API bool dk_tensor_is_channels_last(const dk_tensor *t);
 
+/* A dimension whose elements all share memory (size > 1, stride 0: an expanded / broadcast
+ * view), or -1 if there is none. Written through, such a tensor makes parallel writes race and
+ * keeps only one of them; ops refuse it as an output, as PyTorch does. */
+DK_API int dk_tensor_repeated_dim(const dk_tensor *t);
+
 /* First element's address. */
 static inline void *dk_tensor_data(const dk_tensor *t) { return (char *)t->data + t->byte_offset; }
 

@@ -198,6 +198,26 @@ static void channels_last_detection(void **state)
     assert_false(dk_tensor_is_channels_last(t));
 }
 
+static void repeated_dim_finds_expanded_dimensions(void **state)
+{
+    (void)state;
+    dkt_tensor tt;
+    dk_tensor *t = dkt_cpu(&tt, NULL, DK_FLOAT32, DKT_DIMS(2, 3, 4)); /* NULL strides: compact */
+    assert_int_equal(dk_tensor_repeated_dim(t), -1);
+    /* stride 0 on a size-1 dimension repeats nothing */
+    t = dkt_tensor_init(&tt, NULL, kDLCPU, 0, DK_FLOAT32, DKT_DIMS(1, 3, 4), DKT_STRIDES(0, 4, 1));
+    assert_int_equal(dk_tensor_repeated_dim(t), -1);
+    /* an expanded view: the first dimension of stride 0 and size > 1 */
+    t = dkt_tensor_init(&tt, NULL, kDLCPU, 0, DK_FLOAT32, DKT_DIMS(2, 3, 4), DKT_STRIDES(12, 0, 0));
+    assert_int_equal(dk_tensor_repeated_dim(t), 1);
+    /* negative and padded strides repeat nothing either */
+    t = dkt_tensor_init(&tt, NULL, kDLCPU, 0, DK_FLOAT32, DKT_DIMS(2, 3, 4), DKT_STRIDES(-20, 5, 1));
+    assert_int_equal(dk_tensor_repeated_dim(t), -1);
+    /* 0-d */
+    t = dkt_cpu(&tt, NULL, DK_FLOAT32, 0, NULL);
+    assert_int_equal(dk_tensor_repeated_dim(t), -1);
+}
+
 static void tensor_data_adds_the_byte_offset(void **state)
 {
     (void)state;
@@ -265,6 +285,7 @@ int main(void)
         cmocka_unit_test(stride_honours_null_strides_and_negative_dims),
         cmocka_unit_test(contiguity),
         cmocka_unit_test(channels_last_detection),
+        cmocka_unit_test(repeated_dim_finds_expanded_dimensions),
         cmocka_unit_test(tensor_data_adds_the_byte_offset),
         cmocka_unit_test(device_strings),
         cmocka_unit_test(num_threads_is_process_wide_and_zero_restores_openmps),

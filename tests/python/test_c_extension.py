@@ -1263,3 +1263,27 @@ def test_torch_storage_swapped_during_the_call_stays_alive(reader):
     )
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+
+
+def test_outputs_that_repeat_elements_are_refused():
+    # An expanded (stride-0) output would have threads overwrite each other's results: refused
+    # before any kernel runs, as torch refuses such an out= tensor.
+    torch = pytest.importorskip("torch")
+    x, rois, out = (torch.from_numpy(a) for a in case())
+    wide = torch.zeros(1, *out.shape[1:]).expand(out.shape)  # every RoI's row is the same memory
+    with pytest.raises(_C.DkitValueError, match=r"'output' repeats its elements \(dimension 0 has stride 0"):
+        FWD(x, rois, wide, None, None, *AVG)
+    assert (wide == 0).all()
+    max_params = (AVG[0], AVG[1], AVG[2], AVG[3], 0, AVG[5])
+    amy, amx = torch.zeros(out.shape), torch.zeros(1, 1, 1, 1).expand(out.shape)
+    with pytest.raises(_C.DkitValueError, match="'argmax_x' repeats its elements"):
+        FWD(x, rois, torch.zeros(out.shape), amy, amx, *max_params)
+    gin = torch.zeros(1, 1, 1, x.shape[3]).expand(x.shape)
+    with pytest.raises(_C.DkitValueError, match=r"'grad_input' repeats its elements \(dimension 1"):
+        BWD(torch.ones(out.shape), rois, None, None, gin, *AVG)
+    # a stride 0 over a dimension of size 1 repeats nothing and is fine
+    k, c = out.shape[:2]
+    one = torch.zeros(k * c * 2).as_strided((k, c, 2, 1), (c * 2, 2, 1, 0))
+    params = (2, 1) + AVG[2:]
+    FWD(x, rois, one, None, None, *params)
+    torch.testing.assert_close(one, torch.from_numpy(expected(x.numpy(), rois.numpy(), params)), rtol=0, atol=0)
