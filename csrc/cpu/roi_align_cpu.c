@@ -1030,6 +1030,16 @@ static DK__RC_SFN(dk__rc_avg_plan) DK__RC_SFN(dk__rc_avg_plan_of)(const dk__rc_s
     return pl;
 }
 
+/* Thread tid's part of the scratch of an average-pooling plane loop: its RoI scratch (into sc)
+ * and, returned, its G pair buffers (then the stage, if any). */
+static T *DK__RC_SFN(dk__rc_avg_scratch)(const dk__rc_job *jb, const DK__RC_SFN(dk__rc_avg_plan) *pl,
+                                         int tid, SCRATCH *sc)
+{
+    T *base = (T *)(void *)(jb->scratch + (size_t)tid * pl->per_thread * sizeof(T));
+    *sc = DK__RC_TFN(dk__rc_scratch_at)((const TABLES *)jb->tb, jb->cx->sh, base);
+    return base + pl->roi_scratch;
+}
+
 /* Iteration `it` of the plane loop: image n, channel pairs [q0, q0 + nq), the image's RoIs
  * order[j0 .. j1). */
 static inline dk__rc_it DK__RC_SFN(dk__rc_it_of)(const DK__RC_SFN(dk__rc_avg_plan) *pl,
@@ -1080,9 +1090,8 @@ static void DK__RC_SFN(dk__rc_forward_avg_worker)(dk__rc_job *jb, int tid)
     const int64_t *is = sh->in_s, *os = sh->out_s;
     const DK__RC_SFN(dk__rc_avg_plan) pl = *(const DK__RC_SFN(dk__rc_avg_plan) *)jb->plan;
     const bool blocks = os[3] == 1 && os[2] == PW; /* one (k, c) output is one block */
-    T *base = (T *)(void *)(jb->scratch + (size_t)tid * pl.per_thread * sizeof(T));
-    const SCRATCH sc = DK__RC_TFN(dk__rc_scratch_at)(tb, sh, base);
-    T *buf = base + pl.roi_scratch;
+    SCRATCH sc;
+    T *buf = DK__RC_SFN(dk__rc_avg_scratch)(jb, &pl, tid, &sc);
     const int64_t total = sh->N * pl.NG;
     /* Note [Read-ahead]: bands are one range per channel for whole-row NCHW inputs. */
     const bool ahead = pl.G == 1 && is[3] == 1 && is[2] == W && is[1] >= W;
@@ -1168,9 +1177,8 @@ static void DK__RC_SFN(dk__rc_backward_avg_worker)(dk__rc_job *jb, int tid)
     const int64_t *is = sh->in_s, *os = sh->out_s;
     const DK__RC_SFN(dk__rc_avg_plan) pl = *(const DK__RC_SFN(dk__rc_avg_plan) *)jb->plan;
     const bool blocks = os[3] == 1 && os[2] == PW;
-    T *base = (T *)(void *)(jb->scratch + (size_t)tid * pl.per_thread * sizeof(T));
-    const SCRATCH sc = DK__RC_TFN(dk__rc_scratch_at)(tb, sh, base);
-    T *buf = base + pl.roi_scratch;
+    SCRATCH sc;
+    T *buf = DK__RC_SFN(dk__rc_avg_scratch)(jb, &pl, tid, &sc);
     for (int64_t it; (it = dk__rc_claim(jb)) < sh->N * pl.NG;) {
         const dk__rc_it p = DK__RC_SFN(dk__rc_it_of)(&pl, gr, it);
         for (int64_t q = 0; q < p.nq; ++q) {

@@ -374,7 +374,7 @@ def test_torch_reader_reads_what_the_getters_read():
 def test_torch_reader_refuses_another_torch():
     # The reader reads torch's C++ objects, whose layout changes between versions: it must not
     # load into a torch other than the one it was built against (then _C uses the getters).
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     if _C._torch_reader() is None:
         pytest.skip("dkit._torch_reader not loaded")
     out = run_child("""
@@ -1046,7 +1046,9 @@ print("ok")
 """
 
 
-def test_backend_loading_in_a_child_process(tmp_path):
+def _build_backend(tmp_path, name, source, link=True):
+    """Compiles C `source` against dkit's installed headers into tmp_path/lib<name>.so, linked to
+    libdkit when `link`, as a vendor would; skips without a C compiler or the headers."""
     cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
     if not cc:
         pytest.skip("no C compiler")
@@ -1055,18 +1057,19 @@ def test_backend_loading_in_a_child_process(tmp_path):
     inc, lib = p.get_include(), p.get_library()
     if not os.path.isfile(os.path.join(inc, "roi_align.h")):
         pytest.skip("headers not built into dkit/include")
-    good, bad = tmp_path / "libpytestdev.so", tmp_path / "libbadabi.so"
-    (tmp_path / "good.c").write_text(_BACKEND_C)
-    (tmp_path / "bad.c").write_text(_BAD_ABI_C)
-    for src, dst, extra in (("good.c", good, [lib, f"-Wl,-rpath,{os.path.dirname(lib)}"]), ("bad.c", bad, [])):
-        cmd = [cc, "-std=c11", "-D_GNU_SOURCE", "-shared", "-fPIC", "-Wall", "-Werror", "-Wno-unused-parameter",
-               f"-I{inc}", str(tmp_path / src), "-o", str(dst)] + extra  # fmt: skip
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(p.__file__)) + os.pathsep + os.path.dirname(__file__))
-    r = subprocess.run([sys.executable, "-c", textwrap.dedent(_CHILD), __file__, str(good), str(bad)],
-                       env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
-    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr
+    src, so = tmp_path / f"{name}.c", tmp_path / f"lib{name}.so"
+    src.write_text(source)
+    cmd = [cc, "-std=c11", "-D_GNU_SOURCE", "-shared", "-fPIC", "-Wall", "-Werror", "-Wno-unused-parameter",
+           f"-I{inc}", str(src), "-o", str(so)] + ([lib, f"-Wl,-rpath,{os.path.dirname(lib)}"] if link else [])  # fmt: skip
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return so
+
+
+def test_backend_loading_in_a_child_process(tmp_path):
+    good = _build_backend(tmp_path, "pytestdev", _BACKEND_C)
+    bad = _build_backend(tmp_path, "badabi", _BAD_ABI_C, link=False)
+    assert run_child(_CHILD, good, bad).strip().endswith("ok")
 
 
 # ------------------------------------------------------------------------------------------
@@ -1218,18 +1221,7 @@ print("ok")
 
 
 def test_int_lists_strings_and_uncallable_ops_in_a_child_process(tmp_path):
-    cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
-    if not cc:
-        pytest.skip("no C compiler")
-    import dkit._paths as p
-
-    inc, lib = p.get_include(), p.get_library()
-    so = tmp_path / "libpyprobe.so"
-    (tmp_path / "probe.c").write_text(_PROBE_C)
-    cmd = [cc, "-std=c11", "-D_GNU_SOURCE", "-shared", "-fPIC", "-Wall", "-Werror", "-Wno-unused-parameter",
-           f"-I{inc}", str(tmp_path / "probe.c"), "-o", str(so), lib, f"-Wl,-rpath,{os.path.dirname(lib)}"]  # fmt: skip
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    so = _build_backend(tmp_path, "pyprobe", _PROBE_C)
     assert run_child(_PROBE_CHILD, so).strip().endswith("ok")
 
 
@@ -1241,7 +1233,7 @@ def test_torch_storage_swapped_during_the_call_stays_alive(reader):
     # input is mmap'd by the allocator and unmapped when freed, so a dangling read would crash:
     # hence a subprocess.
     pytest.importorskip("torch")
-    script = textwrap.dedent(
+    out = run_child(
         f"""
         import torch
         from dkit import _C
@@ -1261,8 +1253,7 @@ def test_torch_storage_swapped_during_the_call_stays_alive(reader):
         print("ok")
         """
     )
-    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+    assert out.strip().endswith("ok")
 
 
 def test_outputs_that_repeat_elements_are_refused():
