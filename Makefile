@@ -10,14 +10,17 @@ NVCC    ?= /usr/local/cuda/bin/nvcc
 
 , := ,
 WARN    := -Wall -Wextra -Werror -Wno-unused-parameter
-BASE    := -std=c11 -D_GNU_SOURCE -fPIC -fopenmp -Icsrc/common -Iops $(WARN)
+INCS    := -Icsrc/common -Icsrc/cpu -Iops
+BASE    := -std=c11 -D_GNU_SOURCE -fPIC -fopenmp $(INCS) $(WARN)
 OPT     := -O3 -march=x86-64-v2 -fvisibility=hidden
 CFLAGS_ := $(BASE) $(OPT) $(CFLAGS)
 LDLIBS_ := -fopenmp -ldl -lpthread -lm
 
-# The one list of core sources (setup.py reads the same file).
-CORE_SRCS := $(shell sed -e 's/\#.*//' -e '/^[[:space:]]*$$/d' csrc/core_sources.txt)
-HEADERS   := $(wildcard csrc/common/*.h csrc/common/kernels/*.h ops/*.h)
+# The core library is every .c file under these folders: adding an op or a kernel file touches
+# no list (setup.py finds the same files the same way, dkit_build.py).
+CORE_DIRS := csrc/common csrc/cpu ops
+CORE_SRCS := $(sort $(shell find $(CORE_DIRS) -name '*.c'))
+HEADERS   := $(sort $(shell find $(CORE_DIRS) -name '*.h'))
 
 C_TESTS   := $(patsubst tests/c/%.c,%,$(wildcard tests/c/test_*.c))
 DEB_PKGS  := gcc make libcmocka-dev python3-dev python3-setuptools python3-numpy python3-pytest \
@@ -64,7 +67,7 @@ lib: $(BUILD)/libdkit.so $(BUILD)/libdkit.a
 # ---------------------------------------------------------------------------------------------
 # C tests (cmocka). Each tests/c/test_X.c is one executable linked against libdkit.so.
 # test_static_link and the backend fixtures have their own rules in tests/c/rules.mk.
-TEST_CFLAGS := -std=c11 -D_GNU_SOURCE -Icsrc/common -Iops -Itests/c $(WARN) -Wno-unused-function -g
+TEST_CFLAGS := -std=c11 -D_GNU_SOURCE $(INCS) -Itests/c $(WARN) -Wno-unused-function -g
 
 define test_rules
 $(1)/tests/%: tests/c/%.c $(1)/libdkit.so tests/c/dk_test.h $(HEADERS)
@@ -132,7 +135,7 @@ bench-callgrind: deps $(BUILD)/bench_dispatch
 # install, then checked: ops on its device must equal the CPU results.
 vendor-example: $(BUILD)/libdkit.so
 	$(MAKE) --no-print-directory -C examples/vendor_backend check \
-	  DKIT_INCLUDE="$(abspath csrc/common) $(abspath ops)" DKIT_LIB=$(abspath $(BUILD)) \
+	  DKIT_INCLUDE="$(abspath csrc/common) $(abspath csrc/cpu) $(abspath ops)" DKIT_LIB=$(abspath $(BUILD)) \
 	  OUT=$(abspath $(BUILD))/vendor_backend
 
 clean:

@@ -4,15 +4,16 @@
     pip install --no-build-isolation .                  # an installed package
 
 Both build, in this order:
-  1. libdkit.so, the core, from the one source list csrc/core_sources.txt and with the
-     Makefile's optimised flags; it goes next to the extension (dkit/libdkit.so). `make python`
+  1. libdkit.so, the core, from every .c file under CORE_DIRS (as the Makefile finds them) and
+     with the Makefile's optimised flags; it goes next to the extension (dkit/libdkit.so). `make python`
      sets DKIT_CORE_OBJECTS to the objects it compiled for build/libdkit.so, which are then
      only linked here.
   2. dkit._C from csrc/python/*.c, linked to that libdkit.so with rpath $ORIGIN, so the one
      copy of the registry beside it is the one every part of the process sees; and, where torch's
      C++ headers are installed, dkit._torch_reader from csrc/python/dk_pytorch.cpp (optional).
-  3. dkit/include/: the public headers (csrc/common/*.h, csrc/common/kernels/*.h, ops/*.h),
-     flat, so a backend builds with -I$(python -c 'import dkit; print(dkit.get_include())').
+  3. dkit/include/: the public headers (csrc/common/*.h, csrc/cpu/*.h, ops/*.h flat, and
+     csrc/common/kernels/*.h under kernels/; never the core's *_private.h), so a backend builds
+     with -I$(python -c 'import dkit; print(dkit.get_include())').
 
 setuptools only; nothing else is needed to build (numpy and torch are optional at run time).
 """
@@ -41,15 +42,23 @@ def _read_version():
     return m.group(1)
 
 
+# The folders the core library is built from, every .c file in them (the Makefile's CORE_DIRS).
+CORE_DIRS = ("csrc/common", "csrc/cpu", "ops")
+
+
 def _core_sources():
-    """csrc/core_sources.txt: one path per line, '#' comments and blank lines ignored (the
-    Makefile reads the same file with sed)."""
+    """Every .c file under CORE_DIRS, sorted: adding an op or a kernel file touches no list."""
     out = []
-    with open(os.path.join(ROOT, "csrc", "core_sources.txt"), encoding="utf-8") as f:
-        for line in f:
-            line = line.split("#", 1)[0].strip()
-            if line:
-                out.append(line)
+    for d in CORE_DIRS:
+        for dirpath, _dirs, files in os.walk(os.path.join(ROOT, d)):
+            out += [os.path.relpath(os.path.join(dirpath, f), ROOT) for f in files if f.endswith(".c")]
+    return sorted(out)
+
+
+def _walk_headers(folder):
+    out = []
+    for dirpath, _dirs, files in os.walk(os.path.join(ROOT, folder)):
+        out += [os.path.relpath(os.path.join(dirpath, f), ROOT) for f in files if f.endswith(".h")]
     return out
 
 
@@ -63,11 +72,14 @@ def _glob(folder, suffix):
 # The public headers and where they go under dkit/include/. ops/*.h include "dk_op.h" and the op
 # sources include "kernels/<op>.h", so a flat directory plus kernels/ serves both.
 def _public_headers():
-    pairs = [(h, os.path.basename(h)) for h in _glob(_rel("csrc", "common"), ".h")]
-    pairs = [(h, d) for h, d in pairs if d != "dk_internal.h"]  # the core's own, not installed
+    """(source, installed name) of every header a backend or an op package may include: the
+    core's, the CPU runtime's and the ops', flat, and the shared kernel math under kernels/.
+    Headers named *_private.h are the core's own and stay out."""
+    pairs = []
+    for folder in (_rel("csrc", "common"), _rel("csrc", "cpu"), "ops"):
+        pairs += [(h, os.path.basename(h)) for h in _glob(folder, ".h")]
     pairs += [(h, _rel("kernels", os.path.basename(h))) for h in _glob(_rel("csrc", "common", "kernels"), ".h")]
-    pairs += [(h, os.path.basename(h)) for h in _glob("ops", ".h")]
-    return pairs
+    return [(h, d) for h, d in pairs if not h.endswith("_private.h")]
 
 
 def _replace(src, dst):
@@ -86,7 +98,7 @@ def _replace(src, dst):
 
 # The Makefile's optimised build of the core (BASE + WARN + OPT, LDLIBS_); keep them in step.
 CORE_CFLAGS = [
-    "-std=c11", "-D_GNU_SOURCE", "-fPIC", "-fopenmp", "-Icsrc/common", "-Iops",
+    "-std=c11", "-D_GNU_SOURCE", "-fPIC", "-fopenmp", "-Icsrc/common", "-Icsrc/cpu", "-Iops",
     "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter",
     "-O3", "-march=x86-64-v2", "-fvisibility=hidden",
 ]  # fmt: skip
@@ -127,9 +139,6 @@ class BuildExt(build_ext):
 
     def _build_core(self, pkg_dir):
         srcs = _core_sources()
-        missing = [s for s in srcs if not os.path.isfile(os.path.join(ROOT, s))]
-        if missing:
-            raise RuntimeError(f"setup.py: csrc/core_sources.txt lists missing files: {missing}")
         comp = self._core_compiler()
         # `make python` passes the objects it has just compiled for build/libdkit.so, with the
         # same flags, so the core is compiled once; they are only linked here.
@@ -141,7 +150,7 @@ class BuildExt(build_ext):
                 raise RuntimeError(f"setup.py: DKIT_CORE_OBJECTS={made} lacks {absent}")
             return self._link_core(comp, objects, pkg_dir, todo=False)
         obj_dir = os.path.join(self.build_temp, "core")
-        headers = [h for h, _ in _public_headers()] + _glob(_rel("csrc", "common"), "_internal.h")
+        headers = [h for folder in CORE_DIRS for h in _walk_headers(folder)]
         newest_header = max((os.path.getmtime(os.path.join(ROOT, h)) for h in headers), default=0)
 
         def obj_of(src):
@@ -220,7 +229,7 @@ class BuildExt(build_ext):
 ext = Extension(
     "dkit._C",
     sources=_glob(_rel("csrc", "python"), ".c"),
-    include_dirs=["csrc/common", "ops", "csrc/python"],
+    include_dirs=["csrc/common", "csrc/cpu", "ops", "csrc/python"],
     libraries=["dkit"],
     extra_compile_args=EXT_CFLAGS,
     # $ORIGIN: libdkit.so is found next to _C wherever the package is installed. No shell is
@@ -252,7 +261,7 @@ def _torch_reader_ext():
         Extension(
             "dkit._torch_reader",
             sources=[_rel("csrc", "python", "dk_pytorch.cpp")],
-            include_dirs=["csrc/common", "csrc/python"],
+            include_dirs=["csrc/common", "csrc/cpu", "csrc/python"],
             library_dirs=[libdir],
             libraries=["torch_python", "torch_cpu", "c10"],
             # -isystem: our warnings are errors, torch's headers' are not ours to fix.

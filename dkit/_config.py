@@ -10,7 +10,7 @@ def config():
     cfg = dict(_C.config())
     cfg.setdefault("version", __version__)
     cfg["python"] = sys.version.split()[0]
-    cfg["backends_loaded"] = [name for name, _path in _C.backends()]
+    cfg["backends_loaded"] = [b[0] for b in _C.backends()]
     try:
         from dkit import _paths
 

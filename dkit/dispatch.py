@@ -133,10 +133,22 @@ def tls():
 class Backend(NamedTuple):
     name: str
     path: Optional[str]  # the shared library a backend was loaded from; None when built in
+    key: Optional[str]  # its dispatch key ("cpu", a vendor's name); None if it claimed none
+    available: bool  # whether its kernels can run now
+    reason: Optional[str]  # why not, when unavailable (e.g. "no CUDA driver")
+    devices: Optional[int]  # devices present now; None when the backend does not say
+
+    def __str__(self):
+        where = f" ({self.path})" if self.path else ""
+        if not self.available:
+            return f"{self.name}{where}: unavailable: {self.reason}"
+        devices = "" if self.devices is None else f", {self.devices} device{'s' if self.devices != 1 else ''}"
+        return f"{self.name}{where}: available{devices}"
 
 
 def backends():
-    """The backends the core knows: built-in ones (path None) and loaded vendor libraries."""
+    """The backends the core knows, built in (path None) or loaded from libraries, each with
+    whether it can run now and, if not, why."""
     return [Backend(*b) for b in _C.backends()]
 
 

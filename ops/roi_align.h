@@ -19,7 +19,7 @@
 #ifndef DK_OPS_ROI_ALIGN_H
 #define DK_OPS_ROI_ALIGN_H
 
-#include "dk_op.h"
+#include "dk_op_define.h"
 
 /* MMCV's numbering. */
 enum { DK_POOL_MAX = 0, DK_POOL_AVG = 1 };

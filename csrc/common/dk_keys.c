@@ -1,11 +1,19 @@
-/* dk_keys.c — key names, run-time key slots, the device-type map, and the thread-local sets. */
+/*
+ * dk_keys.c — key names, run-time key slots, the device-type map, and the thread-local sets.
+ *
+ * A leaf of the core: it takes the registry lock (dk_lock_private.h) to claim a slot and calls nothing
+ * else. Claiming a key changes no dispatch table: tables already fill every backend slot,
+ * claimed or not (Note [Slot precedence] in dk_dispatcher.c), and no device reaches a slot
+ * before its key is claimed, because the device-type map is written last.
+ */
 #include "dk_keys.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "dk_internal.h"
+#include "dk_keys_private.h"
+#include "dk_lock_private.h"
 
 _Thread_local dk_tls_state dk__tls DK__TLS_MODEL;
 
@@ -84,13 +92,53 @@ const char *dk_keyset_str(dk_keyset ks, char *buf, size_t n)
     return buf;
 }
 
-/* Claim slot `k` for `name`; the name is copied and lives as long as the process. */
+static _Thread_local dk_keyset dk__tls_claimed;
+
+dk_keyset dk__keys_claimed_swap(dk_keyset start)
+{
+    dk_keyset prev = dk__tls_claimed;
+    dk__tls_claimed = start;
+    return prev;
+}
+
+/* Claim slot `k` for `name`; the name is copied and lives as long as the process. Lock held. */
 static dk_status dk__claim(dk_key k, const char *name)
 {
     char *copy = strdup(name);
     if (!copy) return dk_error(DK_ENOMEM, "out of memory naming key '%s'", name);
     __atomic_store_n(&dk__key_names[k], copy, __ATOMIC_RELEASE);
+    dk__tls_claimed |= DK_KEYSET(k);
     return DK_OK;
+}
+
+/* Names of released keys: a dk_key_name that loaded the pointer just before may still read it,
+ * so they are kept (and stay reachable for leak checkers) instead of freed. Lock held. */
+static struct dk__retired_name {
+    struct dk__retired_name *next;
+    const char *name;
+} *dk__retired_names;
+
+void dk__key_release(dk_key k)
+{
+    if (k < DK_KEY_VENDOR_FIRST || k >= DK_NUM_KEYS || (k > DK_KEY_VENDOR_LAST && k < DK_KEY_FUNC_FIRST) ||
+        k > DK_KEY_FUNC_LAST)
+        return; /* built-in keys are never released */
+    dk__lock();
+    for (int t = 0; t < 32; t++) {
+        if (dk__device_keys[t] != (uint8_t)k) continue;
+        /* The device map first: from here on no call reaches the key. */
+        __atomic_store_n(&dk__device_keysets[t], 0, __ATOMIC_RELEASE);
+        __atomic_store_n(&dk__device_keys[t], (uint8_t)DK_KEY_UNDEFINED, __ATOMIC_RELEASE);
+    }
+    const char *old = dk__key_names[k];
+    __atomic_store_n(&dk__key_names[k], NULL, __ATOMIC_RELEASE);
+    struct dk__retired_name *r = old ? malloc(sizeof *r) : NULL;
+    if (r) { /* without memory to record it, the name is simply leaked */
+        r->name = old;
+        r->next = dk__retired_names;
+        dk__retired_names = r;
+    }
+    dk__unlock();
 }
 
 static bool dk__name_ok(const char *name)
@@ -130,7 +178,6 @@ dk_status dk_backend_key_register(const char *name, int32_t device_type, dk_key 
         if (st) goto done;
         __atomic_store_n(&dk__device_keys[device_type], (uint8_t)k, __ATOMIC_RELEASE);
         __atomic_store_n(&dk__device_keysets[device_type], DK_KEYSET(k), __ATOMIC_RELEASE);
-        dk__recompute_all_locked(); /* fallbacks for this key may already exist */
         *out = k;
         goto done;
     }
@@ -155,10 +202,7 @@ dk_status dk_functionality_key_register(const char *name, dk_key *out)
     for (dk_key k = DK_KEY_FUNC_FIRST; k <= DK_KEY_FUNC_LAST; k++) {
         if (dk__key_names[k]) continue;
         st = dk__claim(k, name);
-        if (!st) {
-            dk__recompute_all_locked();
-            *out = k;
-        }
+        if (!st) *out = k;
         goto done;
     }
     st = dk_error(DK_ENOMEM, "key '%s': all functionality slots are taken", name);

@@ -115,6 +115,23 @@ DK_API extern thread_local dk_tls_state dk__tls DK__TLS_MODEL;
 DK_API extern _Thread_local dk_tls_state dk__tls DK__TLS_MODEL;
 #endif
 
+/* The device-type map, read lock-free by every call (the dispatch fast path, dk_dispatch.h). */
+DK_API extern uint8_t dk__device_keys[32];
+/* The same map as one-bit key sets, so the entry's fast path turns a device into its key set
+ * with a single load (0 for device types no backend serves). */
+DK_API extern dk_keyset dk__device_keysets[32];
+
+static inline dk_key dk__key_of_device_type(int32_t t)
+{
+    return (t >= 0 && t < 32) ? (dk_key)__atomic_load_n(&dk__device_keys[t], __ATOMIC_RELAXED) : DK_KEY_UNDEFINED;
+}
+
+static inline dk_keyset dk__keyset_of_device_type(int32_t t)
+{
+    return (uint32_t)t < 32u ? __atomic_load_n(&dk__device_keysets[t], __ATOMIC_RELAXED)
+                             : 0;
+}
+
 /* (tensor keys | included) & ~excluded, for the dispatch fast path. */
 static inline dk_keyset dk_tls_apply(dk_keyset tensor_keys)
 {

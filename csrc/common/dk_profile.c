@@ -1,12 +1,63 @@
-/* dk_profile.c — the Profile key's boxed fallback, and reading its counters. */
+/*
+ * dk_profile.c — the Profile key: a boxed fallback that times every call below it, and the
+ * counters it keeps.
+ *
+ * Note [Profile counters]
+ * Profile owns its counters: one row per (op, backend key), found by the op's fixed index in the
+ * op list (dk__op_index), in chunks of DK__PROF_CHUNK ops allocated the first time an op of the
+ * chunk is profiled and never freed. Adding to a row is two relaxed atomic adds and takes no
+ * lock; readers and dk_profile_reset use atomic loads and stores, so a table formatted while
+ * other threads reset and call reads each row whole or not at all, never past an allocation.
+ */
 #include "dk_profile.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "dk_internal.h"
+#include "dk_boxed.h"
+#include "dk_introspect.h"
+#include "dk_op_private.h"
+#include "dk_strbuf_private.h"
+
+#define DK__PROF_CHUNK 64
+#define DK__PROF_CHUNKS 1024 /* up to 65,536 ops */
+#define DK__PROF_KEYS (DK_KEY_BACKEND_LAST + 1)
+
+typedef struct {
+    uint64_t count[DK__PROF_KEYS];
+    uint64_t ns[DK__PROF_KEYS];
+} dk__prof_row;
+
+static dk__prof_row *dk__prof_chunks[DK__PROF_CHUNKS];
+static pthread_mutex_t dk__prof_alloc = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t dk__prof_atfork_once = PTHREAD_ONCE_INIT;
+
+/* fork(): a child must not inherit the allocation lock held (Note [The registry lock]). */
+static void dk__prof_lock(void) { pthread_mutex_lock(&dk__prof_alloc); }
+static void dk__prof_unlock(void) { pthread_mutex_unlock(&dk__prof_alloc); }
+static void dk__prof_atfork(void) { pthread_atfork(dk__prof_lock, dk__prof_unlock, dk__prof_unlock); }
+
+static dk__prof_row *dk__prof_row_of(const dk_op *op, bool create)
+{
+    const int i = dk__op_index(op);
+    if (i < 0 || i >= DK__PROF_CHUNK * DK__PROF_CHUNKS) return NULL;
+    dk__prof_row **slot = &dk__prof_chunks[i / DK__PROF_CHUNK];
+    dk__prof_row *c = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    if (!c && create) {
+        pthread_once(&dk__prof_atfork_once, dk__prof_atfork);
+        pthread_mutex_lock(&dk__prof_alloc);
+        c = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+        if (!c) {
+            c = calloc(DK__PROF_CHUNK, sizeof *c);
+            if (c) __atomic_store_n(slot, c, __ATOMIC_RELEASE);
+        }
+        pthread_mutex_unlock(&dk__prof_alloc);
+    }
+    return c ? &c[i % DK__PROF_CHUNK] : NULL;
+}
 
 static uint64_t dk__now_ns(void)
 {
@@ -22,32 +73,42 @@ static dk_status dk__profile_kernel(const dk_op *op, dk_keyset ks, dk_stack *sta
     uint64_t t0 = dk__now_ns();
     dk_status st = dk_op_redispatch_boxed(op, ks, stack);
     uint64_t t1 = dk__now_ns();
-    dk__profile_add(op, dk_keyset_highest(ks & DK_BACKEND_KEYS), t1 - t0);
+    dk_key backend = dk_keyset_highest(ks & DK_BACKEND_KEYS);
+    dk__prof_row *r = dk__prof_row_of(op, true); /* NULL only out of memory: not counted */
+    if (r && backend < DK__PROF_KEYS) {
+        __atomic_fetch_add(&r->count[backend], 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&r->ns[backend], t1 - t0, __ATOMIC_RELAXED);
+    }
     return st;
 }
 
-/* Called once by the core's init (Note [Core init without constructors]). */
+/* Called once by dk_init (dk_init.c). */
+void dk__profile_install(void);
 void dk__profile_install(void)
 {
     if (dk_register_fallback(DK_KEY_PROFILE, dk_kernel_boxed(dk__profile_kernel, NULL, "dk_profile"), NULL))
         dk_warn("%s", dk_last_error());
 }
 
+static void dk__prof_read(const dk_op *op, dk_key k, uint64_t *count, uint64_t *ns)
+{
+    const dk__prof_row *r = dk__prof_row_of(op, false);
+    *count = r ? __atomic_load_n(&r->count[k], __ATOMIC_RELAXED) : 0;
+    *ns = r ? __atomic_load_n(&r->ns[k], __ATOMIC_RELAXED) : 0;
+}
+
 int dk_profile_rows(dk_profile_row *out, int max)
 {
     int n = 0, nops = dk_op_count();
+    if (!out) max = 0;
     for (int i = 0; i < nops; i++) {
         const dk_op *op = dk_op_at(i);
-        for (dk_key k = 0; k <= DK_KEY_BACKEND_LAST; k++) {
+        if (!op) continue;
+        for (dk_key k = 0; k < DK__PROF_KEYS; k++) {
             uint64_t c, ns;
-            dk__profile_read(op, k, &c, &ns);
+            dk__prof_read(op, k, &c, &ns);
             if (!c) continue;
-            if (n < max) {
-                out[n].op = op;
-                out[n].backend = k;
-                out[n].count = c;
-                out[n].total_ns = ns;
-            }
+            if (n < max) out[n] = (dk_profile_row){op, k, c, ns};
             n++;
         }
     }
@@ -59,41 +120,44 @@ dk_status dk_profile_get(const dk_op *op, dk_key backend, uint64_t *count, uint6
     if (!op || !count || !total_ns) return dk_error(DK_EINVAL, "dk_profile_get: NULL argument");
     if (backend < 0 || backend >= DK_NUM_KEYS)
         return dk_error(DK_EINVAL, "dk_profile_get: key %d out of range", backend);
-    dk__profile_read(op, backend, count, total_ns);
+    if (backend >= DK__PROF_KEYS) {
+        *count = *total_ns = 0; /* only backend keys serve calls */
+        return DK_OK;
+    }
+    dk__prof_read(op, backend, count, total_ns);
     return DK_OK;
 }
 
 void dk_profile_reset(void)
 {
-    int nops = dk_op_count();
-    for (int i = 0; i < nops; i++) dk__profile_clear(dk_op_at(i));
+    for (int c = 0; c < DK__PROF_CHUNKS; c++) {
+        dk__prof_row *rows = __atomic_load_n(&dk__prof_chunks[c], __ATOMIC_ACQUIRE);
+        if (!rows) continue;
+        for (int i = 0; i < DK__PROF_CHUNK; i++)
+            for (int k = 0; k < DK__PROF_KEYS; k++) {
+                __atomic_store_n(&rows[i].count[k], 0, __ATOMIC_RELAXED);
+                __atomic_store_n(&rows[i].ns[k], 0, __ATOMIC_RELAXED);
+            }
+    }
 }
 
+/* One pass over the ops, each row read once into the text: no count taken before the rows are
+ * read (Note [Profile counters]). */
 char *dk_profile_format(void)
 {
-    int n = dk_profile_rows(NULL, 0);
-    dk_profile_row *rows = calloc((size_t)(n ? n : 1), sizeof *rows);
-    if (!rows) {
-        dk_error(DK_ENOMEM, "dk_profile_format: out of memory");
-        return NULL;
+    dk__strbuf b = {0};
+    dk__strbuf_printf(&b, "%-28s %-10s %10s %14s %14s\n", "op", "backend", "calls", "total (ms)", "mean (us)");
+    int nops = dk_op_count();
+    for (int i = 0; i < nops; i++) {
+        const dk_op *op = dk_op_at(i);
+        if (!op) continue;
+        for (dk_key k = 0; k < DK__PROF_KEYS; k++) {
+            uint64_t c, ns;
+            dk__prof_read(op, k, &c, &ns);
+            if (!c) continue;
+            dk__strbuf_printf(&b, "%-28s %-10s %10llu %14.3f %14.3f\n", op->name, dk_key_name(k),
+                              (unsigned long long)c, (double)ns / 1e6, (double)ns / 1e3 / (double)c);
+        }
     }
-    n = dk_profile_rows(rows, n);
-    size_t cap = 128 + (size_t)n * 128;
-    char *s = malloc(cap);
-    if (!s) {
-        free(rows);
-        dk_error(DK_ENOMEM, "dk_profile_format: out of memory");
-        return NULL;
-    }
-    size_t used = (size_t)snprintf(s, cap, "%-28s %-10s %10s %14s %14s\n", "op", "backend", "calls",
-                                   "total (ms)", "mean (us)");
-    for (int i = 0; i < n && used < cap; i++) {
-        double total_ms = (double)rows[i].total_ns / 1e6;
-        double mean_us = (double)rows[i].total_ns / 1e3 / (double)rows[i].count;
-        used += (size_t)snprintf(s + used, cap - used, "%-28s %-10s %10llu %14.3f %14.3f\n",
-                                 rows[i].op->name, dk_key_name(rows[i].backend),
-                                 (unsigned long long)rows[i].count, total_ms, mean_us);
-    }
-    free(rows);
-    return s;
+    return dk__strbuf_finish(&b);
 }

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dk_internal.h"
+#include "dk_introspect.h"
 
 void dk__register_device_impl(unsigned abi, dk_op *op, dk_key key, dk_fnptr fn, const char *name,
                               const char *file, int line)

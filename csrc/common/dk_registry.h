@@ -13,6 +13,7 @@
 #ifndef DK_REGISTRY_H
 #define DK_REGISTRY_H
 
+#include "dk_dispatch.h"
 #include "dk_op.h"
 #include "dk_pp.h"
 

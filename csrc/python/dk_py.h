@@ -2,7 +2,8 @@
  * dk_py.h — what the files of the extension dkit._C share: the module state and the entry points
  * of each part. Private to csrc/python.
  *
- *   dk_pymodule.c      module definition, multi-phase init, module state, exceptions
+ *   dk_pymodule.c      module definition, multi-phase init, module state
+ *   dk_pyerrors.c      the exception classes, and raising them from a dk_status
  *   dk_pydlpack.c      DLPack import: producers, capsules, ownership (dk_pydlpack.h)
  *   dk_pyops.c         the op callables generated from the registered schemas (_C.ops)
  *   dk_pyintrospect.c  op_names, schema, table, dump, keys, TLS, profile, backends, config
@@ -82,8 +83,11 @@ typedef struct {
     dk_py_type_entry types[DK_PY_TYPE_CACHE];
 } dk_py_state;
 
-/* dk_pymodule.c */
-dk_py_state *dk_py_state_of_module(PyObject *module);
+static inline dk_py_state *dk_py_state_of_module(PyObject *module) { return (dk_py_state *)PyModule_GetState(module); }
+
+/* dk_pyerrors.c */
+/* Creates DkitError and its subclasses in the module and its state. */
+int dk_py_errors_init(PyObject *module, dk_py_state *s);
 /* Raise the exception mapped from `st` with this thread's dk_last_error(); returns NULL. */
 PyObject *dk_py_raise(dk_py_state *s, dk_status st);
 /* Raise exception `st` with a formatted message; returns NULL. */

@@ -274,7 +274,7 @@ static PyObject *dk__profile_format(PyObject *m, PyObject *const *args, Py_ssize
 /* ------------------------------------------------------------------------------------------ */
 /* Backends, tracing, configuration                                                           */
 
-static PyObject *dk__backend_names(int with_paths)
+static PyObject *dk__backend_names(void)
 {
     int count = dk_backend_count();
     PyObject *list = PyList_New(0);
@@ -282,7 +282,7 @@ static PyObject *dk__backend_names(int with_paths)
     for (int i = 0; i < count; i++) {
         dk_backend_info b = dk_backend_at(i);
         if (!b.name) continue;
-        PyObject *item = with_paths ? Py_BuildValue("(sz)", b.name, b.path) : PyUnicode_FromString(b.name);
+        PyObject *item = PyUnicode_FromString(b.name);
         if (!item || PyList_Append(list, item) < 0) {
             Py_XDECREF(item);
             Py_DECREF(list);
@@ -293,10 +293,44 @@ static PyObject *dk__backend_names(int with_paths)
     return list;
 }
 
+/* (name, path, key, available, reason, device_count) of one backend. Availability is asked of
+ * its backend object now (a library that registered none is taken to be available, with an
+ * unknown device count: None). */
+static PyObject *dk__backend_row(const dk_backend_info *b)
+{
+    const dk_backend *o = b->backend;
+    char why[256] = "";
+    dk_status st = DK_OK;
+    int devices = -1;
+    if (o) {
+        if (o->available) st = o->available(o->ctx, why, sizeof why);
+        devices = st ? 0 : o->device_count ? o->device_count(o->ctx) : 1;
+        if (st && !why[0]) snprintf(why, sizeof why, "%s", dk_status_name(st));
+    }
+    PyObject *ndev = devices < 0 ? Py_NewRef(Py_None) : PyLong_FromLong(devices);
+    if (!ndev) return NULL;
+    return Py_BuildValue("(szzOzN)", b->name, b->path, b->key != DK_KEY_UNDEFINED ? dk_key_name(b->key) : NULL,
+                         st ? Py_False : Py_True, st ? why : NULL, ndev);
+}
+
 static PyObject *dk__backends(PyObject *m, PyObject *const *args, Py_ssize_t n)
 {
     if (dk__check_nargs(DK__STATE(m), "backends", n, 0) < 0) return NULL;
-    return dk__backend_names(1);
+    int count = dk_backend_count();
+    PyObject *list = PyList_New(0);
+    if (!list) return NULL;
+    for (int i = 0; i < count; i++) {
+        dk_backend_info b = dk_backend_at(i);
+        if (!b.name) continue;
+        PyObject *row = dk__backend_row(&b);
+        if (!row || PyList_Append(list, row) < 0) {
+            Py_XDECREF(row);
+            Py_DECREF(list);
+            return NULL;
+        }
+        Py_DECREF(row);
+    }
+    return list;
 }
 
 static PyObject *dk__load_backend(PyObject *m, PyObject *const *args, Py_ssize_t n)
@@ -404,7 +438,7 @@ static PyObject *dk__config(PyObject *m, PyObject *const *args, Py_ssize_t n)
                                         )) < 0 ||
         dk__dict_set(d, "openmp", DK__OPENMP) < 0 || dk__dict_set(d, "openmp_max_threads", DK__THREADS) < 0 ||
         dk__dict_set(d, "num_threads", PyLong_FromLong(dk_get_num_threads())) < 0 ||
-        dk__dict_set(d, "backends", dk__backend_names(0)) < 0 || dk__dict_set(d, "gpu_archs", PyList_New(0)) < 0 ||
+        dk__dict_set(d, "backends", dk__backend_names()) < 0 ||
         dk__dict_set(d, "dlpack_version", Py_BuildValue("(ii)", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION)) < 0) {
         Py_DECREF(d);
         return NULL;
@@ -429,7 +463,7 @@ PyMethodDef dk_py_introspect_methods[] = {
     DK__FN(profile_rows, "profile_rows() -> list of (op, backend, count, total_ns)."),
     DK__FN(profile_reset, "profile_reset(): zero every profile counter."),
     DK__FN(profile_format, "profile_format() -> str: the profile as a table."),
-    DK__FN(backends, "backends() -> list of (name, path or None): built-in and loaded backends."),
+    DK__FN(backends, "backends() -> list of (name, path, key, available, reason, device_count): built-in and loaded backends; reason says why one is unavailable."),
     DK__FN(load_backend, "load_backend(path): dlopen a backend library and run its entry point."),
     DK__FN(set_trace, "set_trace(on): print every dispatch decision to stderr."),
     DK__FN(_torch_reader, "_torch_reader(on=None) -> bool or None: whether _C reads torch tensors through "
@@ -437,7 +471,7 @@ PyMethodDef dk_py_introspect_methods[] = {
     DK__FN(set_num_threads, "set_num_threads(n): CPU kernels use up to n threads, from any thread (0: OpenMP's default)."),
     DK__FN(get_num_threads, "get_num_threads() -> int: the threads a large CPU kernel call would use now."),
     DK__FN(refresh_ops, "refresh_ops(): add callables to _C.ops for ops registered since import."),
-    DK__FN(config, "config() -> dict: version, abi, compiler, openmp, openmp_max_threads, num_threads, backends, gpu_archs."),
+    DK__FN(config, "config() -> dict: version, abi, compiler, openmp, openmp_max_threads, num_threads, backends, dlpack_version."),
     {NULL, NULL, 0, NULL},
 };
 #undef DK__FN

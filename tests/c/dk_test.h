@@ -40,8 +40,16 @@ typedef struct {
     int64_t strides[8];
 } dkt_tensor;
 
-/* Data of tensors on fake devices: dereferencing it crashes, which is the point. */
+/* Data of tensors on fake devices: dereferencing it crashes, which is the point. Each fake tensor
+ * gets its own address (DKT_FAKE_DATA plus 4 KiB steps), so that the core's aliasing check (Note
+ * [Aliasing] in dk_check.h) sees distinct tensors as distinct memory, as real ones are. */
 #define DKT_FAKE_DATA ((void *)(uintptr_t)0xdead0000u)
+static inline void *dkt_fake_data(void)
+{
+    static _Thread_local uintptr_t next;
+    next = (next + 1) % 4096;
+    return (void *)((uintptr_t)DKT_FAKE_DATA + next * 4096u);
+}
 
 /* DKT_DIMS(2, 3, 4) expands to the two arguments `ndim, shape`. */
 #define DKT_DIMS(...) (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), ((const int64_t[]){__VA_ARGS__})
@@ -76,7 +84,7 @@ static inline dk_tensor *dkt_cpu(dkt_tensor *tt, void *data, dk_dtype dt, int nd
 static inline dk_tensor *dkt_on(dkt_tensor *tt, DLDeviceType type, int32_t id)
 {
     static const int64_t one[1] = {1};
-    return dkt_tensor_init(tt, DKT_FAKE_DATA, type, id, DK_FLOAT32, 1, one, NULL);
+    return dkt_tensor_init(tt, dkt_fake_data(), type, id, DK_FLOAT32, 1, one, NULL);
 }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -8,9 +8,10 @@
 #     -ffunction-sections -fdata-sections -Wl,--gc-sections; built twice, with libdkit.a as an
 #     ordinary archive and as a whole archive. Run by test-c-extra (make test-c runs it).
 
-DKT_FIXTURES     := backend_good backend_noinit backend_plain backend_badabi backend_failinit
+DKT_FIXTURES     := backend_good backend_noinit backend_plain backend_badabi backend_failinit \
+                    backend_halfinit backend_object
 DKT_FIXTURE_SRCS := $(addprefix tests/c/fixtures/,$(addsuffix .c,$(DKT_FIXTURES)))
-DKT_FIXTURE_CFLAGS := -std=c11 -D_GNU_SOURCE -fPIC -shared -Icsrc/common -Iops $(WARN) -g
+DKT_FIXTURE_CFLAGS := -std=c11 -D_GNU_SOURCE -fPIC -shared $(INCS) $(WARN) -g
 
 # $(1) build directory of the flavour, $(2) its compiler flags
 define dkt_fixture_rules

@@ -3,6 +3,7 @@
  * tests/c/fixtures built by tests/c/rules.mk into $DK_TEST_BUILD/fixtures (the Makefile sets
  * DK_TEST_BUILD to the build directory of the flavour under test).
  */
+#include <dlfcn.h>
 #include <sys/stat.h>
 
 #include "dk_test.h"
@@ -205,6 +206,187 @@ static void failing_entry_point_reports_its_reason(void **state)
     assert_int_equal(dk_backend_count(), n);
 }
 
+static const char *slot_kernel(const dk_op *op, dk_key key, dk_provenance *prov)
+{
+    dk_table_entry e[DK_NUM_KEYS];
+    int n = dk_op_table(op, e, DK_NUM_KEYS);
+    for (int i = 0; i < n && i < DK_NUM_KEYS; i++)
+        if (e[i].key == key) {
+            *prov = e[i].provenance;
+            return e[i].kernel_name;
+        }
+    *prov = DK_PROV_MISSING;
+    return NULL;
+}
+
+static void failed_entry_point_leaves_nothing_registered(void **state)
+{
+    (void)state;
+    char path[1100];
+    fixture("backend_halfinit", path, sizeof path);
+    const int n = dk_backend_count();
+    dk_provenance p;
+    assert_string_equal(slot_kernel(&dk_roi_align_forward_op, DK_KEY_CPU, &p), "dk_roi_align_forward_cpu");
+    for (int round = 0; round < 2; round++) {
+        /* an earlier, unrelated error on this thread must not become the backend's reason */
+        dk_error(DK_EINDEX, "rois[3] has batch index 7, which is not an integer in [0, 2)");
+        dkt_warnings_capture();
+        assert_int_equal(dk_load_backend(path), DK_ERUNTIME);
+        const char *msg = dk_last_error();
+        if (!strstr(msg, "backend 'halfvendor'") || !strstr(msg, "failed to initialise: its entry point returned "
+                                                                 "DK_ERUNTIME without a message") ||
+            strstr(msg, "batch index") || strstr(msg, "failed to initialise: backend"))
+            fail_msg("message: %s", msg);
+        /* everything it registered is gone: the key, the device map, the object, the kernels */
+        dk_key k;
+        assert_int_equal(dk_key_lookup("halfvendor", &k), DK_ENOENT);
+        assert_int_equal(dk_key_for_device_type(29), DK_KEY_UNDEFINED);
+        assert_null(dk_backend_of_device((DLDevice){29, 0}));
+        assert_int_equal(dk_backend_count(), n);
+        assert_string_equal(slot_kernel(&dk_roi_align_forward_op, DK_KEY_CPU, &p), "dk_roi_align_forward_cpu");
+        assert_int_equal(p, DK_PROV_KERNEL);
+    }
+    /* and the CPU kernel really serves again */
+    float input[16] = {0}, rois[5] = {0, 0, 0, 1, 1}, output[4] = {1, 1, 1, 1};
+    dkt_tensor it, rt, ot;
+    assert_ok(dk_roi_align_forward(dkt_cpu(&it, input, DK_FLOAT32, DKT_DIMS(1, 1, 4, 4)),
+                                   dkt_cpu(&rt, rois, DK_FLOAT32, DKT_DIMS(1, 5)),
+                                   dkt_cpu(&ot, output, DK_FLOAT32, DKT_DIMS(1, 1, 2, 2)), NULL, NULL, 2, 2, 1.0, 0,
+                                   DK_POOL_AVG, false));
+    for (int i = 0; i < 4; i++) assert_true(output[i] == 0.0f);
+}
+
+typedef void (*counters_fn)(int32_t *, int *, int *, int *, int *, void **);
+
+static void backend_object_serves_devices_streams_scratch_and_copies(void **state)
+{
+    (void)state;
+    char path[1100];
+    fixture("backend_object", path, sizeof path);
+    assert_ok(dk_load_backend(path));
+    void *h = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+    assert_non_null(h);
+    counters_fn counters;
+    *(void **)&counters = dlsym(h, "objvendor_counters");
+    assert_non_null(counters);
+
+    const DLDevice d0 = {(DLDeviceType)28, 0}, d2 = {(DLDeviceType)28, 2}, d5 = {(DLDeviceType)28, 5};
+    const dk_backend *b = dk_backend_of_device(d0);
+    assert_non_null(b);
+    assert_string_equal(b->name, "objvendor");
+    dk_key k;
+    assert_ok(dk_key_lookup("objvendor", &k));
+    assert_ptr_equal(dk_backend_of_key(k), b);
+    /* listed once, under its library, with its key and object */
+    bool listed = false;
+    for (int i = 0; i < dk_backend_count(); i++) {
+        dk_backend_info bi = dk_backend_at(i);
+        if (bi.backend == b) {
+            assert_false(listed);
+            listed = true;
+            assert_string_equal(bi.path, path);
+            assert_int_equal(bi.key, k);
+        }
+    }
+    assert_true(listed);
+
+    assert_ok(dk_device_available(d2));
+    assert_error(dk_device_available(d5), DK_EINVAL, "objvendor:5: backend 'objvendor' has 3 device(s)");
+
+    /* the device guard makes device 2 current for its scope */
+    int32_t dev;
+    int sync, alloc, freed, copy;
+    void *stream;
+    dk_device_guard g;
+    assert_ok(dk_device_guard_enter(&g, d2));
+    counters(&dev, &sync, &alloc, &freed, &copy, &stream);
+    assert_int_equal(dev, 2);
+    dk_device_guard_exit(&g);
+    counters(&dev, &sync, &alloc, &freed, &copy, &stream);
+    assert_int_equal(dev, 0);
+
+    /* the thread's current stream reaches every service (Note [The current stream]) */
+    void *const s1 = (void *)(uintptr_t)0x5100, *const s2 = (void *)(uintptr_t)0x5200;
+    void *prev = (void *)1;
+    assert_null(dk_current_stream(d2));
+    assert_ok(dk_set_current_stream(d2, s1, &prev));
+    assert_null(prev);
+    assert_ptr_equal(dk_current_stream(d2), s1);
+    assert_null(dk_current_stream(d0)); /* per device */
+    void *p = NULL;
+    assert_ok(dk_device_alloc(d2, 64, &p));
+    assert_non_null(p);
+    counters(&dev, &sync, &alloc, &freed, &copy, &stream);
+    assert_ptr_equal(stream, s1);
+    char host[64] = "dkit", back[64] = {0};
+    assert_ok(dk_device_copy(d2, p, host, sizeof host, DK_COPY_HOST_TO_DEVICE));
+    assert_ok(dk_set_current_stream(d2, s2, &prev));
+    assert_ptr_equal(prev, s1);
+    assert_ok(dk_device_copy(d2, back, p, sizeof back, DK_COPY_DEVICE_TO_HOST));
+    counters(&dev, &sync, &alloc, &freed, &copy, &stream);
+    assert_ptr_equal(stream, s2);
+    assert_string_equal(back, "dkit");
+    assert_ok(dk_device_synchronize(d2));
+    dk_device_free(d2, p);
+    counters(&dev, &sync, &alloc, &freed, &copy, &stream);
+    assert_int_equal(sync, 1);
+    assert_int_equal(alloc, 1);
+    assert_int_equal(freed, 1);
+    assert_int_equal(copy, 2);
+    /* NULL goes back to the default stream */
+    assert_ok(dk_set_current_stream(d2, NULL, &prev));
+    assert_ptr_equal(prev, s2);
+    assert_null(dk_current_stream(d2));
+
+    /* unavailable: the reason comes from the backend, lazily */
+    setenv("OBJVENDOR_UNAVAILABLE", "1", 1);
+    assert_int_equal(dk_device_available(d0), DK_ERUNTIME);
+    if (!strstr(dk_last_error(), "objvendor:0: backend 'objvendor' is unavailable: no objvendor driver"))
+        fail_msg("message: %s", dk_last_error());
+    unsetenv("OBJVENDOR_UNAVAILABLE");
+    assert_ok(dk_device_available(d0));
+}
+
+static const dk_backend other_objvendor = {.abi = DK_ABI_VERSION, .name = "objvendor", .device_type = 28};
+static const dk_backend wrong_abi = {.abi = 999, .name = "wrongabi", .device_type = 27};
+static const dk_backend fake_cuda = {.abi = DK_ABI_VERSION, .name = "cuda", .device_type = kDLExtDev};
+
+static void cpu_backend_object_and_registration_errors(void **state)
+{
+    (void)state;
+    const DLDevice cpu = {kDLCPU, 0};
+    const dk_backend *b = dk_backend_of_key(DK_KEY_CPU);
+    assert_non_null(b);
+    assert_string_equal(b->name, "cpu");
+    assert_ptr_equal(dk_backend_of_device(cpu), b);
+    assert_ptr_equal(dk_backend_at(0).backend, b);
+    assert_ok(dk_device_available(cpu));
+    assert_error(dk_device_available((DLDevice){kDLCPU, 1}), DK_EINVAL, "cpu:1: backend 'cpu' has 1 device(s)");
+    void *p = NULL;
+    assert_ok(dk_device_alloc(cpu, 100, &p));
+    assert_int_equal((uintptr_t)p % 64, 0);
+    int src[4] = {1, 2, 3, 4};
+    assert_ok(dk_device_copy(cpu, p, src, sizeof src, DK_COPY_HOST_TO_DEVICE));
+    assert_memory_equal(p, src, sizeof src);
+    assert_ok(dk_device_synchronize(cpu));
+    dk_device_free(cpu, p);
+    dk_device_guard g;
+    assert_ok(dk_device_guard_enter(&g, cpu)); /* no current device to switch: a no-op */
+    dk_device_guard_exit(&g);
+    assert_error(dk_set_current_stream(cpu, (void *)1, NULL), DK_EINVAL, "dk_set_current_stream: cpu has no streams");
+    assert_error(dk_device_alloc((DLDevice){(DLDeviceType)26, 0}, 8, &p), DK_ENOTIMPL,
+                 "dk_device_alloc: no dkit backend object serves device_type_26:0");
+
+    assert_error(dk_backend_register(NULL, NULL), DK_EINVAL, "dk_backend_register: backend is NULL");
+    assert_int_equal(dk_backend_register(&wrong_abi, NULL), DK_EABI);
+    assert_error(dk_backend_register(&fake_cuda, NULL), DK_EINVAL,
+                 "backend 'cuda': DLPack device type 12 is not the one of dkit's 'cuda' key");
+    assert_ok(dk_backend_register(b, NULL)); /* the same object again: a no-op */
+    /* after the objvendor test: another object for its key is refused */
+    if (dk_backend_of_device((DLDevice){(DLDeviceType)28, 0}))
+        assert_int_equal(dk_backend_register(&other_objvendor, NULL), DK_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -216,6 +398,9 @@ int main(void)
         dkt_test(library_without_the_entry_point_is_einval_naming_the_symbol),
         dkt_test(backend_built_for_another_abi_is_eabi_and_never_initialised),
         dkt_test(failing_entry_point_reports_its_reason),
+        dkt_test(failed_entry_point_leaves_nothing_registered),
+        dkt_test(backend_object_serves_devices_streams_scratch_and_copies),
+        dkt_test(cpu_backend_object_and_registration_errors),
     };
     return cmocka_run_group_tests(tests, group_setup, dkt_group_release_warnings);
 }

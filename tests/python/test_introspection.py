@@ -176,7 +176,7 @@ def test_show_config_prints_and_returns():
     buf = io.StringIO()
     cfg = dkit.show_config(file=buf)
     text = buf.getvalue()
-    for key in ("version", "compiler", "openmp", "openmp_max_threads", "num_threads", "backends", "gpu_archs"):
+    for key in ("version", "compiler", "openmp", "openmp_max_threads", "num_threads", "backends"):
         assert key in cfg and key in text
     assert cfg["version"] == dkit.__version__ and "cpu" in cfg["backends"]
     assert isinstance(cfg["openmp_max_threads"], int) and cfg["openmp_max_threads"] >= 1

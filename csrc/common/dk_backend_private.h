@@ -1,0 +1,23 @@
+/* dk_backend_private.h — the backend list, for the loader (dk_backend_library.c) and dk_init.c.
+ * Not installed. */
+#ifndef DK_BACKEND_PRIVATE_H
+#define DK_BACKEND_PRIVATE_H
+
+#include "dk_backend.h"
+
+/* Appends a library's entry (no key, no object yet); returns its index, or -1 when the list is
+ * full. The path is copied. */
+int dk__backend_list_add_library(const char *name, const char *path);
+/* Whether a library with this path is in the list. */
+bool dk__backend_list_has_path(const char *path);
+/* A library that claimed backend keys but registered no object is listed under the first. */
+void dk__backend_list_note_keys(int i, dk_keyset claimed);
+/* Removes entry i and the backend objects registered while it loaded (the loader's undo). */
+void dk__backend_list_remove(int i);
+/* While this thread runs library i's entry point, objects it registers are that library's. */
+void dk__backend_loading(int i); /* -1: not loading */
+
+/* The CPU backend object (csrc/cpu/dk_cpu_backend.c), registered by dk_init. */
+extern const dk_backend dk__cpu_backend;
+
+#endif /* DK_BACKEND_PRIVATE_H */

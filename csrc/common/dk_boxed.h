@@ -1,0 +1,25 @@
+/*
+ * dk_boxed.h — calling an op with its arguments on a stack (dk_value.h), and continuing a call
+ * from inside a boxed kernel.
+ */
+#ifndef DK_BOXED_H
+#define DK_BOXED_H
+
+#include "dk_op.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Call an op from outside with its arguments on the stack: tags are checked against the schema
+ * (ints are accepted for floats), then the op's typed entry runs. Pops the arguments. */
+DK_API dk_status dk_op_call_boxed(const dk_op *op, dk_stack *stack);
+/* From a boxed kernel: dispatch the same arguments to the keys of `ks` below its highest. */
+DK_API dk_status dk_op_redispatch_boxed(const dk_op *op, dk_keyset ks, dk_stack *stack);
+/* The op's arguments on a stack a boxed kernel received. */
+static inline dk_value *dk_stack_args(dk_stack *s, const dk_op *op) { return s->v + s->size - op->nargs; }
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DK_BOXED_H */

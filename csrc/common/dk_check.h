@@ -1,0 +1,64 @@
+/*
+ * dk_check.h — the checks every op's validation needs, written once.
+ *
+ * Each returns DK_OK, or an error whose message names the op and the parameter. An op's check
+ * (the body after DK_DEFINE_OP) composes them; kernels may then rely on what was verified.
+ * The aliasing check (Note [Aliasing]) needs no call: the generated entry of every op runs it.
+ *
+ * Note [Aliasing]
+ * A kernel writes its outputs while it reads its other arguments, often from several threads.
+ * So before the op's own check, the core refuses, for every op:
+ *   - an output whose elements overlap each other: a stride 0 over a dimension of size > 1 (an
+ *     expanded view), or strides that take two different indices to one element;
+ *   - an output whose memory range overlaps the range of any other tensor argument on the same
+ *     device, input or output, partly or fully (PyTorch refuses the same for out= arguments).
+ * Ranges are compared, not elements, so two interleaved views of one buffer (x[:, 0::2] and
+ * x[:, 1::2]) are refused too, as in PyTorch; and a layout whose elements do not overlap but
+ * whose strides are not nested (each stride larger than the span of the dimensions inside it)
+ * is refused as an output, a conservative answer where the exact one is expensive. Tensors with
+ * no elements never overlap anything.
+ */
+#ifndef DK_CHECK_H
+#define DK_CHECK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dk_export.h"
+#include "dk_status.h"
+#include "dk_tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Exactly `ndim` dimensions; `layout` names them for the message, e.g. "[N, C, H, W]". */
+DK_API dk_status dk_check_ndim(const char *op, const char *name, const dk_tensor *t, int ndim, const char *layout);
+/* Exactly this shape; an entry of -1 accepts any size in that dimension. */
+DK_API dk_status dk_check_shape(const char *op, const char *name, const dk_tensor *t, int ndim,
+                                const int64_t *shape);
+/* Exactly this dtype. */
+DK_API dk_status dk_check_dtype(const char *op, const char *name, const dk_tensor *t, dk_dtype dtype);
+/* One of float16, bfloat16, float32, float64. */
+DK_API dk_status dk_check_float(const char *op, const char *name, const dk_tensor *t);
+/* One of int32, int64, uint8 (integer boxes and indices). */
+DK_API dk_status dk_check_int(const char *op, const char *name, const dk_tensor *t);
+/* The same dtype as `ref` (named `ref_name`). */
+DK_API dk_status dk_check_same_dtype(const char *op, const char *name, const dk_tensor *t, const char *ref_name,
+                                     const dk_tensor *ref);
+
+/* Whether the host can read the tensor's memory directly (CPU and pinned host memory): an op's
+ * check may then verify values (indices, coordinates) that kernels rely on. */
+DK_API bool dk_tensor_host_readable(const dk_tensor *t);
+
+/* The byte range [*lo, *hi) the tensor's elements occupy: returns 1, or 0 when it has no
+ * elements, or -1 (DK_EINVAL set) when its shape and strides overflow 64-bit arithmetic. */
+DK_API int dk_tensor_extent(const dk_tensor *t, uintptr_t *lo, uintptr_t *hi);
+
+/* Note [Aliasing]: the output `name` must not overlap itself. */
+DK_API dk_status dk_check_no_internal_overlap(const char *op, const char *name, const dk_tensor *t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DK_CHECK_H */
