@@ -67,6 +67,24 @@ DK_API bool dk_tensor_is_channels_last(const dk_tensor *t);
  * keeps only one of them; ops refuse it as an output, as PyTorch does. */
 DK_API int dk_tensor_repeated_dim(const dk_tensor *t);
 
+/* The first n strides of t into s (compact row-major ones when it has none), or zeros when t is
+ * NULL (an absent optional tensor). Inline: a small call reads many. */
+static inline void dk_tensor_strides(const dk_tensor *t, int64_t *s, int n)
+{
+    if (!t) {
+        for (int d = 0; d < n; ++d) s[d] = 0;
+    } else if (t->strides) {
+        for (int d = 0; d < n; ++d) s[d] = t->strides[d];
+    } else {
+        /* unsigned: the product of an empty tensor's other sizes may not fit, and is not used */
+        uint64_t e = 1;
+        for (int d = n - 1; d >= 0; --d) {
+            s[d] = (int64_t)e;
+            e *= (uint64_t)t->shape[d];
+        }
+    }
+}
+
 /* First element's address. */
 static inline void *dk_tensor_data(const dk_tensor *t) { return (char *)t->data + t->byte_offset; }
 

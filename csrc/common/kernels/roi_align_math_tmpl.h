@@ -1,0 +1,216 @@
+/*
+ * kernels/roi_align_math_tmpl.h — the template body of kernels/roi_align_math.h (Note [Templates
+ * in C] in dk_template.h): the geometry in the compute pass, the per-element functions in the
+ * float storage pass. Included only through dk_instantiate.h.
+ */
+#if DK_TMPL_PASS == DK_TMPL_COMPUTE
+/* ------------------------------------------------------------------------------------------ */
+/* Compute pass: compute type DK_T, names suffixed by DK_TFN.                                 */
+
+/* One axis of one RoI. */
+typedef struct {
+    DK_T start; /* coordinate of the first bin's edge, in input pixels */
+    DK_T bin;   /* bin size; 0 or negative for degenerate aligned boxes, NaN for NaN boxes */
+    int64_t grid;   /* samples per bin along this axis; 0 when there are none */
+} DK_TFN(dk_roi_align_axis);
+
+/* Two bilinear taps along one axis: value = wlo * v[lo] + whi * v[hi]. */
+typedef struct {
+    int64_t lo, hi;
+    DK_T wlo, whi;
+} DK_TFN(dk_roi_align_taps);
+
+/* Four taps in torchvision's naming: w1 (y_low, x_low), w2 (y_low, x_high), w3 (y_high, x_low),
+ * w4 (y_high, x_high). */
+typedef struct {
+    int64_t y_low, y_high, x_low, x_high;
+    DK_T w1, w2, w3, w4;
+} DK_TFN(dk_roi_align_bilinear);
+
+/* Geometry of one axis of a box from its two coordinates c1 <= c2 (x1, x2 or y1, y2), in input
+ * coordinates before spatial_scale. `size` is the input's extent along the axis (W or H). */
+DK_HD DK_INLINE DK_TFN(dk_roi_align_axis)
+    DK_TFN(dk_roi_align_axis_init)(DK_T c1, DK_T c2, DK_T spatial_scale,
+                                      int64_t pooled, int64_t sampling_ratio, bool aligned,
+                                      int64_t size)
+{
+    DK_TFN(dk_roi_align_axis) a;
+    const DK_T offset = aligned ? (DK_T)0.5 : (DK_T)0;
+    const DK_T start = c1 * spatial_scale - offset;
+    const DK_T end = c2 * spatial_scale - offset;
+    DK_T len = end - start;
+    if (!aligned && len < (DK_T)1) /* std::max(len, 1) of the references: NaN stays NaN */
+        len = (DK_T)1;
+    a.start = start;
+    a.bin = len / (DK_T)pooled;
+    if (sampling_ratio > 0) {
+        a.grid = sampling_ratio;
+    } else {
+        /* ceil(len / pooled) is ceil(bin): the same expression, the same rounding. */
+        const DK_T g = DK_CEIL(a.bin);
+        const int64_t cap = DK_ROI_ALIGN_MAX_ADAPTIVE_GRID(size, pooled);
+        /* !(g >= 1) catches 0, negatives and NaN; the cap catches inf. */
+        a.grid = !(g >= (DK_T)1) ? 0 : (g >= (DK_T)cap ? cap : (int64_t)g);
+    }
+    return a;
+}
+
+/* Both axes of the box (x1, y1, x2, y2) for an input of height x width. */
+DK_HD DK_INLINE void DK_TFN(dk_roi_align_roi_init)(DK_T x1, DK_T y1, DK_T x2,
+                                                      DK_T y2, DK_T spatial_scale,
+                                                      int64_t pooled_height, int64_t pooled_width,
+                                                      int64_t sampling_ratio, bool aligned,
+                                                      int64_t height, int64_t width,
+                                                      DK_TFN(dk_roi_align_axis) *ay,
+                                                      DK_TFN(dk_roi_align_axis) *ax)
+{
+    *ay = DK_TFN(dk_roi_align_axis_init)(y1, y2, spatial_scale, pooled_height, sampling_ratio,
+                                            aligned, height);
+    *ax = DK_TFN(dk_roi_align_axis_init)(x1, x2, spatial_scale, pooled_width, sampling_ratio,
+                                            aligned, width);
+}
+
+/* Coordinate of sample i (0 <= i < grid) of bin p. Parenthesised exactly like the references:
+ * (start + p * bin) + ((i + 0.5) * bin) / grid. */
+DK_HD DK_INLINE DK_T DK_TFN(dk_roi_align_axis_sample)(const DK_TFN(dk_roi_align_axis) *a,
+                                                             int64_t p, int64_t i)
+{
+    return a->start + (DK_T)p * a->bin +
+           ((DK_T)i + (DK_T)0.5) * a->bin / (DK_T)a->grid;
+}
+
+/* The bilinear taps of coordinate v on an axis of `size` pixels. Returns false when the sample
+ * contributes nothing (v outside [-1, size], NaN, or size <= 0); then *t is not written.
+ * Whenever it returns true, 0 <= lo <= hi <= size - 1. */
+DK_HD DK_INLINE bool DK_TFN(dk_roi_align_taps_init)(DK_T v, int64_t size,
+                                                       DK_TFN(dk_roi_align_taps) *t)
+{
+    if (!(v >= (DK_T)-1 && v <= (DK_T)size) || size <= 0)
+        return false;
+    if (v <= (DK_T)0)
+        v = (DK_T)0;
+    int64_t lo = (int64_t)v; /* v in [0, size]: the truncation is a floor and cannot overflow */
+    int64_t hi;
+    if (lo >= size - 1) {
+        lo = hi = size - 1;
+        v = (DK_T)lo;
+    } else {
+        hi = lo + 1;
+    }
+    const DK_T l = v - (DK_T)lo;
+    t->lo = lo;
+    t->hi = hi;
+    t->wlo = (DK_T)1 - l;
+    t->whi = l;
+    return true;
+}
+
+/* The four taps of sample (y, x) on a height x width plane; false when it contributes nothing. */
+DK_HD DK_INLINE bool DK_TFN(dk_roi_align_bilinear_init)(DK_T y, DK_T x, int64_t height,
+                                                           int64_t width,
+                                                           DK_TFN(dk_roi_align_bilinear) *b)
+{
+    DK_TFN(dk_roi_align_taps) ty, tx;
+    if (!DK_TFN(dk_roi_align_taps_init)(y, height, &ty) ||
+        !DK_TFN(dk_roi_align_taps_init)(x, width, &tx))
+        return false;
+    b->y_low = ty.lo;
+    b->y_high = ty.hi;
+    b->x_low = tx.lo;
+    b->x_high = tx.hi;
+    b->w1 = ty.wlo * tx.wlo;
+    b->w2 = ty.wlo * tx.whi;
+    b->w3 = ty.whi * tx.wlo;
+    b->w4 = ty.whi * tx.whi;
+    return true;
+}
+
+/* Divisor of average pooling: max(grid_h * grid_w, 1). */
+DK_HD DK_INLINE DK_T DK_TFN(dk_roi_align_count)(const DK_TFN(dk_roi_align_axis) *ay,
+                                                       const DK_TFN(dk_roi_align_axis) *ax)
+{
+    const DK_T c = (DK_T)ay->grid * (DK_T)ax->grid;
+    return c > (DK_T)1 ? c : (DK_T)1;
+}
+
+#elif DK_TMPL_PASS == DK_TMPL_FLOAT
+/* ------------------------------------------------------------------------------------------ */
+/* Storage pass: storage type DK_S, computed in DK_T (whose math functions carry the suffix   */
+/* DK_TFN), names suffixed by DK_SFN, conversions DK_LOAD / DK_STORE.                         */
+
+DK_HD DK_INLINE DK_T DK_SFN(dk_roi_align_load)(const DK_S *p) { return DK_LOAD(*p); }
+
+DK_HD DK_INLINE void DK_SFN(dk_roi_align_store)(DK_S *p, DK_T v) { *p = DK_STORE(v); }
+
+/* w1 * v1 + w2 * v2 + w3 * v3 + w4 * v4, summed left to right like the references. */
+DK_HD DK_INLINE DK_T DK_SFN(dk_roi_align_interp)(const DK_S *plane, int64_t sy,
+                                                         int64_t sx,
+                                                         const DK_TFN(dk_roi_align_bilinear) *b)
+{
+    const DK_T v1 = DK_LOAD(plane[b->y_low * sy + b->x_low * sx]);
+    const DK_T v2 = DK_LOAD(plane[b->y_low * sy + b->x_high * sx]);
+    const DK_T v3 = DK_LOAD(plane[b->y_high * sy + b->x_low * sx]);
+    const DK_T v4 = DK_LOAD(plane[b->y_high * sy + b->x_high * sx]);
+    return b->w1 * v1 + b->w2 * v2 + b->w3 * v3 + b->w4 * v4;
+}
+
+/* Average-pooled output (ph, pw) of one RoI on one plane. */
+DK_HD DK_INLINE DK_T DK_SFN(dk_roi_align_forward_avg)(
+    const DK_S *plane, int64_t sy, int64_t sx, int64_t height, int64_t width,
+    const DK_TFN(dk_roi_align_axis) *ay, const DK_TFN(dk_roi_align_axis) *ax, int64_t ph,
+    int64_t pw)
+{
+    DK_T sum = (DK_T)0;
+    for (int64_t iy = 0; iy < ay->grid; ++iy) {
+        const DK_T y = DK_TFN(dk_roi_align_axis_sample)(ay, ph, iy);
+        for (int64_t ix = 0; ix < ax->grid; ++ix) {
+            const DK_T x = DK_TFN(dk_roi_align_axis_sample)(ax, pw, ix);
+            DK_TFN(dk_roi_align_bilinear) b;
+            if (DK_TFN(dk_roi_align_bilinear_init)(y, x, height, width, &b))
+                sum += DK_SFN(dk_roi_align_interp)(plane, sy, sx, &b);
+        }
+    }
+    return sum / DK_TFN(dk_roi_align_count)(ay, ax);
+}
+
+/*
+ * Max-pooled output (ph, pw) and the sample that produced it, MMCV's rules: a sample outside
+ * the input has value 0 and competes like any other; the first strictly greater value wins
+ * (NaN never wins); the maximum starts at -FLT_MAX. The argmax is the sample's coordinate
+ * before edge clamping, so backward recomputes the same taps from it.
+ * A bin without samples (only a degenerate or non-finite box has one) gives 0 with argmax
+ * (-1, -1): MMCV would return its initial -FLT_MAX (-10000 on its CPU path) there.
+ */
+DK_HD DK_INLINE DK_T DK_SFN(dk_roi_align_forward_max)(
+    const DK_S *plane, int64_t sy, int64_t sx, int64_t height, int64_t width,
+    const DK_TFN(dk_roi_align_axis) *ay, const DK_TFN(dk_roi_align_axis) *ax, int64_t ph,
+    int64_t pw, DK_T *argmax_y, DK_T *argmax_x)
+{
+    DK_T maxval = (DK_T)-FLT_MAX;
+    DK_T my = (DK_T)-1, mx = (DK_T)-1;
+    if (ay->grid <= 0 || ax->grid <= 0) {
+        *argmax_y = my;
+        *argmax_x = mx;
+        return (DK_T)0;
+    }
+    for (int64_t iy = 0; iy < ay->grid; ++iy) {
+        const DK_T y = DK_TFN(dk_roi_align_axis_sample)(ay, ph, iy);
+        for (int64_t ix = 0; ix < ax->grid; ++ix) {
+            const DK_T x = DK_TFN(dk_roi_align_axis_sample)(ax, pw, ix);
+            DK_TFN(dk_roi_align_bilinear) b;
+            const DK_T val = DK_TFN(dk_roi_align_bilinear_init)(y, x, height, width, &b)
+                                     ? DK_SFN(dk_roi_align_interp)(plane, sy, sx, &b)
+                                     : (DK_T)0;
+            if (val > maxval) {
+                maxval = val;
+                my = y;
+                mx = x;
+            }
+        }
+    }
+    *argmax_y = my;
+    *argmax_x = mx;
+    return maxval;
+}
+
+#endif
