@@ -3,6 +3,8 @@
 
 #include <pthread.h>
 
+#include "dk_tunables.h"
+
 #if defined(_OPENMP)
 #include <omp.h>
 #endif
@@ -46,7 +48,13 @@ int dk_get_num_threads(void)
 #endif
 }
 
-int dk_parallel_threads_for(int64_t work) { return work < 32768 ? 1 : dk_get_num_threads(); }
+DK_TUNABLE(dk__min_parallel_work, "parallel.min_work", 32768, 0, INT64_MAX,
+           "calls with less work than this run on one thread (Note [Serial calls]); 0: every call uses the count")
+
+int dk_parallel_threads_for(int64_t work)
+{
+    return work < dk_tunable(&dk__min_parallel_work) ? 1 : dk_get_num_threads();
+}
 
 void dk_parallel_run(int nthreads, dk_parallel_counter *counter, void (*worker)(void *ctx, int tid), void *ctx)
 {

@@ -1,0 +1,364 @@
+/*
+ * test_kernel_roi_align.c — roi_align's CPU kernel against a per-sample reference written from the
+ * shared math (kernels/roi_align_math.h), through the kernel-test harness (dk_kernel_test.h):
+ * every dtype, three layouts, fixed and adaptive sampling, aligned or not, avg and max pooling,
+ * forward and backward, with each evaluation path forced in turn (Note [Tunables]: sparse and
+ * dense orders, bounded and counted tap tables, the large-output paths on small outputs, several
+ * threads on small calls), plus the determinism of backward across thread counts.
+ */
+#include "dk_kernel_test.h"
+#include "dk_tunables.h"
+#include "kernels/roi_align_math.h"
+#include "roi_align.h"
+
+enum { N = 2, C = 5, H = 11, W = 13, K = 17, PH = 3, PW = 4 };
+static const double SCALE = 0.5;
+
+/* The dtypes of input and argmax, and the tolerance of each against the double reference. */
+typedef struct {
+    dk_dtype dt;
+    double atol;
+} dtype_case;
+static const dtype_case DTYPES[] = {
+    {DK_FLOAT32, 2e-5}, {DK_FLOAT64, 1e-11}, {DK_FLOAT16, 4e-3}, {DK_BFLOAT16, 3e-2},
+};
+
+static const int NCHW[4] = {0, 1, 2, 3}, NHWC[4] = {0, 2, 3, 1};
+
+/* Boxes in image coordinates (feature size / SCALE), some past the borders, a few degenerate. */
+static dkk_tensor *make_rois(dk_dtype dt, dkk_rng *r, int64_t k)
+{
+    dkk_tensor *t = dkk_new(dt, 2, (int64_t[]){k, 5}, NULL, 0);
+    const double ih = H / SCALE, iw = W / SCALE;
+    for (int64_t i = 0; i < k; i++) {
+        const double x1 = dkk_uniform(r, -0.2 * iw, iw), y1 = dkk_uniform(r, -0.2 * ih, ih);
+        const double x2 = i % 7 == 3 ? x1 : x1 + dkk_uniform(r, 0.5, 0.8 * iw);
+        const double y2 = i % 7 == 5 ? y1 - 1.0 : y1 + dkk_uniform(r, 0.5, 0.8 * ih);
+        const double v[5] = {(double)(i % N), x1, y1, x2, y2};
+        for (int j = 0; j < 5; j++) dkk_set(t, (int64_t[]){i, j}, v[j]);
+    }
+    return t;
+}
+
+/* The geometry of RoI k, in double, from the rois as stored. */
+static void geometry(const dkk_tensor *rois, int64_t k, int64_t sr, bool aligned, dk_roi_align_axis_f64 *ay,
+                     dk_roi_align_axis_f64 *ax)
+{
+    double v[5];
+    for (int j = 0; j < 5; j++) v[j] = dkk_get(rois, (int64_t[]){k, j});
+    dk_roi_align_roi_init_f64(v[1], v[2], v[3], v[4], SCALE, PH, PW, sr, aligned, H, W, ay, ax);
+}
+
+/* Plane (n, c) of x as a dense double array. */
+static void plane_of(const dkk_tensor *x, int64_t n, int64_t c, double *out)
+{
+    for (int64_t y = 0; y < H; y++)
+        for (int64_t xx = 0; xx < W; xx++) out[y * W + xx] = dkk_get(x, (int64_t[]){n, c, y, xx});
+}
+
+static void reference_forward_avg(const dkk_tensor *x, const dkk_tensor *rois, int64_t sr, bool aligned,
+                                  dkk_tensor *out)
+{
+    double plane[H * W];
+    for (int64_t k = 0; k < rois->shape[0]; k++) {
+        dk_roi_align_axis_f64 ay, ax;
+        geometry(rois, k, sr, aligned, &ay, &ax);
+        const int64_t n = (int64_t)dkk_get(rois, (int64_t[]){k, 0});
+        for (int64_t c = 0; c < C; c++) {
+            plane_of(x, n, c, plane);
+            for (int64_t ph = 0; ph < PH; ph++)
+                for (int64_t pw = 0; pw < PW; pw++)
+                    dkk_set(out, (int64_t[]){k, c, ph, pw},
+                            dk_roi_align_forward_avg_f64(plane, W, 1, H, W, &ay, &ax, ph, pw));
+        }
+    }
+}
+
+static void reference_backward_avg(const dkk_tensor *g, const dkk_tensor *rois, int64_t sr, bool aligned,
+                                   dkk_tensor *gin)
+{
+    static double acc[N][C][H][W];
+    memset(acc, 0, sizeof acc);
+    for (int64_t k = 0; k < rois->shape[0]; k++) {
+        dk_roi_align_axis_f64 ay, ax;
+        geometry(rois, k, sr, aligned, &ay, &ax);
+        const int64_t n = (int64_t)dkk_get(rois, (int64_t[]){k, 0});
+        const double count = dk_roi_align_count_f64(&ay, &ax);
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t ph = 0; ph < PH; ph++)
+                for (int64_t pw = 0; pw < PW; pw++) {
+                    const double gv = dkk_get(g, (int64_t[]){k, c, ph, pw}) / count;
+                    for (int64_t iy = 0; iy < ay.grid; iy++)
+                        for (int64_t ix = 0; ix < ax.grid; ix++) {
+                            dk_roi_align_bilinear_f64 b;
+                            if (!dk_roi_align_bilinear_init_f64(dk_roi_align_axis_sample_f64(&ay, ph, iy),
+                                                                dk_roi_align_axis_sample_f64(&ax, pw, ix), H, W, &b))
+                                continue;
+                            acc[n][c][b.y_low][b.x_low] += gv * b.w1;
+                            acc[n][c][b.y_low][b.x_high] += gv * b.w2;
+                            acc[n][c][b.y_high][b.x_low] += gv * b.w3;
+                            acc[n][c][b.y_high][b.x_high] += gv * b.w4;
+                        }
+                }
+    }
+    int64_t idx[4] = {0};
+    do dkk_set(gin, idx, acc[idx[0]][idx[1]][idx[2]][idx[3]]);
+    while (dkk_next(gin, idx));
+}
+
+/* Max pooling: the reference runs in the kernel's compute type, whose operations the kernel
+ * reproduces exactly (Note in roi_align_eval_tmpl.h), so values and argmax must be equal. */
+static void reference_forward_max(const dkk_tensor *x, const dkk_tensor *rois, int64_t sr, bool aligned,
+                                  dkk_tensor *out, dkk_tensor *amy, dkk_tensor *amx)
+{
+    const bool f64 = dk_tensor_dtype(&x->t) == DK_FLOAT64;
+    double pd[H * W];
+    float pf[H * W];
+    for (int64_t k = 0; k < rois->shape[0]; k++) {
+        double v[5];
+        for (int j = 0; j < 5; j++) v[j] = dkk_get(rois, (int64_t[]){k, j});
+        const int64_t n = (int64_t)v[0];
+        for (int64_t c = 0; c < C; c++) {
+            plane_of(x, n, c, pd);
+            for (int i = 0; i < H * W; i++) pf[i] = (float)pd[i];
+            for (int64_t ph = 0; ph < PH; ph++)
+                for (int64_t pw = 0; pw < PW; pw++) {
+                    const int64_t at[4] = {k, c, ph, pw};
+                    if (f64) {
+                        dk_roi_align_axis_f64 ay, ax;
+                        dk_roi_align_roi_init_f64(v[1], v[2], v[3], v[4], SCALE, PH, PW, sr, aligned, H, W, &ay, &ax);
+                        double my, mx;
+                        dkk_set(out, at, dk_roi_align_forward_max_f64(pd, W, 1, H, W, &ay, &ax, ph, pw, &my, &mx));
+                        dkk_set(amy, at, my);
+                        dkk_set(amx, at, mx);
+                    } else {
+                        dk_roi_align_axis_f32 ay, ax;
+                        dk_roi_align_roi_init_f32((float)v[1], (float)v[2], (float)v[3], (float)v[4], (float)SCALE, PH,
+                                                  PW, sr, aligned, H, W, &ay, &ax);
+                        float my, mx;
+                        dkk_set(out, at, dk_roi_align_forward_max_f32(pf, W, 1, H, W, &ay, &ax, ph, pw, &my, &mx));
+                        dkk_set(amy, at, my);
+                        dkk_set(amx, at, mx);
+                    }
+                }
+        }
+    }
+}
+
+static void reference_backward_max(const dkk_tensor *g, const dkk_tensor *rois, const dkk_tensor *amy,
+                                   const dkk_tensor *amx, dkk_tensor *gin)
+{
+    static double acc[N][C][H][W];
+    memset(acc, 0, sizeof acc);
+    for (int64_t k = 0; k < rois->shape[0]; k++) {
+        const int64_t n = (int64_t)dkk_get(rois, (int64_t[]){k, 0});
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t ph = 0; ph < PH; ph++)
+                for (int64_t pw = 0; pw < PW; pw++) {
+                    const int64_t at[4] = {k, c, ph, pw};
+                    const double y = dkk_get(amy, at), x = dkk_get(amx, at), gv = dkk_get(g, at);
+                    dk_roi_align_bilinear_f64 b;
+                    if (y == -1 || !dk_roi_align_bilinear_init_f64(y, x, H, W, &b)) continue;
+                    acc[n][c][b.y_low][b.x_low] += gv * b.w1;
+                    acc[n][c][b.y_low][b.x_high] += gv * b.w2;
+                    acc[n][c][b.y_high][b.x_low] += gv * b.w3;
+                    acc[n][c][b.y_high][b.x_high] += gv * b.w4;
+                }
+    }
+    int64_t idx[4] = {0};
+    do dkk_set(gin, idx, acc[idx[0]][idx[1]][idx[2]][idx[3]]);
+    while (dkk_next(gin, idx));
+}
+
+/* A tensor of the reference's kind: float64, row-major. */
+static dkk_tensor *ref4(int64_t a, int64_t b, int64_t c, int64_t d)
+{
+    return dkk_new(DK_FLOAT64, 4, (int64_t[]){a, b, c, d}, NULL, 0);
+}
+
+static dk_dtype argmax_dtype(dk_dtype dt) { return dt == DK_FLOAT64 ? DK_FLOAT64 : DK_FLOAT32; }
+
+/* One configuration: every dtype, layout, sampling, alignment and mode against the references. */
+static void check_all_cases(const char *config)
+{
+    char what[256];
+    dkk_rng rng = {0x5eed};
+    for (size_t di = 0; di < DK_COUNTOF(DTYPES); di++) {
+        const dk_dtype dt = DTYPES[di].dt;
+        const double atol = DTYPES[di].atol;
+        dkk_tensor *rois = make_rois(dt, &rng, K);
+        for (int layout = 0; layout < 3; layout++) {
+            const int *order = layout == 1 ? NHWC : NCHW;
+            const int64_t gap = layout == 2 ? 3 : 0;
+            dkk_tensor *x = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, order, gap);
+            dkk_fill_uniform(x, &rng, -1, 1);
+            dkk_tensor *g = dkk_new(dt, 4, (int64_t[]){K, C, PH, PW}, order, gap);
+            dkk_fill_uniform(g, &rng, -1, 1);
+            for (int64_t sr = 0; sr <= 2; sr += 2)
+                for (int aligned = 0; aligned < 2; aligned++) {
+                    snprintf(what, sizeof what, "%s, %s, layout %d, sampling_ratio %lld, aligned %d", config,
+                             dk_dtype_name(dt), layout, (long long)sr, aligned);
+                    /* average pooling */
+                    dkk_tensor *out = dkk_new(dt, 4, (int64_t[]){K, C, PH, PW}, order, gap);
+                    dkk_tensor *gin = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, order, gap);
+                    dkk_tensor *rout = ref4(K, C, PH, PW), *rgin = ref4(N, C, H, W);
+                    assert_ok(dk_roi_align_forward(&x->t, &rois->t, &out->t, NULL, NULL, PH, PW, SCALE, sr,
+                                                   DK_POOL_AVG, aligned));
+                    reference_forward_avg(x, rois, sr, aligned, rout);
+                    dkk_assert_close(out, rout, atol, atol, what);
+                    assert_ok(dk_roi_align_backward(&g->t, &rois->t, NULL, NULL, &gin->t, PH, PW, SCALE, sr,
+                                                    DK_POOL_AVG, aligned));
+                    reference_backward_avg(g, rois, sr, aligned, rgin);
+                    dkk_assert_close(gin, rgin, 4 * atol, 4 * atol, what);
+                    /* max pooling */
+                    dkk_tensor *amy = dkk_new(argmax_dtype(dt), 4, (int64_t[]){K, C, PH, PW}, order, gap);
+                    dkk_tensor *amx = dkk_new(argmax_dtype(dt), 4, (int64_t[]){K, C, PH, PW}, order, gap);
+                    dkk_tensor *ramy = ref4(K, C, PH, PW), *ramx = ref4(K, C, PH, PW);
+                    assert_ok(dk_roi_align_forward(&x->t, &rois->t, &out->t, &amy->t, &amx->t, PH, PW, SCALE, sr,
+                                                   DK_POOL_MAX, aligned));
+                    reference_forward_max(x, rois, sr, aligned, rout, ramy, ramx);
+                    dkk_assert_close(out, rout, 0, 0.004, what); /* storage rounding only */
+                    dkk_assert_close(amy, ramy, 0, 0, what);
+                    dkk_assert_close(amx, ramx, 0, 0, what);
+                    assert_ok(dk_roi_align_backward(&g->t, &rois->t, &amy->t, &amx->t, &gin->t, PH, PW, SCALE, sr,
+                                                    DK_POOL_MAX, aligned));
+                    reference_backward_max(g, rois, amy, amx, rgin);
+                    dkk_assert_close(gin, rgin, 4 * atol, 4 * atol, what);
+                    dkk_free(out), dkk_free(gin), dkk_free(rout), dkk_free(rgin);
+                    dkk_free(amy), dkk_free(amx), dkk_free(ramy), dkk_free(ramx);
+                }
+            dkk_free(x), dkk_free(g);
+        }
+        dkk_free(rois);
+    }
+}
+
+static void set(const char *name, int64_t v) { assert_ok(dk_tunable_set(name, v, NULL)); }
+
+static int reset(void **state)
+{
+    (void)state;
+    dk_tunables_reset();
+    dk_set_num_threads(0);
+    return 0;
+}
+
+static void cost_model_order(void **state)
+{
+    (void)state;
+    check_all_cases("cost model");
+}
+
+static void sparse_order_everywhere(void **state)
+{
+    (void)state;
+    set("roi_align.order", 0);
+    check_all_cases("sparse");
+}
+
+static void dense_order_everywhere(void **state)
+{
+    (void)state;
+    set("roi_align.order", 1);
+    check_all_cases("dense");
+}
+
+static void counted_tap_tables(void **state)
+{
+    (void)state;
+    set("roi_align.taps_bound_bytes", 0);
+    check_all_cases("counted tap tables");
+}
+
+static void three_threads_and_large_output_paths_on_small_calls(void **state)
+{
+    (void)state;
+    set("parallel.min_work", 0);          /* every call uses the thread count */
+    set("large_output.min_bytes", 0);     /* every output is "large": hints, streaming stores */
+    assert_ok(dk_set_num_threads(3));
+    check_all_cases("3 threads, large-output paths");
+}
+
+/* Backward gives the same bits for any thread count and evaluation order's run (Note
+ * [Deterministic backward]); forward too. */
+static void results_do_not_depend_on_the_thread_count(void **state)
+{
+    (void)state;
+    set("parallel.min_work", 0);
+    dkk_rng rng = {7};
+    dkk_tensor *rois = make_rois(DK_FLOAT32, &rng, 40);
+    dkk_tensor *x = dkk_new(DK_FLOAT32, 4, (int64_t[]){N, C, H, W}, NULL, 0);
+    dkk_tensor *g = dkk_new(DK_FLOAT32, 4, (int64_t[]){40, C, PH, PW}, NULL, 0);
+    dkk_fill_uniform(x, &rng, -1, 1);
+    dkk_fill_uniform(g, &rng, -1, 1);
+    dkk_tensor *o[4], *gi[4];
+    for (int t = 0; t < 4; t++) {
+        assert_ok(dk_set_num_threads(t + 1));
+        o[t] = dkk_new(DK_FLOAT32, 4, (int64_t[]){40, C, PH, PW}, NULL, 0);
+        gi[t] = dkk_new(DK_FLOAT32, 4, (int64_t[]){N, C, H, W}, NULL, 0);
+        assert_ok(dk_roi_align_forward(&x->t, &rois->t, &o[t]->t, NULL, NULL, PH, PW, SCALE, 0, DK_POOL_AVG, true));
+        assert_ok(dk_roi_align_backward(&g->t, &rois->t, NULL, NULL, &gi[t]->t, PH, PW, SCALE, 0, DK_POOL_AVG, true));
+    }
+    for (int t = 1; t < 4; t++) {
+        dkk_assert_identical(o[t], o[0], "forward, threads vs 1 thread");
+        dkk_assert_identical(gi[t], gi[0], "backward, threads vs 1 thread");
+    }
+    for (int t = 0; t < 4; t++) dkk_free(o[t]), dkk_free(gi[t]);
+    dkk_free(rois), dkk_free(x), dkk_free(g);
+}
+
+/* A fresh output of several huge pages, written by 3 threads while thread 0 faults it in and the
+ * others stage (Note [Faulting in the shadow]): the same bits as one thread writing it. */
+static void staged_writes_of_a_fresh_large_output(void **state)
+{
+    (void)state;
+    set("parallel.min_work", 0);
+    set("large_output.min_bytes", 0);
+    set("large_output.stage_bytes", 64 << 10); /* stages fill and flush often */
+    enum { KK = 64, CC = 64, P = 16 };         /* output: 4 MiB, two huge pages at least */
+    dkk_rng rng = {11};
+    dkk_tensor *rois = make_rois(DK_FLOAT32, &rng, KK);
+    dkk_tensor *x = dkk_new(DK_FLOAT32, 4, (int64_t[]){N, CC, H, W}, NULL, 0);
+    dkk_fill_uniform(x, &rng, -1, 1);
+    dkk_tensor *one = dkk_new(DK_FLOAT32, 4, (int64_t[]){KK, CC, P, P}, NULL, 0);
+    assert_ok(dk_set_num_threads(1));
+    assert_ok(dk_roi_align_forward(&x->t, &rois->t, &one->t, NULL, NULL, P, P, SCALE, 2, DK_POOL_AVG, true));
+    assert_ok(dk_set_num_threads(3));
+    for (int rep = 0; rep < 3; rep++) {
+        dkk_tensor *fresh = dkk_new(DK_FLOAT32, 4, (int64_t[]){KK, CC, P, P}, NULL, 0); /* calloc: not faulted in */
+        assert_ok(dk_roi_align_forward(&x->t, &rois->t, &fresh->t, NULL, NULL, P, P, SCALE, 2, DK_POOL_AVG, true));
+        dkk_assert_identical(fresh, one, "3 threads staging vs 1 thread");
+        dkk_free(fresh);
+    }
+    dkk_free(one), dkk_free(rois), dkk_free(x);
+}
+
+static void tunables_are_named_and_bounded(void **state)
+{
+    (void)state;
+    int64_t v, prev;
+    assert_ok(dk_tunable_get("roi_align.order", &v));
+    assert_int_equal(v, -1);
+    assert_ok(dk_tunable_set("roi_align.order", 1, &prev));
+    assert_int_equal(prev, -1);
+    assert_error(dk_tunable_set("roi_align.order", 2, NULL), DK_EINVAL, "tunable 'roi_align.order' must be in [-1, 1], got 2");
+    assert_error(dk_tunable_set("no.such", 0, NULL), DK_ENOENT, "no tunable named 'no.such'");
+    dk_tunables_reset();
+    assert_ok(dk_tunable_get("roi_align.order", &v));
+    assert_int_equal(v, -1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(cost_model_order, reset, reset),
+        cmocka_unit_test_setup_teardown(sparse_order_everywhere, reset, reset),
+        cmocka_unit_test_setup_teardown(dense_order_everywhere, reset, reset),
+        cmocka_unit_test_setup_teardown(counted_tap_tables, reset, reset),
+        cmocka_unit_test_setup_teardown(three_threads_and_large_output_paths_on_small_calls, reset, reset),
+        cmocka_unit_test_setup_teardown(results_do_not_depend_on_the_thread_count, reset, reset),
+        cmocka_unit_test_setup_teardown(staged_writes_of_a_fresh_large_output, reset, reset),
+        cmocka_unit_test_setup_teardown(tunables_are_named_and_bounded, reset, reset),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
