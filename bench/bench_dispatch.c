@@ -6,8 +6,12 @@
  *
  *   (a) direct     the kernel itself, through a volatile function pointer
  *   (b) registry   DK_DISPATCH_DEVICE_IMPL(bench_nop, ...): MMCV-style device lookup, no checks
- *   (c) unboxed    the typed entry dk_bench_nop(...): device check, the op's check, TLS sets,
- *                  seqlock table read, trace flag, call
+ *   (c) unboxed    the typed entry dk_bench_nop(...): device check, the aliasing check of its
+ *                  output (Note [Aliasing] in dk_check.h), the op's check, TLS sets, seqlock
+ *                  table read, call
+ *   (c0) unboxed, no output: the typed entry of bench_read(Tensor a, int n), the same kernel
+ *                  work on a counter, so (c0) - (a) is dispatch alone and (c) - (c0) the
+ *                  aliasing check of one output
  *   (d) boxed      dk_op_call_boxed(&dk_bench_nop_op, &stack), the stack built on every call
  *
  * Note [Fair calls]
@@ -61,11 +65,36 @@ static dk_status bench_nop_cpu(const dk_tensor *a, dk_tensor *out, int64_t n)
 
 DK_REGISTER_DEVICE_IMPL(bench_nop, CPU, bench_nop_cpu)
 
+/* The same op without an output, for (c0): its entry runs no aliasing check. */
+#define DK_BENCH_READ_ARGS(X) \
+    X(TENSOR, a)              \
+    X(INT, n)
+
+DK_DECLARE_OP(bench_read, DK_BENCH_READ_ARGS)
+
+DK_DEFINE_OP(bench_read, DK_BENCH_READ_ARGS)
+{
+    (void)a;
+    (void)n;
+    return DK_OK;
+}
+
+static int64_t bench_read_sink;
+static dk_status bench_read_cpu(const dk_tensor *a, int64_t n)
+{
+    (void)a;
+    bench_read_sink = n;
+    return DK_OK;
+}
+
+DK_REGISTER_DEVICE_IMPL(bench_read, CPU, bench_read_cpu)
+
 /* ------------------------------------------------------------------------------------------ */
 /* The four paths. Each loop sums statuses so a failing path shows up (the sum must be 0).    */
 
 static dk_bench_nop_fn volatile bench_kernel_ptr = bench_nop_cpu;
 static dk_bench_nop_fn volatile bench_entry_ptr = dk_bench_nop;
+static dk_bench_read_fn volatile bench_read_entry_ptr = dk_bench_read;
 
 __attribute__((noinline)) static unsigned run_empty(const dk_tensor *a, dk_tensor *out, uint64_t iters)
 {
@@ -98,6 +127,14 @@ __attribute__((noinline)) static unsigned run_unboxed(const dk_tensor *a, dk_ten
     return bad;
 }
 
+__attribute__((noinline)) static unsigned run_unboxed_no_output(const dk_tensor *a, dk_tensor *out, uint64_t iters)
+{
+    unsigned bad = 0;
+    (void)out;
+    for (uint64_t i = 0; i < iters; i++) bad += (unsigned)bench_read_entry_ptr(a, (int64_t)i);
+    return bad;
+}
+
 /* Built with dk_stack_push, as an outside caller (the Python binding) does. */
 __attribute__((noinline)) static unsigned run_boxed(const dk_tensor *a, dk_tensor *out, uint64_t iters)
 {
@@ -124,6 +161,7 @@ typedef struct {
 static const bench_variant bench_variants[] = {
     {"a", "(a) direct call (volatile fn ptr)", run_direct},
     {"b", "(b) DK_DISPATCH_DEVICE_IMPL", run_registry},
+    {"c0", "(c0) typed entry, op without output", run_unboxed_no_output},
     {"c", "(c) typed entry dk_bench_nop()", run_unboxed},
     {"d", "(d) dk_op_call_boxed, stack per call", run_boxed},
 };
