@@ -97,7 +97,7 @@ static int dk__refuse_null_data(dk_py_state *s, const DLTensor *t, const char *o
         if (t->shape[i] == 0) return 0;
     dk_py_raise_fmt(s, DK_EBUFFER,
                     "%s: parameter '%s' has elements but no memory (a NULL data pointer, e.g. torch's "
-                    "efficient zero tensor or a wrapper subclass)", op, arg);
+                    "efficient zero tensor, a wrapper subclass, or a storage freed with resize_(0))", op, arg);
     return -1;
 }
 
@@ -384,13 +384,17 @@ int dk_py_torch_reader_use(dk_py_state *s, int on)
     return s->torch.use_reader;
 }
 
-/* Does `tp` inherit everything the fast path reads and relies on from torch.Tensor? */
-static int dk__is_plain_torch(dk_py_state *s, PyTypeObject *tp)
+/* DK_PY_PROD_TORCH when `tp` inherits everything the fast path reads and relies on from
+ * torch.Tensor; -1 for anything else, which is a protocol producer: a subclass overriding
+ * __torch_function__ sees its __dlpack__ called, as it would from any DLPack consumer. */
+static int dk__torch_kind(dk_py_state *s, PyTypeObject *tp)
 {
     dk__torch_lookup(s);
     dk_py_torch *t = &s->torch;
-    if (!t->found || !PyType_IsSubtype(tp, t->tensor)) return 0;
-    if (tp == t->tensor) return 1;
+    if (!t->found || !PyType_IsSubtype(tp, t->tensor)) return -1;
+    if (tp == t->tensor) return DK_PY_PROD_TORCH;
+    /* Each lookup's error is cleared before the next call: the C-API must not be called with an
+     * exception set. A failed lookup (NULL) never equals torch's object, so the type is not plain. */
     /* Each lookup's error is cleared before the next call: the C-API must not be called with an
      * exception set. A failed lookup (NULL) never equals torch's object, so the type is not plain. */
     PyObject *tf = dk__unwrap_method((PyObject *)tp, "__torch_function__");
@@ -411,7 +415,7 @@ static int dk__is_plain_torch(dk_py_state *s, PyTypeObject *tp)
         plain = d == *(PyObject **)((char *)t + dk__torch_attrs[i].offset);
         Py_XDECREF(d);
     }
-    return plain;
+    return plain ? DK_PY_PROD_TORCH : -1;
 }
 
 /* A getset descriptor's value for obj, without the attribute lookup. */
@@ -471,6 +475,12 @@ static int dk__import_torch(dk_py_state *s, PyObject *obj, int writable, const c
             goto done;
         }
         if (r == DK_PY_TORCH_NEG) return dk__refuse_neg(s, op, arg);
+        if (r == DK_PY_TORCH_SHORT) {
+            dk_py_raise_fmt(s, DK_EBUFFER,
+                            "%s: parameter '%s' has elements past the end of its storage (its storage was "
+                            "resized or freed under it)", op, arg);
+            return -1;
+        }
     }
     PyObject *v = dk__get(t->d_is_cpu, obj);
     if (!v) return -1;
@@ -652,20 +662,76 @@ static int dk__import_protocol(dk_py_state *s, PyObject *obj, int kind, int writ
     return rc;
 }
 
+/* The producer kind of obj's type (a dk_py_producer_kind), or -1 when not known yet; learned
+ * once per type (Note [Producer cache]). */
+static int dk__kind_of(dk_py_state *s, PyTypeObject *tp)
+{
+    int kind = dk__cache_find(s, tp);
+    if (kind < 0) {
+        kind = dk__torch_kind(s, tp);
+        if (kind >= 0) dk__cache_add(s, tp, (dk_py_producer_kind)kind);
+    }
+    return kind;
+}
+
+int dk_py_dlpack_reads_late(dk_py_state *s, PyObject *obj)
+{
+    if (PyCapsule_CheckExact(obj)) return 1;
+    const int kind = dk__kind_of(s, Py_TYPE(obj));
+    return kind == DK_PY_PROD_TORCH && s->torch.reader && s->torch.use_reader;
+}
+
 int dk_py_dlpack_import(dk_py_state *s, PyObject *obj, int writable, const char *op, const char *arg,
-                        dk_py_owners *owners, DLTensor **out)
+                        dk_py_owners *owners, DLTensor **out, int *ran_python)
 {
     if (PyCapsule_CheckExact(obj)) return dk__take_capsule(s, obj, writable, op, arg, owners, out);
-    PyTypeObject *tp = Py_TYPE(obj);
-    int kind = dk__cache_find(s, tp);
-    if (kind < 0 && dk__is_plain_torch(s, tp)) {
-        kind = DK_PY_PROD_TORCH;
-        dk__cache_add(s, tp, DK_PY_PROD_TORCH);
-    }
+    int kind = dk__kind_of(s, Py_TYPE(obj));
     if (kind == DK_PY_PROD_TORCH) {
+        /* the getters may call a __torch_function__ mode's Python code */
+        if (!(s->torch.reader && s->torch.use_reader)) *ran_python = 1;
         int rc = dk__import_torch(s, obj, writable, op, arg, owners, out);
         if (rc <= 0) return rc;
         kind = -1; /* asked each time: torch >= 2.4 takes max_version, 1.13 raises TypeError */
     }
+    *ran_python = 1; /* __dlpack_device__ and __dlpack__ are the producer's code */
     return dk__import_protocol(s, obj, kind, writable, op, arg, owners, out);
+}
+
+int dk_py_dlpack_recheck(dk_py_state *s, PyObject *obj, const DLTensor *t, const char *op, const char *arg)
+{
+    dk_py_torch *tt = &s->torch;
+    if (!tt->found || !PyObject_TypeCheck(obj, tt->tensor)) return 0; /* not torch: nothing to ask */
+    void *now = NULL;
+    if (tt->reader) {
+        DLTensor v;
+        int64_t dims[2 * DK_PY_VIEW_NDIM];
+        void *keep = NULL;
+        const int r = tt->reader->read(obj, 0, DK_PY_VIEW_NDIM, &v, dims, dims + DK_PY_VIEW_NDIM, &keep);
+        if (r == DK_PY_TORCH_SHORT) {
+            now = NULL; /* its storage shrank under it: lost */
+        } else if (r != 0) {
+            return 0; /* not readable here (another device, a high rank): its capsule holds it */
+        } else {
+            now = v.data;
+            tt->reader->release(keep);
+        }
+    } else {
+        /* Without the reader, torch's getter: a mode's Python code may answer; what it says is all
+         * there is to go by (Note [Conversion order]). */
+        PyObject *ptr = dk__call0(tt->d_data_ptr, obj);
+        if (!ptr) {
+            PyErr_Clear();
+            return 0;
+        }
+        now = PyLong_AsVoidPtr(ptr);
+        Py_DECREF(ptr);
+        if (PyErr_Occurred()) PyErr_Clear();
+    }
+    if (now == (char *)t->data + t->byte_offset || dk_tensor_numel(t) == 0) return 0;
+    dk_py_raise_fmt(s, DK_ERUNTIME,
+                    "%s: parameter '%s' lost the memory dkit read it from while the call's other arguments "
+                    "were converted (Python code they ran, e.g. an __index__ or a __dlpack__, freed or replaced "
+                    "it); the call was not made",
+                    op, arg);
+    return -1;
 }

@@ -46,7 +46,32 @@ typedef struct {
  * with an exception set, and `owners` is unchanged (nothing of `obj` is left to release).
  */
 int dk_py_dlpack_import(dk_py_state *s, PyObject *obj, int writable, const char *op, const char *arg,
-                        dk_py_owners *owners, DLTensor **out);
+                        dk_py_owners *owners, DLTensor **out, int *ran_python);
+
+/*
+ * Note [Conversion order]
+ * Converting a call's arguments may run the caller's Python code: an __index__ or __float__, a
+ * producer's __dlpack__ (a torch subclass's __torch_function__ inside it). Such code may free
+ * the memory of a tensor whose pointer was already read (storage().resize_(0), set_()), and the
+ * kernel would then read freed memory, or write into memory another tensor now owns. Holding
+ * the tensor or its storage does not prevent that. So _C converts in three passes:
+ *   1. every non-tensor argument (the __index__, __float__ and sequence code runs here);
+ *   2. tensors whose reading runs Python code (dk_py_dlpack_reads_late() == 0): protocol
+ *      producers, and torch tensors through torch's getters when the reader is not built;
+ *   3. tensors read with no Python code at all: DLPack capsules, and torch tensors through
+ *      dkit._torch_reader.
+ * Every pointer of pass 3 is read after the last Python code of the call has run. When a pointer
+ * was read before some Python code ran (two producers in pass 2, or a reader refusal in pass 3
+ * falling back to the protocol), every torch tensor is checked again afterwards
+ * (dk_py_dlpack_recheck): one whose memory went away fails the call before any kernel runs.
+ * What remains is another thread resizing a tensor while the kernel runs, which is torch's own
+ * race for every op.
+ */
+/* 1 when obj is read in pass 3 (no Python code runs), 0 when reading it may run Python code. */
+int dk_py_dlpack_reads_late(dk_py_state *s, PyObject *obj);
+/* After every argument is converted: -1 with an exception set when obj, a torch tensor read
+ * into t, no longer has that memory; 0 otherwise (also for anything that is not torch). */
+int dk_py_dlpack_recheck(dk_py_state *s, PyObject *obj, const DLTensor *t, const char *op, const char *arg);
 
 /* Calls each owned deleter once (newest first) and drops the references. Needs the GIL. */
 void dk_py_owners_release(dk_py_owners *owners);

@@ -11,9 +11,10 @@
  * allocation in the common case: vectorcall (no argument tuple or dict), the dk_stack and the
  * DLPack owners live on the C stack, positional calls use the caller's argument array as is,
  * keyword names are matched by pointer first (they are interned on both sides), and int lists
- * use an on-stack buffer unless they are long. The GIL is released only around
- * dk_op_call_boxed, after every Python object has been converted, and re-taken before any
- * deleter runs (Note [DLPack ownership] in dk_pydlpack.c).
+ * use an on-stack buffer unless they are long. Arguments are converted in the order of Note
+ * [Conversion order] (dk_pydlpack.h). The GIL is released only around dk_op_call_boxed, after
+ * every Python object has been converted, and re-taken before any deleter runs (Note [DLPack
+ * ownership] in dk_pydlpack.c).
  */
 #include <string.h>
 
@@ -227,21 +228,16 @@ static int dk__to_str(dk_py_state *s, const dk_op *op, const dk_arg_info *a, PyO
     return 0;
 }
 
+static bool dk__is_tensor_arg(const dk_arg_info *a) { return a->kind == DK_ARG_TENSOR || a->kind == DK_ARG_OPT_TENSOR; }
+
+/* A non-tensor argument (pass 1 of Note [Conversion order]). */
 static int dk__convert(dk_py_state *s, const dk_op *op, const dk_arg_info *a, PyObject *v, dk_value *out,
-                       dk_py_owners *owners, dk__lists *lists)
+                       dk__lists *lists)
 {
-    DLTensor *t;
     switch (a->kind) {
-    case DK_ARG_OPT_TENSOR:
-        if (v == Py_None) {
-            *out = dk_value_none();
-            return 0;
-        }
-        /* fall through */
     case DK_ARG_TENSOR:
-        if (dk_py_dlpack_import(s, v, a->out, op->name, a->name, owners, &t) < 0) return -1;
-        *out = dk_value_tensor(t);
-        return 0;
+    case DK_ARG_OPT_TENSOR:
+        break; /* dk__convert_tensors */
     case DK_ARG_INT:
         out->tag = DK_TYPE_INT;
         return dk__to_int(s, op, a, v, &out->u.i);
@@ -263,6 +259,35 @@ static int dk__convert(dk_py_state *s, const dk_op *op, const dk_arg_info *a, Py
     dk_py_raise_fmt(s, DK_ENOTIMPL, "%s: parameter '%s' has a kind this dkit._C does not know (%d)", op->name,
                     a->name, (int)a->kind);
     return -1;
+}
+
+/* The tensor arguments, in passes 2 and 3 of Note [Conversion order], and the check after them. */
+static int dk__convert_tensors(dk_py_state *s, const dk_op *op, PyObject *const *argv, dk_value *vals,
+                               dk_py_owners *owners)
+{
+    int read = 0, risky = 0;
+    for (int pass = 2; pass <= 3; pass++) {
+        for (int i = 0; i < op->nargs; i++) {
+            const dk_arg_info *a = &op->args[i];
+            if (!dk__is_tensor_arg(a)) continue;
+            if (argv[i] == Py_None && a->kind == DK_ARG_OPT_TENSOR) {
+                if (pass == 2) vals[i] = dk_value_none();
+                continue;
+            }
+            if (dk_py_dlpack_reads_late(s, argv[i]) != (pass == 3)) continue;
+            DLTensor *t;
+            int ran_python = 0;
+            if (dk_py_dlpack_import(s, argv[i], a->out, op->name, a->name, owners, &t, &ran_python) < 0) return -1;
+            risky |= ran_python && read > 0; /* Python code ran after a pointer was read */
+            read++;
+            vals[i] = dk_value_tensor(t);
+        }
+    }
+    for (int i = 0; risky && i < op->nargs; i++)
+        if (vals[i].tag == DK_TYPE_TENSOR &&
+            dk_py_dlpack_recheck(s, argv[i], vals[i].u.t, op->name, op->args[i].name) < 0)
+            return -1;
+    return 0;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -288,8 +313,11 @@ static PyObject *dk__op_vectorcall(PyObject *callable, PyObject *const *args, si
     owners.n = owners.nviews = 0;
     lists.used = 0;
     lists.nheap = 0;
+    /* Note [Conversion order] in dk_pydlpack.h: scalars first, then the tensors. */
     for (int i = 0; i < op->nargs; i++)
-        if (dk__convert(s, op, &op->args[i], argv[i], &stack.v[i], &owners, &lists) < 0) goto cleanup;
+        if (!dk__is_tensor_arg(&op->args[i]) && dk__convert(s, op, &op->args[i], argv[i], &stack.v[i], &lists) < 0)
+            goto cleanup;
+    if (dk__convert_tensors(s, op, argv, stack.v, &owners) < 0) goto cleanup;
     stack.size = op->nargs;
 
     dk_status st;

@@ -59,6 +59,20 @@ int dk_read(PyObject *obj, int writable, int max_ndim, DLTensor *t, int64_t *sha
             shape[d] = sz[d];
             strides[d] = st[d];
         }
+        /* Every element must lie inside the storage: Python code can shrink a storage under a
+         * tensor (storage().resize_(n)) and leave sizes that reach past its end. */
+        int64_t reach = 0; /* the highest element offset from the first */
+        bool empty = false;
+        for (int64_t d = 0; d < nd; ++d) {
+            if (sz[d] == 0) empty = true;
+            if (st[d] < 0) return 1; /* torch has none; the general path words the error */
+            reach += (sz[d] - 1) * st[d];
+        }
+        if (!empty) {
+            const int64_t need = (impl->storage_offset() + reach + 1) * (int64_t)dtype.itemsize();
+            /* (a storage without memory is _C's "no memory" refusal, Note [NULL data]) */
+            if (impl->storage().data() && need > (int64_t)impl->storage().nbytes()) return DK_PY_TORCH_SHORT;
+        }
         t->data = impl->data(); /* includes the storage offset, like Tensor.data_ptr() */
         t->device.device_type = kDLCPU;
         t->device.device_id = 0;

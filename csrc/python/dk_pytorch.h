@@ -23,8 +23,9 @@
 #include "dk_dlpack.h"
 
 #define DK_PY_TORCH_READER_CAPSULE "dkit._torch_reader.reader"
-#define DK_PY_TORCH_READER_ABI 2
-#define DK_PY_TORCH_NEG 2 /* read(): a tensor with torch's negative bit */
+#define DK_PY_TORCH_READER_ABI 3
+#define DK_PY_TORCH_NEG 2   /* read(): a tensor with torch's negative bit */
+#define DK_PY_TORCH_SHORT 3 /* read(): elements past the end of the tensor's storage */
 
 #ifdef __cplusplus
 extern "C" {
@@ -39,7 +40,9 @@ typedef struct {
      * grad; *keep then holds a reference to the tensor's storage, which the caller gives back
      * with release(*keep) once it no longer uses t->data (with the GIL held: freeing a storage
      * may run Python code). Returns DK_PY_TORCH_NEG for a tensor with torch's negative bit (a
-     * lazily negated view: its memory holds the values un-negated), which _C refuses. Returns 1
+     * lazily negated view: its memory holds the values un-negated), which _C refuses, and
+     * DK_PY_TORCH_SHORT for one whose sizes reach past the end of its storage, e.g. after
+     * storage().resize_(), which _C refuses too. Returns 1
      * for anything else: the caller then takes the general path, which gives the same answer
      * as without the reader. Never raises. */
     int (*read)(PyObject *obj, int writable, int max_ndim, DLTensor *t, int64_t *shape,

@@ -561,7 +561,9 @@ def test_deleters_run_on_error_paths():
     ms = [Managed(x), Managed(rois), Managed(out)]
     with pytest.raises(_C.DkitTypeError, match="'aligned' must be bool"):
         FWD(*(m.capsule for m in ms), None, None, 2, 2, 0.5, 2, 1, 1)
-    assert [m.deleted for m in ms] == [1, 1, 1]
+    # scalars are converted before any tensor (Note [Conversion order]): not taken, still the holders'
+    assert [m.deleted for m in ms] == [0, 0, 0]
+    assert all(capsule_name(m.capsule) == "dltensor_versioned" for m in ms)
     ms = [Managed(x), Managed(rois), Managed(out)]
     with pytest.raises(_C.DkitValueError, match="spatial_scale"):
         FWD(*(m.capsule for m in ms), None, None, 2, 2, 0.0, 2, 1, False)
@@ -1227,30 +1229,39 @@ def test_int_lists_strings_and_uncallable_ops_in_a_child_process(tmp_path):
 
 
 @pytest.mark.parametrize("reader", [True, False])
-def test_torch_storage_swapped_during_the_call_stays_alive(reader):
-    # Note [torch fast path], Lifetime: Python code that runs while later arguments are converted
-    # (here an __index__) gives the input tensor other memory and frees the old storage; the
-    # kernel must still read the memory it was handed (kept alive), not freed memory. A 64 MiB
-    # input is mmap'd by the allocator and unmapped when freed, so a dangling read would crash:
-    # hence a subprocess.
+def test_torch_memory_freed_during_the_call_is_never_read_or_written(reader):
+    # Note [Conversion order] (dk_pydlpack.h): Python code that runs while arguments are converted
+    # (here an __index__) gives a tensor other memory and frees the old; the kernel must neither
+    # read the freed input nor write 64 MiB into freed output memory (which a new tensor may
+    # own). Scalars are converted before any pointer is read, so the tensor is read as it is
+    # after that code ran: refused with a clear error, or computed from its new memory. A 64 MiB
+    # tensor is mmap'd by the allocator and unmapped when freed, so a dangling access would
+    # crash: hence a subprocess.
     pytest.importorskip("torch")
     out = run_child(
         f"""
-        import torch
+        import pytest, torch
         from dkit import _C
         if _C._torch_reader() is not None:
             _C._torch_reader({reader!r})
         x = torch.randn(1, 16, 1024, 1024)
-        before = x.clone()
         rois = torch.tensor([[0.0, 0, 0, 1000, 1000]] * 64)
-        out, ref = torch.zeros(64, 16, 7, 7), torch.zeros(64, 16, 7, 7)
-        class Evil:
+        out = torch.zeros(64, 16, 7, 7)
+        class EvilInput:
             def __index__(self):
-                x.set_(torch.empty(0))  # the only other reference to x's storage goes away
+                x.set_(torch.empty(0))  # the only reference to x's storage goes away
                 return 7
-        _C.ops.roi_align_forward(x, rois, out, None, None, Evil(), 7, 1.0, 2, 1, False)
-        _C.ops.roi_align_forward(before, rois, ref, None, None, 7, 7, 1.0, 2, 1, False)
-        assert x.numel() == 0 and torch.equal(out, ref), "the kernel did not read the original memory"
+        with pytest.raises(_C.DkitValueError, match="'input' must be 4-d"):
+            _C.ops.roi_align_forward(x, rois, out, None, None, EvilInput(), 7, 1.0, 2, 1, False)
+        # the output's storage shrinks to nothing under it: refused, nothing written
+        y = torch.randn(1, 16, 64, 64)
+        big = torch.zeros(64, 16, 128, 128)  # 64 MiB
+        class EvilOutput:
+            def __index__(self):
+                big.storage().resize_(0)
+                return 128
+        with pytest.raises(_C.DkitError, match="'output'"):
+            _C.ops.roi_align_forward(y, rois, big, None, None, EvilOutput(), 128, 1.0, 2, 1, False)
         print("ok")
         """
     )
