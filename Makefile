@@ -89,10 +89,12 @@ ASAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_sta
 test-c-asan: deps $(addprefix $(BUILD)/asan/tests/,$(C_TESTS))
 	@set -e; for t in $(C_TESTS); do echo "== asan+ubsan $$t"; DK_TEST_BUILD=$(BUILD)/asan $(ASAN_ENV) $(BUILD)/asan/tests/$$t; done
 
-# The threading test under ThreadSanitizer. OpenMP is not instrumented, so only the dispatcher's
-# own concurrency is checked here (the test calls no OpenMP kernel).
-test-c-tsan: deps $(BUILD)/tsan/tests/test_threads
-	@echo "== tsan test_threads"; TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(BUILD)/tsan/tests/test_threads
+# The threading tests under ThreadSanitizer. OpenMP is not instrumented, so only the core's own
+# concurrency is checked here (these tests call no OpenMP kernel).
+TSAN_TESTS := test_threads test_tls
+test-c-tsan: deps $(addprefix $(BUILD)/tsan/tests/,$(TSAN_TESTS))
+	@set -e; for t in $(TSAN_TESTS); do echo "== tsan $$t"; \
+	  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(BUILD)/tsan/tests/$$t; done
 
 test: deps test-c test-c-asan test-c-tsan vendor-example test-python
 

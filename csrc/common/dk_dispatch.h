@@ -7,6 +7,7 @@
 #define DK_DISPATCH_H
 
 #include "dk_op.h"
+#include "dk_tls.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,5 +1,5 @@
 /*
- * dk_keys.c — key names, run-time key slots, the device-type map, and the thread-local sets.
+ * dk_keys.c — key names, run-time key slots, and the device-type map.
  *
  * A leaf of the core: it takes the registry lock (dk_lock_private.h) to claim a slot and calls nothing
  * else. Claiming a key changes no dispatch table: tables already fill every backend slot,
@@ -14,8 +14,6 @@
 
 #include "dk_keys_private.h"
 #include "dk_lock_private.h"
-
-_Thread_local dk_tls_state dk__tls DK__TLS_MODEL;
 
 const char *dk__key_names[DK_NUM_KEYS] = {
     [DK_KEY_CPU] = "cpu",
@@ -212,21 +210,3 @@ done:
 }
 
 dk_key dk_key_for_device_type(int32_t device_type) { return dk__key_of_device_type(device_type); }
-
-dk_tls_state dk_tls_get(void) { return dk__tls; }
-
-dk_tls_state dk_tls_push_include(dk_keyset ks)
-{
-    dk_tls_state prev = dk__tls;
-    dk__tls.included |= ks;
-    return prev;
-}
-
-dk_tls_state dk_tls_push_exclude(dk_keyset ks)
-{
-    dk_tls_state prev = dk__tls;
-    dk__tls.excluded |= ks;
-    return prev;
-}
-
-void dk_tls_pop(dk_tls_state previous) { dk__tls = previous; }

@@ -81,40 +81,6 @@ DK_API dk_status dk_functionality_key_register(const char *name, dk_key *out);
 /* The backend key serving a DLPack device type, or DK_KEY_UNDEFINED. Lock-free. */
 DK_API dk_key dk_key_for_device_type(int32_t device_type);
 
-/*
- * Thread-local included / excluded sets. The keys of a call are
- *     (union of its tensors' keys | included) & ~excluded
- * so exclusion wins over inclusion. Push returns the previous state; pop restores it, which makes
- * nested scopes compose (the Python context managers pair them).
- */
-typedef struct {
-    dk_keyset included;
-    dk_keyset excluded;
-} dk_tls_state;
-
-DK_API dk_tls_state dk_tls_get(void);
-DK_API dk_tls_state dk_tls_push_include(dk_keyset ks);
-DK_API dk_tls_state dk_tls_push_exclude(dk_keyset ks);
-DK_API void dk_tls_pop(dk_tls_state previous);
-
-/*
- * Note [TLS on the fast path]
- * The state is read inline by every typed op entry, so it is an exported thread-local with the
- * initial-exec model: two instructions per read instead of a __tls_get_addr call. That needs a
- * few bytes of static TLS when libdkit is dlopen'ed (by Python); glibc reserves a surplus for
- * exactly this, and 16 bytes fit comfortably.
- */
-#if defined(__GNUC__)
-#define DK__TLS_MODEL __attribute__((tls_model("initial-exec")))
-#else
-#define DK__TLS_MODEL
-#endif
-#ifdef __cplusplus
-DK_API extern thread_local dk_tls_state dk__tls DK__TLS_MODEL;
-#else
-DK_API extern _Thread_local dk_tls_state dk__tls DK__TLS_MODEL;
-#endif
-
 /* The device-type map, read lock-free by every call (the dispatch fast path, dk_dispatch.h). */
 DK_API extern uint8_t dk__device_keys[32];
 /* The same map as one-bit key sets, so the entry's fast path turns a device into its key set
@@ -130,12 +96,6 @@ static inline dk_keyset dk__keyset_of_device_type(int32_t t)
 {
     return (uint32_t)t < 32u ? __atomic_load_n(&dk__device_keysets[t], __ATOMIC_RELAXED)
                              : 0;
-}
-
-/* (tensor keys | included) & ~excluded, for the dispatch fast path. */
-static inline dk_keyset dk_tls_apply(dk_keyset tensor_keys)
-{
-    return (tensor_keys | dk__tls.included) & ~dk__tls.excluded;
 }
 
 #ifdef __cplusplus

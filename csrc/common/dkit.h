@@ -18,6 +18,7 @@
 #include "dk_registry.h"
 #include "dk_status.h"
 #include "dk_tensor.h"
+#include "dk_tls.h"
 #include "dk_value.h"
 
 #endif /* DKIT_H */

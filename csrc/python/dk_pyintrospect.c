@@ -224,6 +224,34 @@ static PyObject *dk__tls_get(PyObject *m, PyObject *const *args, Py_ssize_t n)
     return dk__tls_token(dk_tls_get());
 }
 
+/* Note [Scopes that end out of order] (dk_tls.h): the context managers' way in. */
+static PyObject *dk__tls_scope_enter(PyObject *m, PyObject *const *args, Py_ssize_t n)
+{
+    dk_py_state *s = DK__STATE(m);
+    dk_keyset inc, exc;
+    if (dk__check_nargs(s, "tls_scope_enter", n, 2) < 0 || dk__keyset_arg(s, "tls_scope_enter", args[0], &inc) < 0 ||
+        dk__keyset_arg(s, "tls_scope_enter", args[1], &exc) < 0)
+        return NULL;
+    dk_tls_scope scope;
+    dk_status st = dk_tls_scope_enter(inc, exc, &scope);
+    if (st != DK_OK) return dk_py_raise(s, st);
+    return PyLong_FromUnsignedLongLong(scope);
+}
+
+static PyObject *dk__tls_scope_exit(PyObject *m, PyObject *const *args, Py_ssize_t n)
+{
+    dk_py_state *s = DK__STATE(m);
+    if (dk__check_nargs(s, "tls_scope_exit", n, 1) < 0) return NULL;
+    if (!PyLong_CheckExact(args[0]))
+        return dk_py_raise_fmt(s, DK_ETYPE, "tls_scope_exit(): expects the token tls_scope_enter returned, got %s",
+                               Py_TYPE(args[0])->tp_name);
+    unsigned long long scope = PyLong_AsUnsignedLongLong(args[0]);
+    if (scope == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+    dk_status st = dk_tls_scope_exit((dk_tls_scope)scope);
+    if (st != DK_OK) return dk_py_raise(s, st);
+    Py_RETURN_NONE;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* Profile                                                                                    */
 
@@ -459,6 +487,9 @@ PyMethodDef dk_py_introspect_methods[] = {
     DK__FN(tls_push_include, "tls_push_include(keys) -> token: add keys (a bit mask) to this thread's included set."),
     DK__FN(tls_push_exclude, "tls_push_exclude(keys) -> token: add keys (a bit mask) to this thread's excluded set."),
     DK__FN(tls_pop, "tls_pop(token): restore the thread's sets to what they were before the push."),
+    DK__FN(tls_scope_enter, "tls_scope_enter(include, exclude) -> token: add keys (bit masks) to this thread's sets "
+                            "until tls_scope_exit(token), which may come in any order, on any thread."),
+    DK__FN(tls_scope_exit, "tls_scope_exit(token): end a scope (once)."),
     DK__FN(tls_get, "tls_get() -> (included, excluded): this thread's key sets as bit masks."),
     DK__FN(profile_rows, "profile_rows() -> list of (op, backend, count, total_ns)."),
     DK__FN(profile_reset, "profile_reset(): zero every profile counter."),
