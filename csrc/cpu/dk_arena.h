@@ -80,8 +80,22 @@ static inline void *dk_arena_take_n(dk_arena *a, size_t count, size_t size)
     return dk_arena_take(a, bytes);
 }
 
-/* n rounded up to a multiple of 8 (elements), for parts carved from one allocation. */
-static inline size_t dk_round8(size_t n) { return (n + 7) & ~(size_t)7; }
+/* Saturating size arithmetic: a size computed from a caller's shapes that does not fit becomes
+ * SIZE_MAX, which no allocation satisfies, instead of wrapping into a small one. */
+static inline size_t dk_sat_mul(size_t a, size_t b)
+{
+    size_t r;
+    return __builtin_mul_overflow(a, b, &r) ? SIZE_MAX : r;
+}
+
+static inline size_t dk_sat_add(size_t a, size_t b)
+{
+    size_t r;
+    return __builtin_add_overflow(a, b, &r) ? SIZE_MAX : r;
+}
+
+/* n rounded up to a multiple of 8 (elements), for parts carved from one allocation; saturating. */
+static inline size_t dk_round8(size_t n) { return n > SIZE_MAX - 7 ? SIZE_MAX : (n + 7) & ~(size_t)7; }
 
 #ifdef __cplusplus
 }

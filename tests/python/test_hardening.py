@@ -84,3 +84,43 @@ def test_absurd_thread_counts_are_refused_where_set():
         assert _C.get_num_threads() == before  # unchanged
     _C.set_num_threads(1024)  # the bound itself is accepted
     _C.set_num_threads(0)
+
+
+def test_sizes_that_would_wrap_are_refused():
+    # The review's crash: an expanded input with H * W = 2^61 + 8 (8 bytes of real memory) made the
+    # per-thread scratch size wrap; a tiny buffer was overrun (SIGSEGV in max mode for every dtype).
+    # Note [Sizes that cannot wrap]: refused with a clear error, in a child in case it is not.
+    out = _child("""
+        import pytest, torch, dkit
+        from dkit import _C
+        for mode in ("max", "avg"):
+            for dt in (torch.float64, torch.float32, torch.float16, torch.bfloat16):
+                x = torch.zeros(1, 1, 1, 1, dtype=dt).expand(1, 1, 1073807362, 2147352580)
+                boxes = torch.tensor([[0, 0.0, 0.0, 10.0, 10.0]], dtype=dt)
+                with pytest.raises(_C.DkitValueError, match="sizes too large for the CPU kernel"):
+                    dkit.ops.roi_align(x, boxes, 1, pool_mode=mode)
+        print("ok")
+        """)
+    assert out.strip().endswith("ok")
+
+
+def test_empty_work_returns_at_once_and_reads_each_row_once():
+    # roi_align(x with C = 0, boxes.expand(2**34, 5)) walked every box in the check (minutes);
+    # torchvision returns at once. No work: nothing read; an expanded row is one row.
+    import time
+
+    boxes = torch.tensor([[0, 1.0, 1.0, 5.0, 5.0]])
+    t0 = time.perf_counter()
+    out = _C_roi(torch.randn(1, 0, 8, 8), boxes.expand(2**34, 5))
+    assert out.shape == (2**34, 0, 2, 2)
+    # with work, an expanded boxes tensor is checked as its one row (a bad one is still caught)
+    bad = torch.tensor([[3, 1.0, 1.0, 5.0, 5.0]]).expand(2**20, 5)
+    with pytest.raises(_C.DkitIndexError, match="batch index"):
+        _C_roi(torch.randn(1, 1, 8, 8), bad)
+    assert time.perf_counter() - t0 < 10
+
+
+def _C_roi(x, boxes):
+    import dkit
+
+    return dkit.ops.roi_align(x, boxes, 2)

@@ -61,6 +61,19 @@ static dk_status dk__ra_shape_init(dk__ra_shape *sh, const dk_tensor *img, const
     if (sh->H > INT32_MAX - 1 || sh->W > INT32_MAX - 1)
         return dk_error(DK_EINVAL, "%s: input height and width must be below 2^31 - 1 (got %lld x %lld)", op,
                         (long long)sh->H, (long long)sh->W);
+    /* Note [Sizes that cannot wrap]: the kernel's buffers hold a plane (H x W), a RoI's bins
+     * (PH x PW) and per-RoI table rows (K x PH, K x PW); with each of these below 2^48 elements no
+     * size computed from them overflows 64 bits (they are multiplied by at most a thread count
+     * and an element size), so none can wrap into a small allocation that is then overrun. */
+    int64_t hw, kph, kpw, phpw;
+    const int64_t most = (int64_t)1 << 48;
+    if (__builtin_mul_overflow(sh->H, sh->W, &hw) || hw >= most || __builtin_mul_overflow(sh->K, PH, &kph) ||
+        kph >= most || __builtin_mul_overflow(sh->K, PW, &kpw) || kpw >= most ||
+        __builtin_mul_overflow(PH, PW, &phpw) || phpw >= most)
+        return dk_error(DK_EINVAL,
+                        "%s: sizes too large for the CPU kernel (H x W = %lld x %lld, K = %lld, output %lld x %lld): "
+                        "each of H * W, K * PH, K * PW and PH * PW must be below 2^48",
+                        op, (long long)sh->H, (long long)sh->W, (long long)sh->K, (long long)PH, (long long)PW);
     return DK_OK;
 }
 

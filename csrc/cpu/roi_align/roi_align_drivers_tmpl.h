@@ -50,17 +50,17 @@ static DK_SFN(dk__ra_avg_plan) DK_SFN(dk__ra_avg_plan_of)(const dk__ra_shape *sh
     pl.G = DK_SFN(dk__ra_group)(sh);
     pl.NG = (pl.CP + pl.G - 1) / pl.G;
     pl.roi_scratch = DK_TFN(dk__ra_roi_scratch)(tb, sh);
-    pl.pair_buf = dk_round8((size_t)(2 * sh->H * sh->W));
+    pl.pair_buf = dk_round8((size_t)(2 * sh->H * sh->W)); /* bounded by dk__ra_shape_init */
     pl.stage = 0;
     if (stage_bytes) { /* whole iterations' results (Note [Faulting in the shadow]) */
         int64_t most = 0; /* RoIs of the busiest image */
         for (int64_t n = 0; n < sh->N; ++n)
             most = gr->beg[n + 1] - gr->beg[n] > most ? gr->beg[n + 1] - gr->beg[n] : most;
-        const size_t one = (size_t)(pl.G * most * 2 * sh->PH * sh->PW); /* one iteration */
+        const size_t one = dk_sat_mul(dk_sat_mul((size_t)(pl.G * most), 2), (size_t)(sh->PH * sh->PW)); /* one iteration */
         const size_t room = stage_bytes / sizeof(T);
         pl.stage = one > 0 && one <= room ? room / one * one : 0;
     }
-    pl.per_thread = pl.roi_scratch + (size_t)pl.G * pl.pair_buf + pl.stage;
+    pl.per_thread = dk_sat_add(dk_sat_add(pl.roi_scratch, dk_sat_mul((size_t)pl.G, pl.pair_buf)), pl.stage);
     return pl;
 }
 
@@ -254,9 +254,9 @@ static dk_status DK_SFN(dk__ra_avg)(dk__ra_ctx *cx, const TABLES *tb, const AXIS
     const DK_SFN(dk__ra_avg_plan) pl =
         DK_SFN(dk__ra_avg_plan_of)(cx->sh, cx->gr, tb, stage_bytes);
     dk__ra_job jb = {.cx = cx, .tb = tb, .plan = &pl, .ay = ay, .ax = ax, .src = src, .dst = dst};
-    jb.scratch = (char *)dk_arena_take(cx->ar, (size_t)cx->nthreads * pl.per_thread * sizeof(T));
+    jb.scratch = (char *)dk_arena_take_n(cx->ar, dk_sat_mul((size_t)cx->nthreads, pl.per_thread), sizeof(T));
     if (pl.stage)
-        jb.staged_its = (int64_t *)dk_arena_take(cx->ar, (size_t)cx->nthreads * DK__RA_STAGE_ITS *
+        jb.staged_its = (int64_t *)dk_arena_take_n(cx->ar, (size_t)cx->nthreads * DK__RA_STAGE_ITS,
                                                            sizeof *jb.staged_its);
     if (!jb.scratch || (pl.stage && !jb.staged_its))
         return dk_error(DK_ENOMEM, "%s: out of memory for scratch",
@@ -336,9 +336,8 @@ static dk_status DK_SFN(dk__ra_forward_max)(dk__ra_ctx *cx, const AXIS *ay,
 {
     const dk__ra_shape *sh = cx->sh;
     dk__ra_job jb = {.cx = cx, .ay = ay, .ax = ax, .src = in, .dst = out, .amy = amy, .amx = amx};
-    jb.per_thread = DK_SFN(dk__ra_max_tab_bytes)(sh, ay, ax) +
-                    dk_round8((size_t)(sh->H * sh->W) * sizeof(T));
-    jb.scratch = (char *)dk_arena_take(cx->ar, (size_t)cx->nthreads * jb.per_thread);
+    jb.per_thread = dk_sat_add(DK_SFN(dk__ra_max_tab_bytes)(sh, ay, ax), dk_round8((size_t)(sh->H * sh->W) * sizeof(T)));
+    jb.scratch = (char *)dk_arena_take_n(cx->ar, (size_t)cx->nthreads, jb.per_thread);
     if (!jb.scratch) return dk_error(DK_ENOMEM, "roi_align_forward: out of memory for scratch");
     dk_parallel_run(cx->nthreads, &jb.counter, DK_SFN(dk__ra_forward_max_worker), &jb);
     return DK_OK;
@@ -388,7 +387,7 @@ static dk_status DK_SFN(dk__ra_backward_max)(dk__ra_ctx *cx, const S *gout,
     const dk__ra_shape *sh = cx->sh;
     dk__ra_job jb = {.cx = cx, .src = gout, .dst = gin, .amy_in = amy, .amx_in = amx};
     jb.per_thread = dk_round8((size_t)(sh->H * sh->W) * sizeof(T));
-    jb.scratch = (char *)dk_arena_take(cx->ar, (size_t)cx->nthreads * jb.per_thread);
+    jb.scratch = (char *)dk_arena_take_n(cx->ar, (size_t)cx->nthreads, jb.per_thread);
     if (!jb.scratch) return dk_error(DK_ENOMEM, "roi_align_backward: out of memory for scratch");
     dk_parallel_run(cx->nthreads, &jb.counter, DK_SFN(dk__ra_backward_max_worker), &jb);
     return DK_OK;
@@ -418,9 +417,9 @@ static dk_status DK_SFN(dk__ra_prepare)(dk__ra_ctx *cx, const dk_tensor *rois, A
                                             AXIS **ax)
 {
     const size_t K = (size_t)cx->sh->K;
-    *ay = (AXIS *)dk_arena_take(cx->ar, K * sizeof **ay);
-    *ax = (AXIS *)dk_arena_take(cx->ar, K * sizeof **ax);
-    int64_t *batch = (int64_t *)dk_arena_take(cx->ar, K * sizeof *batch);
+    *ay = (AXIS *)dk_arena_take_n(cx->ar, K, sizeof **ay);
+    *ax = (AXIS *)dk_arena_take_n(cx->ar, K, sizeof **ax);
+    int64_t *batch = (int64_t *)dk_arena_take_n(cx->ar, K, sizeof *batch);
     if (!*ay || !*ax || !batch) return dk_error(DK_ENOMEM, "roi_align: out of memory");
     DK_SFN(dk__ra_read_rois)(rois, cx->sh, batch, *ay, *ax);
     return dk_groups_build(cx->gr, cx->ar, batch, cx->sh->K, cx->sh->N);

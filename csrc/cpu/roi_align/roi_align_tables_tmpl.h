@@ -157,26 +157,27 @@ static dk_status DK_TFN(dk__ra_axis_tables)(dk_arena *ar, const AXIS *axes, int6
                                                 int64_t P, int64_t size, int64_t **beg_out,
                                                 int32_t **idx_out, T **w_out)
 {
-    int64_t *beg = (int64_t *)dk_arena_take(ar, (size_t)(K * P + 1) * sizeof *beg);
+    int64_t *beg = (int64_t *)dk_arena_take_n(ar, (size_t)(K * P + 1), sizeof *beg); /* K * P: dk__ra_shape_init */
     if (!beg) return dk_error(DK_ENOMEM, "roi_align: out of memory for the weight tables");
-    int64_t room = 0, most = 0; /* the bound, in all and for one bin */
+    size_t room = 0;  /* the bound, in all (saturating: SIZE_MAX fails to allocate) */
+    int64_t most = 0; /* and for one bin */
     for (int64_t k = 0; k < K; ++k) {
         const int64_t g = axes[k].grid, b = g >= size ? size : (2 * g < size ? 2 * g : size);
-        room += P * b;
+        room = dk_sat_add(room, dk_sat_mul((size_t)P, (size_t)b));
         most = b > most ? b : most;
     }
-    if ((uint64_t)room * (sizeof(int32_t) + sizeof(T)) > (uint64_t)dk_tunable(&dk__ra_taps_bound)) {
+    if (dk_sat_mul(room, sizeof(int32_t) + sizeof(T)) > (uint64_t)dk_tunable(&dk__ra_taps_bound)) {
         /* Count into room for one bin (bounded by size, so by the input). */
-        int32_t *ti = (int32_t *)dk_arena_take(ar, (size_t)most * sizeof *ti);
-        T *tw = (T *)dk_arena_take(ar, (size_t)most * sizeof *tw);
+        int32_t *ti = (int32_t *)dk_arena_take_n(ar, (size_t)most, sizeof *ti);
+        T *tw = (T *)dk_arena_take_n(ar, (size_t)most, sizeof *tw);
         if (!ti || !tw) return dk_error(DK_ENOMEM, "roi_align: out of memory for the weight tables");
         for (int64_t k = 0; k < K; ++k)
             for (int64_t p = 0; p < P; ++p)
                 beg[k * P + p + 1] = DK_TFN(dk__ra_bin_taps)(&axes[k], p, size, ti, tw);
-        room = DK_TFN(dk__ra_prefix)(beg, K * P);
+        room = (size_t)DK_TFN(dk__ra_prefix)(beg, K * P);
     }
-    int32_t *idx = (int32_t *)dk_arena_take(ar, (size_t)room * sizeof *idx);
-    T *w = (T *)dk_arena_take(ar, (size_t)room * sizeof *w);
+    int32_t *idx = (int32_t *)dk_arena_take_n(ar, (size_t)room, sizeof *idx);
+    T *w = (T *)dk_arena_take_n(ar, (size_t)room, sizeof *w);
     if (!idx || !w)
         return dk_error(DK_ENOMEM, "roi_align: out of memory for the weight tables (%lld entries)",
                         (long long)room);
@@ -294,11 +295,11 @@ static dk_status DK_TFN(dk__ra_pair_tables)(dk_arena *ar, TABLES *tb,
                                                 const dk__ra_shape *sh)
 {
     const int64_t K = sh->K, PW = sh->PW;
-    tb->pbeg = (int64_t *)dk_arena_take(ar, (size_t)(K * PW + 1) * sizeof *tb->pbeg);
+    tb->pbeg = (int64_t *)dk_arena_take_n(ar, (size_t)(K * PW + 1), sizeof *tb->pbeg);
     if (!tb->pbeg) return dk_error(DK_ENOMEM, "roi_align: out of memory for the weight tables");
     int64_t total = 0;
     for (int64_t k = 0; k < K; ++k) total += DK_TFN(dk__ra_choose)(tb, sh, k);
-    tb->pairs = (PAIR *)dk_arena_take(ar, (size_t)total * sizeof *tb->pairs);
+    tb->pairs = (PAIR *)dk_arena_take_n(ar, (size_t)total, sizeof *tb->pairs);
     if (!tb->pairs) return dk_error(DK_ENOMEM, "roi_align: out of memory for the weight tables");
     int64_t n = 0;
     tb->max_pairs = 0;
@@ -352,11 +353,11 @@ static dk_status DK_TFN(dk__ra_tables_build)(dk_arena *ar, TABLES *tb,
                                         &tb->xw);
     if (st != DK_OK) return st;
     const size_t K = (size_t)sh->K, N = (size_t)sh->N;
-    tb->c0 = (int32_t *)dk_arena_take(ar, K * sizeof *tb->c0);
-    tb->span = (int32_t *)dk_arena_take(ar, K * sizeof *tb->span);
-    tb->dense = (unsigned char *)dk_arena_take(ar, K);
-    tb->rlo = (int32_t *)dk_arena_take(ar, N * sizeof *tb->rlo);
-    tb->rhi = (int32_t *)dk_arena_take(ar, N * sizeof *tb->rhi);
+    tb->c0 = (int32_t *)dk_arena_take_n(ar, K, sizeof *tb->c0);
+    tb->span = (int32_t *)dk_arena_take_n(ar, K, sizeof *tb->span);
+    tb->dense = (unsigned char *)dk_arena_take_n(ar, K, 1);
+    tb->rlo = (int32_t *)dk_arena_take_n(ar, N, sizeof *tb->rlo);
+    tb->rhi = (int32_t *)dk_arena_take_n(ar, N, sizeof *tb->rhi);
     if (!tb->c0 || !tb->span || !tb->dense || !tb->rlo || !tb->rhi)
         return dk_error(DK_ENOMEM, "roi_align: out of memory for the weight tables");
     if ((st = DK_TFN(dk__ra_pair_tables)(ar, tb, sh)) != DK_OK) return st;
