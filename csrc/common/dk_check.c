@@ -30,7 +30,7 @@ dk_status dk_check_ndim(const char *op, const char *name, const dk_tensor *t, in
 dk_status dk_check_shape(const char *op, const char *name, const dk_tensor *t, int ndim, const int64_t *shape)
 {
     bool same = t->ndim == ndim;
-    for (int i = 0; same && i < ndim; i++) same = shape[i] < 0 || t->shape[i] == shape[i];
+    for (int i = 0; same && i < ndim; i++) same = shape[i] < 0 ? t->shape[i] >= 0 : t->shape[i] == shape[i];
     if (same) return DK_OK;
     /* Formatting is for the error path only: these checks run on every call. */
     char want[160], got[160];
@@ -82,6 +82,33 @@ dk_status dk_check_same_dtype(const char *op, const char *name, const dk_tensor 
         return DK_OK;
     return dk_error(DK_ETYPE, "%s: '%s' must have the dtype of '%s' (%s), got %s", op, name, ref_name,
                     dk_dl_dtype_str(ref->dtype, b, sizeof b), dk_dl_dtype_str(t->dtype, a, sizeof a));
+}
+
+dk_status dk_tensor_validate(const dk_tensor *t, const char *op, const char *arg)
+{
+    if (!t) return dk_error(DK_EINVAL, "%s: parameter '%s' is NULL", op, arg);
+    if (t->ndim < 0 || t->ndim > DK_MAX_NDIM)
+        return dk_error(DK_EBUFFER, "%s: parameter '%s' has %d dimensions (0 to %d are supported)", op, arg,
+                        (int)t->ndim, DK_MAX_NDIM);
+    if (t->ndim > 0 && !t->shape)
+        return dk_error(DK_EBUFFER, "%s: parameter '%s' is a malformed DLTensor (ndim %d, shape NULL)", op, arg,
+                        (int)t->ndim);
+    if (t->dtype.lanes < 1 || t->dtype.bits == 0 || ((unsigned)t->dtype.bits * t->dtype.lanes) % 8 != 0)
+        return dk_error(DK_EBUFFER, "%s: parameter '%s' has a malformed dtype (code %u, bits %u, lanes %u)", op, arg,
+                        t->dtype.code, t->dtype.bits, t->dtype.lanes);
+    if (t->byte_offset > (uint64_t)INT64_MAX)
+        return dk_error(DK_EBUFFER, "%s: parameter '%s' has a byte offset beyond 2^63", op, arg);
+    uintptr_t lo, hi;
+    const int e = dk_tensor_extent(t, &lo, &hi);
+    if (e < 0)
+        return dk_error(DK_EBUFFER, "%s: parameter '%s' has a shape and strides that overflow 64-bit offsets", op,
+                        arg);
+    if (e > 0 && !t->data)
+        return dk_error(DK_EBUFFER,
+                        "%s: parameter '%s' has elements but no memory (a NULL data pointer, e.g. torch's efficient "
+                        "zero tensor, a wrapper subclass, or a storage freed with resize_(0))",
+                        op, arg);
+    return DK_OK;
 }
 
 bool dk_tensor_host_readable(const dk_tensor *t)

@@ -34,7 +34,7 @@ extern "C" {
 
 /* Exactly `ndim` dimensions; `layout` names them for the message, e.g. "[N, C, H, W]". */
 DK_API dk_status dk_check_ndim(const char *op, const char *name, const dk_tensor *t, int ndim, const char *layout);
-/* Exactly this shape; an entry of -1 accepts any size in that dimension. */
+/* Exactly this shape; an entry of -1 accepts any size >= 0 in that dimension. */
 DK_API dk_status dk_check_shape(const char *op, const char *name, const dk_tensor *t, int ndim,
                                 const int64_t *shape);
 /* Exactly this dtype. */
@@ -46,6 +46,23 @@ DK_API dk_status dk_check_int(const char *op, const char *name, const dk_tensor 
 /* The same dtype as `ref` (named `ref_name`). */
 DK_API dk_status dk_check_same_dtype(const char *op, const char *name, const dk_tensor *t, const char *ref_name,
                                      const dk_tensor *ref);
+
+/*
+ * Note [Untrusted tensors]
+ * A DLTensor from outside (a producer's DLPack capsule, a boxed stack built by a backend, a
+ * fuzzer) is validated once, before anything else reads it: at most DK_MAX_NDIM dimensions, a
+ * shape array when it has any, a dtype whose element size is a whole number of bytes (lanes >=
+ * 1), a byte offset below 2^63, byte offsets of every element that fit 64 bits (shape times
+ * strides), and memory (a non-NULL data pointer) whenever it has elements. Everything else is
+ * each op's check: ranks, dtypes and devices it accepts, and sizes, which it compares with the
+ * sizes it expects (dk_check_shape refuses a negative size even where any size is allowed), so
+ * that a negative size is refused with what the dimension means. (A tensor with a negative size
+ * has no elements to the core: it overlaps nothing and holds no memory.) A
+ * producer that lies about the length of its shape or strides arrays cannot be caught by
+ * looking at them; the rank bound keeps what such a lie can make dkit read small.
+ */
+#define DK_MAX_NDIM 64
+DK_API dk_status dk_tensor_validate(const dk_tensor *t, const char *op, const char *arg);
 
 /* Whether the host can read the tensor's memory directly (CPU and pinned host memory): an op's
  * check may then verify values (indices, coordinates) that kernels rely on. */

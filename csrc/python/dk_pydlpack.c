@@ -151,13 +151,12 @@ static int dk__take_capsule(dk_py_state *s, PyObject *cap, int writable, const c
                         name ? name : "(null)");
         return -1;
     }
-    /* The op reads shape[0..ndim) before validating anything else. */
-    if (t->ndim < 0 || (t->ndim > 0 && !t->shape)) {
-        dk_py_raise_fmt(s, DK_EBUFFER, "%s: parameter '%s' is a malformed DLTensor (ndim %d, shape %s)", op, arg,
-                        (int)t->ndim, t->shape ? "set" : "NULL");
+    /* Note [Untrusted tensors] (dk_check.h): validated before anything reads it, and before it
+     * is consumed (a refused capsule stays its holder's, whose destructor frees it). */
+    if (dk_tensor_validate(t, op, arg) != DK_OK) {
+        dk_py_raise(s, dk_last_status());
         return -1;
     }
-    if (dk__refuse_null_data(s, t, op, arg) < 0) return -1; /* not consumed: still the holder's */
     if (PyCapsule_SetName(cap, versioned ? dk__cap_used_versioned : dk__cap_used_legacy) < 0) return -1;
     dk_py_owner *o = &owners->o[owners->n++];
     o->ref = Py_NewRef(cap);

@@ -273,9 +273,49 @@ static void num_threads_is_process_wide_and_zero_restores_openmps(void **state)
     assert_int_equal(dk_get_num_threads(), dflt);
 }
 
+/* Note [Untrusted tensors] (dk_check.h). */
+static void untrusted_tensors_are_validated_before_use(void **state)
+{
+    (void)state;
+    float buf[64];
+    dkt_tensor tt;
+    dk_tensor *t = dkt_cpu(&tt, buf, DK_FLOAT32, DKT_DIMS(4, 4));
+    assert_ok(dk_tensor_validate(t, "op", "x"));
+    t->ndim = 65;
+    assert_error(dk_tensor_validate(t, "op", "x"), DK_EBUFFER, "op: parameter 'x' has 65 dimensions (0 to 64 are supported)");
+    t->ndim = -1;
+    assert_int_equal(dk_tensor_validate(t, "op", "x"), DK_EBUFFER);
+    t->ndim = 2;
+    t->shape = NULL;
+    assert_error(dk_tensor_validate(t, "op", "x"), DK_EBUFFER, "op: parameter 'x' is a malformed DLTensor (ndim 2, shape NULL)");
+    t = dkt_cpu(&tt, buf, DK_FLOAT32, DKT_DIMS(4, 4));
+    t->dtype.lanes = 0;
+    assert_error(dk_tensor_validate(t, "op", "x"), DK_EBUFFER, "op: parameter 'x' has a malformed dtype (code 2, bits 32, lanes 0)");
+    t->dtype.lanes = 1;
+    t->dtype.bits = 12;
+    assert_int_equal(dk_tensor_validate(t, "op", "x"), DK_EBUFFER);
+    t->dtype.bits = 32;
+    t->data = NULL;
+    assert_int_equal(dk_tensor_validate(t, "op", "x"), DK_EBUFFER);
+    assert_true(strstr(dk_last_error(), "has elements but no memory") != NULL);
+    /* no elements: a NULL pointer is fine */
+    t = dkt_cpu(&tt, NULL, DK_FLOAT32, DKT_DIMS(0, 4));
+    assert_ok(dk_tensor_validate(t, "op", "x"));
+    /* byte offsets past 64 bits */
+    t = dkt_tensor_init(&tt, buf, kDLCPU, 0, DK_FLOAT32, DKT_DIMS(INT64_C(1) << 40, INT64_C(1) << 40),
+                        DKT_STRIDES(INT64_C(1) << 40, 1));
+    assert_error(dk_tensor_validate(t, "op", "x"), DK_EBUFFER,
+                 "op: parameter 'x' has a shape and strides that overflow 64-bit offsets");
+    t = dkt_cpu(&tt, buf, DK_FLOAT32, DKT_DIMS(4, 4));
+    t->byte_offset = UINT64_MAX;
+    assert_int_equal(dk_tensor_validate(t, "op", "x"), DK_EBUFFER);
+    assert_int_equal(dk_tensor_validate(NULL, "op", "x"), DK_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(untrusted_tensors_are_validated_before_use),
         cmocka_unit_test(dtype_round_trips_through_dlpack),
         cmocka_unit_test(dtype_to_dlpack_uses_the_spec_codes),
         cmocka_unit_test(dtype_from_dlpack_rejects_unknown_types),
