@@ -111,6 +111,35 @@ dk_status dk_tensor_validate(const dk_tensor *t, const char *op, const char *arg
     return DK_OK;
 }
 
+dk_status dk_dlpack_accept(void *managed, bool versioned, bool writable, const char *op, const char *arg,
+                           dk_tensor **out)
+{
+    if (!managed) return dk_error(DK_EBUFFER, "%s: parameter '%s' is a DLPack capsule holding NULL", op, arg);
+    dk_tensor *t;
+    if (versioned) {
+        DLManagedTensorVersioned *mv = (DLManagedTensorVersioned *)managed;
+        /* Only version and deleter are stable across major versions: read nothing else. */
+        if (mv->version.major != DLPACK_MAJOR_VERSION)
+            return dk_error(DK_EBUFFER, "%s: parameter '%s' has DLPack version %u.%u; dkit understands %d.x", op, arg,
+                            (unsigned)mv->version.major, (unsigned)mv->version.minor, DLPACK_MAJOR_VERSION);
+        if (writable && (mv->flags & DLPACK_FLAG_BITMASK_READ_ONLY))
+            return dk_error(DK_EBUFFER, "%s: parameter '%s' is read-only", op, arg);
+        /* A producer may answer __dlpack__() with a copy (the spec's copy=None); results written
+         * into it would never reach the caller's array. */
+        if (writable && (mv->flags & DLPACK_FLAG_BITMASK_IS_COPIED))
+            return dk_error(DK_EBUFFER,
+                            "%s: parameter '%s' was exported as a copy (DLPACK_FLAG_BITMASK_IS_COPIED): results "
+                            "written to it would be lost; pass an array that shares its memory",
+                            op, arg);
+        t = &mv->dl_tensor;
+    } else {
+        t = &((DLManagedTensor *)managed)->dl_tensor;
+    }
+    dk_status st = dk_tensor_validate(t, op, arg);
+    if (st == DK_OK) *out = t;
+    return st;
+}
+
 bool dk_tensor_host_readable(const dk_tensor *t)
 {
     switch ((int)t->device.device_type) {

@@ -64,6 +64,12 @@ DK_API dk_status dk_check_same_dtype(const char *op, const char *name, const dk_
 #define DK_MAX_NDIM 64
 DK_API dk_status dk_tensor_validate(const dk_tensor *t, const char *op, const char *arg);
 
+/* A producer's managed tensor, as a consumer accepts it: a DLManagedTensorVersioned (versioned)
+ * of DLPack major version 1, not read-only nor a copy when it is to be written (`writable`), or a
+ * legacy DLManagedTensor; then dk_tensor_validate. *out is its DLTensor. Nothing is consumed. */
+DK_API dk_status dk_dlpack_accept(void *managed, bool versioned, bool writable, const char *op, const char *arg,
+                                  dk_tensor **out);
+
 /* Whether the host can read the tensor's memory directly (CPU and pinned host memory): an op's
  * check may then verify values (indices, coordinates) that kernels rely on. */
 DK_API bool dk_tensor_host_readable(const dk_tensor *t);

@@ -112,37 +112,10 @@ static int dk__take_capsule(dk_py_state *s, PyObject *cap, int writable, const c
     void *managed;
     DLTensor *t;
     int versioned;
-    if (name && strcmp(name, dk__cap_versioned) == 0) {
-        DLManagedTensorVersioned *mv = PyCapsule_GetPointer(cap, name);
-        if (!mv) return -1;
-        /* Only version and deleter are stable across major versions: read nothing else. */
-        if (mv->version.major != DLPACK_MAJOR_VERSION) {
-            dk_py_raise_fmt(s, DK_EBUFFER, "%s: parameter '%s' has DLPack version %u.%u; dkit understands %d.x",
-                            op, arg, (unsigned)mv->version.major, (unsigned)mv->version.minor, DLPACK_MAJOR_VERSION);
-            return -1;
-        }
-        if (writable && (mv->flags & DLPACK_FLAG_BITMASK_READ_ONLY)) {
-            dk_py_raise_fmt(s, DK_EBUFFER, "%s: parameter '%s' is read-only", op, arg);
-            return -1;
-        }
-        /* A producer may answer __dlpack__() with a copy (the spec's copy=None); results
-         * written into it would never reach the caller's array. */
-        if (writable && (mv->flags & DLPACK_FLAG_BITMASK_IS_COPIED)) {
-            dk_py_raise_fmt(s, DK_EBUFFER,
-                            "%s: parameter '%s' was exported as a copy (DLPACK_FLAG_BITMASK_IS_COPIED): "
-                            "results written to it would be lost; pass an array that shares its memory",
-                            op, arg);
-            return -1;
-        }
-        managed = mv;
-        t = &mv->dl_tensor;
-        versioned = 1;
-    } else if (name && strcmp(name, dk__cap_legacy) == 0) {
-        DLManagedTensor *ml = PyCapsule_GetPointer(cap, name);
-        if (!ml) return -1;
-        managed = ml;
-        t = &ml->dl_tensor;
-        versioned = 0;
+    if (name && (strcmp(name, dk__cap_versioned) == 0 || strcmp(name, dk__cap_legacy) == 0)) {
+        versioned = strcmp(name, dk__cap_versioned) == 0;
+        managed = PyCapsule_GetPointer(cap, name);
+        if (!managed) return -1;
     } else if (name && strncmp(name, "used_", 5) == 0) {
         dk_py_raise_fmt(s, DK_EBUFFER, "%s: parameter '%s' is a DLPack capsule that was already consumed", op, arg);
         return -1;
@@ -151,9 +124,9 @@ static int dk__take_capsule(dk_py_state *s, PyObject *cap, int writable, const c
                         name ? name : "(null)");
         return -1;
     }
-    /* Note [Untrusted tensors] (dk_check.h): validated before anything reads it, and before it
-     * is consumed (a refused capsule stays its holder's, whose destructor frees it). */
-    if (dk_tensor_validate(t, op, arg) != DK_OK) {
+    /* Version, flags and Note [Untrusted tensors] (dk_check.h), before anything reads it and
+     * before it is consumed (a refused capsule stays its holder's, whose destructor frees it). */
+    if (dk_dlpack_accept(managed, versioned, writable, op, arg, &t) != DK_OK) {
         dk_py_raise(s, dk_last_status());
         return -1;
     }
