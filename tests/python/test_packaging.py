@@ -19,7 +19,7 @@ CHECK = textwrap.dedent(
     here = os.path.dirname(dkit.__file__)
     assert "site-packages" in here, here
     assert os.path.isfile(os.path.join(dkit.get_include(), "dkit.h"))
-    assert os.path.isfile(os.path.join(dkit.get_include(), "kernels", "roi_align.h"))
+    assert os.path.isfile(os.path.join(dkit.get_include(), "kernels", "roi_align_math.h"))
     assert dkit.get_library() == os.path.join(here, "libdkit.so") and os.path.isfile(dkit.get_library())
     import numpy as np
     x = np.arange(64, dtype=np.float32).reshape(1, 1, 8, 8)
