@@ -14,7 +14,8 @@ Cases (float32, aligned=True, spatial_scale 0.25, 7x7 output, 1024 random boxes 
                    into outputs allocated once beforehand; torchvision has no such entry point),
                    each next to the machine's own ceiling at the time (Note [Machine ceiling])
   tiny call        [1, 4, 8, 8] input, one box, 2x2 output: per-call time of the Python entry
-                   point with torch tensors, i.e. mostly overhead (target: ratio <= 0.5)
+                   point with torch tensors, i.e. mostly overhead (target: ratio <= 0.5); also
+                   per entry point (dkit.ops, dkit.compat.torchvision, dkit.compat.mmcv)
 
 Thread counts: one worker process starts with OMP_NUM_THREADS = the largest count, OpenMP
 threads bound to cores (Note [Binding]); before each timed call it sets dkit's count with
@@ -287,14 +288,23 @@ def worker(threads, reps, quick):
                 p.wait()
 
     # tiny call: per-call time, from Python, torch tensors, no grad; one thread (the call is
-    # far too small for dkit to start a parallel region)
+    # far too small for dkit to start a parallel region). The same work in every entry point:
+    # average pooling, sampling_ratio 0 (adaptive), aligned. Code that switches to dkit by one
+    # import (dkit.compat) should get dkit.ops' speed (Note [Compat fast path]).
     set_threads(1)
+    from dkit.compat import mmcv as dk_mmcv
+    from dkit.compat import torchvision as dk_tv
+
     xt = torch.rand(1, 4, 8, 8)
     bt = torch.tensor([[0.0, 1.0, 1.0, 5.0, 5.0]])
     number = 2000 if quick else 20000
-    fns = {"dkit": lambda: dkit.ops.roi_align(xt, bt, 2)}
+    fns = {
+        "dkit": lambda: dkit.ops.roi_align(xt, bt, 2, 1.0, 0, "avg", True),
+        "dkit.compat.torchvision": lambda: dk_tv.roi_align(xt, bt, 2, 1.0, 0, True),
+        "dkit.compat.mmcv": lambda: dk_mmcv.roi_align(xt, bt, 2, 1.0, 0, "avg", True),
+    }
     if tv_roi_align:
-        fns["torchvision"] = lambda: tv_roi_align(xt, bt, 2)
+        fns["torchvision"] = lambda: tv_roi_align(xt, bt, 2, 1.0, 0, True)
     per_call = {name: [] for name in fns}
     for name, f in fns.items():
         for _ in range(number // 10):
@@ -305,7 +315,10 @@ def worker(threads, reps, quick):
             for _ in range(number):
                 f()
             per_call[name].append((time.perf_counter() - t0) / number * 1e3)
-    cases["tiny call"] = {1: {name: statistics.median(t) for name, t in per_call.items()}}
+    cases["tiny call"] = {1: {name: statistics.median(per_call[name]) for name in ("dkit", "torchvision")
+                              if name in fns}}  # fmt: skip
+    results["tiny call by entry point"] = {name: min(t) for name, t in per_call.items()}
+    results["tiny call runs"] = [max(reps, 5), number]
     results["reader"] = _C._torch_reader()
     print(json.dumps(results))
 
@@ -414,6 +427,13 @@ def main():
         verdict = "met" if tiny["dkit"] <= 0.5 * tiny["torchvision"] else "NOT met"
         print(f"\ntiny-call target (dkit <= 0.5x torchvision per call): {verdict} "
               f"({tiny['dkit'] * 1e3:.2f} us vs {tiny['torchvision'] * 1e3:.2f} us)")  # fmt: skip
+    entries = res.get("tiny call by entry point")
+    if entries:
+        runs, number = res["tiny call runs"]
+        print(f"\ntiny call by entry point (best of {runs} runs of {number} calls; + = over dkit.ops):")
+        rows = [(name if name != "dkit" else "dkit.ops", _fmt_ms(v),
+                 f"{(v - entries['dkit']) * 1e3:+.2f} us" if name.startswith("dkit.") else "") for name, v in entries.items()]  # fmt: skip
+        table(("entry point", "per call", "over dkit.ops"), rows)
 
 
 if __name__ == "__main__":

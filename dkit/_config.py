@@ -5,19 +5,14 @@ import sys
 
 def config():
     """The build/runtime configuration as a dict (no printing)."""
-    from dkit import _C, __version__
+    from dkit import _C, __version__, _paths
 
     cfg = dict(_C.config())
     cfg.setdefault("version", __version__)
     cfg["python"] = sys.version.split()[0]
     cfg["backends_loaded"] = [b[0] for b in _C.backends()]
-    try:
-        from dkit import _paths
-
-        cfg["include"] = _paths.get_include()
-        cfg["library"] = _paths.get_library()
-    except Exception:  # _paths is optional for introspection
-        pass
+    cfg["include"] = _paths.get_include()
+    cfg["library"] = _paths.get_library()
     # Report the frameworks already imported; importing torch here would cost a second.
     for mod in ("numpy", "torch"):
         m = sys.modules.get(mod)

@@ -70,19 +70,8 @@ class Table(list):
 
 def table(name):
     """The op's computed dispatch table with provenance (a Table of Slot, highest key first)."""
-    return Table(name, [_slot(row) for row in _C.table(name)])
-
-
-def _slot(row):
-    if isinstance(row, dict):
-        return Slot(
-            str(row.get("key", row.get("key_name"))),
-            str(row.get("provenance")),
-            row.get("kernel", row.get("kernel_name")),
-            bool(row.get("boxed")),
-        )
-    key, provenance, kernel, boxed = row
-    return Slot(key, provenance, kernel, bool(boxed))
+    # _C.table gives one (key, provenance, kernel or None, boxed) tuple per slot
+    return Table(name, [Slot(key, prov, kernel, bool(boxed)) for key, prov, kernel, boxed in _C.table(name)])
 
 
 def dump(name):

@@ -13,8 +13,10 @@ DkitAssertionError, which is also a dkit ValueError, so `except AssertionError`,
 Where the originals read out of bounds or return garbage, dkit raises instead: a batch index
 outside [0, N) or not an integer (DkitIndexError), a NaN or infinite coordinate
 (DkitValueError), a non-positive output size (DkitValueError; torchvision returns an empty tensor
-for 0 and raises RuntimeError for negative sizes). dkit also serves bfloat16 on the CPU, which
-torchvision 0.14 does not.
+for 0 and raises RuntimeError for negative sizes). `aligned` must be a bool (NumPy's bool, 0 and
+1 are taken too; DkitTypeError otherwise), where torchvision and MMCV read some other values, such
+as None, by their truth value. dkit also serves bfloat16 on the CPU, which torchvision 0.14 does
+not.
 """
 
 import importlib as _importlib

@@ -12,24 +12,44 @@ dkit is stricter than MMCV.
 import functools
 import warnings
 
+import torch
 from torch import nn
 from torch.nn.modules.utils import _pair
 
-from dkit import ops as _ops
+from dkit._ops.roi_align import roi_align as _roi_align
 from dkit.compat import DkitAssertionError
 
 __all__ = ["roi_align", "RoIAlign", "RoIAlignFunction"]
+
+_Tensor = torch.Tensor
 
 
 def roi_align(input, rois, output_size, spatial_scale=1.0, sampling_ratio=0, pool_mode="avg", aligned=True):
     """RoIAlign as mmcv.ops.roi_align: rois is a Tensor[K, 5] (idx, x1, y1, x2, y2); pool_mode is
     'avg' or 'max'. Differentiable with respect to input. See dkit.ops.roi_align."""
+    if type(rois) is not _Tensor:
+        error = _assertion_error(rois, pool_mode)
+        if error is not None:
+            raise error
+    try:
+        return _roi_align(input, rois, output_size, spatial_scale, sampling_ratio, pool_mode, aligned)
+    except Exception:
+        # Note [Compat fast path] in dkit/compat/torchvision.py: a bad pool_mode, and rois that
+        # are not [K, 5], are refused by dkit as well; MMCV's assertions come first.
+        error = _assertion_error(rois, pool_mode)
+        if error is None:
+            raise
+    raise error
+
+
+def _assertion_error(rois, pool_mode):
+    """MMCV's assertions, in its order: the AssertionError to raise, or None."""
     if pool_mode not in ("max", "avg"):
-        raise DkitAssertionError(f"pool_mode must be 'max' or 'avg', got {pool_mode!r}")
+        return DkitAssertionError(f"pool_mode must be 'max' or 'avg', got {pool_mode!r}")
     shape = getattr(rois, "shape", None)
     if shape is not None and (len(shape) < 2 or shape[1] != 5):
-        raise DkitAssertionError("RoI must be (idx, x1, y1, x2, y2)!")
-    return _ops.roi_align(input, rois, output_size, spatial_scale, sampling_ratio, pool_mode, aligned)
+        return DkitAssertionError("RoI must be (idx, x1, y1, x2, y2)!")
+    return None
 
 
 class RoIAlignFunction:
@@ -88,12 +108,13 @@ class RoIAlign(nn.Module):
 
     def forward(self, input, rois):
         """input: NCHW images; rois: Bx5 boxes, (idx, x1, y1, x2, y2)."""
-        if self.use_torchvision:
+        a = self.__dict__  # Note [Module attributes in forward] in dkit/nn.py
+        if a["use_torchvision"]:
             from dkit.compat.torchvision import roi_align as tv_roi_align
 
-            return tv_roi_align(input, rois, self.output_size, self.spatial_scale, self.sampling_ratio, self.aligned)
-        return roi_align(input, rois, self.output_size, self.spatial_scale, self.sampling_ratio, self.pool_mode,
-                         self.aligned)  # fmt: skip
+            return tv_roi_align(input, rois, a["output_size"], a["spatial_scale"], a["sampling_ratio"], a["aligned"])
+        return roi_align(input, rois, a["output_size"], a["spatial_scale"], a["sampling_ratio"], a["pool_mode"],
+                         a["aligned"])  # fmt: skip
 
     def __repr__(self):
         s = self.__class__.__name__

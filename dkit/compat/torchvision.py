@@ -13,24 +13,40 @@ import torch.fx
 from torch import Tensor, nn
 from torch.jit.annotations import BroadcastingList2
 
-from dkit import ops as _ops
+from dkit._ops.roi_align import roi_align as _roi_align
 from dkit.compat import DkitAssertionError
 
 __all__ = ["roi_align", "RoIAlign"]
 
+_Tensor = torch.Tensor
 
-def _check_roi_boxes_shape(boxes):
-    # torchvision's check_roi_boxes_shape, as torch._assert (AssertionError) does it.
+
+def _roi_boxes_shape_error(boxes):
+    """torchvision's check_roi_boxes_shape, as torch._assert (AssertionError) does it: the error
+    to raise, or None when the boxes pass."""
     if isinstance(boxes, (list, tuple)):
         for b in boxes:
             shape = getattr(b, "shape", ())
             if len(shape) < 2 or shape[1] != 4:
-                raise DkitAssertionError("The shape of the tensor in the boxes list is not correct as List[Tensor[L, 4]]")
+                return DkitAssertionError("The shape of the tensor in the boxes list is not correct as List[Tensor[L, 4]]")
     elif isinstance(boxes, torch.Tensor):
         if boxes.dim() < 2 or boxes.shape[1] != 5:
-            raise DkitAssertionError("The boxes tensor shape is not correct as Tensor[K, 5]")
+            return DkitAssertionError("The boxes tensor shape is not correct as Tensor[K, 5]")
     else:
-        raise DkitAssertionError("boxes is expected to be a Tensor[L, 5] or a List[Tensor[K, 4]]")
+        return DkitAssertionError("boxes is expected to be a Tensor[L, 5] or a List[Tensor[K, 4]]")
+    return None
+
+
+# Note [Compat fast path]
+# Code that switches to dkit by one import should get dkit.ops' speed, so a compat function adds
+# one frame and one exact-type check to it, nothing else. torchvision checks the boxes' shape
+# first, with an AssertionError. It refuses a tensor that has fewer than 2 dimensions or a
+# second dimension other than 5, and dkit refuses every such tensor too (with a DkitError, in
+# the core's check at the latest). So a plain torch.Tensor goes straight to dkit, and only when
+# that fails are the boxes checked: malformed ones then raise torchvision's AssertionError
+# instead of dkit's error, whatever else was wrong, as in torchvision. Anything else (lists,
+# subclasses, other types) is checked first, as torchvision does. (A try block costs nothing
+# in Python 3.11 unless it catches.) dkit.compat.mmcv does the same with MMCV's assertions.
 
 
 @torch.fx.wrap
@@ -57,8 +73,17 @@ def roi_align(
     Returns:
         Tensor[K, C, output_size[0], output_size[1]]
     """
-    _check_roi_boxes_shape(boxes)
-    return _ops.roi_align(input, boxes, output_size, spatial_scale, sampling_ratio, "avg", aligned)
+    if type(boxes) is not _Tensor:
+        error = _roi_boxes_shape_error(boxes)
+        if error is not None:
+            raise error
+    try:
+        return _roi_align(input, boxes, output_size, spatial_scale, sampling_ratio, "avg", aligned)
+    except Exception:
+        error = _roi_boxes_shape_error(boxes)  # Note [Compat fast path]
+        if error is None:
+            raise
+    raise error
 
 
 class RoIAlign(nn.Module):
@@ -78,7 +103,8 @@ class RoIAlign(nn.Module):
         self.aligned = aligned
 
     def forward(self, input: Tensor, rois: Union[Tensor, List[Tensor]]) -> Tensor:
-        return roi_align(input, rois, self.output_size, self.spatial_scale, self.sampling_ratio, self.aligned)
+        a = self.__dict__  # Note [Module attributes in forward] in dkit/nn.py
+        return roi_align(input, rois, a["output_size"], a["spatial_scale"], a["sampling_ratio"], a["aligned"])
 
     def __repr__(self) -> str:
         return (

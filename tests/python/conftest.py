@@ -34,16 +34,6 @@ def rng():
     return np.random.default_rng(12345)
 
 
-@pytest.fixture(scope="session")
-def dkit_C():
-    """dkit._C, or skip when the extension is not built."""
-    try:
-        from dkit import _C
-    except ImportError as e:  # pragma: no cover - only before `make python`
-        pytest.skip(f"dkit._C is not built: {e}")
-    return _C
-
-
 @pytest.fixture(params=["reader", "getters"])
 def torch_path(request):
     """Runs a test once per way dkit._C reads torch tensors (Note [torch reader] in

@@ -48,3 +48,35 @@ class DLManagedTensorVersioned(ctypes.Structure):
 capsule_new = ctypes.pythonapi.PyCapsule_New
 capsule_new.restype = ctypes.py_object
 capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+
+
+class CtypesProducer:
+    """A DLPack producer of a framework dkit does not know (neither torch nor NumPy): legacy
+    "dltensor" capsules, as NumPy 1.x and torch 1.13 consume them, made with ctypes over a NumPy
+    array's memory (CPU by default; `device` only changes what it claims). `deleted` counts the
+    deleter's calls; everything C points at lives as long as the producer."""
+
+    _CODES = {"f": 2, "i": 0, "u": 1, "b": 6}
+
+    def __init__(self, array, device=(1, 0)):
+        self.array = array
+        self.device = device
+        self.deleted = 0
+        self._shape = (ctypes.c_int64 * array.ndim)(*array.shape)
+        self._strides = (ctypes.c_int64 * array.ndim)(*(s // array.itemsize for s in array.strides))
+        self._deleter = DELETER(self._delete)
+        self._made = []  # managed tensors handed out, kept for their consumers
+
+    def _delete(self, ptr):
+        self.deleted += 1
+
+    def __dlpack_device__(self):
+        return self.device
+
+    def __dlpack__(self, stream=None):
+        a = self.array
+        dtype = DLDataType(self._CODES[a.dtype.kind], a.itemsize * 8, 1)
+        m = DLManagedTensor(DLTensor(a.ctypes.data, DLDevice(*self.device), a.ndim, dtype, self._shape,
+                                     self._strides, 0), None, self._deleter)  # fmt: skip
+        self._made.append(m)
+        return capsule_new(ctypes.addressof(m), b"dltensor", None)

@@ -126,6 +126,58 @@ def test_torchvision_fx_leaf():
     torch.testing.assert_close(gm(x, rois), dk_tv.roi_align(x, rois, 2))
 
 
+def test_torchvision_fx_leaf_records_the_function():
+    # the module's forward and a direct call both trace to a call_function node of the compat
+    # function itself (the fast path did not change what torch.fx.wrap patches)
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.pool = dk_tv.RoIAlign(2, 0.5, 2)
+
+        def forward(self, x, rois):
+            return self.pool(x, rois) + dk_tv.roi_align(x, rois, 2, 0.5, 2)
+
+    gm = torch.fx.symbolic_trace(M())
+    calls = [n.target for n in gm.graph.nodes if n.op == "call_function"]
+    assert calls.count(dk_tv.roi_align) == 2, gm.graph
+    x, rois = _case(seed=4, k=3)
+    torch.testing.assert_close(gm(x, rois), 2 * dk_tv.roi_align(x, rois, 2, 0.5, 2))
+
+
+def test_assertions_come_first_and_alone():
+    # Note [Compat fast path]: malformed boxes raise the library's AssertionError whatever else is
+    # wrong, as the library checks them first; and it is not chained to dkit's own error.
+    x, rois = _case(seed=10, k=3)
+    for args in ((x, rois[:, 1:], -1), (x[0], rois[:, 1:], 2), (x, rois[0], 2, float("nan")),
+                 (x.requires_grad_(), rois[:, :4], 2), (x, rois.double()[:, 1:], 2)):  # fmt: skip
+        with pytest.raises(AssertionError, match=r"^The boxes tensor shape is not correct as Tensor\[K, 5\]$") as info:
+            dk_tv.roi_align(*args)
+        assert info.value.__context__ is None and info.value.__cause__ is None
+    for args in ((x, rois[:, 1:], -1), (x, rois, 2, 1.0, 0, "mean"), (x, torch.nn.Parameter(rois[:, 1:]), 2)):
+        with pytest.raises(AssertionError) as info:
+            dk_mmcv.roi_align(*args)
+        assert info.value.__context__ is None
+    with pytest.raises(AssertionError, match="pool_mode must be 'max' or 'avg'"):
+        dk_mmcv.roi_align(x, rois[:, 1:], 2, pool_mode="mean")  # MMCV asserts pool_mode first
+    # other errors pass unchanged
+    with pytest.raises(_C.DkitValueError, match="output size must be positive") as info:
+        dk_tv.roi_align(x, rois, -1)
+    assert not isinstance(info.value, AssertionError)
+    with pytest.raises(_C.DkitTypeError, match="'rois' must be float32") as info:
+        dk_mmcv.roi_align(x, torch.nn.Parameter(rois.double()), 2)
+    assert not isinstance(info.value, AssertionError)
+
+
+def test_compat_aligned_takes_bools_only():
+    x, rois = _case(seed=11, k=3)
+    for call in (lambda a: dk_tv.roi_align(x, rois, 2, 1.0, 0, a), lambda a: dk_mmcv.roi_align(x, rois, 2, aligned=a),
+                 lambda a: dk_mmcv.RoIAlign(2, aligned=a)(x, rois), lambda a: dk_tv.RoIAlign(2, 1.0, 0, a)(x, rois)):  # fmt: skip
+        torch.testing.assert_close(call(np.bool_(True)), call(True), rtol=0, atol=0)
+        torch.testing.assert_close(call(0), call(False), rtol=0, atol=0)
+        with pytest.raises(_C.DkitTypeError, match="roi_align: aligned must be a bool, got str 'no'"):
+            call("no")
+
+
 def test_bfloat16_is_served_where_torchvision_is_not():
     x, rois = _case(seed=5, k=4)
     out = dk_tv.roi_align(x.bfloat16(), rois.bfloat16(), 2)
@@ -190,6 +242,16 @@ def test_mmcv_use_torchvision():
     torch.testing.assert_close(m(x, rois), dk_tv.roi_align(x, rois, (3, 3), 0.5, 0, True), rtol=0, atol=0)
     tv = pytest.importorskip("torchvision.ops")
     torch.testing.assert_close(m(x, rois), tv.roi_align(x, rois, (3, 3), 0.5, 0, True), rtol=0, atol=1e-5)
+
+
+def test_module_attributes_can_change_after_construction():
+    x, rois = _case(seed=12)
+    m = dk_tv.RoIAlign(2, 0.5, 2)
+    m.output_size, m.aligned = (3, 2), True
+    torch.testing.assert_close(m(x, rois), dk_tv.roi_align(x, rois, (3, 2), 0.5, 2, True), rtol=0, atol=0)
+    m = dk_mmcv.RoIAlign(2, 0.5, 2, "max")
+    m.use_torchvision = True  # torchvision's semantics: average pooling
+    torch.testing.assert_close(m(x, rois), dk_tv.roi_align(x, rois, (2, 2), 0.5, 2, True), rtol=0, atol=0)
 
 
 def test_mmcv_deprecated_keywords():

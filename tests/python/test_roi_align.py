@@ -222,6 +222,45 @@ def test_retain_graph_backward_twice():
     torch.testing.assert_close(x.grad, 2 * g1)
 
 
+@pytest.mark.parametrize("pool_mode", ["avg", "max"])
+def test_double_backward_says_roi_align_is_not_twice_differentiable(pool_mode):
+    # Note [Double backward] in dkit/_frameworks/torch.py; torchvision raises "double backwards
+    # on roi_align not supported" (when the incoming gradient requires grad).
+    x, rois = _case(seed=25, k=6, dtype=torch.float64)
+    x.requires_grad_()
+    plain = torch.autograd.grad(roi_align(x, rois, 2, 0.5, 2, pool_mode).sum(), x)[0]
+    seeds = (None, torch.rand(6, 5, 2, 2, dtype=torch.float64, requires_grad=True))
+    for seed in seeds:
+        out = roi_align(x, rois, 2, 0.5, 2, pool_mode)
+        (g,) = torch.autograd.grad(out, x, torch.ones_like(out) if seed is None else seed, create_graph=True)
+        assert g.requires_grad  # even when the seed does not: the gradient says where it came from
+        if seed is None:
+            torch.testing.assert_close(g.detach(), plain, rtol=0, atol=0)  # first order unchanged
+        seconds = [lambda: g.sum().backward()]
+        if seed is not None:  # (g does not depend on x: torch.autograd.grad(g, x) says "not used")
+            seconds.append(lambda: torch.autograd.grad((g * g).sum(), seed))
+        for second in seconds:
+            with pytest.raises(_C.DkitNotImplementedError, match="roi_align: double backward is not supported") as info:
+                second()
+            assert isinstance(info.value, RuntimeError)
+    f = lambda t: roi_align(t, rois, 2, 0.5, 2, pool_mode)  # noqa: E731
+    with pytest.raises(RuntimeError, match="roi_align: double backward is not supported"):
+        torch.autograd.gradgradcheck(f, (x,))
+
+
+def test_create_graph_elsewhere_in_the_model_still_works():
+    # A gradient penalty on another part of the model never differentiates roi_align's backward.
+    x, rois = _case(seed=26, k=6)
+    x.requires_grad_()
+    w = torch.randn(3, requires_grad=True)
+    loss = roi_align(x, rois, 2, 0.5, 2).sum() + (w**3).sum()
+    gx, gw = torch.autograd.grad(loss, (x, w), create_graph=True)
+    penalty = (gw**2).sum()
+    penalty.backward()
+    torch.testing.assert_close(w.grad, 36 * w.detach() ** 3)
+    assert x.grad is None
+
+
 # ------------------------------------------------------------------------------------------
 # Max pooling against the naive reference of MMCV's definition
 
@@ -428,6 +467,58 @@ def test_parameter_input_and_module():
         dkit.nn.RoIAlign(0)
     with pytest.raises(_C.DkitValueError, match="sampling_ratio"):
         dkit.nn.RoIAlign(7, sampling_ratio=-2)
+
+
+def test_module_attributes_can_change_after_construction():
+    # forward reads the stored values at every call (Note [Module attributes in forward])
+    import copy
+
+    x, rois = _case(seed=28, k=3)
+    layer = dkit.nn.RoIAlign(2, 0.5)
+    layer.output_size, layer.pool_mode, layer.aligned, layer.sampling_ratio = (3, 4), "max", False, 2
+    want = roi_align(x, rois, (3, 4), 0.5, 2, "max", False)
+    torch.testing.assert_close(layer(x, rois), want, rtol=0, atol=0)
+    torch.testing.assert_close(copy.deepcopy(layer)(x, rois), want, rtol=0, atol=0)
+    layer.aligned = "no"  # refused at the call, since it was not set through the constructor
+    with pytest.raises(_C.DkitTypeError, match="aligned must be a bool"):
+        layer(x, rois)
+
+
+def test_module_checks_every_argument_at_construction():
+    # its docstring says so: a misconfigured layer fails where it is built, not at its first call
+    for scale in (float("nan"), float("inf"), -float("inf"), 0.0, -0.25, 0):
+        with pytest.raises(_C.DkitValueError, match="roi_align: spatial_scale must be a positive finite number"):
+            dkit.nn.RoIAlign(3, spatial_scale=scale)
+    with pytest.raises(_C.DkitTypeError, match="roi_align: spatial_scale must be a number"):
+        dkit.nn.RoIAlign(3, spatial_scale="big")
+    for sr in (2**31, -2):
+        with pytest.raises(_C.DkitValueError, match=r"roi_align: sampling_ratio must be >= -1 .* below 2\^31"):
+            dkit.nn.RoIAlign(3, sampling_ratio=sr)
+    with pytest.raises(_C.DkitTypeError, match="roi_align: sampling_ratio must be an int"):
+        dkit.nn.RoIAlign(3, sampling_ratio=1.5)
+    for bad in ("no", "False", None, 0.0, 2):
+        with pytest.raises(_C.DkitTypeError, match="roi_align: aligned must be a bool"):
+            dkit.nn.RoIAlign(3, aligned=bad)
+    for size in ((2, 3, 4), 2.5, True, None):
+        with pytest.raises((_C.DkitTypeError, _C.DkitValueError), match="roi_align: output_size must"):
+            dkit.nn.RoIAlign(size)
+    m = dkit.nn.RoIAlign(np.int64(3), np.float32(0.5), np.int32(-1), "max", np.bool_(False))
+    assert (m.output_size, m.spatial_scale, m.sampling_ratio, m.pool_mode, m.aligned) == ((3, 3), 0.5, -1, "max", False)
+    assert type(m.spatial_scale) is float and type(m.sampling_ratio) is int and m.aligned is False
+    assert dkit.nn.RoIAlign(2, aligned=1).aligned is True
+
+
+def test_aligned_takes_bools_only():
+    # aligned='no' used to be read by its truth value, as aligned=True
+    x, rois = _case(seed=27, k=4)
+    want = {a: roi_align(x, rois, 2, 0.5, 2, "avg", a) for a in (True, False)}
+    for value, same_as in ((np.bool_(True), True), (np.bool_(False), False), (1, True), (0, False),
+                           (np.int64(1), True), (torch.tensor(True), True), (torch.tensor(0), False)):  # fmt: skip
+        torch.testing.assert_close(roi_align(x, rois, 2, 0.5, 2, "avg", value), want[same_as], rtol=0, atol=0)
+    for bad in ("no", "", None, 1.0, 2, -1, [True], torch.tensor([True, False])):
+        with pytest.raises(_C.DkitTypeError, match="roi_align: aligned must be a bool") as info:
+            roi_align(x, rois, 2, 0.5, 2, "avg", bad)
+        assert isinstance(info.value, TypeError) and isinstance(info.value, RuntimeError)
 
 
 def test_numpy_boxes_with_torch_input():

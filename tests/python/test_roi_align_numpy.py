@@ -112,7 +112,7 @@ def test_generic_dlpack_producer_gives_numpy():
     out = roi_align(_Producer(x), _Producer(rois), 2, 0.5)
     assert type(out) is np.ndarray and out.dtype == np.float32
     np.testing.assert_array_equal(out, roi_align(x, rois, 2, 0.5))
-    assert dkit._tensors.framework_name(_Producer(x)) == "dlpack"
+    assert dkit._frameworks.name_of(_Producer(x)) == "dlpack"
     # boxes as a list of producers
     per_image = [_Producer(np.ascontiguousarray(rois[rois[:, 0] == i, 1:])) for i in range(2)]
     assert roi_align(_Producer(x), per_image, 2, 0.5).shape == (10, 3, 2, 2)

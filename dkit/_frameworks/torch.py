@@ -1,0 +1,153 @@
+"""The torch framework (Note [The framework protocol]): torch outputs, torch.autograd.
+
+Imported on the first torch tensor dkit sees, so `import dkit` never imports torch.
+
+Note [Tensors go to dkit._C as they are]
+dkit._C reads a CPU torch.Tensor directly (shape, strides, dtype, data pointer; see Note [torch
+fast path] in csrc/python/dk_pydlpack.c), which is cheaper than any DLPack capsule torch 1.13
+can make, and accepts inputs that require grad without a .detach(). Other devices go through
+the DLPack protocol inside _C. The tensors stay referenced by the calling frame for the whole
+call. Outputs are always fresh tensors that do not require grad, so _C may write them.
+"""
+
+import sys
+
+import torch
+
+from dkit import _C
+
+NAME = "torch"
+AS_IS = torch.Tensor
+
+_Tensor = torch.Tensor
+_grad_enabled = torch.is_grad_enabled
+
+# The method descriptor itself: an op's new_empty(like, shape) is then one C call, with no
+# Python frame in between (it is the allocation of every call; Note [The fast path] in
+# dkit/_ops/roi_align.py).
+new_empty = torch.Tensor.new_empty
+
+_DTYPES = {
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float32": torch.float32,
+    "float64": torch.float64,
+    "int8": torch.int8,
+    "int16": torch.int16,
+    "int32": torch.int32,
+    "int64": torch.int64,
+    "uint8": torch.uint8,
+    "bool": torch.bool,
+}
+_NAMES = {dt: name for name, dt in _DTYPES.items()}
+
+
+def as_tensor(x, what, op):
+    if isinstance(x, _Tensor):  # subclasses too, e.g. nn.Parameter
+        return x
+    if hasattr(type(x), "__dlpack__"):
+        try:
+            return torch.from_dlpack(x)  # zero copy; the core checks its device against the input's
+        except Exception as e:  # whatever the producer or torch refused (a device torch lacks, ...)
+            raise _C.DkitBufferError(f"{op}: cannot read {what} ({type(x).__name__}) through DLPack: {e}") from e
+    return None
+
+
+def empty(like, shape, dtype=None):
+    if dtype is None:
+        return like.new_empty(shape)
+    return like.new_empty(shape, dtype=_DTYPES[dtype])
+
+
+def dtype_name(x):
+    name = _NAMES.get(x.dtype)
+    return name if name is not None else str(x.dtype).rpartition(".")[2]
+
+
+def cat(tensors, dim=0):
+    return torch.cat(tensors, dim)
+
+
+def rois_from_boxes(boxes, like):
+    if not boxes:
+        return like.new_empty((0, 5))
+    parts = [torch.cat((torch.full_like(b[:, :1], i), b), 1) for i, b in enumerate(boxes)]
+    return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+
+def first_rows(x, count):
+    # int() of a device tensor waits for it: the size of a result is host information.
+    return x.narrow(0, 0, int(count))
+
+
+def wants_grad(x):
+    return x.requires_grad and _grad_enabled()
+
+
+# ------------------------------------------------------------------------------------------
+# Autograd
+
+# dkit._ops.Differentiable -> its torch.autograd.Function, built on first use.
+_FUNCTIONS = {}
+
+
+def apply(op, *args):
+    fn = _FUNCTIONS.get(op)
+    if fn is None:
+        fn = _FUNCTIONS.setdefault(op, _function(op))
+    return fn.apply(*args)
+
+
+# Note [Double backward]
+# dkit's backward kernels are not themselves differentiable. With create_graph=True (grad mode
+# is on inside backward then), a Function's gradients would silently come out without a graph
+# whenever the incoming gradient does not require grad (the seed of .sum() does not), and a
+# second backward would fail far away with "element 0 of tensors does not require grad and does
+# not have a grad_fn". So in that mode the op's backward runs inside a second Function, applied
+# to the incoming gradients and to a fresh empty leaf that requires grad (the "anchor", so that
+# the gradients always carry that Function as their grad_fn), whose own backward raises a
+# DkitNotImplementedError naming the op. As in torchvision ("double backwards on roi_align not
+# supported"), nothing fails until something differentiates those gradients; first-order use of
+# create_graph=True (a gradient penalty elsewhere in the model) is unaffected. Without
+# create_graph the backward runs directly, at no extra cost.
+
+
+def _function(op):
+    """The torch.autograd.Function of a Differentiable op (and of its backward, Note [Double
+    backward])."""
+    forward, backward, name = op.forward, op.backward, op.name
+    fw = sys.modules[__name__]  # this module: the `fw` every op is written against
+
+    def double_backward(ctx, *grads):
+        raise _C.DkitNotImplementedError(
+            f"{name}: double backward is not supported: the backward of {name} is not differentiable "
+            f"(its gradients came from a backward pass with create_graph=True)"
+        )
+
+    def backward_forward(ctx, fctx, anchor, *grad_outputs):
+        return backward(fctx, fw, *grad_outputs)
+
+    backward_fn = type(
+        f"{op.title}BackwardFunction",
+        (torch.autograd.Function,),
+        {"forward": staticmethod(backward_forward), "backward": staticmethod(double_backward)},
+    )
+
+    def function_forward(ctx, *args):
+        ctx.dkit_nargs = len(args)
+        return forward(ctx, fw, *args)
+
+    def function_backward(ctx, *grad_outputs):
+        if _grad_enabled():  # create_graph=True: Note [Double backward]
+            anchor = grad_outputs[0].new_empty(0).requires_grad_()
+            grads = backward_fn.apply(ctx, anchor, *grad_outputs)
+        else:
+            grads = backward(ctx, fw, *grad_outputs)
+        # the op returns gradients for its leading arguments; the rest (rois, sizes, ...) get None
+        return (*grads, *((None,) * (ctx.dkit_nargs - len(grads))))
+
+    return type(
+        f"{op.title}Function",
+        (torch.autograd.Function,),
+        {"forward": staticmethod(function_forward), "backward": staticmethod(function_backward)},
+    )

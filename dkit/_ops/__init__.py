@@ -1,0 +1,40 @@
+"""dkit's ops, one module per op family, each written once against the framework protocol
+(Note [The framework protocol] in dkit/_frameworks/__init__.py):
+
+  roi_align.py   the RoI family: roi_align (roi_pool will join it: same boxes, output sizes and
+                 bounds)
+  _args.py       argument normalisation every op shares (ints, floats, bools, pairs)
+
+An op module holds everything about its ops that is not the kernel: argument normalisation,
+bounds, output shapes and dtypes, and the forward/backward pair. dkit.ops re-exports the public
+functions; dkit.nn and dkit.compat call the same ones.
+"""
+
+
+class Differentiable:
+    """An op with a backward, declared once and run by every framework that has autograd
+    (fw.apply(op, *args); torch builds one torch.autograd.Function from it).
+
+        forward(ctx, fw, *args) -> output(s)
+        backward(ctx, fw, *grad_outputs) -> tuple of gradients of the leading args
+
+    ctx is None when no backward will follow (frameworks without autograd, inputs that do not
+    require grad, no-grad mode): forward then saves nothing. Otherwise ctx is the framework's
+    autograd context, with torch.autograd.Function's interface: save_for_backward(*tensors),
+    saved_tensors, and free attributes (name them dkit_*). backward returns one gradient per
+    leading argument of forward (None where there is none); the remaining arguments (sizes,
+    modes, ...) get None. `fw` is the framework module.
+
+    title names the autograd nodes (torch: <title>FunctionBackward in grad_fn).
+    """
+
+    __slots__ = ("name", "title", "forward", "backward")
+
+    def __init__(self, name, title, forward, backward):
+        self.name = name
+        self.title = title
+        self.forward = forward
+        self.backward = backward
+
+    def __repr__(self):
+        return f"<dkit op {self.name}>"

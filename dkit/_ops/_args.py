@@ -1,0 +1,69 @@
+"""Argument normalisation shared by every op: the slow paths behind each op's exact-type fast
+checks, and the errors (every one names the op and the argument).
+
+bool is refused where an int is wanted (True is not a size), and accepted where a bool is:
+see to_bool.
+"""
+
+import operator
+
+from dkit import _C
+
+
+def to_int(value, name, op):
+    if type(value) is bool:
+        raise _C.DkitTypeError(f"{op}: {name} must be an int, got {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise _C.DkitTypeError(f"{op}: {name} must be an int, got {type(value).__name__} {value!r}") from None
+
+
+def to_float(value, name, op):
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise _C.DkitTypeError(f"{op}: {name} must be a number, got {type(value).__name__}") from None
+
+
+def to_pair(value, name, op):
+    """An int n as (n, n), or a pair of ints (any sequence of two integer-likes)."""
+    if type(value) is bool:
+        raise _C.DkitTypeError(f"{op}: {name} must be an int or a pair of ints, got {value!r}")
+    try:
+        n = operator.index(value)
+        return (n, n)
+    except TypeError:
+        pass
+    try:
+        items = tuple(value)
+    except TypeError:
+        raise _C.DkitTypeError(f"{op}: {name} must be an int or a pair of ints, got {type(value).__name__}") from None
+    if len(items) != 2:
+        raise _C.DkitValueError(f"{op}: {name} must be an int or a pair (height, width), got {len(items)} values")
+    try:
+        if type(items[0]) is bool or type(items[1]) is bool:
+            raise TypeError
+        return (operator.index(items[0]), operator.index(items[1]))
+    except TypeError:
+        raise _C.DkitTypeError(f"{op}: {name} must hold ints, got {value!r}") from None
+
+
+def to_bool(value, name, op):
+    """True or False; also NumPy's bool and integer-likes equal to 0 or 1 (a 0-d integer or bool
+    tensor), which is what torchvision's and MMCV's own bindings accept. Anything else (a
+    string, None, a float, 2) is refused rather than read by its truth value: aligned='no' must
+    not mean aligned=True."""
+    if value is True or value is False:
+        return value
+    tp = type(value)
+    if tp.__name__ == "bool_" and tp.__module__ == "numpy":  # its __index__ is deprecated
+        return bool(value)
+    try:
+        n = operator.index(value)
+    except TypeError:
+        pass
+    else:
+        if n == 0 or n == 1:
+            return n == 1
+    raise _C.DkitTypeError(f"{op}: {name} must be a bool, got {tp.__name__} {value!r}")

@@ -1,0 +1,248 @@
+"""The RoI family: roi_align (roi_pool will join it: the same boxes, output sizes and bounds).
+
+Everything about these ops that is not the kernel is written here once, against the framework
+protocol (Note [The framework protocol] in dkit/_frameworks/__init__.py): argument
+normalisation, the bounds, output shapes and dtypes (the argmax rule), the conversion of
+boxes, and the forward/backward pair that every framework with autograd differentiates.
+dkit.ops.roi_align is roi_align below; dkit.nn, dkit.compat.torchvision and dkit.compat.mmcv
+call it and check their arguments with check_args.
+
+Note [The fast path]
+A tiny roi_align call costs a few microseconds in C and torch's allocator, so Python overhead
+decides its speed. The common case (int output_size, float spatial_scale, int sampling_ratio,
+str pool_mode, bool aligned, a [K, 5] tensor of the input's framework as boxes, no grad) takes
+exact-type checks only: no isinstance chains, no imports, no keyword shuffling; one dict lookup
+for the framework, its wants_grad(), _forward and one allocation through the framework
+(new_empty: torch's own method, no Python frame in between). Everything unusual falls to the
+slow helpers, which also produce the error messages. Counted with callgrind, this path runs
+~270 fewer instructions per call (of ~28,000, kernel and allocation included) than the
+per-framework copies it replaced. Python 3.11 specialises calls of functions with fixed
+arguments only, so the protocol's functions on this path take no *args; and see
+_framework_of_type below.
+
+Note [Which checks are made where]
+The core checks every value it is given (ops/roi_align.c: ranks, widths, dtypes, devices, output
+size and sampling_ratio below 2^31, a positive finite spatial_scale, the box values), and its
+messages name the parameter, so a call checks here only what Python needs before the core
+runs: the argument types, and the output size, which sizes the allocation. A layer, which
+should fail where it is built, checks everything at construction with check_args, by the
+core's own rules.
+"""
+
+import math
+
+from dkit import _C, _frameworks
+from dkit._ops import Differentiable
+from dkit._ops._args import to_bool, to_float, to_int, to_pair
+
+__all__ = ["roi_align"]
+
+OP = "roi_align"
+
+# Output sizes and sampling_ratio are C ints in MMCV's and torchvision's kernels; the core
+# refuses 2^31 and more (ops/roi_align.c).
+_LIMIT = 2**31
+
+# MMCV's numbering, as ops/roi_align.h.
+_POOL_MODES = {"max": 0, "avg": 1}
+
+# Argmax holds sample coordinates, which 16 bits cannot hold exactly (ops/roi_align.h).
+_SIXTEEN_BIT = frozenset({"float16", "bfloat16"})
+
+_forward_kernel = _C.ops.roi_align_forward
+_backward_kernel = _C.ops.roi_align_backward
+
+# type(input) -> framework, the per-type cache (dkit/_frameworks/__init__.py): the bound method
+# itself, as a plain global. (Python 3.11 compiles `name.get(x)` to LOAD_ATTR, which makes a
+# bound method per call, instead of LOAD_METHOD when `name` was bound by an import statement.)
+_framework_of_type = _frameworks.BY_TYPE.get
+_framework_of = _frameworks.of
+
+
+def roi_align(input, boxes, output_size, spatial_scale=1.0, sampling_ratio=0, pool_mode="avg", aligned=True):
+    """RoIAlign (Mask R-CNN) with MMCV's semantics and defaults.
+
+    Args:
+        input: [N, C, H, W] float16 / bfloat16 / float32 / float64 tensor: a torch.Tensor (any
+            device dkit serves), a numpy.ndarray, or any CPU object with ``__dlpack__``. Any
+            strides (channels-last, non-contiguous views) are read in place.
+        boxes: Tensor[K, 5] of (batch_index, x1, y1, x2, y2), same dtype and device as input,
+            or a list of Tensor[L, 4] (x1, y1, x2, y2), one per image (torchvision's
+            convert_boxes_to_roi_format: list position = batch index).
+        output_size: int or (height, width), positive and below 2^31 (MMCV's C int).
+        spatial_scale: multiplies box coordinates to reach input coordinates (e.g. 0.25 for a
+            stride-4 feature map).
+        sampling_ratio: sampling points per bin along each axis; <= 0 means adaptive,
+            ceil(roi_size / output_size) (MMCV's 0 and torchvision's -1 are the same). Must be
+            >= -1 and below 2^31. A ratio r costs r^2 samples per output element.
+        pool_mode: "avg" or "max". "max" bilinearly interpolates every sampling point and keeps
+            the largest (MMCV); its backward sends the gradient to that point only.
+        aligned: shift boxes by -0.5 pixel (Detectron2 / torchvision aligned=True). Without it,
+            RoIs are at least 1x1. A bool (NumPy's bool and 0 / 1 are taken too).
+
+    Returns:
+        [K, C, output_size[0], output_size[1]] in the input's framework, device and dtype. For
+        torch inputs that require grad (with grad mode on), the result is differentiable with
+        respect to ``input`` (never ``boxes``), once: differentiating the gradient again raises
+        DkitNotImplementedError. NumPy and generic DLPack inputs give a numpy.ndarray and no
+        autograd. An infinite or NaN feature (or gradient) value reaches exactly the bins
+        (input elements) whose samples read it, as in torchvision (whose CPU forward also lets
+        pixel (0, 0) reach every bin with a sample outside the map).
+
+    Raises (every class derives from RuntimeError as well as the builtin named):
+        DkitValueError: wrong ndim, boxes of the wrong width, a non-positive output size (or
+            one of 2^31 or more), sampling_ratio < -1 (or >= 2^31), an unknown pool_mode, a
+            non-positive spatial_scale, or a box with a NaN or infinite coordinate (torchvision
+            silently returns zeros for those).
+        DkitTypeError: boxes and input of different dtypes, a non-float input, non-integer
+            sizes, an aligned that is not a bool.
+        DkitIndexError: a batch index that is not an integer in [0, N).
+        dkit errors naming both devices when input and boxes live on different devices.
+    """
+    tp = type(input)
+    fw = _framework_of_type(tp)
+    if fw is None:
+        fw = _framework_of(input)
+    if tp is not fw.AS_IS:
+        input = fw.as_tensor(input, "input", OP)
+    if type(output_size) is int and 0 < output_size < _LIMIT:
+        ph = pw = output_size
+    elif type(output_size) is tuple and len(output_size) == 2:  # e.g. a layer's stored (ph, pw)
+        ph, pw = output_size
+        if not (type(ph) is int and type(pw) is int and 0 < ph < _LIMIT and 0 < pw < _LIMIT):
+            ph, pw = output_size_pair(output_size)
+    else:
+        ph, pw = output_size_pair(output_size)
+    if type(spatial_scale) is not float:
+        spatial_scale = to_float(spatial_scale, "spatial_scale", OP)
+    if type(sampling_ratio) is not int:
+        sampling_ratio = to_int(sampling_ratio, "sampling_ratio", OP)
+    mode = _POOL_MODES.get(pool_mode) if type(pool_mode) is str else None
+    if mode is None:
+        _bad_pool_mode(pool_mode)
+    if aligned is not True and aligned is not False:
+        aligned = to_bool(aligned, "aligned", OP)
+    if type(boxes) is not fw.AS_IS:
+        boxes = _rois(fw, boxes, input)
+    if fw.wants_grad(input):
+        return fw.apply(ROI_ALIGN, input, boxes, ph, pw, spatial_scale, sampling_ratio, mode, aligned)
+    return _forward(None, fw, input, boxes, ph, pw, spatial_scale, sampling_ratio, mode, aligned)
+
+
+# ------------------------------------------------------------------------------------------
+# Forward and backward, for every framework (Differentiable in dkit/_ops/__init__.py)
+
+
+def argmax_dtype(fw, input):
+    """The dtype (by name) of max pooling's argmax for this input, None meaning the input's own:
+    float32 for 16-bit inputs, which cannot hold sample coordinates exactly."""
+    return "float32" if fw.dtype_name(input) in _SIXTEEN_BIT else None
+
+
+def _forward(ctx, fw, input, rois, ph, pw, spatial_scale, sampling_ratio, mode, aligned):
+    # Ranks and widths are checked by the core, which names the parameter; here K and C only
+    # need to exist.
+    try:
+        shape = (rois.shape[0], input.shape[1], ph, pw)
+    except IndexError:
+        _shape_error(input, rois)
+    out = fw.new_empty(input, shape)
+    if mode:  # avg
+        _forward_kernel(input, rois, out, None, None, ph, pw, spatial_scale, sampling_ratio, mode, aligned)
+        if ctx is None:
+            return out
+        ctx.save_for_backward(rois)
+    else:
+        adtype = argmax_dtype(fw, input)
+        argmax_y = fw.empty(input, shape, adtype)
+        argmax_x = fw.empty(input, shape, adtype)
+        _forward_kernel(input, rois, out, argmax_y, argmax_x, ph, pw, spatial_scale, sampling_ratio, mode, aligned)
+        if ctx is None:
+            return out
+        ctx.save_for_backward(rois, argmax_y, argmax_x)
+    ctx.dkit_args = (input.shape, ph, pw, spatial_scale, sampling_ratio, mode, aligned)
+    return out
+
+
+def _backward(ctx, fw, grad_output):
+    """Gradient with respect to input only; boxes get None, as in torchvision and MMCV."""
+    input_shape, ph, pw, spatial_scale, sampling_ratio, mode, aligned = ctx.dkit_args
+    saved = ctx.saved_tensors
+    # The core overwrites all of grad_input (ops/roi_align.h), so no zeroing; grad_output may
+    # have any strides (e.g. the expanded ones of .sum().backward()).
+    grad_input = fw.new_empty(grad_output, input_shape)
+    if mode:
+        argmax_y = argmax_x = None
+    else:
+        argmax_y, argmax_x = saved[1], saved[2]
+    _backward_kernel(
+        grad_output, saved[0], argmax_y, argmax_x, grad_input, ph, pw, spatial_scale, sampling_ratio, mode, aligned
+    )
+    return (grad_input,)
+
+
+ROI_ALIGN = Differentiable(OP, "RoIAlign", _forward, _backward)
+
+
+# ------------------------------------------------------------------------------------------
+# Arguments: slow paths, layer checks, errors
+
+
+def output_size_pair(output_size):
+    """(height, width) from an int or a pair, each positive and below 2^31."""
+    ph, pw = to_pair(output_size, "output_size", OP)
+    if not (0 < ph < _LIMIT and 0 < pw < _LIMIT):
+        raise _C.DkitValueError(f"{OP}: output size must be positive and below 2^31, got ({ph}, {pw})")
+    return ph, pw
+
+
+def check_args(output_size, spatial_scale, sampling_ratio, pool_mode, aligned):
+    """Every non-tensor argument of roi_align checked and normalised, by the core's rules (Note
+    [Which checks are made where]): ((height, width), spatial_scale, sampling_ratio, pool_mode,
+    aligned) as int pair, float, int, str, bool. For layers, at construction."""
+    size = output_size_pair(output_size)
+    spatial_scale = to_float(spatial_scale, "spatial_scale", OP)
+    if not (spatial_scale > 0 and math.isfinite(spatial_scale)):
+        raise _C.DkitValueError(f"{OP}: spatial_scale must be a positive finite number, got {spatial_scale!r}")
+    sampling_ratio = to_int(sampling_ratio, "sampling_ratio", OP)
+    if not -1 <= sampling_ratio < _LIMIT:
+        raise _C.DkitValueError(
+            f"{OP}: sampling_ratio must be >= -1 (<= 0 is adaptive) and below 2^31, got {sampling_ratio}"
+        )
+    if type(pool_mode) is not str or pool_mode not in _POOL_MODES:
+        _bad_pool_mode(pool_mode)
+    return size, spatial_scale, sampling_ratio, pool_mode, to_bool(aligned, "aligned", OP)
+
+
+def _bad_pool_mode(pool_mode):
+    raise _C.DkitValueError(f"{OP}: pool_mode must be 'avg' or 'max', got {pool_mode!r}")
+
+
+def _rois(fw, boxes, input):
+    """[K, 5] rois of the input's framework from whatever the caller gave as boxes."""
+    if isinstance(boxes, (list, tuple)):
+        parts = []
+        for i, b in enumerate(boxes):
+            what = f"boxes[{i}]"
+            t = fw.as_tensor(b, what, OP)
+            if t is None:
+                raise _C.DkitTypeError(f"{OP}: {what} must be a tensor [L, 4] (x1, y1, x2, y2), got {type(b).__name__}")
+            if len(t.shape) != 2 or t.shape[1] != 4:
+                raise _C.DkitValueError(f"{OP}: {what} must have shape [L, 4] (x1, y1, x2, y2), got {list(t.shape)}")
+            parts.append(t)
+        return fw.rois_from_boxes(parts, input)
+    t = fw.as_tensor(boxes, "boxes", OP)
+    if t is None:
+        raise _C.DkitTypeError(
+            f"{OP}: boxes must be a tensor [K, 5] (batch_index, x1, y1, x2, y2) or a list of tensors [L, 4], "
+            f"got {type(boxes).__name__}"
+        )
+    return t
+
+
+def _shape_error(input, rois):
+    if len(input.shape) != 4:
+        raise _C.DkitValueError(f"{OP}: 'input' must be 4-d [N, C, H, W], got {len(input.shape)} dimensions")
+    raise _C.DkitValueError(
+        f"{OP}: 'boxes' must have shape [K, 5] (batch_index, x1, y1, x2, y2), got {list(rois.shape)}"
+    )
