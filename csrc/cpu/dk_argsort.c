@@ -2,6 +2,8 @@
  * runs sorted by insertion first. */
 #include "dk_argsort.h"
 
+#include <string.h>
+
 #define DK__RUN 16
 
 static void dk__insertion(int64_t *a, int64_t n, dk_before_fn before, const void *ctx)
@@ -45,3 +47,86 @@ dk_status dk_argsort(int64_t *idx, int64_t n, dk_before_fn before, const void *c
         for (int64_t i = 0; i < n; ++i) idx[i] = src[i];
     return DK_OK;
 }
+
+/* ------------------------------------------------------------------------------------------ */
+/* Radix sort of float keys (Note [Sorting scores as torch does])                              */
+
+/* An unsigned integer that orders ascending as the key orders descending. */
+static inline uint32_t dk__desc_key_f32(float f)
+{
+    uint32_t u;
+    if (f != f) return 0; /* NaN: first */
+    if (f == 0) f = 0;    /* -0.0 ties with +0.0 */
+    memcpy(&u, &f, sizeof u);
+    u = (u & 0x80000000u) ? ~u : (u | 0x80000000u); /* ascending as the float */
+    return ~u + 1u;       /* descending; 0 is left for NaN (the largest float maps to 1 at least) */
+}
+
+static inline uint64_t dk__desc_key_f64(double f)
+{
+    uint64_t u;
+    if (f != f) return 0;
+    if (f == 0) f = 0;
+    memcpy(&u, &f, sizeof u);
+    u = (u & 0x8000000000000000u) ? ~u : (u | 0x8000000000000000u);
+    return ~u + 1u;
+}
+
+/* Stable LSD radix sort of (key, index) pairs by key, `bits` bits of key, 11 bits a pass. */
+#define DK__RADIX_BITS 11
+#define DK__RADIX (1 << DK__RADIX_BITS)
+
+static void dk__radix_u64(uint64_t *key, int64_t *idx, uint64_t *k2, int64_t *i2, int64_t n, int bits)
+{
+    int64_t count[DK__RADIX];
+    for (int shift = 0; shift < bits; shift += DK__RADIX_BITS) {
+        memset(count, 0, sizeof count);
+        for (int64_t i = 0; i < n; i++) count[(key[i] >> shift) & (DK__RADIX - 1)]++;
+        int64_t sum = 0;
+        for (int b = 0; b < DK__RADIX; b++) {
+            const int64_t c = count[b];
+            count[b] = sum;
+            sum += c;
+        }
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t at = count[(key[i] >> shift) & (DK__RADIX - 1)]++;
+            k2[at] = key[i];
+            i2[at] = idx[i];
+        }
+        memcpy(key, k2, (size_t)n * sizeof *key);
+        memcpy(idx, i2, (size_t)n * sizeof *idx);
+    }
+}
+
+static dk_status dk__argsort_keys(int64_t *idx, uint64_t *key, int64_t n, int bits, dk_arena *ar)
+{
+    uint64_t *k2 = (uint64_t *)dk_arena_take_n(ar, (size_t)n, sizeof *k2);
+    int64_t *i2 = (int64_t *)dk_arena_take_n(ar, (size_t)n, sizeof *i2);
+    if (!k2 || !i2) return dk_error(DK_ENOMEM, "argsort: out of memory for %lld keys", (long long)n);
+    dk__radix_u64(key, idx, k2, i2, n, bits);
+    return DK_OK;
+}
+
+dk_status dk_argsort_desc_f32(int64_t *idx, const float *keys, int64_t stride, int64_t n, dk_arena *ar)
+{
+    uint64_t *key = (uint64_t *)dk_arena_take_n(ar, (size_t)n, sizeof *key);
+    if (!key) return dk_error(DK_ENOMEM, "argsort: out of memory for %lld keys", (long long)n);
+    for (int64_t i = 0; i < n; i++) {
+        idx[i] = i;
+        key[i] = dk__desc_key_f32(keys[i * stride]);
+    }
+    return dk__argsort_keys(idx, key, n, 33, ar); /* 3 passes of 11 bits */
+}
+
+dk_status dk_argsort_desc_f64(int64_t *idx, const double *keys, int64_t stride, int64_t n, dk_arena *ar)
+{
+    uint64_t *key = (uint64_t *)dk_arena_take_n(ar, (size_t)n, sizeof *key);
+    if (!key) return dk_error(DK_ENOMEM, "argsort: out of memory for %lld keys", (long long)n);
+    for (int64_t i = 0; i < n; i++) {
+        idx[i] = i;
+        key[i] = dk__desc_key_f64(keys[i * stride]);
+    }
+    return dk__argsort_keys(idx, key, n, 66, ar); /* 6 passes of 11 bits */
+}
+
+dk_status dk_argsort_u64(int64_t *idx, uint64_t *key, int64_t n, dk_arena *ar) { return dk__argsort_keys(idx, key, n, 66, ar); }

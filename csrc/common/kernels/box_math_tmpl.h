@@ -1,0 +1,102 @@
+/*
+ * kernels/box_math_tmpl.h — the template body of kernels/box_math.h (Note [Templates in C] in
+ * dk_template.h), instantiated for the compute types. Included only through dk_instantiate.h.
+ */
+#if DK_TMPL_PASS == DK_TMPL_COMPUTE
+
+/* C++'s std::max / std::min, NaN behaviour included (the references' scalar NMS code). */
+DK_HD DK_INLINE DK_T DK_TFN(dk_box_std_max)(DK_T a, DK_T b) { return a < b ? b : a; }
+DK_HD DK_INLINE DK_T DK_TFN(dk_box_std_min)(DK_T a, DK_T b) { return b < a ? b : a; }
+/* torch.maximum / torch.minimum / clamp(min=0): NaN propagates. */
+DK_HD DK_INLINE DK_T DK_TFN(dk_box_nan_max)(DK_T a, DK_T b) { return (a > b || a != a) ? a : b; }
+DK_HD DK_INLINE DK_T DK_TFN(dk_box_nan_min)(DK_T a, DK_T b) { return (a < b || a != a) ? a : b; }
+
+/* NMS's per-box area (offset 0 or 1). */
+DK_HD DK_INLINE DK_T DK_TFN(dk_box_nms_area)(DK_T x1, DK_T y1, DK_T x2, DK_T y2, DK_T offset)
+{
+    return (x2 - x1 + offset) * (y2 - y1 + offset);
+}
+
+/* NMS's overlap of kept box i with candidate j (the header's NMS semantics). */
+DK_HD DK_INLINE DK_T DK_TFN(dk_box_nms_overlap)(DK_T ix1, DK_T iy1, DK_T ix2, DK_T iy2, DK_T iarea, DK_T jx1, DK_T jy1,
+                                                 DK_T jx2, DK_T jy2, DK_T jarea, DK_T offset)
+{
+    const DK_T xx1 = DK_TFN(dk_box_std_max)(ix1, jx1), yy1 = DK_TFN(dk_box_std_max)(iy1, jy1);
+    const DK_T xx2 = DK_TFN(dk_box_std_min)(ix2, jx2), yy2 = DK_TFN(dk_box_std_min)(iy2, jy2);
+    const DK_T w = DK_TFN(dk_box_std_max)((DK_T)0, xx2 - xx1 + offset);
+    const DK_T h = DK_TFN(dk_box_std_max)((DK_T)0, yy2 - yy1 + offset);
+    const DK_T inter = w * h;
+    return inter / (iarea + jarea - inter);
+}
+
+/* A difference computed in the boxes' own 16-bit dtype (narrow: 1 float16, 2 bfloat16; 0 none). */
+DK_HD DK_INLINE DK_T DK_TFN(dk_box_narrow)(DK_T v, int narrow)
+{
+    if (narrow == 1) return (DK_T)dk_half_to_float(dk_float_to_half((float)v));
+    if (narrow == 2) return (DK_T)dk_bfloat16_to_float(dk_float_to_bfloat16((float)v));
+    return v;
+}
+
+DK_HD DK_INLINE DK_T DK_TFN(dk_box_atan)(DK_T v)
+{
+#if DK_T_BYTES == 4
+    return atanf(v);
+#else
+    return atan(v);
+#endif
+}
+
+/*
+ * One pair of the box-IoU family (the header's tensor semantics), a = (a1, a2, a3, a4) from the
+ * first set and b from the second, already in the compute type. `narrow` rounds where torchvision
+ * computes a difference in the boxes' own dtype before upcasting (its _upcast of `rb - lt`): 0 for
+ * 32- and 64-bit boxes, 1 or 2 for float16 or bfloat16 ones (dk_box_narrow). eps: the DIoU/CIoU
+ * epsilon; offset: MMCV's.
+ */
+DK_HD DK_INLINE DK_T DK_TFN(dk_box_iou_pair)(const DK_T *a, const DK_T *b, int kind, DK_T eps, DK_T offset,
+                                              int narrow)
+{
+#define DK__NARROW(v) DK_TFN(dk_box_narrow)((v), narrow)
+    if (kind == DK_BOX_MMCV_IOU || kind == DK_BOX_MMCV_IOF) {
+        /* bbox_overlaps: wh = (rb - lt + offset).clamp(0, INT_MAX) */
+        DK_T w = DK_TFN(dk_box_nan_min)(a[2], b[2]) - DK_TFN(dk_box_nan_max)(a[0], b[0]) + offset;
+        DK_T h = DK_TFN(dk_box_nan_min)(a[3], b[3]) - DK_TFN(dk_box_nan_max)(a[1], b[1]) + offset;
+        const DK_T top = (DK_T)2147483647.0;
+        w = w != w ? w : w < (DK_T)0 ? (DK_T)0 : w > top ? top : w;
+        h = h != h ? h : h < (DK_T)0 ? (DK_T)0 : h > top ? top : h;
+        const DK_T overlap = w * h;
+        const DK_T area1 = (a[2] - a[0] + offset) * (a[3] - a[1] + offset);
+        if (kind == DK_BOX_MMCV_IOF) return overlap / area1;
+        const DK_T area2 = (b[2] - b[0] + offset) * (b[3] - b[1] + offset);
+        return overlap / (area1 + area2 - overlap);
+    }
+    const DK_T area1 = (a[2] - a[0]) * (a[3] - a[1]);
+    const DK_T area2 = (b[2] - b[0]) * (b[3] - b[1]);
+    const DK_T w = DK_TFN(dk_box_nan_max)(DK__NARROW(DK_TFN(dk_box_nan_min)(a[2], b[2]) - DK_TFN(dk_box_nan_max)(a[0], b[0])), (DK_T)0);
+    const DK_T h = DK_TFN(dk_box_nan_max)(DK__NARROW(DK_TFN(dk_box_nan_min)(a[3], b[3]) - DK_TFN(dk_box_nan_max)(a[1], b[1])), (DK_T)0);
+    const DK_T inter = w * h;
+    const DK_T uni = area1 + area2 - inter;
+    const DK_T iou = inter / uni;
+    if (kind == DK_BOX_IOU) return iou;
+    /* the smallest enclosing box */
+    const DK_T wi = DK_TFN(dk_box_nan_max)(DK__NARROW(DK_TFN(dk_box_nan_max)(a[2], b[2]) - DK_TFN(dk_box_nan_min)(a[0], b[0])), (DK_T)0);
+    const DK_T hi = DK_TFN(dk_box_nan_max)(DK__NARROW(DK_TFN(dk_box_nan_max)(a[3], b[3]) - DK_TFN(dk_box_nan_min)(a[1], b[1])), (DK_T)0);
+    if (kind == DK_BOX_GIOU) {
+        const DK_T areai = wi * hi;
+        return iou - (areai - uni) / areai;
+    }
+    const DK_T diag = wi * wi + hi * hi + eps;
+    const DK_T xp = (a[0] + a[2]) / (DK_T)2, yp = (a[1] + a[3]) / (DK_T)2;
+    const DK_T xg = (b[0] + b[2]) / (DK_T)2, yg = (b[1] + b[3]) / (DK_T)2;
+    const DK_T dx = xp - xg, dy = yp - yg;
+    const DK_T diou = iou - (dx * dx + dy * dy) / diag;
+    if (kind == DK_BOX_DIOU) return diou;
+    /* complete IoU: the aspect-ratio term, 4 / pi^2 as torchvision's (a double rounded to T) */
+    const DK_T at = DK_TFN(dk_box_atan)((a[2] - a[0]) / (a[3] - a[1])) - DK_TFN(dk_box_atan)((b[2] - b[0]) / (b[3] - b[1]));
+    const DK_T v = (DK_T)0.40528473456935108578 * (at * at);
+    const DK_T alpha = v / ((DK_T)1 - iou + v + eps);
+    return diou - alpha * v;
+#undef DK__NARROW
+}
+
+#endif

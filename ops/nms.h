@@ -1,0 +1,60 @@
+/*
+ * ops/nms.h — non-maximum suppression (torchvision's nms and batched_nms, MMCV's nms).
+ *
+ * Boxes (x1, y1, x2, y2) are visited in decreasing score order (a stable sort, NaN scores first,
+ * as torch.sort(descending=True)); a box is kept unless a box kept before it overlaps it by more
+ * than iou_threshold (the NMS overlap of kernels/box_math.h, compared in double). With `idxs`,
+ * boxes of different categories never suppress each other (torchvision's batched_nms). `offset`
+ * is 0 (torchvision) or 1 (MMCV's legacy +1 pixel extents).
+ *
+ * Note [Data-dependent output sizes]
+ * How many boxes survive depends on the values, so the caller passes `keep` sized to the upper
+ * bound (N) and `num`, one int64 into which the kernel writes how many entries of keep are
+ * filled; the framework layer (dkit's Python) then slices keep[:num]. This is dkit's one
+ * convention for outputs whose size depends on the data (nms, soft_nms, nms_rotated, ...), for
+ * every backend, because: the bound is always known before the call; kernels never allocate,
+ * call back into a framework, or need a second pass; and on a GPU num stays on the device, so a
+ * caller that can use padded results (a CUDA graph, a batched pipeline) never synchronises,
+ * while one that slices pays the one device-to-host copy every GPU NMS pays.
+ *
+ * Tensors:
+ *   boxes   [N, 4]  float16, bfloat16 (computed in float32), float32 or float64; N < 2^31
+ *   scores  [N]     the same dtype
+ *   idxs    [N]     int32 or int64 categories, or none
+ *   keep    [N]     int64: keep[0:num] are the kept indices, in decreasing score order
+ *   num     [1]     int64
+ */
+#ifndef DK_OPS_NMS_H
+#define DK_OPS_NMS_H
+
+#include "dk_op_define.h"
+
+#define DK_NMS_ARGS(X)                                                                            \
+    X(TENSOR, boxes)                                                                              \
+    X(TENSOR, scores)                                                                             \
+    X(OPT_TENSOR, idxs)                                                                           \
+    X(TENSOR_OUT, keep)                                                                           \
+    X(TENSOR_OUT, num)                                                                            \
+    X(FLOAT, iou_threshold)                                                                       \
+    X(INT, offset)
+
+/* torchvision's batched_nms: nms with categories. A composite (ops/nms.c): every backend with
+ * nms serves it. */
+#define DK_BATCHED_NMS_ARGS(X)                                                                    \
+    X(TENSOR, boxes)                                                                              \
+    X(TENSOR, scores)                                                                             \
+    X(TENSOR, idxs)                                                                               \
+    X(TENSOR_OUT, keep)                                                                           \
+    X(TENSOR_OUT, num)                                                                            \
+    X(FLOAT, iou_threshold)
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+DK_DECLARE_OP(nms, DK_NMS_ARGS)
+DK_DECLARE_OP(batched_nms, DK_BATCHED_NMS_ARGS)
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DK_OPS_NMS_H */

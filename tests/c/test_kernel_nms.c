@@ -1,0 +1,289 @@
+/*
+ * test_kernel_nms.c — nms and batched_nms on the CPU against the references' algorithm, written
+ * out here independently: a stable descending sort of the scores (NaN first), then every later
+ * box against every kept one, with torchvision's arithmetic (MMCV's with offset 1). The kernel
+ * takes shortcuts (Note [What can suppress what] in csrc/cpu/nms/nms_run_tmpl.h); its kept set
+ * and order must be the references' exactly, on random and clustered boxes, boxes built to sit
+ * at the threshold, ties, NaN and infinite values, degenerate boxes, huge coordinates, every
+ * dtype, both offsets, categories, and thresholds below zero or NaN.
+ */
+#include "dk_kernel_test.h"
+#include "nms.h"
+
+/* ---- the reference ----------------------------------------------------------------------- */
+
+static bool before_desc(double a, int64_t ia, double b, int64_t ib)
+{
+    const bool na = a != a, nb = b != b;
+    if (na || nb) return na && (!nb || ia < ib); /* NaN first, ties by index */
+    if (a == b) return ia < ib;
+    return a > b;
+}
+
+static int64_t ref_nms(const dkk_tensor *boxes, const dkk_tensor *scores, const int64_t *cls, double thr, int off,
+                       int64_t *keep)
+{
+    const int64_t n = boxes->shape[0];
+    const bool f64 = dk_tensor_dtype(&boxes->t) == DK_FLOAT64;
+    const size_t cnt = n > 0 ? (size_t)n : 1;
+    int64_t *ord = malloc(cnt * sizeof *ord);
+    double *s = malloc(cnt * sizeof *s);
+    for (int64_t i = 0; i < n; i++) {
+        ord[i] = i;
+        s[i] = dkk_get(scores, (int64_t[]){i});
+    }
+    for (int64_t i = 1; i < n; i++) { /* insertion sort: stable */
+        const int64_t v = ord[i];
+        int64_t j = i;
+        for (; j > 0 && before_desc(s[v], v, s[ord[j - 1]], ord[j - 1]); j--) ord[j] = ord[j - 1];
+        ord[j] = v;
+    }
+    unsigned char *sup = calloc(cnt, 1);
+    int64_t k = 0;
+    for (int64_t a = 0; a < n; a++) {
+        const int64_t i = ord[a];
+        if (sup[i]) continue;
+        keep[k++] = i;
+        for (int64_t b = a + 1; b < n; b++) {
+            const int64_t j = ord[b];
+            if (sup[j] || (cls && cls[i] != cls[j])) continue;
+            double c[2][4];
+            for (int d = 0; d < 4; d++) {
+                c[0][d] = dkk_get(boxes, (int64_t[]){i, d});
+                c[1][d] = dkk_get(boxes, (int64_t[]){j, d});
+            }
+            double ovr;
+            if (f64) {
+                const double ia = (c[0][2] - c[0][0] + off) * (c[0][3] - c[0][1] + off);
+                const double ja = (c[1][2] - c[1][0] + off) * (c[1][3] - c[1][1] + off);
+                const double xx1 = c[0][0] < c[1][0] ? c[1][0] : c[0][0], yy1 = c[0][1] < c[1][1] ? c[1][1] : c[0][1];
+                const double xx2 = c[1][2] < c[0][2] ? c[1][2] : c[0][2], yy2 = c[1][3] < c[0][3] ? c[1][3] : c[0][3];
+                const double w0 = xx2 - xx1 + off, h0 = yy2 - yy1 + off;
+                const double w = 0 < w0 ? w0 : 0, h = 0 < h0 ? h0 : 0;
+                ovr = w * h / (ia + ja - w * h);
+            } else {
+                float f[2][4];
+                for (int d = 0; d < 4; d++) f[0][d] = (float)c[0][d], f[1][d] = (float)c[1][d];
+                const float o = (float)off;
+                const float ia = (f[0][2] - f[0][0] + o) * (f[0][3] - f[0][1] + o);
+                const float ja = (f[1][2] - f[1][0] + o) * (f[1][3] - f[1][1] + o);
+                const float xx1 = f[0][0] < f[1][0] ? f[1][0] : f[0][0], yy1 = f[0][1] < f[1][1] ? f[1][1] : f[0][1];
+                const float xx2 = f[1][2] < f[0][2] ? f[1][2] : f[0][2], yy2 = f[1][3] < f[0][3] ? f[1][3] : f[0][3];
+                const float w0 = xx2 - xx1 + o, h0 = yy2 - yy1 + o;
+                const float w = 0 < w0 ? w0 : 0, h = 0 < h0 ? h0 : 0;
+                const float inter = w * h;
+                ovr = inter / (ia + ja - inter);
+            }
+            if (ovr > thr) sup[j] = 1;
+        }
+    }
+    free(ord), free(s), free(sup);
+    return k;
+}
+
+/* ---- cases ------------------------------------------------------------------------------- */
+
+static void check(const char *what, dkk_tensor *boxes, dkk_tensor *scores, const int64_t *cls, double thr, int off)
+{
+    const int64_t n = boxes->shape[0];
+    int64_t *want = malloc((n > 0 ? (size_t)n : 1) * sizeof *want);
+    const int64_t nwant = ref_nms(boxes, scores, cls, thr, off, want);
+    dkk_tensor *keep = dkk_new(DK_INT64, 1, (int64_t[]){n}, NULL, 0), *num = dkk_new(DK_INT64, 1, (int64_t[]){1}, NULL, 0);
+    dkk_tensor *idxs = NULL;
+    if (cls) {
+        idxs = dkk_new(DK_INT64, 1, (int64_t[]){n}, NULL, 0);
+        memcpy(idxs->mem, cls, (size_t)n * sizeof *cls);
+    }
+    dk_status st = dk_nms(&boxes->t, &scores->t, idxs ? &idxs->t : NULL, &keep->t, &num->t, thr, off);
+    if (st) fail_msg("%s: %s", what, dk_last_error());
+    const int64_t got = ((int64_t *)num->mem)[0];
+    if (got != nwant) fail_msg("%s: kept %lld boxes, the reference %lld", what, (long long)got, (long long)nwant);
+    for (int64_t i = 0; i < got; i++)
+        if (((int64_t *)keep->mem)[i] != want[i])
+            fail_msg("%s: keep[%lld] = %lld, the reference %lld", what, (long long)i,
+                     (long long)((int64_t *)keep->mem)[i], (long long)want[i]);
+    if (cls) { /* batched_nms: the same, through its composite */
+        ((int64_t *)num->mem)[0] = -1;
+        if ((st = dk_batched_nms(&boxes->t, &scores->t, &idxs->t, &keep->t, &num->t, thr)) != DK_OK || off)
+            assert_true(off || st == DK_OK);
+        if (!off) {
+            assert_int_equal(((int64_t *)num->mem)[0], nwant);
+            assert_memory_equal(keep->mem, want, (size_t)nwant * sizeof *want);
+        }
+    }
+    dkk_free(keep), dkk_free(num), dkk_free(idxs);
+    free(want);
+}
+
+static dkk_tensor *random_boxes(dkk_rng *r, dk_dtype dt, int64_t n, double span, double lo, double hi)
+{
+    dkk_tensor *b = dkk_new(dt, 2, (int64_t[]){n, 4}, NULL, 0);
+    for (int64_t i = 0; i < n; i++) {
+        const double x = dkk_uniform(r, 0, span), y = dkk_uniform(r, 0, span);
+        const double w = dkk_uniform(r, lo, hi), h = dkk_uniform(r, lo, hi);
+        const double v[4] = {x, y, x + w, y + h};
+        for (int d = 0; d < 4; d++) dkk_set(b, (int64_t[]){i, d}, v[d]);
+    }
+    return b;
+}
+
+static dkk_tensor *random_scores(dkk_rng *r, dk_dtype dt, int64_t n, int levels)
+{
+    dkk_tensor *s = dkk_new(dt, 1, (int64_t[]){n}, NULL, 0);
+    for (int64_t i = 0; i < n; i++)
+        dkk_set(s, (int64_t[]){i}, levels ? floor(dkk_uniform(r, 0, levels)) : dkk_uniform(r, 0, 1));
+    return s;
+}
+
+static const dk_dtype FLOATS[] = {DK_FLOAT32, DK_FLOAT64, DK_FLOAT16, DK_BFLOAT16};
+
+static void random_boxes_at_several_thresholds(void **state)
+{
+    (void)state;
+    dkk_rng r = {1};
+    char what[128];
+    for (size_t d = 0; d < DK_COUNTOF(FLOATS); d++)
+        for (int rep = 0; rep < 3; rep++) {
+            const int64_t n = rep == 0 ? 1000 : rep == 1 ? 300 : 37;
+            dkk_tensor *b = random_boxes(&r, FLOATS[d], n, 1000, 1, 101);
+            dkk_tensor *s = random_scores(&r, FLOATS[d], n, rep == 2 ? 3 : 0); /* ties in the last */
+            for (int off = 0; off <= 1; off++)
+                for (int t = 0; t < 3; t++) {
+                    const double thr = t == 0 ? 0.2 : t == 1 ? 0.5 : 0.8;
+                    snprintf(what, sizeof what, "random %s n=%lld thr=%g offset=%d", dk_dtype_name(FLOATS[d]),
+                             (long long)n, thr, off);
+                    check(what, b, s, NULL, thr, off);
+                }
+            dkk_free(b), dkk_free(s);
+        }
+}
+
+/* Many overlapping proposals around a few objects, as a detector's RPN produces. */
+static void clustered_proposals(void **state)
+{
+    (void)state;
+    dkk_rng r = {2};
+    const int64_t n = 3000, objects = 50;
+    dkk_tensor *b = dkk_new(DK_FLOAT32, 2, (int64_t[]){n, 4}, NULL, 0);
+    for (int64_t i = 0; i < n; i++) {
+        dkk_rng o = {(uint64_t)(i % objects) + 1000};
+        const double cx = dkk_uniform(&o, 0, 1000), cy = dkk_uniform(&o, 0, 1000), w = dkk_uniform(&o, 20, 200),
+                     h = dkk_uniform(&o, 20, 200);
+        const double jx = dkk_uniform(&r, -0.2, 0.2) * w, jy = dkk_uniform(&r, -0.2, 0.2) * h;
+        const double sw = w * dkk_uniform(&r, 0.7, 1.3), sh = h * dkk_uniform(&r, 0.7, 1.3);
+        const double v[4] = {cx + jx - sw / 2, cy + jy - sh / 2, cx + jx + sw / 2, cy + jy + sh / 2};
+        for (int d = 0; d < 4; d++) dkk_set(b, (int64_t[]){i, d}, v[d]);
+    }
+    dkk_tensor *s = random_scores(&r, DK_FLOAT32, n, 0);
+    check("clustered thr=0.7", b, s, NULL, 0.7, 0);
+    check("clustered thr=0.3", b, s, NULL, 0.3, 0);
+    dkk_free(b), dkk_free(s);
+}
+
+/* Pairs whose IoU is exactly the threshold (not suppressed: the test is strict) or just above. */
+static void boxes_exactly_at_the_threshold(void **state)
+{
+    (void)state;
+    /* [0,0,10,10] and [0,0,10,5]: IoU 0.5 exactly; [0,0,10,10] and [0,0,10,4]: 0.4 */
+    const double v[][4] = {{0, 0, 10, 10}, {0, 0, 10, 5}, {100, 0, 110, 10}, {100, 0, 110, 4}, {200, 0, 210, 10},
+                           {200, 0, 210, 5.0001}};
+    const int64_t n = 6;
+    for (size_t d = 0; d < DK_COUNTOF(FLOATS); d++) {
+        dkk_tensor *b = dkk_new(FLOATS[d], 2, (int64_t[]){n, 4}, NULL, 0);
+        dkk_tensor *s = dkk_new(FLOATS[d], 1, (int64_t[]){n}, NULL, 0);
+        for (int64_t i = 0; i < n; i++) {
+            for (int k = 0; k < 4; k++) dkk_set(b, (int64_t[]){i, k}, v[i][k]);
+            dkk_set(s, (int64_t[]){i}, (double)(n - i));
+        }
+        check("at the threshold 0.5", b, s, NULL, 0.5, 0);
+        check("at the threshold 0.4", b, s, NULL, 0.4, 0);
+        dkk_free(b), dkk_free(s);
+    }
+}
+
+/* NaN and infinite scores and coordinates, degenerate and empty boxes, huge coordinates, one
+ * box covering everything: the reference's decisions, whatever they are. */
+static void hostile_values(void **state)
+{
+    (void)state;
+    dkk_rng r = {3};
+    char what[64];
+    for (size_t d = 0; d < DK_COUNTOF(FLOATS); d++)
+        for (int rep = 0; rep < 20; rep++) {
+            const int64_t n = 60;
+            dkk_tensor *b = random_boxes(&r, FLOATS[d], n, 100, -20, 40); /* many degenerate */
+            dkk_tensor *s = random_scores(&r, FLOATS[d], n, rep % 2 ? 4 : 0);
+            for (int k = 0; k < 12; k++) {
+                const int64_t i = (int64_t)dkk_uniform(&r, 0, n), c = (int64_t)dkk_uniform(&r, 0, 4);
+                const double pick = dkk_uniform(&r, 0, 6);
+                const double val = pick < 1 ? NAN : pick < 2 ? INFINITY : pick < 3 ? -INFINITY : pick < 4 ? 1e30 : pick < 5 ? -0.0 : 1e12;
+                if (k % 3 == 0) dkk_set(s, (int64_t[]){i}, val);
+                else dkk_set(b, (int64_t[]){i, c}, val);
+            }
+            if (rep % 5 == 0) { /* a box covering everything */
+                const double big[4] = {-1e6, -1e6, 1e6, 1e6};
+                for (int c = 0; c < 4; c++) dkk_set(b, (int64_t[]){rep % n, c}, big[c]);
+            }
+            for (int off = 0; off <= 1; off++) {
+                snprintf(what, sizeof what, "hostile %s rep %d offset %d", dk_dtype_name(FLOATS[d]), rep, off);
+                check(what, b, s, NULL, 0.3, off);
+                check(what, b, s, NULL, 0.0, off);
+                check(what, b, s, NULL, -0.5, off);
+                check(what, b, s, NULL, NAN, off);
+            }
+            dkk_free(b), dkk_free(s);
+        }
+}
+
+static void categories(void **state)
+{
+    (void)state;
+    dkk_rng r = {4};
+    const int64_t n = 2000;
+    dkk_tensor *b = random_boxes(&r, DK_FLOAT32, n, 300, 5, 60);
+    dkk_tensor *s = random_scores(&r, DK_FLOAT32, n, 0);
+    int64_t *cls = malloc((size_t)n * sizeof *cls);
+    for (int64_t i = 0; i < n; i++) cls[i] = (int64_t)dkk_uniform(&r, 0, 80) * 7 - 100; /* sparse, negative too */
+    check("80 categories thr=0.5", b, s, cls, 0.5, 0);
+    check("80 categories thr=0.5 offset=1", b, s, cls, 0.5, 1);
+    for (int64_t i = 0; i < n; i++) cls[i] = INT64_MIN + (i % 3); /* extreme values */
+    check("3 extreme categories", b, s, cls, 0.4, 0);
+    free(cls);
+    dkk_free(b), dkk_free(s);
+}
+
+static void empty_and_bad_input(void **state)
+{
+    (void)state;
+    dkk_tensor *b = dkk_new(DK_FLOAT32, 2, (int64_t[]){0, 4}, NULL, 0), *s = dkk_new(DK_FLOAT32, 1, (int64_t[]){0}, NULL, 0);
+    dkk_tensor *keep = dkk_new(DK_INT64, 1, (int64_t[]){0}, NULL, 0), *num = dkk_new(DK_INT64, 1, (int64_t[]){1}, NULL, 0);
+    ((int64_t *)num->mem)[0] = 7;
+    assert_ok(dk_nms(&b->t, &s->t, NULL, &keep->t, &num->t, 0.5, 0));
+    assert_int_equal(((int64_t *)num->mem)[0], 0);
+    dkk_tensor *b3 = dkk_new(DK_FLOAT32, 2, (int64_t[]){3, 5}, NULL, 0), *s3 = dkk_new(DK_FLOAT32, 1, (int64_t[]){3}, NULL, 0);
+    dkk_tensor *k3 = dkk_new(DK_INT64, 1, (int64_t[]){3}, NULL, 0);
+    assert_error(dk_nms(&b3->t, &s3->t, NULL, &k3->t, &num->t, 0.5, 0), DK_EINVAL,
+                 "nms: 'boxes' must have shape [N, 4] (x1, y1, x2, y2), got 2-d with a different width");
+    dkk_tensor *b4 = dkk_new(DK_FLOAT32, 2, (int64_t[]){3, 4}, NULL, 0), *s2 = dkk_new(DK_FLOAT32, 2, (int64_t[]){3, 2}, NULL, 0);
+    assert_error(dk_nms(&b4->t, &s2->t, NULL, &k3->t, &num->t, 0.5, 0), DK_EINVAL, "nms: 'scores' must be 1-d [N], got 2 dimensions");
+    dkk_tensor *s4 = dkk_new(DK_FLOAT32, 1, (int64_t[]){4}, NULL, 0);
+    assert_error(dk_nms(&b4->t, &s4->t, NULL, &k3->t, &num->t, 0.5, 0), DK_EINVAL, "nms: 'scores' must have shape [3], got [4]");
+    dkk_tensor *s64 = dkk_new(DK_FLOAT64, 1, (int64_t[]){3}, NULL, 0);
+    assert_error(dk_nms(&b4->t, &s64->t, NULL, &k3->t, &num->t, 0.5, 0), DK_ETYPE, "nms: 'scores' must be float32, got float64");
+    assert_error(dk_nms(&b4->t, &s3->t, NULL, &k3->t, &num->t, 0.5, 2), DK_EINVAL, "nms: offset must be 0 or 1, got 2");
+    dkk_free(b), dkk_free(s), dkk_free(keep), dkk_free(num), dkk_free(b3), dkk_free(s3), dkk_free(k3), dkk_free(b4);
+    dkk_free(s2), dkk_free(s4), dkk_free(s64);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(random_boxes_at_several_thresholds),
+        cmocka_unit_test(clustered_proposals),
+        cmocka_unit_test(boxes_exactly_at_the_threshold),
+        cmocka_unit_test(hostile_values),
+        cmocka_unit_test(categories),
+        cmocka_unit_test(empty_and_bad_input),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
