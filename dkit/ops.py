@@ -8,6 +8,7 @@ dkit/_frameworks/ (allocation, autograd), and re-exported here: these are the ve
 with no wrapper frame in between.
 """
 
+from dkit._ops.nms import batched_nms, nms, soft_nms
 from dkit._ops.roi_align import roi_align
 
-__all__ = ["roi_align"]
+__all__ = ["roi_align", "nms", "batched_nms", "soft_nms"]

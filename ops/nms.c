@@ -1,33 +1,29 @@
 /*
- * ops/nms.c — nms and batched_nms: definitions, validation, and batched_nms's composite.
+ * ops/nms.c — nms, batched_nms and soft_nms: definitions, validation, and batched_nms's composite.
  */
 #include "nms.h"
 
 #include <math.h>
 
 #include "dk_check.h"
+#include "kernels/box_math.h"
 
 /* Checks shared by nms and batched_nms. */
 static dk_status dk__check_nms(const char *op, const dk_tensor *boxes, const dk_tensor *scores, const dk_tensor *idxs,
-                               const dk_tensor *keep, const dk_tensor *num)
+                               const dk_tensor *keep, const char *keep_name, const dk_tensor *num)
 {
     dk_status st;
-    if (boxes->ndim != 2 || boxes->shape[1] != 4 || boxes->shape[0] < 0)
-        return dk_error(DK_EINVAL, "%s: 'boxes' must have shape [N, 4] (x1, y1, x2, y2), got %d-d%s", op,
-                        (int)boxes->ndim, boxes->ndim != 2 ? "" : boxes->shape[1] != 4 ? " with a different width" : "");
+    const int64_t box[2] = {-1, 4}; /* (x1, y1, x2, y2) rows */
+    if ((st = dk_check_shape(op, "boxes", boxes, 2, box))) return st;
     if ((st = dk_check_float(op, "boxes", boxes))) return st;
     const int64_t n = boxes->shape[0];
     /* MMCV's and torchvision's kernels index boxes with int; dkit keeps indices below 2^31 too */
     if (n > INT32_MAX)
         return dk_error(DK_EINVAL, "%s: at most 2^31 - 1 boxes, got %lld", op, (long long)n);
     const int64_t vec[1] = {n};
-    if (scores->ndim != 1)
-        return dk_error(DK_EINVAL, "%s: 'scores' must be 1-d [N], got %d dimensions", op, (int)scores->ndim);
     if ((st = dk_check_shape(op, "scores", scores, 1, vec))) return st;
     if ((st = dk_check_dtype(op, "scores", scores, dk_tensor_dtype(boxes)))) return st;
     if (idxs) {
-        if (idxs->ndim != 1)
-            return dk_error(DK_EINVAL, "%s: 'idxs' must be 1-d [N], got %d dimensions", op, (int)idxs->ndim);
         if ((st = dk_check_shape(op, "idxs", idxs, 1, vec))) return st;
         const dk_dtype d = dk_tensor_dtype(idxs);
         if (d != DK_INT64 && d != DK_INT32) {
@@ -36,8 +32,8 @@ static dk_status dk__check_nms(const char *op, const dk_tensor *boxes, const dk_
                             dk_dl_dtype_str(idxs->dtype, got, sizeof got));
         }
     }
-    if ((st = dk_check_shape(op, "keep", keep, 1, vec))) return st;
-    if ((st = dk_check_dtype(op, "keep", keep, DK_INT64))) return st;
+    if ((st = dk_check_shape(op, keep_name, keep, 1, vec))) return st;
+    if ((st = dk_check_dtype(op, keep_name, keep, DK_INT64))) return st;
     const int64_t one[1] = {1};
     if ((st = dk_check_shape(op, "num", num, 1, one))) return st;
     return dk_check_dtype(op, "num", num, DK_INT64);
@@ -48,13 +44,30 @@ DK_DEFINE_OP(nms, DK_NMS_ARGS)
     (void)iou_threshold; /* any value: NaN keeps everything, a negative one suppresses nearly all */
     if (offset != 0 && offset != 1)
         return dk_error(DK_EINVAL, "nms: offset must be 0 or 1, got %lld", (long long)offset);
-    return dk__check_nms("nms", boxes, scores, idxs, keep, num);
+    return dk__check_nms("nms", boxes, scores, idxs, keep, "keep", num);
 }
 
 DK_DEFINE_OP(batched_nms, DK_BATCHED_NMS_ARGS)
 {
     (void)iou_threshold;
-    return dk__check_nms("batched_nms", boxes, scores, idxs, keep, num);
+    return dk__check_nms("batched_nms", boxes, scores, idxs, keep, "keep", num);
+}
+
+DK_DEFINE_OP(soft_nms, DK_SOFT_NMS_ARGS)
+{
+    dk_status st;
+    if (offset != 0 && offset != 1)
+        return dk_error(DK_EINVAL, "soft_nms: offset must be 0 or 1, got %lld", (long long)offset);
+    if (method < DK_SOFT_NMS_NAIVE || method > DK_SOFT_NMS_GAUSSIAN)
+        return dk_error(DK_EINVAL, "soft_nms: method must be 0 (naive), 1 (linear) or 2 (gaussian), got %lld",
+                        (long long)method);
+    /* MMCV divides by sigma; 0 or NaN would turn every overlapping score into NaN or 0 silently */
+    if (method == DK_SOFT_NMS_GAUSSIAN && !(sigma > 0))
+        return dk_error(DK_EINVAL, "soft_nms: sigma must be positive for the gaussian method, got %g", sigma);
+    if ((st = dk__check_nms("soft_nms", boxes, scores, NULL, inds, "inds", num))) return st;
+    const int64_t rows[2] = {boxes->shape[0], 5};
+    if ((st = dk_check_shape("soft_nms", "dets", dets, 2, rows))) return st;
+    return dk_check_dtype("soft_nms", "dets", dets, dk_tensor_dtype(boxes));
 }
 
 /*

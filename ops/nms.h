@@ -1,5 +1,5 @@
 /*
- * ops/nms.h — non-maximum suppression (torchvision's nms and batched_nms, MMCV's nms).
+ * ops/nms.h — non-maximum suppression (torchvision's nms and batched_nms, MMCV's nms and soft_nms).
  *
  * Boxes (x1, y1, x2, y2) are visited in decreasing score order (a stable sort, NaN scores first,
  * as torch.sort(descending=True)); a box is kept unless a box kept before it overlaps it by more
@@ -28,6 +28,7 @@
 #define DK_OPS_NMS_H
 
 #include "dk_op_define.h"
+#include "kernels/box_math.h" /* dk_soft_nms_method */
 
 #define DK_NMS_ARGS(X)                                                                            \
     X(TENSOR, boxes)                                                                              \
@@ -48,11 +49,36 @@
     X(TENSOR_OUT, num)                                                                            \
     X(FLOAT, iou_threshold)
 
+/*
+ * MMCV's soft_nms: instead of dropping a box that overlaps a selected one, its score is decayed
+ * (kernels/box_math.h, dk_box_soft_nms_weight); boxes whose score falls below min_score are
+ * dropped. MMCV's exact procedure (Note [Soft-NMS as MMCV runs it] in csrc/cpu/nms/), so that
+ * ties and the order of the results are MMCV's too.
+ *
+ *   boxes   [N, 4], scores [N]   as nms
+ *   dets    [N, 5]  the boxes' dtype: dets[0:num] = (x1, y1, x2, y2, decayed score), selected order
+ *   inds    [N]     int64: inds[0:num] their indices into boxes
+ *   num     [1]     int64
+ *   method  0 naive, 1 linear, 2 gaussian (dk_soft_nms_method); sigma > 0 for gaussian
+ */
+#define DK_SOFT_NMS_ARGS(X)                                                                       \
+    X(TENSOR, boxes)                                                                              \
+    X(TENSOR, scores)                                                                             \
+    X(TENSOR_OUT, dets)                                                                           \
+    X(TENSOR_OUT, inds)                                                                           \
+    X(TENSOR_OUT, num)                                                                            \
+    X(FLOAT, iou_threshold)                                                                       \
+    X(FLOAT, sigma)                                                                               \
+    X(FLOAT, min_score)                                                                           \
+    X(INT, method)                                                                                \
+    X(INT, offset)
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 DK_DECLARE_OP(nms, DK_NMS_ARGS)
 DK_DECLARE_OP(batched_nms, DK_BATCHED_NMS_ARGS)
+DK_DECLARE_OP(soft_nms, DK_SOFT_NMS_ARGS)
 #ifdef __cplusplus
 }
 #endif

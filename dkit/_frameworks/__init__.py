@@ -49,6 +49,8 @@ Every framework module defines the names in PROTOCOL (a test checks that each do
   first_rows(x, count)        the first `count` rows of x (count: an int or a one-element
                               integer tensor), as a view: ops whose output size depends on the
                               data write an output sized to an upper bound plus a count.
+  category_codes(x)           int64 codes of x's distinct values, same shape (equal values, equal
+                              codes): categories of any dtype for kernels that take int64 ones.
   wants_grad(x)               whether autograd must record an op that reads x (an op with
                               several differentiable inputs asks for each). Always False
                               without autograd.
@@ -73,6 +75,7 @@ PROTOCOL = (
     "cat",
     "rois_from_boxes",
     "first_rows",
+    "category_codes",
     "wants_grad",
     "apply",
 )

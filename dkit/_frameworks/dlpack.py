@@ -24,5 +24,6 @@ dtype_name = _numpy.dtype_name
 cat = _numpy.cat
 rois_from_boxes = _numpy.rois_from_boxes
 first_rows = _numpy.first_rows
+category_codes = _numpy.category_codes
 wants_grad = _numpy.wants_grad
 apply = _numpy.apply

@@ -80,6 +80,10 @@ def first_rows(x, count):
     return x.narrow(0, 0, int(count))
 
 
+def category_codes(x):
+    return torch.unique(x, return_inverse=True)[1]
+
+
 def wants_grad(x):
     return x.requires_grad and _grad_enabled()
 

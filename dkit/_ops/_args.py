@@ -20,6 +20,9 @@ def to_int(value, name, op):
 
 
 def to_float(value, name, op):
+    # float("0.5") parses text; a number given as text is a caller's mistake, not a number
+    if isinstance(value, (str, bytes, bytearray)):
+        raise _C.DkitTypeError(f"{op}: {name} must be a number, got {type(value).__name__} {value!r}")
     try:
         return float(value)
     except (TypeError, ValueError):

@@ -1,4 +1,4 @@
-"""mmcv.ops.roi_align / RoIAlign, served by dkit.
+"""mmcv.ops.roi_align / RoIAlign, nms, soft_nms and batched_nms, served by dkit.
 
 Same signatures, defaults (sampling_ratio=0, pool_mode='avg', aligned=True), outputs and
 exception types as MMCV: an unknown pool_mode or rois without 5 columns raise AssertionError
@@ -9,17 +9,22 @@ served by dkit.compat.torchvision so torchvision need not be installed. See dkit
 dkit is stricter than MMCV.
 """
 
+import ctypes
 import functools
 import warnings
 
+import numpy as np
 import torch
 from torch import nn
 from torch.nn.modules.utils import _pair
 
+from dkit import _C
+from dkit._ops.nms import nms as _nms
+from dkit._ops.nms import soft_nms as _soft_nms
 from dkit._ops.roi_align import roi_align as _roi_align
 from dkit.compat import DkitAssertionError
 
-__all__ = ["roi_align", "RoIAlign", "RoIAlignFunction"]
+__all__ = ["roi_align", "RoIAlign", "RoIAlignFunction", "nms", "soft_nms", "batched_nms"]
 
 _Tensor = torch.Tensor
 
@@ -125,3 +130,139 @@ class RoIAlign(nn.Module):
         s += f"aligned={self.aligned}, "
         s += f"use_torchvision={self.use_torchvision})"
         return s
+
+
+# ------------------------------------------------------------------------------------------
+# NMS
+
+
+def _float32(x):
+    """x rounded to a C float, as MMCV's kernels take their thresholds (overflow gives inf)."""
+    return ctypes.c_float(float(x)).value
+
+
+def _nms_inputs(boxes, scores):
+    """MMCV's assertions on nms' inputs, in its order."""
+    if not isinstance(boxes, (torch.Tensor, np.ndarray)):
+        raise DkitAssertionError(f"nms: boxes must be a torch.Tensor or a numpy.ndarray, got {type(boxes).__name__}")
+    if not isinstance(scores, (torch.Tensor, np.ndarray)):
+        raise DkitAssertionError(f"nms: scores must be a torch.Tensor or a numpy.ndarray, got {type(scores).__name__}")
+    if isinstance(boxes, np.ndarray) != isinstance(scores, np.ndarray):  # MMCV converts both to torch
+        boxes, scores = torch.as_tensor(boxes), torch.as_tensor(scores)
+    if boxes.ndim < 2 or boxes.shape[1] != 4:
+        raise DkitAssertionError(f"nms: boxes must be [N, 4], got {list(boxes.shape)}")
+    if scores.ndim < 1 or boxes.shape[0] != scores.shape[0]:
+        raise DkitAssertionError(f"nms: boxes and scores must have as many rows, got {list(boxes.shape)} and {list(scores.shape)}")
+    return boxes, scores
+
+
+def _filtered_nms(boxes, scores, iou_threshold, offset, score_threshold, max_num, idxs=None):
+    """MMCV's NMSop: boxes scoring above score_threshold (when > 0), nms, the first max_num
+    (when > 0); indices into the unfiltered boxes."""
+    if offset not in (0, 1):
+        raise DkitAssertionError(f"nms: offset must be 0 or 1, got {offset!r}")
+    valid = None
+    if score_threshold > 0:
+        valid = (scores > score_threshold).nonzero()
+        valid = valid[0] if isinstance(valid, tuple) else valid.view(-1)  # NumPy / torch
+        boxes, scores = boxes[valid], scores[valid]
+        if idxs is not None:
+            idxs = idxs[valid]
+    inds = _nms(boxes, scores, _float32(iou_threshold), idxs, offset)
+    if max_num > 0:
+        inds = inds[:max_num]
+    return inds if valid is None else valid[inds]
+
+
+def _with_scores(boxes, scores):
+    """[K, 5] (x1, y1, x2, y2, score) rows."""
+    if isinstance(boxes, np.ndarray):
+        return np.concatenate((boxes, scores.reshape(-1, 1)), axis=1)
+    return torch.cat((boxes, scores.reshape(-1, 1)), dim=1)
+
+
+def nms(boxes, scores, iou_threshold, offset=0, score_threshold=0, max_num=-1):
+    """mmcv.ops.nms: (dets [K, 5] (x1, y1, x2, y2, score), inds [K]), in decreasing score order.
+
+    boxes [N, 4] and scores [N] are torch tensors or NumPy arrays (the results are then NumPy
+    arrays). offset 1 is MMCV's legacy pixel convention (width = x2 - x1 + 1); boxes scoring
+    score_threshold or less are dropped first (when it is > 0), and at most max_num (when > 0)
+    are returned. The threshold is compared in float32, as MMCV's kernels take it.
+    """
+    boxes, scores = _nms_inputs(boxes, scores)
+    inds = _filtered_nms(boxes, scores, iou_threshold, offset, score_threshold, max_num)
+    return _with_scores(boxes[inds], scores[inds]), inds
+
+
+def soft_nms(boxes, scores, iou_threshold=0.3, sigma=0.5, min_score=1e-3, method="linear", offset=0):
+    """mmcv.ops.soft_nms: (dets [K, 5] with decayed scores, inds [K]), in selection order.
+
+    method: 'linear', 'gaussian' or 'naive' (see dkit.ops.soft_nms). torch tensors or NumPy
+    arrays (the results are then NumPy arrays).
+    """
+    boxes, scores = _nms_inputs(boxes, scores)
+    if offset not in (0, 1):
+        raise DkitAssertionError(f"soft_nms: offset must be 0 or 1, got {offset!r}")
+    if method not in ("naive", "linear", "gaussian"):
+        raise DkitAssertionError(f"soft_nms: method must be 'naive', 'linear' or 'gaussian', got {method!r}")
+    return _soft_nms(boxes, scores, iou_threshold, sigma, min_score, method, int(offset))
+
+
+_NMS_OPS = {"nms": nms, "soft_nms": soft_nms}
+
+
+def batched_nms(boxes, scores, idxs, nms_cfg, class_agnostic=False):
+    """mmcv.ops.batched_nms: NMS per category; (dets [K, 5], keep [K]) in decreasing score order.
+
+    nms_cfg: None (no suppression: every box, sorted by score) or a dict with 'iou_threshold'
+    and optionally 'type' ('nms' or 'soft_nms'), 'split_thr' (default 10000), 'class_agnostic'
+    and the keywords of that op (offset, score_threshold, max_num; sigma, min_score, method).
+
+    For 'nms', MMCV's two strategies (boxes shifted apart by category below split_thr boxes,
+    one nms per category above) both amount to one nms with categories, which dkit runs in one
+    pass. 'soft_nms' decays scores across every box the op sees, so MMCV's strategies are
+    followed as they are.
+    """
+    if nms_cfg is None:
+        scores, inds = scores.sort(descending=True)
+        return torch.cat([boxes[inds], scores[:, None]], -1), inds
+    cfg = dict(nms_cfg)
+    class_agnostic = cfg.pop("class_agnostic", class_agnostic)
+    nms_type = cfg.pop("type", "nms")
+    nms_op = _NMS_OPS.get(nms_type)
+    if nms_op is None:
+        raise _C.DkitNotImplementedError(f"batched_nms: nms_cfg type {nms_type!r} is not served by dkit.compat.mmcv "
+                                         f"(it serves {sorted(_NMS_OPS)})")  # fmt: skip
+    split_thr = cfg.pop("split_thr", 10000)
+    if nms_op is nms:
+        dets, keep = _batched_hard_nms(boxes, scores, None if class_agnostic else idxs, **cfg)
+        return _with_scores(boxes[keep], dets[:, -1]), keep
+    if class_agnostic:
+        boxes_for_nms = boxes
+    else:  # MMCV's shift: each category's boxes beyond the largest coordinate of the others
+        offsets = idxs.to(boxes) * (boxes.max() + torch.tensor(1).to(boxes))
+        boxes_for_nms = boxes + offsets[:, None]
+    if boxes_for_nms.shape[0] < split_thr:
+        dets, keep = nms_op(boxes_for_nms, scores, **cfg)
+        return _with_scores(boxes[keep], dets[:, -1]), keep
+    max_num = cfg.pop("max_num", -1)
+    total_mask = scores.new_zeros(scores.size(), dtype=torch.bool)
+    scores_after_nms = scores.new_zeros(scores.size())
+    for category in torch.unique(idxs):
+        mask = (idxs == category).nonzero(as_tuple=False).view(-1)
+        dets, keep = nms_op(boxes_for_nms[mask], scores[mask], **cfg)
+        total_mask[mask[keep]] = True
+        scores_after_nms[mask[keep]] = dets[:, -1]
+    keep = total_mask.nonzero(as_tuple=False).view(-1)
+    scores, inds = scores_after_nms[keep].sort(descending=True, stable=True)
+    keep = keep[inds]
+    if max_num > 0:
+        keep, scores = keep[:max_num], scores[:max_num]
+    return _with_scores(boxes[keep], scores), keep
+
+
+def _batched_hard_nms(boxes, scores, idxs, iou_threshold, offset=0, score_threshold=0, max_num=-1):
+    """nms with categories (None: one category), nms()'s keywords and results."""
+    boxes, scores = _nms_inputs(boxes, scores)
+    keep = _filtered_nms(boxes, scores, iou_threshold, offset, score_threshold, max_num, idxs)
+    return _with_scores(boxes[keep], scores[keep]), keep

@@ -1,4 +1,4 @@
-"""torchvision.ops.roi_align / RoIAlign, served by dkit.
+"""torchvision.ops.roi_align / RoIAlign, nms and batched_nms, served by dkit.
 
 Same signatures (annotations included), defaults (sampling_ratio=-1, aligned=False), outputs and
 exception types as torchvision 0.14: malformed boxes raise AssertionError with torchvision's
@@ -13,10 +13,12 @@ import torch.fx
 from torch import Tensor, nn
 from torch.jit.annotations import BroadcastingList2
 
+from dkit._ops.nms import batched_nms as _batched_nms
+from dkit._ops.nms import nms as _nms
 from dkit._ops.roi_align import roi_align as _roi_align
 from dkit.compat import DkitAssertionError
 
-__all__ = ["roi_align", "RoIAlign"]
+__all__ = ["roi_align", "RoIAlign", "nms", "batched_nms"]
 
 _Tensor = torch.Tensor
 
@@ -111,3 +113,42 @@ class RoIAlign(nn.Module):
             f"{self.__class__.__name__}(output_size={self.output_size}, spatial_scale={self.spatial_scale}, "
             f"sampling_ratio={self.sampling_ratio}, aligned={self.aligned})"
         )
+
+
+def nms(boxes: Tensor, scores: Tensor, iou_threshold: float) -> Tensor:
+    """torchvision.ops.nms: indices (int64) of the boxes kept, in decreasing score order.
+
+    Args:
+        boxes (Tensor[N, 4]): (x1, y1, x2, y2) with 0 <= x1 < x2 and 0 <= y1 < y2.
+        scores (Tensor[N]): a score per box.
+        iou_threshold (float): discards every box whose IoU with a kept, higher-scoring box is
+            greater than this.
+
+    Unlike torchvision 0.14 on the CPU, float16 and bfloat16 boxes are served (computed in
+    float32). See dkit.ops.nms for NaN, infinite and empty boxes.
+    """
+    return _nms(boxes, scores, iou_threshold)
+
+
+def batched_nms(boxes: Tensor, scores: Tensor, idxs: Tensor, iou_threshold: float) -> Tensor:
+    """torchvision.ops.batched_nms: NMS per category (idxs), indices in decreasing score order.
+
+    Boxes of different categories never suppress each other. torchvision separates categories
+    by shifting boxes (few boxes) or by one nms per category (many); dkit keeps them apart in
+    one pass (dkit.ops.batched_nms), with the same indices in the same order.
+    """
+    if boxes.numel() == 0:
+        return torch.empty((0,), dtype=torch.int64, device=boxes.device)
+    keep = _batched_nms(boxes, scores, idxs, iou_threshold)
+    # Note [torchvision's order of equal scores]
+    # dkit returns equal scores in index order. So does torchvision for few boxes; for more than
+    # 1000 (CPU; 5000 elsewhere) it gathers the kept indices in ascending order and orders them
+    # with torch.sort(descending=True), which is not stable: equal scores then come in the order
+    # torch's sort leaves them. The same kept set gets the same treatment here when it has equal
+    # scores, so that the indices are identical.
+    if boxes.numel() > (4000 if boxes.device.type == "cpu" else 20000) and len(keep) > 1:
+        kept_scores = scores[keep]
+        if bool((kept_scores[1:] == kept_scores[:-1]).any()):
+            keep = keep.sort()[0]
+            keep = keep[scores[keep].sort(descending=True)[1]]
+    return keep

@@ -5,7 +5,8 @@
  * takes shortcuts (Note [What can suppress what] in csrc/cpu/nms/nms_run_tmpl.h); its kept set
  * and order must be the references' exactly, on random and clustered boxes, boxes built to sit
  * at the threshold, ties, NaN and infinite values, degenerate boxes, huge coordinates, every
- * dtype, both offsets, categories, and thresholds below zero or NaN.
+ * dtype, both offsets, categories, and thresholds below zero or NaN. soft_nms against MMCV's
+ * published vectors.
  */
 #include "dk_kernel_test.h"
 #include "nms.h"
@@ -263,9 +264,9 @@ static void empty_and_bad_input(void **state)
     dkk_tensor *b3 = dkk_new(DK_FLOAT32, 2, (int64_t[]){3, 5}, NULL, 0), *s3 = dkk_new(DK_FLOAT32, 1, (int64_t[]){3}, NULL, 0);
     dkk_tensor *k3 = dkk_new(DK_INT64, 1, (int64_t[]){3}, NULL, 0);
     assert_error(dk_nms(&b3->t, &s3->t, NULL, &k3->t, &num->t, 0.5, 0), DK_EINVAL,
-                 "nms: 'boxes' must have shape [N, 4] (x1, y1, x2, y2), got 2-d with a different width");
+                 "nms: 'boxes' must have shape [*, 4], got [3, 5]");
     dkk_tensor *b4 = dkk_new(DK_FLOAT32, 2, (int64_t[]){3, 4}, NULL, 0), *s2 = dkk_new(DK_FLOAT32, 2, (int64_t[]){3, 2}, NULL, 0);
-    assert_error(dk_nms(&b4->t, &s2->t, NULL, &k3->t, &num->t, 0.5, 0), DK_EINVAL, "nms: 'scores' must be 1-d [N], got 2 dimensions");
+    assert_error(dk_nms(&b4->t, &s2->t, NULL, &k3->t, &num->t, 0.5, 0), DK_EINVAL, "nms: 'scores' must have shape [3], got [3, 2]");
     dkk_tensor *s4 = dkk_new(DK_FLOAT32, 1, (int64_t[]){4}, NULL, 0);
     assert_error(dk_nms(&b4->t, &s4->t, NULL, &k3->t, &num->t, 0.5, 0), DK_EINVAL, "nms: 'scores' must have shape [3], got [4]");
     dkk_tensor *s64 = dkk_new(DK_FLOAT64, 1, (int64_t[]){3}, NULL, 0);
@@ -273,6 +274,62 @@ static void empty_and_bad_input(void **state)
     assert_error(dk_nms(&b4->t, &s3->t, NULL, &k3->t, &num->t, 0.5, 2), DK_EINVAL, "nms: offset must be 0 or 1, got 2");
     dkk_free(b), dkk_free(s), dkk_free(keep), dkk_free(num), dkk_free(b3), dkk_free(s3), dkk_free(k3), dkk_free(b4);
     dkk_free(s2), dkk_free(s4), dkk_free(s64);
+}
+
+/* MMCV's published soft_nms vectors (tests/test_ops/test_nms.py), every method, through boxes
+ * and outputs with strides, and the same in float64. */
+static void soft_nms_mmcv_vectors(void **state)
+{
+    (void)state;
+    static const double boxes_v[4][4] = {{6, 3, 8, 7}, {3, 6, 9, 11}, {3, 7, 10, 12}, {1, 4, 13, 7}};
+    static const double scores_v[4] = {0.6, 0.9, 0.7, 0.2};
+    static const struct {
+        int method;
+        int64_t n, inds[4];
+        double score[4];
+    } want[] = {
+        {DK_SOFT_NMS_LINEAR, 4, {1, 0, 2, 3}, {0.9, 0.6, 0.29024392, 0.2}},
+        {DK_SOFT_NMS_GAUSSIAN, 4, {1, 0, 2, 3}, {0.9, 0.59630775, 0.35275510, 0.18650459}},
+        {DK_SOFT_NMS_NAIVE, 3, {1, 0, 3, 0}, {0.9, 0.6, 0.2, 0}},
+    };
+    for (int f = 0; f < 2; f++) {
+        const dk_dtype dt = f ? DK_FLOAT64 : DK_FLOAT32;
+        dkk_tensor *b = dkk_new(dt, 2, (int64_t[]){4, 4}, (int[]){1, 0}, 3); /* column-major, padded */
+        dkk_tensor *s = dkk_new(dt, 1, (int64_t[]){4}, NULL, 2);
+        for (int i = 0; i < 4; i++) {
+            for (int d = 0; d < 4; d++) dkk_set(b, (int64_t[]){i, d}, boxes_v[i][d]);
+            dkk_set(s, (int64_t[]){i}, scores_v[i]);
+        }
+        for (size_t m = 0; m < sizeof want / sizeof *want; m++) {
+            dkk_tensor *dets = dkk_new(dt, 2, (int64_t[]){4, 5}, NULL, 1), *inds = dkk_new(DK_INT64, 1, (int64_t[]){4}, NULL, 1);
+            dkk_tensor *num = dkk_new(DK_INT64, 1, (int64_t[]){1}, NULL, 0);
+            assert_ok(dk_soft_nms(&b->t, &s->t, &dets->t, &inds->t, &num->t, 0.3, 0.5, 0.01, want[m].method, 0));
+            assert_int_equal(((int64_t *)num->mem)[0], want[m].n);
+            for (int64_t k = 0; k < want[m].n; k++) {
+                const int64_t i = want[m].inds[k];
+                assert_int_equal((int64_t)dkk_get(inds, (int64_t[]){k}), i);
+                for (int d = 0; d < 4; d++) assert_true(dkk_get(dets, (int64_t[]){k, d}) == boxes_v[i][d]);
+                const double sc = dkk_get(dets, (int64_t[]){k, 4});
+                if (fabs(sc - want[m].score[k]) > 1e-6)
+                    fail_msg("%s method %d: score %lld = %.9g, MMCV %.9g", dk_dtype_name(dt), want[m].method, (long long)k,
+                             sc, want[m].score[k]);
+            }
+            dkk_free(dets), dkk_free(inds), dkk_free(num);
+        }
+        dkk_free(b), dkk_free(s);
+    }
+    /* bad parameters */
+    dkk_tensor *b = dkk_new(DK_FLOAT32, 2, (int64_t[]){2, 4}, NULL, 0), *s = dkk_new(DK_FLOAT32, 1, (int64_t[]){2}, NULL, 0);
+    dkk_tensor *dets = dkk_new(DK_FLOAT32, 2, (int64_t[]){2, 5}, NULL, 0), *inds = dkk_new(DK_INT64, 1, (int64_t[]){2}, NULL, 0);
+    dkk_tensor *num = dkk_new(DK_INT64, 1, (int64_t[]){1}, NULL, 0), *d64 = dkk_new(DK_FLOAT64, 2, (int64_t[]){2, 5}, NULL, 0);
+    assert_error(dk_soft_nms(&b->t, &s->t, &dets->t, &inds->t, &num->t, 0.3, 0.5, 0.01, 3, 0), DK_EINVAL,
+                 "soft_nms: method must be 0 (naive), 1 (linear) or 2 (gaussian), got 3");
+    assert_error(dk_soft_nms(&b->t, &s->t, &dets->t, &inds->t, &num->t, 0.3, 0.0, 0.01, 2, 0), DK_EINVAL,
+                 "soft_nms: sigma must be positive for the gaussian method, got 0");
+    assert_error(dk_soft_nms(&b->t, &s->t, &d64->t, &inds->t, &num->t, 0.3, 0.5, 0.01, 1, 0), DK_ETYPE,
+                 "soft_nms: 'dets' must be float32, got float64");
+    assert_true(dk_soft_nms(&b->t, &s->t, &dets->t, &dets->t, &num->t, 0.3, 0.5, 0.01, 1, 0) != DK_OK); /* aliased */
+    dkk_free(b), dkk_free(s), dkk_free(dets), dkk_free(inds), dkk_free(num), dkk_free(d64);
 }
 
 int main(void)
@@ -284,6 +341,7 @@ int main(void)
         cmocka_unit_test(hostile_values),
         cmocka_unit_test(categories),
         cmocka_unit_test(empty_and_bad_input),
+        cmocka_unit_test(soft_nms_mmcv_vectors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -44,6 +44,9 @@ typedef enum {
     DK_BOX_NKINDS
 } dk_box_kind;
 
+/* How Soft-NMS decays the scores of overlapping boxes (MMCV's numbering). */
+typedef enum { DK_SOFT_NMS_NAIVE = 0, DK_SOFT_NMS_LINEAR = 1, DK_SOFT_NMS_GAUSSIAN = 2 } dk_soft_nms_method;
+
 #define DK_TEMPLATE "kernels/box_math_tmpl.h"
 #define DK_TEMPLATE_TYPES DK_TYPES_COMPUTE
 #include "dk_instantiate.h"

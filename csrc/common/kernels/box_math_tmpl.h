@@ -29,6 +29,29 @@ DK_HD DK_INLINE DK_T DK_TFN(dk_box_nms_overlap)(DK_T ix1, DK_T iy1, DK_T ix2, DK
     return inter / (iarea + jarea - inter);
 }
 
+DK_HD DK_INLINE DK_T DK_TFN(dk_box_exp)(DK_T v)
+{
+#if DK_T_BYTES == 4
+    return expf(v);
+#else
+    return exp(v);
+#endif
+}
+
+/*
+ * Soft-NMS's factor (dk_soft_nms_method in box_math.h) for a candidate whose NMS overlap with the box just selected is ovr (MMCV's
+ * soft_nms; Bodla et al. 2017), in the compute type as MMCV computes it in float:
+ *   naive     0 when ovr >= thr, else 1 (hard NMS, but with >=)
+ *   linear    1 - ovr when ovr >= thr, else 1
+ *   gaussian  exp(-ovr^2 / sigma), whatever thr
+ */
+DK_HD DK_INLINE DK_T DK_TFN(dk_box_soft_nms_weight)(DK_T ovr, int method, DK_T thr, DK_T sigma)
+{
+    if (method == DK_SOFT_NMS_NAIVE) return ovr >= thr ? (DK_T)0 : (DK_T)1;
+    if (method == DK_SOFT_NMS_LINEAR) return ovr >= thr ? (DK_T)1 - ovr : (DK_T)1;
+    return DK_TFN(dk_box_exp)(-(ovr * ovr) / sigma);
+}
+
 /* A difference computed in the boxes' own 16-bit dtype (narrow: 1 float16, 2 bfloat16; 0 none). */
 DK_HD DK_INLINE DK_T DK_TFN(dk_box_narrow)(DK_T v, int narrow)
 {

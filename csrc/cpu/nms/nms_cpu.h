@@ -4,6 +4,8 @@
  *   nms_cpu.c         entry point, dtype switch, registration (start here)
  *   nms_load_tmpl.h   boxes and scores, any float storage and strides, into compute-type arrays
  *   nms_run_tmpl.h    the suppression loop over a spatial index of the kept boxes
+ *   soft_nms_cpu.c    MMCV's soft_nms: entry point, registration
+ *   soft_nms_tmpl.h   its procedure (Note [Soft-NMS as MMCV runs it])
  */
 #ifndef DK_NMS_CPU_H
 #define DK_NMS_CPU_H
@@ -33,5 +35,14 @@ typedef struct {
     int64_t keep_s;
     int64_t kept;
 } dk__nms_ctx;
+
+/* One soft_nms call. */
+typedef struct {
+    int64_t n;
+    double thr, sigma, min_score;
+    int method, offset;
+    dk_arena *ar;
+    int64_t kept; /* out */
+} dk__soft_nms_args;
 
 #endif /* DK_NMS_CPU_H */

@@ -1,0 +1,172 @@
+"""The NMS family: nms, batched_nms and soft_nms (the same boxes, scores and outputs).
+
+Written once against the framework protocol (Note [The framework protocol] in
+dkit/_frameworks/__init__.py). dkit.ops re-exports them; dkit.compat.torchvision
+and dkit.compat.mmcv wrap them in their libraries' signatures.
+
+Note [Outputs sized to a bound, plus a count]
+How many boxes survive depends on the values, so every op of this family follows the core's
+convention (Note [Data-dependent output sizes] in ops/nms.h): the output is allocated for all N
+boxes, the kernel writes how many it filled into a one-element int64 tensor, and the result is
+fw.first_rows(keep, num), a view. Reading num is the one synchronisation a GPU caller pays; the
+padded buffer costs 8 bytes per input box, which is less than the boxes themselves.
+
+Note [Which checks are made where] (dkit/_ops/roi_align.py) holds here too: the core checks
+ranks, widths, dtypes, devices and the 2^31 bound and names the parameter; Python checks only
+argument types and what it needs to allocate.
+"""
+
+from dkit import _C, _frameworks
+from dkit._ops._args import to_float
+
+__all__ = ["nms", "batched_nms", "soft_nms"]
+
+_nms_kernel = _C.ops.nms
+_batched_nms_kernel = _C.ops.batched_nms
+_soft_nms_kernel = _C.ops.soft_nms
+
+# MMCV's numbering (dk_soft_nms_method in csrc/common/kernels/box_math.h).
+_SOFT_NMS_METHODS = {"naive": 0, "linear": 1, "gaussian": 2}
+
+_framework_of_type = _frameworks.BY_TYPE.get
+_framework_of = _frameworks.of
+
+# Categories the kernels read as they are; any other dtype is mapped to int64 codes first.
+_CATEGORY_DTYPES = frozenset({"int64", "int32"})
+
+
+def _tensors(op, boxes, scores):
+    """(fw, boxes, scores) as tensors of boxes' framework, scores' type checked."""
+    tp = type(boxes)
+    fw = _framework_of_type(tp)
+    if fw is None:
+        fw = _framework_of(boxes)
+    if tp is not fw.AS_IS:
+        boxes = _as_tensor(fw, boxes, "boxes", op)
+    if type(scores) is not fw.AS_IS:
+        scores = _as_tensor(fw, scores, "scores", op)
+    return fw, boxes, scores
+
+
+def _as_tensor(fw, x, what, op):
+    t = fw.as_tensor(x, what, op)
+    if t is None:
+        raise _C.DkitTypeError(f"{op}: {what} must be a tensor, got {type(x).__name__}")
+    return t
+
+
+# Box indices are C ints in torchvision's and MMCV's kernels; the core refuses 2^31 boxes too.
+_LIMIT = 2**31
+
+
+def _count(boxes, op):
+    """N, the bound every output is sized to; 0 for a boxes tensor without rows (the core then
+    says what is wrong with its shape). Refused from 2^31 on, before outputs of that size are
+    allocated."""
+    shape = boxes.shape
+    n = shape[0] if len(shape) else 0
+    if n >= _LIMIT:
+        raise _C.DkitValueError(f"{op}: at most 2^31 - 1 boxes, got {n}")
+    return n
+
+
+def _categories(fw, idxs, op):
+    if type(idxs) is not fw.AS_IS:
+        idxs = _as_tensor(fw, idxs, "idxs", op)
+    if fw.dtype_name(idxs) not in _CATEGORY_DTYPES:
+        # torchvision takes categories of any dtype (floats, uint8, bool) and compares them for
+        # equality; codes of the distinct values keep exactly that partition.
+        idxs = fw.category_codes(idxs)
+    return idxs
+
+
+def nms(boxes, scores, iou_threshold, idxs=None, offset=0):
+    """Non-maximum suppression, torchvision's rules.
+
+    Visits boxes in decreasing score order (stable: equal scores keep the lower index first;
+    NaN scores come first, as torch.sort(descending=True) puts them) and keeps a box unless a
+    box kept before it has an IoU with it strictly greater than iou_threshold.
+
+    Args:
+        boxes: [N, 4] (x1, y1, x2, y2), float16, bfloat16 (computed in float32), float32 or
+            float64; a torch.Tensor, numpy.ndarray or CPU DLPack producer. N < 2^31.
+        scores: [N], the same dtype.
+        iou_threshold: a float; NaN keeps every box.
+        idxs: optional [N] categories (any dtype): boxes of different categories never suppress
+            each other (batched_nms).
+        offset: 0 (torchvision) or 1 (MMCV's legacy +1 pixel extents).
+
+    Returns:
+        int64 [K] indices of the kept boxes, in decreasing score order, in boxes' framework.
+
+    Behaviour on unusual values (tested): a box with a NaN or infinite coordinate, or with
+    x2 <= x1 or y2 <= y1 (an empty box), overlaps nothing, so it is kept when its score's turn
+    comes and suppresses nothing; a NaN score sorts first.
+
+    Raises (every class derives from RuntimeError): wrong shapes (boxes not [N, 4], scores not
+    [N]), mismatched dtypes or devices, 2^31 boxes or more.
+    """
+    fw, boxes, scores = _tensors("nms", boxes, scores)
+    if type(iou_threshold) is not float:
+        iou_threshold = to_float(iou_threshold, "iou_threshold", "nms")
+    if idxs is not None:
+        idxs = _categories(fw, idxs, "nms")
+    n = _count(boxes, "nms")
+    keep = fw.empty(boxes, (n,), "int64")
+    num = fw.empty(boxes, (1,), "int64")
+    _nms_kernel(boxes, scores, idxs, keep, num, iou_threshold, offset)
+    return fw.first_rows(keep, num)
+
+
+def batched_nms(boxes, scores, idxs, iou_threshold):
+    """NMS per category, in one call: torchvision.ops.batched_nms.
+
+    Boxes of different categories (idxs, [N], any dtype) never suppress each other. Returns the
+    kept indices in decreasing score order, as nms. Served by the batched_nms op, a composite
+    over nms on every backend with nms (Note [batched_nms is nms with categories] in ops/nms.c).
+    Unlike torchvision's coordinate trick (boxes shifted by category times the largest
+    coordinate), categories are kept apart exactly, negative coordinates included.
+    """
+    fw, boxes, scores = _tensors("batched_nms", boxes, scores)
+    if type(iou_threshold) is not float:
+        iou_threshold = to_float(iou_threshold, "iou_threshold", "batched_nms")
+    idxs = _categories(fw, idxs, "batched_nms")
+    n = _count(boxes, "batched_nms")
+    keep = fw.empty(boxes, (n,), "int64")
+    num = fw.empty(boxes, (1,), "int64")
+    _batched_nms_kernel(boxes, scores, idxs, keep, num, iou_threshold)
+    return fw.first_rows(keep, num)
+
+
+def soft_nms(boxes, scores, iou_threshold=0.3, sigma=0.5, min_score=1e-3, method="linear", offset=0):
+    """Soft-NMS (Bodla et al. 2017) as MMCV runs it: overlapping boxes lose score instead of
+    being dropped.
+
+    Repeatedly selects the highest remaining score (on ties, the box MMCV's in-place procedure
+    meets first) and multiplies the score of every other remaining box by a factor of its IoU
+    ovr with the selected one: 'linear' 1 - ovr when ovr >= iou_threshold, 'gaussian'
+    exp(-ovr^2 / sigma), 'naive' 0 when ovr >= iou_threshold; boxes whose score falls below
+    min_score are dropped. Computed in float32 for float16/bfloat16/float32 boxes (the
+    thresholds rounded to it, as MMCV's float parameters), in float64 for float64 boxes.
+
+    Args:
+        boxes: [N, 4] (x1, y1, x2, y2); scores: [N], the same dtype (torch, NumPy or DLPack).
+        offset: 0, or 1 for MMCV's legacy +1 pixel extents.
+
+    Returns:
+        (dets [K, 5] (x1, y1, x2, y2, decayed score) in boxes' dtype, inds int64 [K]), in the
+        order selected (decreasing decayed score).
+    """
+    fw, boxes, scores = _tensors("soft_nms", boxes, scores)
+    code = _SOFT_NMS_METHODS.get(method) if type(method) is str else None
+    if code is None:
+        raise _C.DkitValueError(f"soft_nms: method must be 'linear', 'gaussian' or 'naive', got {method!r}")
+    iou_threshold = to_float(iou_threshold, "iou_threshold", "soft_nms")
+    sigma = to_float(sigma, "sigma", "soft_nms")
+    min_score = to_float(min_score, "min_score", "soft_nms")
+    n = _count(boxes, "soft_nms")
+    dets = fw.empty(boxes, (n, 5), None)
+    inds = fw.empty(boxes, (n,), "int64")
+    num = fw.empty(boxes, (1,), "int64")
+    _soft_nms_kernel(boxes, scores, dets, inds, num, iou_threshold, sigma, min_score, code, offset)
+    return fw.first_rows(dets, num), fw.first_rows(inds, num)
