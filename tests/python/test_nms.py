@@ -2,6 +2,9 @@
 torchvision 0.14's ops and MMCV's published test vectors."""
 
 import ctypes
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -381,3 +384,16 @@ def test_mmcv_batched_nms_strategies_agree_and_match_reference():
     assert len(keep) == 3000 and (dets[1:, -1] <= dets[:-1, -1]).all()
     with pytest.raises(_C.DkitNotImplementedError, match="nms_rotated_x"):
         cmmcv.batched_nms(boxes, scores, idxs, dict(type="nms_rotated_x", iou_threshold=0.5))
+
+
+def test_bench_nms_quick_smoke():
+    """bench/bench_nms.py runs end to end on its small problems and checks its results against
+    torchvision as it goes (the full run is `make bench-python`)."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    cmd = [sys.executable, os.path.join(root, "bench", "bench_nms.py"), "--quick", "--reps", "1"]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].split()[:3] == ["case", "dkit", "torchvision"]
+    assert sum("nms" in line and line.rstrip().endswith("x") for line in lines) >= 4
