@@ -9,6 +9,12 @@ Cases (float32, aligned=True, spatial_scale 0.25, 7x7 output, 1024 random boxes 
   backward sr=2    backward only (grad w.r.t. input through torch.autograd; the forward that
                    builds the graph is not timed)
   forward sr=0     forward, adaptive sampling (MMCV 0 == torchvision <= 0)
+  forward sr=2 in a step
+                   forward sr=2, each timed call right after `z = x * 2; del z` (an elementwise
+                   op over the whole input, as other layers run between two roi_align calls of a
+                   training step: the input and the allocator's cache are cold); the rows above
+                   take turns with torchvision, so each of their calls follows the other
+                   library's call on the same tensors
   scaling          the same three, dkit alone, at 1 thread and at the largest count: end to end
                    (dkit.ops, the output allocated by torch on every call) and kernel (dkit._C.ops
                    into outputs allocated once beforehand; torchvision has no such entry point),
@@ -251,6 +257,16 @@ def worker(threads, reps, quick):
             f(None)
         cases[f"forward sr={sr}"] = _interleaved(fns, reps, threads, set_threads)
 
+    # in a step: each timed call (and its warm call) right after other memory-heavy work
+    def in_a_step(name):
+        z = x * 2
+        del z
+
+    fns = {"dkit": dk(2)}
+    if tv_roi_align:
+        fns["torchvision"] = tv(2)
+    cases["forward sr=2 in a step"] = _interleaved(fns, reps, threads, set_threads, setup=in_a_step)
+
     # backward only: the graph is built outside the timed region
     xr = x.clone().requires_grad_()
     dk_fwd = lambda t, r, o, s, sr, a: dkit.ops.roi_align(t, r, o, s, sr, "avg", a)  # noqa: E731
@@ -396,7 +412,7 @@ def main():
 
     cases = res["cases"]
     rows = []
-    for case in ("forward sr=2", "backward sr=2", "forward sr=0", "tiny call"):
+    for case in ("forward sr=2", "forward sr=2 in a step", "backward sr=2", "forward sr=0", "tiny call"):
         for t in thread_counts:
             r = cases.get(case, {}).get(t)
             if r is None:
