@@ -112,9 +112,12 @@ def profile(reset=False):
     if reset:
         _C.profile_reset()
     prof = Profile()
-    token = _C.tls_push_include(1 << _C.KEY_PROFILE)
+    # A scope, not a saved state: blocks that exit out of order, or on another thread (a
+    # generator finalised elsewhere), still take Profile out (Note [Scopes that end out of order]
+    # in csrc/common/dk_tls.h).
+    scope = _C.tls_scope_enter(1 << _C.KEY_PROFILE, 0)
     try:
         yield prof
     finally:
-        _C.tls_pop(token)
+        _C.tls_scope_exit(scope)
         prof._finish()

@@ -84,34 +84,39 @@ def key(name):
     return _C.key(name)
 
 
-def _keyset(keys):
+def _keyset(keys, what):
     ks = 0
     for k in keys:
         if isinstance(k, str):
-            k = _C.key(k)
+            k = _C.key(k)  # DkitValueError naming an unknown key
+        elif type(k) is bool or not isinstance(k, int):
+            raise _C.DkitTypeError(f"dispatch.{what}: keys are names or key ids (int), got {type(k).__name__} {k!r}")
+        if not 0 <= k < 64:
+            raise _C.DkitValueError(f"dispatch.{what}: a key id is in [0, 64), got {k}")
         ks |= 1 << k
     return ks
 
 
 @contextlib.contextmanager
 def include(*keys):
-    """Add keys (names or ids) to this thread's included set for the block (nests)."""
-    token = _C.tls_push_include(_keyset(keys))
+    """Add keys (names or ids) to this thread's included set for the block (nests; blocks may
+    end in any order, Note [Scopes that end out of order] in csrc/common/dk_tls.h)."""
+    scope = _C.tls_scope_enter(_keyset(keys, "include"), 0)
     try:
         yield
     finally:
-        _C.tls_pop(token)
+        _C.tls_scope_exit(scope)
 
 
 @contextlib.contextmanager
 def exclude(*keys):
     """Remove keys (names or ids) from every call on this thread for the block (nests;
-    exclusion beats inclusion)."""
-    token = _C.tls_push_exclude(_keyset(keys))
+    exclusion beats inclusion; blocks may end in any order)."""
+    scope = _C.tls_scope_enter(0, _keyset(keys, "exclude"))
     try:
         yield
     finally:
-        _C.tls_pop(token)
+        _C.tls_scope_exit(scope)
 
 
 def tls():

@@ -209,3 +209,47 @@ def test_set_num_threads_is_dkits_own_and_process_wide():
 def test_show_config_prints_to_stdout(capsys):
     dkit.show_config()
     assert "dkit configuration" in capsys.readouterr().out
+
+
+def test_scopes_that_end_out_of_order_leave_nothing_behind():
+    """Two dkit.profile() blocks (or include/exclude blocks) driven by generators can exit
+    inner-before-outer or the other way round, or on another thread; every key they added goes
+    away with the last of them (Note [Scopes that end out of order])."""
+    import threading
+
+    import dkit
+
+    base = dkit.dispatch.tls()
+
+    def block(cm):
+        with cm:
+            yield
+
+    for make in (lambda: dkit.profile(), lambda: dkit.dispatch.include("Profile"),
+                 lambda: dkit.dispatch.exclude("cpu")):  # fmt: skip
+        a, b = block(make()), block(make())
+        next(a), next(b)
+        assert dkit.dispatch.tls() != base
+        for g in (a, b):  # the outer one ends first
+            next(g, None)
+        assert dkit.dispatch.tls() == base
+        # a block that ends on another thread takes its keys out of its own thread's sets
+        c = block(make())
+        next(c)
+        t = threading.Thread(target=lambda: next(c, None))
+        t.start()
+        t.join()
+        assert dkit.dispatch.tls() == base
+
+
+def test_bad_keys_name_the_call():
+    import dkit
+    from dkit import _C
+
+    with pytest.raises(_C.DkitValueError, match=r"dispatch.include: a key id is in \[0, 64\), got -1"):
+        with dkit.dispatch.include(-1):
+            pass
+    with pytest.raises(_C.DkitTypeError, match="dispatch.exclude: keys are names or key ids"):
+        with dkit.dispatch.exclude(1.5):
+            pass
+    assert isinstance(_C.DkitValueError("x"), RuntimeError)
