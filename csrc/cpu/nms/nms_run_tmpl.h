@@ -94,22 +94,28 @@ static double DK_TFN(dk__nms_select)(double *v, int64_t m, int64_t k)
  * One category: the candidates ord[0 .. m) in score order; kept[] is written for each. scratch
  * comes from the arena, sized for the largest category (dk__nms_run).
  */
+/* A kept box in one cell of the grid: its coordinates and area inline, so that testing a
+ * candidate against a cell reads one entry after another instead of five arrays at random. */
+typedef struct {
+    DK_T c[5];        /* x1, y1, x2, y2, area: copies, so the references' arithmetic is unchanged */
+    int32_t next;     /* the cell's next entry, -1 at the end */
+    int32_t cx0, cy0; /* the box's lowest cell (Note [One test per pair]) */
+} DK_TFN(dk__nms_entry);
+
 typedef struct {
     unsigned char *kind; /* per box */
     int64_t *cell_lo, *cell_hi; /* per box: cx0, cy0 / cx1, cy1 packed as 2 x int32 */
     int32_t *head;       /* per cell: first entry, -1 if none */
-    int32_t *next, *box; /* entries */
+    DK_TFN(dk__nms_entry) *ent;
     int64_t *grid_kept;  /* kept grid boxes of the category (for loose candidates) */
     int64_t *loose_kept; /* kept loose boxes */
-    int64_t *stamp;      /* per box: the last candidate it was tested against */
     double *tmp;         /* extents, for the cell size */
-    int64_t ncells, nentries;
 } DK_TFN(dk__nms_scratch);
 
 static void DK_TFN(dk__nms_category)(const DK_T *x, const DK_T *area, int64_t n, const int64_t *ord, int64_t m,
                                      DK_T off, double thr, unsigned char *kept, DK_TFN(dk__nms_scratch) *sc)
 {
-    /* cell size: the median extent of the grid boxes, origin: their lowest corner */
+    /* cell size from the extents of the grid boxes (Note [Cell size]), origin: their lowest corner */
     int64_t ng = 0;
     double ox = INFINITY, oy = INFINITY, ex = -INFINITY, ey = -INFINITY;
     for (int64_t a = 0; a < m; a++) {
@@ -123,7 +129,17 @@ static void DK_TFN(dk__nms_category)(const DK_T *x, const DK_T *area, int64_t n,
         ex = fmax(ex, (double)X2(i) + (double)off);
         ey = fmax(ey, (double)Y2(i) + (double)off);
     }
-    double s = ng ? DK_TFN(dk__nms_select)(sc->tmp, ng, ng / 2) : 1.0;
+    /* Note [Cell size]: smaller cells mean fewer kept boxes met that cannot overlap; a box that
+     * spans more than 4 cells along an axis becomes loose (tested against everything), so the
+     * cells stay wide enough for nearly all boxes: 0.55 of the median extent (measured: 25% fewer
+     * instructions than the median itself on the benchmark's boxes), but at least 1/3.5 of the
+     * 95th percentile. */
+    double s = 1.0;
+    if (ng) {
+        const double median = DK_TFN(dk__nms_select)(sc->tmp, ng, ng / 2);
+        const double p95 = DK_TFN(dk__nms_select)(sc->tmp, ng, ng - 1 - ng / 20);
+        s = fmax(0.55 * median, p95 / 3.5);
+    }
     if (!(s > 0)) s = 1.0;
     /* at most about 4 cells per grid box in all (and at least the span / 2^20 per cell) */
     double gx = ng ? floor((ex - ox) / s) + 1 : 1, gy = ng ? floor((ey - oy) / s) + 1 : 1;
@@ -165,15 +181,23 @@ static void DK_TFN(dk__nms_category)(const DK_T *x, const DK_T *area, int64_t n,
         if (!sup && kind == DK__NMS_LOOSE) {
             for (int64_t b = 0; b < ngk && !sup; b++) sup = DK_TFN(dk__nms_suppresses)(x, area, n, sc->grid_kept[b], j, off, thr);
         } else if (!sup) {
-            const int64_t cx0 = (int32_t)sc->cell_lo[j], cy0 = sc->cell_lo[j] >> 32;
-            const int64_t cx1 = (int32_t)sc->cell_hi[j], cy1 = sc->cell_hi[j] >> 32;
-            for (int64_t cy = cy0; cy <= cy1 && !sup; cy++)
-                for (int64_t cx = cx0; cx <= cx1 && !sup; cx++)
-                    for (int32_t e = sc->head[cy * GX + cx]; e >= 0 && !sup; e = sc->next[e]) {
-                        const int64_t k = sc->box[e];
-                        if (sc->stamp[k] == j) continue; /* met in another cell already */
-                        sc->stamp[k] = j;
-                        sup = DK_TFN(dk__nms_suppresses)(x, area, n, k, j, off, thr);
+            /* Note [One test per pair]: a kept box sits in every cell its extent covers, so it
+             * can meet the candidate in several cells; the pair is tested only in the lowest
+             * cell the two share, (max of the cx0s, max of the cy0s), which both cover. */
+            const int32_t cx0 = (int32_t)sc->cell_lo[j], cy0 = (int32_t)(sc->cell_lo[j] >> 32);
+            const int32_t cx1 = (int32_t)sc->cell_hi[j], cy1 = (int32_t)(sc->cell_hi[j] >> 32);
+            const DK_T jx1 = X1(j), jy1 = Y1(j), jx2 = X2(j), jy2 = Y2(j), ja = area[j];
+            for (int32_t cy = cy0; cy <= cy1 && !sup; cy++)
+                for (int32_t cx = cx0; cx <= cx1 && !sup; cx++)
+                    for (int32_t e = sc->head[(int64_t)cy * GX + cx]; e >= 0; e = sc->ent[e].next) {
+                        const DK_TFN(dk__nms_entry) *k = &sc->ent[e];
+                        if ((k->cx0 > cx0 ? k->cx0 : cx0) != cx || (k->cy0 > cy0 ? k->cy0 : cy0) != cy) continue;
+                        const DK_T ovr = DK_TFN(dk_box_nms_overlap)(k->c[0], k->c[1], k->c[2], k->c[3], k->c[4], jx1,
+                                                                     jy1, jx2, jy2, ja, off);
+                        if ((double)ovr > thr) {
+                            sup = true;
+                            break;
+                        }
                     }
         }
         kept[j] = !sup;
@@ -187,8 +211,10 @@ static void DK_TFN(dk__nms_category)(const DK_T *x, const DK_T *area, int64_t n,
         const int64_t cx1 = (int32_t)sc->cell_hi[j], cy1 = sc->cell_hi[j] >> 32;
         for (int64_t cy = cy0; cy <= cy1; cy++)
             for (int64_t cx = cx0; cx <= cx1; cx++) {
-                sc->box[nent] = (int32_t)j;
-                sc->next[nent] = sc->head[cy * GX + cx];
+                DK_TFN(dk__nms_entry) *en = &sc->ent[nent];
+                en->c[0] = X1(j), en->c[1] = Y1(j), en->c[2] = X2(j), en->c[3] = Y2(j), en->c[4] = area[j];
+                en->cx0 = (int32_t)cx0, en->cy0 = (int32_t)cy0;
+                en->next = sc->head[cy * GX + cx];
                 sc->head[cy * GX + cx] = (int32_t)nent++;
             }
     }
@@ -249,17 +275,14 @@ static dk_status DK_TFN(dk__nms_run)(dk__nms_ctx *cx, const DK_T *x, const DK_T 
         sc.kind = (unsigned char *)dk_arena_take_n(cx->ar, (size_t)n, 1);
         sc.cell_lo = (int64_t *)dk_arena_take_n(cx->ar, (size_t)n, sizeof(int64_t));
         sc.cell_hi = (int64_t *)dk_arena_take_n(cx->ar, (size_t)n, sizeof(int64_t));
-        sc.stamp = (int64_t *)dk_arena_take_n(cx->ar, (size_t)n, sizeof(int64_t));
         sc.head = (int32_t *)dk_arena_take_n(cx->ar, 4 * L + 16, sizeof(int32_t));
-        sc.next = (int32_t *)dk_arena_take_n(cx->ar, 16 * L + 1, sizeof(int32_t));
-        sc.box = (int32_t *)dk_arena_take_n(cx->ar, 16 * L + 1, sizeof(int32_t));
+        sc.ent = (DK_TFN(dk__nms_entry) *)dk_arena_take_n(cx->ar, 16 * L + 1, sizeof(DK_TFN(dk__nms_entry)));
         sc.grid_kept = (int64_t *)dk_arena_take_n(cx->ar, L + 1, sizeof(int64_t));
         sc.loose_kept = (int64_t *)dk_arena_take_n(cx->ar, L + 1, sizeof(int64_t));
         sc.tmp = (double *)dk_arena_take_n(cx->ar, L + 1, sizeof(double));
-        if (!sc.kind || !sc.cell_lo || !sc.cell_hi || !sc.stamp || !sc.head || !sc.next || !sc.box || !sc.grid_kept ||
+        if (!sc.kind || !sc.cell_lo || !sc.cell_hi || !sc.head || !sc.ent || !sc.grid_kept ||
             !sc.loose_kept || !sc.tmp)
             goto oom;
-        for (int64_t i = 0; i < n; i++) sc.stamp[i] = -1;
         for (int64_t g = 0; g < nseg; g++)
             DK_TFN(dk__nms_category)(x, area, n, seg_ord + seg_beg[g], seg_beg[g + 1] - seg_beg[g], off, cx->thr, kept,
                                      &sc);
