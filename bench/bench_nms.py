@@ -7,9 +7,11 @@ Boxes as in the issue: corners uniform in 1000 x 1000, sides uniform in 1 .. 101
 scores uniform; one thread (torch.set_num_threads(1); both NMS kernels are serial).
 
   nms N            N = 1,000 and 10,000 (and 50,000 with --full: torchvision takes seconds)
+  nms clustered    6,000 proposals around 100 objects (jittered copies, as a detector's RPN)
   batched_nms      20,000 boxes in 80 categories
-  soft_nms         1,000 boxes, linear (MMCV's procedure; MMCV is not installed here, so
-                   dkit's time alone)
+  soft_nms         1,000 boxes, linear and gaussian, against MMCV's algorithm written with
+                   NumPy (MMCV is not installed here; its CPU kernel is the same O(N^2) loop in
+                   C++, so this ratio says how much of the time is the interpreter's)
   ... in a step    the same call, each preceded by what a training step does between two
                    calls of the op: 64 MB allocated and written by torch (other layers'
                    activations), so the op starts with cold caches (Note [Calls in a step])
@@ -35,6 +37,48 @@ def _boxes(torch, n, seed):
     xy = torch.rand(n, 2, generator=g) * 1000
     wh = torch.rand(n, 2, generator=g) * 100 + 1
     return torch.cat([xy, xy + wh], 1), torch.rand(n, generator=g)
+
+
+def _clustered(torch, n, objects, seed):
+    g = torch.Generator().manual_seed(seed)
+    centres = torch.rand(objects, 2, generator=g) * 800 + 100
+    sizes = torch.rand(objects, 2, generator=g) * 150 + 20
+    which = torch.randint(0, objects, (n,), generator=g)
+    c = centres[which] + torch.randn(n, 2, generator=g) * sizes[which] * 0.1
+    wh = sizes[which] * (1 + torch.randn(n, 2, generator=g) * 0.1).clamp(min=0.3)
+    return torch.cat([c - wh / 2, c + wh / 2], 1), torch.rand(n, generator=g)
+
+
+def _soft_nms_numpy(np, boxes, scores, thr, sigma, min_score, method):
+    """MMCV's soft_nms procedure (its CPU kernel's loop), vectorised over the remaining boxes
+    with NumPy: the reference for soft_nms' speed."""
+    b = boxes.astype(np.float32).copy()
+    sc = scores.astype(np.float32).copy()
+    area = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+    ind = np.arange(len(b))
+    dets, n, i = [], len(b), 0
+    while i < n:
+        m = i + int(np.argmax(sc[i:n]))
+        for a in (b, sc, area, ind):
+            a[[i, m]] = a[[m, i]]
+        dets.append(np.append(b[i], sc[i]))
+        r = slice(i + 1, n)
+        w = np.maximum(0.0, np.minimum(b[i, 2], b[r, 2]) - np.maximum(b[i, 0], b[r, 0]))
+        h = np.maximum(0.0, np.minimum(b[i, 3], b[r, 3]) - np.maximum(b[i, 1], b[r, 1]))
+        inter = w * h
+        ovr = inter / (area[i] + area[r] - inter)
+        if method == "linear":
+            weight = np.where(ovr >= thr, 1 - ovr, 1.0)
+        else:
+            weight = np.exp(-(ovr * ovr) / sigma)
+        sc[r] *= weight.astype(np.float32)
+        low = np.nonzero(sc[i + 1:n] < min_score)[0] + i + 1
+        for p in low[::-1]:  # the kernel moves the last box into each dropped place
+            n -= 1
+            for a in (b, sc, area, ind):
+                a[p] = a[n]
+        i += 1
+    return np.array(dets), ind[:n]
 
 
 def _time(fn, disturb):
@@ -91,6 +135,14 @@ def main():
             d, t = _measure([lambda: dkit.ops.nms(b, s, 0.5), lambda: torchvision.ops.nms(b, s, 0.5)], args.reps, disturb)
             rows.append((f"nms {n} boxes ({len(ref)} kept){label}", d, t))
 
+    n, objects = (1000, 20) if args.quick else (6000, 100)
+    b, s = _clustered(torch, n, objects, 5)
+    ref = torchvision.ops.nms(b, s, 0.5)
+    if not torch.equal(ref, dkit.ops.nms(b, s, 0.5)):
+        sys.exit("bench_nms: nms on clustered boxes differs from torchvision")
+    d, t = _measure([lambda: dkit.ops.nms(b, s, 0.5), lambda: torchvision.ops.nms(b, s, 0.5)], args.reps, None)
+    rows.append((f"nms {n} clustered around {objects} objects ({len(ref)} kept)", d, t))
+
     n, classes = (2000, 20) if args.quick else (20000, 80)
     b, s = _boxes(torch, n, 7)
     idxs = torch.randint(0, classes, (n,), generator=torch.Generator().manual_seed(1))
@@ -101,10 +153,19 @@ def main():
                         args.reps, disturb)  # fmt: skip
         rows.append((f"batched_nms {n} boxes, {classes} classes{label}", d, t))
 
+    import numpy as np
+
     n = 300 if args.quick else 1000
     b, s = _boxes(torch, n, 3)
-    (d,) = _measure([lambda: dkit.ops.soft_nms(b, s, 0.3, 0.5, 1e-3, "linear")], args.reps, None)
-    rows.append((f"soft_nms {n} boxes, linear (dkit only)", d, None))
+    bn, sn = b.numpy(), s.numpy()
+    for method in ("linear", "gaussian"):
+        _, ref_inds = _soft_nms_numpy(np, bn, sn, 0.3, 0.5, 1e-3, method)
+        _, inds = dkit.ops.soft_nms(b, s, 0.3, 0.5, 1e-3, method)
+        if len(ref_inds) != len(inds):
+            sys.exit(f"bench_nms: soft_nms ({method}) keeps {len(inds)} boxes, MMCV's procedure {len(ref_inds)}")
+        d, t = _measure([lambda: dkit.ops.soft_nms(b, s, 0.3, 0.5, 1e-3, method),
+                         lambda: _soft_nms_numpy(np, bn, sn, 0.3, 0.5, 1e-3, method)], max(1, args.reps // 2), None)  # fmt: skip
+        rows.append((f"soft_nms {n} boxes, {method} (vs MMCV's loop in NumPy)", d, t))
 
     print(f"{'case':52s} {'dkit':>12s} {'torchvision':>12s} {'ratio':>7s} {'speedup':>8s}")
     for name, d, t in rows:

@@ -49,6 +49,8 @@ DK_HD DK_INLINE DK_T DK_TFN(dk_box_soft_nms_weight)(DK_T ovr, int method, DK_T t
 {
     if (method == DK_SOFT_NMS_NAIVE) return ovr >= thr ? (DK_T)0 : (DK_T)1;
     if (method == DK_SOFT_NMS_LINEAR) return ovr >= thr ? (DK_T)1 - ovr : (DK_T)1;
+    /* exp(-0 / sigma) is exactly 1: most pairs do not overlap, and skip the exponential */
+    if (ovr == (DK_T)0) return (DK_T)1;
     return DK_TFN(dk_box_exp)(-(ovr * ovr) / sigma);
 }
 
