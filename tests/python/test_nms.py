@@ -397,3 +397,25 @@ def test_bench_nms_quick_smoke():
     lines = r.stdout.splitlines()
     assert lines[0].split()[:3] == ["case", "dkit", "torchvision"]
     assert sum("nms" in line and line.rstrip().endswith("x") for line in lines) >= 4
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])
+def test_soft_nms_every_dtype(dtype):
+    # 16-bit boxes are computed in float32 from their own values, dets stored back in their dtype;
+    # float64 in float64 (MMCV's kernel is float32 only)
+    boxes, scores = clustered_boxes(300, objects=6, seed=21)
+    b, s = boxes.to(dtype), scores.to(dtype)
+    dets, inds = dkit.ops.soft_nms(b, s, 0.3, 0.5, 0.05, "gaussian")
+    assert dets.dtype == dtype and inds.dtype == torch.int64
+    if dtype == torch.float64:  # the same procedure in double: MMCV's literal loop, in float64
+        d32, i32 = dkit.ops.soft_nms(boxes, scores, 0.3, 0.5, 0.05, "gaussian")
+        assert torch.equal(inds, i32)
+        torch.testing.assert_close(dets, d32.double(), rtol=1e-5, atol=1e-6)
+    else:
+        ref_dets, ref_inds = dkit.ops.soft_nms(b.float(), s.float(), 0.3, 0.5, 0.05, "gaussian")
+        assert torch.equal(inds, ref_inds)
+        assert torch.equal(dets, ref_dets.to(dtype))
+    # NumPy arrays give NumPy results
+    if dtype != torch.bfloat16:
+        nd, ni = dkit.ops.soft_nms(b.numpy(), s.numpy(), 0.3, 0.5, 0.05, "gaussian")
+        assert isinstance(nd, np.ndarray) and np.array_equal(ni, inds.numpy()) and np.array_equal(nd, dets.numpy())
