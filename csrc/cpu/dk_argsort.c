@@ -107,26 +107,19 @@ static dk_status dk__argsort_keys(int64_t *idx, uint64_t *key, int64_t n, int bi
     return DK_OK;
 }
 
-dk_status dk_argsort_desc_f32(int64_t *idx, const float *keys, int64_t stride, int64_t n, dk_arena *ar)
-{
-    uint64_t *key = (uint64_t *)dk_arena_take_n(ar, (size_t)n, sizeof *key);
-    if (!key) return dk_error(DK_ENOMEM, "argsort: out of memory for %lld keys", (long long)n);
-    for (int64_t i = 0; i < n; i++) {
-        idx[i] = i;
-        key[i] = dk__desc_key_f32(keys[i * stride]);
+/* keys -> their descending radix keys, then the sort; `bits` of key the mapping uses. */
+#define DK__ARGSORT_DESC(T, SUFFIX, BITS)                                                                        \
+    dk_status dk_argsort_desc_##SUFFIX(int64_t *idx, const T *keys, int64_t stride, int64_t n, dk_arena *ar)     \
+    {                                                                                                            \
+        uint64_t *key = (uint64_t *)dk_arena_take_n(ar, (size_t)n, sizeof *key);                                 \
+        if (!key) return dk_error(DK_ENOMEM, "argsort: out of memory for %lld keys", (long long)n);             \
+        for (int64_t i = 0; i < n; i++) {                                                                        \
+            idx[i] = i;                                                                                          \
+            key[i] = dk__desc_key_##SUFFIX(keys[i * stride]);                                                    \
+        }                                                                                                        \
+        return dk__argsort_keys(idx, key, n, BITS, ar);                                                          \
     }
-    return dk__argsort_keys(idx, key, n, 33, ar); /* 3 passes of 11 bits */
-}
-
-dk_status dk_argsort_desc_f64(int64_t *idx, const double *keys, int64_t stride, int64_t n, dk_arena *ar)
-{
-    uint64_t *key = (uint64_t *)dk_arena_take_n(ar, (size_t)n, sizeof *key);
-    if (!key) return dk_error(DK_ENOMEM, "argsort: out of memory for %lld keys", (long long)n);
-    for (int64_t i = 0; i < n; i++) {
-        idx[i] = i;
-        key[i] = dk__desc_key_f64(keys[i * stride]);
-    }
-    return dk__argsort_keys(idx, key, n, 66, ar); /* 6 passes of 11 bits */
-}
+DK__ARGSORT_DESC(float, f32, 33)  /* 3 passes of 11 bits */
+DK__ARGSORT_DESC(double, f64, 66) /* 6 passes of 11 bits */
 
 dk_status dk_argsort_u64(int64_t *idx, uint64_t *key, int64_t n, dk_arena *ar) { return dk__argsort_keys(idx, key, n, 66, ar); }

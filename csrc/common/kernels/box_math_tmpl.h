@@ -29,15 +29,6 @@ DK_HD DK_INLINE DK_T DK_TFN(dk_box_nms_overlap)(DK_T ix1, DK_T iy1, DK_T ix2, DK
     return inter / (iarea + jarea - inter);
 }
 
-DK_HD DK_INLINE DK_T DK_TFN(dk_box_exp)(DK_T v)
-{
-#if DK_T_BYTES == 4
-    return expf(v);
-#else
-    return exp(v);
-#endif
-}
-
 /*
  * Soft-NMS's factor (dk_soft_nms_method in box_math.h) for a candidate whose NMS overlap with the box just selected is ovr (MMCV's
  * soft_nms; Bodla et al. 2017), in the compute type as MMCV computes it in float:
@@ -51,7 +42,7 @@ DK_HD DK_INLINE DK_T DK_TFN(dk_box_soft_nms_weight)(DK_T ovr, int method, DK_T t
     if (method == DK_SOFT_NMS_LINEAR) return ovr >= thr ? (DK_T)1 - ovr : (DK_T)1;
     /* exp(-0 / sigma) is exactly 1: most pairs do not overlap, and skip the exponential */
     if (ovr == (DK_T)0) return (DK_T)1;
-    return DK_TFN(dk_box_exp)(-(ovr * ovr) / sigma);
+    return DK_TMATH(exp)(-(ovr * ovr) / sigma);
 }
 
 /* A difference computed in the boxes' own 16-bit dtype (narrow: 1 float16, 2 bfloat16; 0 none). */
@@ -60,15 +51,6 @@ DK_HD DK_INLINE DK_T DK_TFN(dk_box_narrow)(DK_T v, int narrow)
     if (narrow == 1) return (DK_T)dk_half_to_float(dk_float_to_half((float)v));
     if (narrow == 2) return (DK_T)dk_bfloat16_to_float(dk_float_to_bfloat16((float)v));
     return v;
-}
-
-DK_HD DK_INLINE DK_T DK_TFN(dk_box_atan)(DK_T v)
-{
-#if DK_T_BYTES == 4
-    return atanf(v);
-#else
-    return atan(v);
-#endif
 }
 
 /*
@@ -117,7 +99,7 @@ DK_HD DK_INLINE DK_T DK_TFN(dk_box_iou_pair)(const DK_T *a, const DK_T *b, int k
     const DK_T diou = iou - (dx * dx + dy * dy) / diag;
     if (kind == DK_BOX_DIOU) return diou;
     /* complete IoU: the aspect-ratio term, 4 / pi^2 as torchvision's (a double rounded to T) */
-    const DK_T at = DK_TFN(dk_box_atan)((a[2] - a[0]) / (a[3] - a[1])) - DK_TFN(dk_box_atan)((b[2] - b[0]) / (b[3] - b[1]));
+    const DK_T at = DK_TMATH(atan)((a[2] - a[0]) / (a[3] - a[1])) - DK_TMATH(atan)((b[2] - b[0]) / (b[3] - b[1]));
     const DK_T v = (DK_T)0.40528473456935108578 * (at * at);
     const DK_T alpha = v / ((DK_T)1 - iou + v + eps);
     return diou - alpha * v;

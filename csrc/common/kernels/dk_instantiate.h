@@ -18,20 +18,24 @@
 #define DK_TFN(name) DK__TCAT(name, _f32)
 #define DK_T_BYTES 4
 #define DK_CEIL ceilf
+#define DK_TMATH(fn) fn##f /* <math.h>'s function for DK_T: DK_TMATH(exp) is expf */
 #include DK_TEMPLATE
 #undef DK_T
 #undef DK_TFN
 #undef DK_T_BYTES
 #undef DK_CEIL
+#undef DK_TMATH
 #define DK_T double
 #define DK_TFN(name) DK__TCAT(name, _f64)
 #define DK_T_BYTES 8
 #define DK_CEIL ceil
+#define DK_TMATH(fn) fn
 #include DK_TEMPLATE
 #undef DK_T
 #undef DK_TFN
 #undef DK_T_BYTES
 #undef DK_CEIL
+#undef DK_TMATH
 #undef DK_TMPL_PASS
 #endif
 
