@@ -39,7 +39,9 @@ def _boxes(torch, n, seed):
     return torch.cat([xy, xy + wh], 1), torch.rand(n, generator=g)
 
 
-def _clustered(torch, n, objects, seed):
+def clustered_boxes(torch, n, objects, seed):
+    """Proposals as a detector makes them: many jittered copies of a few objects (also the
+    tests' clustered boxes, tests/python/test_nms.py)."""
     g = torch.Generator().manual_seed(seed)
     centres = torch.rand(objects, 2, generator=g) * 800 + 100
     sizes = torch.rand(objects, 2, generator=g) * 150 + 20
@@ -136,7 +138,7 @@ def main():
             rows.append((f"nms {n} boxes ({len(ref)} kept){label}", d, t))
 
     n, objects = (1000, 20) if args.quick else (6000, 100)
-    b, s = _clustered(torch, n, objects, 5)
+    b, s = clustered_boxes(torch, n, objects, 5)
     ref = torchvision.ops.nms(b, s, 0.5)
     if not torch.equal(ref, dkit.ops.nms(b, s, 0.5)):
         sys.exit("bench_nms: nms on clustered boxes differs from torchvision")

@@ -17,6 +17,9 @@ from dkit import _C  # noqa: E402
 from dkit.compat import mmcv as cmmcv  # noqa: E402
 from dkit.compat import torchvision as ctv  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "bench"))
+import bench_nms  # noqa: E402
+
 tv_nms = torchvision.ops.nms
 tv_batched_nms = torchvision.ops.batched_nms
 
@@ -30,14 +33,8 @@ def random_boxes(n, seed, size=1000.0, side=100.0, dtype=torch.float32):
 
 
 def clustered_boxes(n, objects, seed):
-    """Proposals as a detector makes them: many jittered copies of a few objects."""
-    g = torch.Generator().manual_seed(seed)
-    centres = torch.rand(objects, 2, generator=g) * 800 + 100
-    sizes = torch.rand(objects, 2, generator=g) * 150 + 20
-    which = torch.randint(0, objects, (n,), generator=g)
-    c = centres[which] + torch.randn(n, 2, generator=g) * sizes[which] * 0.1
-    wh = sizes[which] * (1 + torch.randn(n, 2, generator=g) * 0.1).clamp(min=0.3)
-    return torch.cat([c - wh / 2, c + wh / 2], 1), torch.rand(n, generator=g)
+    """Many overlapping proposals around a few objects, as a detector produces (bench_nms')."""
+    return bench_nms.clustered_boxes(torch, n, objects, seed)
 
 
 # ------------------------------------------------------------------------------------------
