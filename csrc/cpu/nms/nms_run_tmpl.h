@@ -192,6 +192,12 @@ static void DK_TFN(dk__nms_category)(const DK_T *x, const DK_T *area, int64_t n,
                     for (int32_t e = sc->head[(int64_t)cy * GX + cx]; e >= 0; e = sc->ent[e].next) {
                         const DK_TFN(dk__nms_entry) *k = &sc->ent[e];
                         if ((k->cx0 > cx0 ? k->cx0 : cx0) != cx || (k->cy0 > cy0 ? k->cy0 : cy0) != cy) continue;
+                        /* w <= 0 or h <= 0 makes the overlap 0 (or NaN), never above a threshold
+                         * >= 0: the references' own first steps, taken alone, reject most pairs
+                         * before the division */
+                        if (!(DK_TFN(dk_box_std_min)(k->c[2], jx2) - DK_TFN(dk_box_std_max)(k->c[0], jx1) + off > (DK_T)0) ||
+                            !(DK_TFN(dk_box_std_min)(k->c[3], jy2) - DK_TFN(dk_box_std_max)(k->c[1], jy1) + off > (DK_T)0))
+                            continue;
                         const DK_T ovr = DK_TFN(dk_box_nms_overlap)(k->c[0], k->c[1], k->c[2], k->c[3], k->c[4], jx1,
                                                                      jy1, jx2, jy2, ja, off);
                         if ((double)ovr > thr) {
