@@ -1,0 +1,43 @@
+/*
+ * box_iou_rotated/box_iou_rotated_cpu.h — what the parts of the CPU box_iou_rotated kernel share.
+ *
+ *   box_iou_rotated_cpu.c      entry point, dtype switch, registration (start here)
+ *   box_iou_rotated_tmpl.h     loading the boxes, and the parallel loop over rows
+ *
+ * The per-pair math is kernels/rotated_box_math.h's (MMCV's single_box_iou_rotated).
+ */
+#ifndef DK_BOX_IOU_ROTATED_CPU_H
+#define DK_BOX_IOU_ROTATED_CPU_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "box_iou_rotated.h" /* ops/box_iou_rotated.h */
+#include "dk_arena.h"
+#include "dk_parallel.h"
+#include "kernels/rotated_box_math.h"
+
+/*
+ * One call. Work is claimed in blocks of `rows_per_claim` rows of the output (Note [Serial
+ * calls] in dk_parallel.h): a row of an [N, M] output is M pairs, of an aligned one a single pair,
+ * so blocks hold at least a few hundred pairs and the shared counter stays cold.
+ */
+typedef struct {
+    int64_t n, m;
+    int mode;
+    bool aligned, clockwise;
+    const void *b1, *b2; /* boxes in the compute type, 5 per box, packed */
+    char *out;           /* ious' storage */
+    int64_t os0, os1;    /* ious' strides (elements) */
+    int64_t rows_per_claim, nblocks;
+    int nthreads;
+    dk_parallel_counter counter;
+} dk__bir_ctx;
+
+/* Pairs per claimed block, at least. */
+#define DK__BIR_BLOCK_PAIRS 256
+/* The parallel threshold's unit (dk_parallel_threads_for) is about a multiply-add; a pair costs
+ * a few hundred. */
+#define DK__BIR_PAIR_WORK 256
+
+#endif /* DK_BOX_IOU_ROTATED_CPU_H */

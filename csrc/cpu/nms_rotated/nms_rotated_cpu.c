@@ -1,0 +1,84 @@
+/*
+ * nms_rotated/nms_rotated_cpu.c — nms_rotated on the CPU (ops/nms_rotated.h): the entry point
+ * the dispatcher calls, and its registration. The decisions are MMCV's CPU kernel's (Note
+ * [Rotated suppression] in nms_rotated_tmpl.h says how few overlaps it takes to reach them).
+ */
+#include "nms_rotated_cpu.h"
+
+#include <string.h>
+
+#include "dk_registry.h"
+#include "kernels/dk_half.h"
+#include "kernels/dk_template.h"
+
+#define DK_TEMPLATE "nms_rotated/nms_rotated_tmpl.h"
+#define DK_TEMPLATE_TYPES DK_TYPES_FLOAT
+#include "kernels/dk_instantiate.h"
+
+/* A label as a key: equal keys, equal categories. Integers as they are; floats by the bits of
+ * their double value, with -0 as +0 and every NaN as one NaN (ops/nms_rotated.h). */
+static uint64_t dk__nmsr_float_key(double v)
+{
+    if (v != v) v = NAN;
+    if (v == 0) v = 0;
+    uint64_t k;
+    memcpy(&k, &v, sizeof k);
+    return k;
+}
+
+static uint64_t dk__nmsr_label(const dk_tensor *t, int64_t i)
+{
+    const char *p = (const char *)dk_tensor_data(t);
+    const int64_t o = i * dk_tensor_stride(t, 0);
+    switch (dk_tensor_dtype(t)) {
+    case DK_INT64: return (uint64_t)((const int64_t *)p)[o];
+    case DK_INT32: return (uint64_t)(int64_t)((const int32_t *)p)[o];
+    case DK_FLOAT32: return dk__nmsr_float_key(((const float *)p)[o]);
+    case DK_FLOAT64: return dk__nmsr_float_key(((const double *)p)[o]);
+    case DK_FLOAT16: return dk__nmsr_float_key(dk_half_to_float(((const uint16_t *)p)[o]));
+    case DK_BFLOAT16: return dk__nmsr_float_key(dk_bfloat16_to_float(((const uint16_t *)p)[o]));
+    default: return 0; /* refused by ops/nms_rotated.c */
+    }
+}
+
+/* MMCV takes the threshold as a C float (its binding casts; out-of-range values become +-inf). */
+static double dk__nmsr_threshold(double t)
+{
+    if (t != t) return t;
+    if (t > FLT_MAX) return INFINITY;
+    if (t < -FLT_MAX) return -INFINITY;
+    return (double)(float)t;
+}
+
+dk_status dk_nms_rotated_cpu(const dk_tensor *dets, const dk_tensor *scores, const dk_tensor *labels, dk_tensor *keep,
+                             dk_tensor *num, double iou_threshold, bool clockwise)
+{
+    const int64_t n = dets->shape[0];
+    int64_t *numv = (int64_t *)dk_tensor_data(num);
+    if (n == 0) {
+        *numv = 0;
+        return DK_OK;
+    }
+    DK_ARENA_ON_STACK(ar); /* Note [Scratch arena] */
+    dk__nmsr_ctx cx = {.n = n, .thr = dk__nmsr_threshold(iou_threshold), .clockwise = clockwise, .ar = &ar};
+    dk_status st = DK_OK;
+    cx.order = (int64_t *)dk_arena_take_n(&ar, (size_t)n, sizeof *cx.order);
+    if (!cx.order) st = dk_error(DK_ENOMEM, "nms_rotated: out of memory for %lld boxes", (long long)n);
+    if (!st && labels) {
+        uint64_t *lab = (uint64_t *)dk_arena_take_n(&ar, (size_t)n, sizeof *lab);
+        if (!lab) st = dk_error(DK_ENOMEM, "nms_rotated: out of memory for %lld labels", (long long)n);
+        for (int64_t i = 0; !st && i < n; i++) lab[i] = dk__nmsr_label(labels, i);
+        cx.label = lab;
+    }
+    cx.keep = (int64_t *)dk_tensor_data(keep);
+    cx.keep_s = dk_tensor_stride(keep, 0);
+    if (!st) {
+        DK_SWITCH_FLOAT(dk_tensor_dtype(dets), st, dk__nmsr, (&cx, dets, scores),
+                        st = dk_error(DK_ETYPE, "nms_rotated: unsupported dtype"))
+    }
+    if (!st) *numv = cx.kept;
+    dk_arena_free(&ar);
+    return st;
+}
+
+DK_REGISTER_DEVICE_IMPL(nms_rotated, CPU, dk_nms_rotated_cpu)

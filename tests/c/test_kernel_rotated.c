@@ -1,0 +1,423 @@
+/*
+ * test_kernel_rotated.c — rotated boxes: the shared math (kernels/rotated_box_math.h) against
+ * areas computed by hand and against an independent clipper written here (Sutherland-Hodgman on
+ * the exact corners, in double); then the CPU box_iou_rotated and nms_rotated kernels against
+ * loops over that math (every pair; MMCV's suppression loop), every dtype, any strides, and
+ * their refusals.
+ */
+#include "dk_kernel_test.h"
+#include "box_iou_rotated.h"
+#include "kernels/rotated_box_math.h"
+#include "nms_rotated.h"
+
+#define PI 3.14159265358979323846
+
+static double iou64(const double *a, const double *b) { return dk_rbox_overlap_f64(a, b, DK_RBOX_IOU, true); }
+static double iof64(const double *a, const double *b) { return dk_rbox_overlap_f64(a, b, DK_RBOX_IOF, true); }
+static float iou32(const double *a, const double *b)
+{
+    float fa[5], fb[5];
+    for (int d = 0; d < 5; d++) fa[d] = (float)a[d], fb[d] = (float)b[d];
+    return dk_rbox_overlap_f32(fa, fb, DK_RBOX_IOU, true);
+}
+
+/* ---- an independent reference: clip one convex polygon by the other ---------------------- */
+
+/* Corners counter-clockwise in a y-up frame (any consistent order works for the clipper) of the
+ * box rotated by the standard matrix R(theta): MMCV's clockwise convention in y-down images. */
+static void ref_corners(const double *b, bool clockwise, double *x, double *y)
+{
+    const double t = clockwise ? b[4] : -b[4], c = cos(t), s = sin(t);
+    const double u[4] = {-0.5, 0.5, 0.5, -0.5}, v[4] = {-0.5, -0.5, 0.5, 0.5};
+    for (int i = 0; i < 4; i++) {
+        const double px = u[i] * b[2], py = v[i] * b[3];
+        x[i] = b[0] + c * px - s * py;
+        y[i] = b[1] + s * px + c * py;
+    }
+}
+
+static double ref_area(const double *x, const double *y, int n)
+{
+    double a = 0;
+    for (int i = 0; i < n; i++) a += x[i] * y[(i + 1) % n] - x[(i + 1) % n] * y[i];
+    return fabs(a) / 2;
+}
+
+/* Area of the intersection of two boxes (w, h > 0), by Sutherland-Hodgman. */
+static double ref_inter(const double *a, const double *b, bool clockwise)
+{
+    double px[16], py[16], cx[4], cy[4], qx[16], qy[16];
+    ref_corners(a, clockwise, px, py);
+    ref_corners(b, clockwise, cx, cy);
+    int n = 4;
+    for (int e = 0; e < 4 && n > 0; e++) {
+        const double ex = cx[(e + 1) % 4] - cx[e], ey = cy[(e + 1) % 4] - cy[e];
+        int m = 0;
+        for (int i = 0; i < n; i++) {
+            const int j = (i + 1) % n;
+            const double si = ex * (py[i] - cy[e]) - ey * (px[i] - cx[e]);
+            const double sj = ex * (py[j] - cy[e]) - ey * (px[j] - cx[e]);
+            if (si >= 0) qx[m] = px[i], qy[m++] = py[i];
+            if ((si >= 0) != (sj >= 0)) {
+                const double t = si / (si - sj);
+                qx[m] = px[i] + t * (px[j] - px[i]);
+                qy[m++] = py[i] + t * (py[j] - py[i]);
+            }
+        }
+        memcpy(px, qx, sizeof px);
+        memcpy(py, qy, sizeof py);
+        n = m;
+    }
+    return n >= 3 ? ref_area(px, py, n) : 0;
+}
+
+static double ref_iou(const double *a, const double *b, bool clockwise)
+{
+    const double i = ref_inter(a, b, clockwise);
+    return i / (a[2] * a[3] + b[2] * b[3] - i);
+}
+
+/* ---- hand-computed areas ----------------------------------------------------------------- */
+
+static void identical_boxes(void **state)
+{
+    (void)state;
+    const double a[5] = {3, -2, 4, 2, 0.7};
+    assert_float_equal(dk_rbox_intersection_f64(a, a, true), 8.0, 1e-12);
+    assert_float_equal(iou64(a, a), 1.0, 1e-12);
+    assert_float_equal(iou32(a, a), 1.0, 1e-6);
+    /* boxes far from the origin keep their precision (MMCV's centre shift) */
+    const double far[5] = {12345.5, -9876.25, 4, 2, 0.7};
+    assert_float_equal(iou32(far, far), 1.0, 1e-6);
+    /* the same rectangle described twice: w x h at 90 degrees is h x w at 0 */
+    const double r90[5] = {0, 0, 4, 2, PI / 2}, r0[5] = {0, 0, 2, 4, 0};
+    assert_float_equal(iou64(r90, r0), 1.0, 1e-12);
+}
+
+static void squares_at_45_degrees(void **state)
+{
+    (void)state;
+    /* side 2 and the same turned by 45 degrees: a regular octagon of area 8 (sqrt 2 - 1) */
+    const double a[5] = {0, 0, 2, 2, 0}, b[5] = {0, 0, 2, 2, PI / 4};
+    const double oct = 8 * (sqrt(2.0) - 1);
+    assert_float_equal(dk_rbox_intersection_f64(a, b, true), oct, 1e-12);
+    assert_float_equal(iou64(a, b), oct / (8 - oct), 1e-12);
+    assert_float_equal(iou32(a, b), oct / (8 - oct), 1e-6);
+    assert_float_equal(dk_rbox_overlap_f64(a, b, DK_RBOX_IOU, false), oct / (8 - oct), 1e-12);
+}
+
+static void half_overlap_and_disjoint(void **state)
+{
+    (void)state;
+    const double a[5] = {0, 0, 2, 2, 0}, b[5] = {1, 0, 2, 2, 0};
+    assert_float_equal(iou64(a, b), 2.0 / 6.0, 1e-12); /* a 1 x 2 overlap of two 2 x 2 boxes */
+    assert_float_equal(iof64(a, b), 0.5, 1e-12);
+    const double c[5] = {0, 0, 2, 2, 0.3}, d[5] = {10, 0, 2, 2, 1.0};
+    assert_true(iou64(c, d) == 0.0);
+    assert_true(iou32(c, d) == 0.0f);
+}
+
+static void contained(void **state)
+{
+    (void)state;
+    const double big[5] = {0, 0, 10, 10, 0.2}, small[5] = {0.5, 0.5, 2, 1, 1.1};
+    assert_float_equal(dk_rbox_intersection_f64(big, small, true), 2.0, 1e-12);
+    assert_float_equal(iou64(big, small), 0.02, 1e-12);
+    assert_float_equal(iof64(small, big), 1.0, 1e-12);
+    assert_float_equal(iof64(big, small), 0.02, 1e-12);
+}
+
+static void touching(void **state)
+{
+    (void)state;
+    const double a[5] = {0, 0, 2, 2, 0}, edge[5] = {2, 0, 2, 2, 0}, corner[5] = {2, 2, 2, 2, 0};
+    assert_float_equal(iou64(a, edge), 0.0, 1e-15);
+    assert_float_equal(iou64(a, corner), 0.0, 1e-15);
+    assert_float_equal(iou32(a, edge), 0.0, 1e-7);
+    /* a rotated box touching with one corner */
+    const double diamond[5] = {1 + sqrt(2.0), 0, 2, 2, PI / 4};
+    assert_float_equal(iou64(a, diamond), 0.0, 1e-12);
+}
+
+static void degenerate(void **state)
+{
+    (void)state;
+    const double a[5] = {0, 0, 2, 2, 0}, w0[5] = {0, 0, 0, 2, 0}, h0[5] = {0, 0, 2, 0, 0.4};
+    assert_true(iou64(a, w0) == 0.0 && iou64(w0, a) == 0.0 && iou64(h0, a) == 0.0 && iof64(w0, a) == 0.0);
+    assert_true(iou64(w0, w0) == 0.0);
+    /* NaN and infinite values: a defined result, no crash (Note [Rotated boxes out of range]) */
+    const double nanb[5] = {NAN, 0, 2, 2, 0}, nanw[5] = {0, 0, NAN, 2, 0}, infc[5] = {INFINITY, 0, 2, 2, 0};
+    const double infw[5] = {0, 0, INFINITY, 2, 0}, nana[5] = {0, 0, 2, 2, NAN};
+    assert_true(iou64(a, nanb) == 0.0);
+    assert_true(iou64(a, infc) == 0.0);
+    assert_true(iou64(a, nana) == 0.0);
+    (void)iou64(a, nanw); /* NaN area: NaN or 0, either is MMCV's */
+    (void)iou64(a, infw);
+    (void)iou32(a, infw);
+}
+
+static void clockwise_and_counter_clockwise(void **state)
+{
+    (void)state;
+    /* The corners: R(theta) applied to (+-w/2, +-h/2) for clockwise, R(-theta) otherwise. */
+    const double b[5] = {1, 2, 4, 2, 0.5};
+    for (int cw = 0; cw < 2; cw++) {
+        double px[4], py[4], rx[4], ry[4];
+        dk_rbox_corners_f64(b[0], b[1], b[2], b[3], b[4], cw, px, py);
+        ref_corners(b, cw, rx, ry);
+        for (int i = 0; i < 4; i++) { /* the same set of points */
+            bool found = false;
+            for (int j = 0; j < 4; j++) found |= fabs(px[i] - rx[j]) < 1e-12 && fabs(py[i] - ry[j]) < 1e-12;
+            assert_true(found);
+        }
+    }
+    /* A short bar above-right of a strip: it reaches into the strip only when turned one way. */
+    const double strip[5] = {0, 0, 10, 2, 0}, bar[5] = {4, 2, 4, 0.5, PI / 4};
+    const double cw = dk_rbox_overlap_f64(strip, bar, DK_RBOX_IOU, true);
+    const double ccw = dk_rbox_overlap_f64(strip, bar, DK_RBOX_IOU, false);
+    assert_float_equal(cw, ref_iou(strip, bar, true), 1e-12);
+    assert_float_equal(ccw, ref_iou(strip, bar, false), 1e-12);
+    assert_true(cw > 0.01 && ccw < cw / 4);
+    /* counter-clockwise is clockwise with the angles negated, to the bit */
+    const double nstrip[5] = {0, 0, 10, 2, -0.0}, nbar[5] = {4, 2, 4, 0.5, -PI / 4};
+    assert_true(ccw == dk_rbox_overlap_f64(nstrip, nbar, DK_RBOX_IOU, true));
+}
+
+static void random_pairs_against_the_clipper(void **state)
+{
+    (void)state;
+    dkk_rng r = {11};
+    double worst64 = 0, worst32 = 0;
+    for (int it = 0; it < 20000; it++) {
+        double a[5], b[5];
+        const double span = it % 3 == 0 ? 3 : 20, off = it % 5 == 0 ? 5000 : 0;
+        for (int k = 0; k < 2; k++) {
+            double *x = k ? b : a;
+            x[0] = off + dkk_uniform(&r, -span, span);
+            x[1] = -off + dkk_uniform(&r, -span, span);
+            x[2] = dkk_uniform(&r, 0.5, 30);
+            x[3] = dkk_uniform(&r, 0.5, 30);
+            x[4] = dkk_uniform(&r, -2 * PI, 2 * PI);
+        }
+        const bool cw = it % 2;
+        const double want = ref_iou(a, b, cw);
+        const double got = dk_rbox_overlap_f64(a, b, DK_RBOX_IOU, cw);
+        float fa[5], fb[5];
+        for (int d = 0; d < 5; d++) fa[d] = (float)a[d], fb[d] = (float)b[d];
+        double fa64[5], fb64[5];
+        for (int d = 0; d < 5; d++) fa64[d] = fa[d], fb64[d] = fb[d];
+        const double got32 = dk_rbox_overlap_f32(fa, fb, DK_RBOX_IOU, cw), want32 = ref_iou(fa64, fb64, cw);
+        worst64 = fmax(worst64, fabs(got - want));
+        worst32 = fmax(worst32, fabs(got32 - want32));
+    }
+    if (worst64 > 1e-9 || worst32 > 2e-4) fail_msg("worst |iou - reference|: %g (float64), %g (float32)", worst64, worst32);
+}
+
+/* ---- the CPU kernels ----------------------------------------------------------------------- */
+
+static dkk_tensor *random_rboxes(dkk_rng *r, dk_dtype dt, int64_t n, double span, int64_t gap)
+{
+    dkk_tensor *b = dkk_new(dt, 2, (int64_t[]){n, 5}, NULL, gap);
+    for (int64_t i = 0; i < n; i++) {
+        dkk_set(b, (int64_t[]){i, 0}, dkk_uniform(r, 0, span));
+        dkk_set(b, (int64_t[]){i, 1}, dkk_uniform(r, 0, span));
+        dkk_set(b, (int64_t[]){i, 2}, dkk_uniform(r, 2, 40));
+        dkk_set(b, (int64_t[]){i, 3}, dkk_uniform(r, 2, 40));
+        dkk_set(b, (int64_t[]){i, 4}, dkk_uniform(r, -PI, PI));
+    }
+    return b;
+}
+
+/* One pair from the tensors, in the compute type of dt, through the shared math. */
+static double pair_overlap(const dkk_tensor *a, int64_t i, const dkk_tensor *b, int64_t j, int mode, bool cw)
+{
+    double x[5], y[5];
+    for (int d = 0; d < 5; d++) x[d] = dkk_get(a, (int64_t[]){i, d}), y[d] = dkk_get(b, (int64_t[]){j, d});
+    if (dk_tensor_dtype(&a->t) == DK_FLOAT64) return dk_rbox_overlap_f64(x, y, mode, cw);
+    float fx[5], fy[5];
+    for (int d = 0; d < 5; d++) fx[d] = (float)x[d], fy[d] = (float)y[d];
+    return dk_rbox_overlap_f32(fx, fy, mode, cw);
+}
+
+static void box_iou_rotated_kernel(void **state)
+{
+    (void)state;
+    const dk_dtype dts[4] = {DK_FLOAT32, DK_FLOAT64, DK_FLOAT16, DK_BFLOAT16};
+    dkk_rng r = {5};
+    for (int t = 0; t < 4; t++)
+        for (int aligned = 0; aligned < 2; aligned++)
+            for (int mode = 0; mode < 2; mode++) {
+                const int64_t n = 37, m = aligned ? 37 : 23;
+                dkk_tensor *a = random_rboxes(&r, dts[t], n, 60, 3), *b = random_rboxes(&r, dts[t], m, 60, 0);
+                dkk_tensor *out = aligned ? dkk_new(dts[t], 1, (int64_t[]){n}, NULL, 0)
+                                          : dkk_new(dts[t], 2, (int64_t[]){n, m}, (int[]){1, 0}, 1);
+                dkk_tensor *want = dkk_new(DK_FLOAT64, out->t.ndim, out->shape, NULL, 0);
+                const bool cw = (t + mode) % 2;
+                for (int64_t i = 0; i < n; i++)
+                    for (int64_t j = 0; j < (aligned ? 1 : m); j++) {
+                        const double v = pair_overlap(a, i, b, aligned ? i : j, mode, cw);
+                        dkk_set(want, aligned ? (int64_t[]){i} : (int64_t[]){i, j}, v);
+                    }
+                assert_ok(dk_box_iou_rotated(&a->t, &b->t, &out->t, mode, aligned, cw));
+                /* the kernel rounds once, to the output dtype */
+                const double tol = dts[t] == DK_FLOAT16 ? 1e-3 : dts[t] == DK_BFLOAT16 ? 4e-3 : 0;
+                dkk_assert_close(out, want, tol, tol, "box_iou_rotated");
+                dkk_free(a), dkk_free(b), dkk_free(out), dkk_free(want);
+            }
+}
+
+/* MMCV's CPU loop, written out: every kept box against every later one, IoU >= (float)thr. */
+static int64_t ref_nms(const dkk_tensor *dets, const dkk_tensor *scores, const int64_t *lab, double thr, bool cw,
+                       int64_t *keep)
+{
+    const int64_t n = dets->shape[0];
+    int64_t *ord = malloc((size_t)(n ? n : 1) * sizeof *ord);
+    unsigned char *sup = calloc((size_t)(n ? n : 1), 1);
+    for (int64_t i = 0; i < n; i++) ord[i] = i;
+    for (int64_t i = 1; i < n; i++) { /* stable insertion sort, NaN first */
+        const int64_t v = ord[i];
+        const double sv = dkk_get(scores, (int64_t[]){v});
+        int64_t j = i;
+        for (; j > 0; j--) {
+            const double su = dkk_get(scores, (int64_t[]){ord[j - 1]});
+            const bool before = (sv != sv) ? (su == su) : (su == su && sv > su);
+            if (!before) break;
+            ord[j] = ord[j - 1];
+        }
+        ord[j] = v;
+    }
+    const double fthr = (double)(float)thr;
+    int64_t k = 0;
+    for (int64_t a = 0; a < n; a++) {
+        const int64_t i = ord[a];
+        if (sup[i]) continue;
+        keep[k++] = i;
+        for (int64_t b = a + 1; b < n; b++) {
+            const int64_t j = ord[b];
+            if (sup[j] || (lab && lab[i] != lab[j])) continue;
+            if (pair_overlap(dets, i, dets, j, DK_RBOX_IOU, cw) >= fthr) sup[j] = 1;
+        }
+    }
+    free(ord), free(sup);
+    return k;
+}
+
+static void check_nms(const char *what, dkk_tensor *dets, dkk_tensor *scores, const int64_t *lab, double thr, bool cw)
+{
+    const int64_t n = dets->shape[0];
+    int64_t *want = malloc((size_t)(n ? n : 1) * sizeof *want);
+    const int64_t nwant = ref_nms(dets, scores, lab, thr, cw, want);
+    dkk_tensor *keep = dkk_new(DK_INT64, 1, (int64_t[]){n}, NULL, 0), *num = dkk_new(DK_INT64, 1, (int64_t[]){1}, NULL, 0);
+    dkk_tensor *labels = NULL;
+    if (lab) {
+        labels = dkk_new(DK_INT32, 1, (int64_t[]){n}, NULL, 1);
+        for (int64_t i = 0; i < n; i++) dkk_set(labels, (int64_t[]){i}, (double)lab[i]);
+    }
+    assert_ok(dk_nms_rotated(&dets->t, &scores->t, labels ? &labels->t : NULL, &keep->t, &num->t, thr, cw));
+    const int64_t got = ((int64_t *)num->mem)[0];
+    if (got != nwant) fail_msg("%s: kept %lld, the reference %lld", what, (long long)got, (long long)nwant);
+    for (int64_t i = 0; i < got; i++)
+        if (((int64_t *)keep->mem)[i] != want[i])
+            fail_msg("%s: keep[%lld] = %lld, the reference %lld", what, (long long)i, (long long)((int64_t *)keep->mem)[i],
+                     (long long)want[i]);
+    dkk_free(keep), dkk_free(num), dkk_free(labels);
+    free(want);
+}
+
+static void nms_rotated_kernel(void **state)
+{
+    (void)state;
+    const dk_dtype dts[4] = {DK_FLOAT32, DK_FLOAT64, DK_FLOAT16, DK_BFLOAT16};
+    const double thrs[6] = {0.5, 0.1, 0.7, 0.0, -1.0, NAN};
+    dkk_rng r = {9};
+    for (int t = 0; t < 4; t++)
+        for (int k = 0; k < 6; k++) {
+            const int64_t n = 300;
+            dkk_tensor *dets = random_rboxes(&r, dts[t], n, 150, 2);
+            dkk_tensor *scores = dkk_new(dts[t], 1, (int64_t[]){n}, NULL, 0);
+            dkk_fill_uniform(scores, &r, 0, 1);
+            for (int64_t i = 0; i < n; i += 17) dkk_set(scores, (int64_t[]){i}, 0.25); /* ties */
+            dkk_set(scores, (int64_t[]){5}, NAN);
+            check_nms("nms_rotated", dets, scores, NULL, thrs[k], k % 2);
+            int64_t lab[300];
+            for (int64_t i = 0; i < n; i++) lab[i] = (int64_t)(dkk_u64(&r) % 3);
+            check_nms("nms_rotated with labels", dets, scores, lab, thrs[k], true);
+            /* clustered: many near-duplicates of a few boxes */
+            for (int64_t i = 0; i < n; i++)
+                for (int d = 0; d < 5; d++)
+                    dkk_set(dets, (int64_t[]){i, d},
+                            dkk_get(dets, (int64_t[]){i % 7, d}) + dkk_uniform(&r, -1, 1) * (d == 4 ? 0.2 : 3));
+            check_nms("nms_rotated clustered", dets, scores, NULL, thrs[k], true);
+            dkk_free(dets), dkk_free(scores);
+        }
+    /* hostile values: NaN, infinite, degenerate boxes, duplicates */
+    dkk_tensor *dets = dkk_new(DK_FLOAT32, 2, (int64_t[]){8, 5}, NULL, 0), *scores = dkk_new(DK_FLOAT32, 1, (int64_t[]){8}, NULL, 0);
+    const double v[8][5] = {{0, 0, 4, 4, 0}, {0, 0, 4, 4, 0}, {NAN, 0, 4, 4, 0}, {0, 0, INFINITY, 4, 0},
+                            {INFINITY, 0, 4, 4, 0}, {0, 0, 0, 4, 0}, {1, 1, 4, 4, NAN}, {0.5, 0, 4, 4, 0.1}};
+    for (int64_t i = 0; i < 8; i++) {
+        for (int d = 0; d < 5; d++) dkk_set(dets, (int64_t[]){i, d}, v[i][d]);
+        dkk_set(scores, (int64_t[]){i}, 1.0 - 0.1 * (double)i);
+    }
+    check_nms("nms_rotated hostile", dets, scores, NULL, 0.3, true);
+    check_nms("nms_rotated hostile, threshold 0", dets, scores, NULL, 0.0, true);
+    dkk_free(dets), dkk_free(scores);
+}
+
+static void empty_and_bad_input(void **state)
+{
+    (void)state;
+    dkk_tensor *b0 = dkk_new(DK_FLOAT32, 2, (int64_t[]){0, 5}, NULL, 0), *s0 = dkk_new(DK_FLOAT32, 1, (int64_t[]){0}, NULL, 0);
+    dkk_tensor *k0 = dkk_new(DK_INT64, 1, (int64_t[]){0}, NULL, 0), *num = dkk_new(DK_INT64, 1, (int64_t[]){1}, NULL, 0);
+    ((int64_t *)num->mem)[0] = 7;
+    assert_ok(dk_nms_rotated(&b0->t, &s0->t, NULL, &k0->t, &num->t, 0.5, true));
+    assert_int_equal(((int64_t *)num->mem)[0], 0);
+    dkk_tensor *b3 = dkk_new(DK_FLOAT32, 2, (int64_t[]){3, 5}, NULL, 0), *b4 = dkk_new(DK_FLOAT32, 2, (int64_t[]){3, 4}, NULL, 0);
+    dkk_tensor *s3 = dkk_new(DK_FLOAT32, 1, (int64_t[]){3}, NULL, 0), *k3 = dkk_new(DK_INT64, 1, (int64_t[]){3}, NULL, 0);
+    dkk_tensor *s64 = dkk_new(DK_FLOAT64, 1, (int64_t[]){3}, NULL, 0), *o33 = dkk_new(DK_FLOAT32, 2, (int64_t[]){3, 0}, NULL, 0);
+    dkk_tensor *l3 = dkk_new(DK_UINT8, 1, (int64_t[]){3}, NULL, 0), *o30 = dkk_new(DK_FLOAT32, 2, (int64_t[]){3, 3}, NULL, 0);
+    assert_ok(dk_box_iou_rotated(&b3->t, &b0->t, &o33->t, 0, false, true)); /* [3, 0]: nothing to do */
+    assert_error(dk_nms_rotated(&b4->t, &s3->t, NULL, &k3->t, &num->t, 0.5, true), DK_EINVAL,
+                 "nms_rotated: 'dets' must have shape [N, 5] (cx, cy, w, h, angle), got 2-d with a different width");
+    assert_error(dk_nms_rotated(&b3->t, &s64->t, NULL, &k3->t, &num->t, 0.5, true), DK_ETYPE,
+                 "nms_rotated: 'scores' must have the dtype of 'dets' (float32), got float64");
+    assert_error(dk_nms_rotated(&b3->t, &s3->t, &l3->t, &k3->t, &num->t, 0.5, true), DK_ETYPE,
+                 "nms_rotated: 'labels' must be int64, int32 or the dtype of 'dets', got uint8");
+    assert_error(dk_box_iou_rotated(&b3->t, &b4->t, &o30->t, 0, false, true), DK_EINVAL,
+                 "box_iou_rotated: 'boxes2' must have shape [K, 5] (cx, cy, w, h, angle), got 2-d with a different width");
+    assert_error(dk_box_iou_rotated(&b3->t, &b3->t, &o30->t, 2, false, true), DK_EINVAL,
+                 "box_iou_rotated: mode must be 0 (iou) or 1 (iof), got 2");
+    assert_error(dk_box_iou_rotated(&b3->t, &b0->t, &s3->t, 0, true, true), DK_EINVAL,
+                 "box_iou_rotated: aligned needs as many boxes in 'boxes2' as in 'boxes1', got 0 and 3");
+    dkk_tensor *b3d = dkk_new(DK_FLOAT64, 2, (int64_t[]){3, 5}, NULL, 0);
+    assert_error(dk_box_iou_rotated(&b3->t, &b3d->t, &o30->t, 0, false, true), DK_ETYPE,
+                 "box_iou_rotated: 'boxes2' must have the dtype of 'boxes1' (float32), got float64");
+    /* 2^31 boxes are refused before anything is read or allocated (a zero stride: one row) */
+    dk_tensor huge = b3->t;
+    int64_t hshape[2] = {(int64_t)1 << 31, 5}, hstr[2] = {0, 1};
+    huge.shape = hshape;
+    huge.strides = hstr;
+    assert_error(dk_box_iou_rotated(&huge, &b0->t, &o33->t, 0, false, true), DK_EINVAL,
+                 "box_iou_rotated: 'boxes1' may hold at most 2^31 - 1 boxes, got 2147483648");
+    assert_error(dk_nms_rotated(&huge, &s3->t, NULL, &k3->t, &num->t, 0.5, true), DK_EINVAL,
+                 "nms_rotated: at most 2^31 - 1 boxes, got 2147483648");
+    dkk_free(b0), dkk_free(s0), dkk_free(k0), dkk_free(num), dkk_free(b3), dkk_free(b4), dkk_free(s3), dkk_free(k3);
+    dkk_free(s64), dkk_free(o33), dkk_free(l3), dkk_free(o30), dkk_free(b3d);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(identical_boxes),
+        cmocka_unit_test(squares_at_45_degrees),
+        cmocka_unit_test(half_overlap_and_disjoint),
+        cmocka_unit_test(contained),
+        cmocka_unit_test(touching),
+        cmocka_unit_test(degenerate),
+        cmocka_unit_test(clockwise_and_counter_clockwise),
+        cmocka_unit_test(random_pairs_against_the_clipper),
+        cmocka_unit_test(box_iou_rotated_kernel),
+        cmocka_unit_test(nms_rotated_kernel),
+        cmocka_unit_test(empty_and_bad_input),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
