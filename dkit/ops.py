@@ -10,5 +10,6 @@ with no wrapper frame in between.
 
 from dkit._ops.nms import batched_nms, nms, soft_nms
 from dkit._ops.roi_align import roi_align
+from dkit._ops.rotated import box_iou_rotated, nms_rotated
 
-__all__ = ["roi_align", "nms", "batched_nms", "soft_nms"]
+__all__ = ["roi_align", "nms", "batched_nms", "soft_nms", "box_iou_rotated", "nms_rotated"]

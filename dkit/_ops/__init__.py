@@ -4,6 +4,7 @@
   roi_align.py   the RoI family: roi_align (roi_pool will join it: same boxes, output sizes and
                  bounds)
   nms.py         the NMS family: nms, batched_nms (outputs sized to a bound plus a count)
+  rotated.py     rotated boxes (cx, cy, w, h, angle): box_iou_rotated, nms_rotated (MMCV's)
   _args.py       argument normalisation every op shares (ints, floats, bools, pairs)
 
 An op module holds everything about its ops that is not the kernel: argument normalisation,

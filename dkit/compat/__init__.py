@@ -1,5 +1,5 @@
-"""dkit.compat: drop-in replacements for other libraries' RoIAlign, so existing code switches to
-dkit by changing one import.
+"""dkit.compat: drop-in replacements for other libraries' RoIAlign (and MMCV's rotated-box ops,
+box_iou_rotated and nms_rotated), so existing code switches to dkit by changing one import.
 
     from torchvision.ops import roi_align, RoIAlign      ->  from dkit.compat.torchvision import roi_align, RoIAlign
     from mmcv.ops import roi_align, RoIAlign             ->  from dkit.compat.mmcv import roi_align, RoIAlign

@@ -1,4 +1,5 @@
-"""mmcv.ops.roi_align / RoIAlign, nms, soft_nms and batched_nms, served by dkit.
+"""mmcv.ops.roi_align / RoIAlign, nms, soft_nms, batched_nms, box_iou_rotated and nms_rotated,
+served by dkit.
 
 Same signatures, defaults (sampling_ratio=0, pool_mode='avg', aligned=True), outputs and
 exception types as MMCV: an unknown pool_mode or rois without 5 columns raise AssertionError
@@ -7,6 +8,12 @@ deprecated keyword names out_size and sample_num with a DeprecationWarning, and 
 use_torchvision=True it follows torchvision's semantics (average pooling, pool_mode ignored),
 served by dkit.compat.torchvision so torchvision need not be installed. See dkit.compat for where
 dkit is stricter than MMCV.
+
+box_iou_rotated and nms_rotated keep MMCV's signatures, defaults and returns: an unknown mode
+raises AssertionError (MMCV asserts); nms_rotated of no boxes returns ``(dets, None)``; its
+``labels`` are accepted and, as in MMCV's kernels (CPU and CUDA alike), not used. Where MMCV
+reads out of bounds (aligned with more boxes in bboxes1 than in bboxes2, a width other than 5)
+dkit raises DkitValueError; float64 boxes, which MMCV's CPU box_iou_rotated does not take, work.
 """
 
 import ctypes
@@ -22,9 +29,14 @@ from dkit import _C
 from dkit._ops.nms import nms as _nms
 from dkit._ops.nms import soft_nms as _soft_nms
 from dkit._ops.roi_align import roi_align as _roi_align
+from dkit._ops.rotated import box_iou_rotated as _box_iou_rotated
+from dkit._ops.rotated import nms_rotated as _nms_rotated
 from dkit.compat import DkitAssertionError
 
-__all__ = ["roi_align", "RoIAlign", "RoIAlignFunction", "nms", "soft_nms", "batched_nms"]
+__all__ = [
+    "roi_align", "RoIAlign", "RoIAlignFunction", "nms", "soft_nms", "batched_nms", "box_iou_rotated",
+    "nms_rotated",
+]  # fmt: skip
 
 _Tensor = torch.Tensor
 
@@ -266,3 +278,31 @@ def _batched_hard_nms(boxes, scores, idxs, iou_threshold, offset=0, score_thresh
     boxes, scores = _nms_inputs(boxes, scores)
     keep = _filtered_nms(boxes, scores, iou_threshold, offset, score_threshold, max_num, idxs)
     return _with_scores(boxes[keep], scores[keep]), keep
+
+
+# ------------------------------------------------------------------------------------------
+# Rotated boxes
+
+
+def box_iou_rotated(bboxes1, bboxes2, mode="iou", aligned=False, clockwise=True):
+    """mmcv.ops.box_iou_rotated: [N, M] overlaps (or [N] when aligned) of (x, y, w, h, theta)
+    boxes, theta in radians. See dkit.ops.box_iou_rotated."""
+    if mode not in ("iou", "iof"):
+        raise DkitAssertionError(f"mode must be 'iou' or 'iof', got {mode!r}")
+    return _box_iou_rotated(bboxes1, bboxes2, mode, aligned, clockwise)
+
+
+def nms_rotated(dets, scores, iou_threshold, labels=None, clockwise=True):
+    """mmcv.ops.nms_rotated: (kept dets with their scores [K, 6], kept indices [K]); (dets, None)
+    when there are no boxes. ``labels`` ([N]) are checked and, as in MMCV, do not change the
+    result. See dkit.ops.nms_rotated."""
+    if dets.shape[0] == 0:
+        return dets, None
+    if labels is not None:
+        # MMCV concatenates the labels to dets as a column, which needs one label per box.
+        shape = getattr(labels, "shape", None)
+        if shape is None or len(shape) != 1 or shape[0] != dets.shape[0]:
+            raise _C.DkitValueError(
+                f"nms_rotated: labels must have shape [{dets.shape[0]}], got {None if shape is None else list(shape)}"
+            )
+    return _nms_rotated(dets, scores, iou_threshold, None, clockwise)

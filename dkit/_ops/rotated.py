@@ -1,0 +1,152 @@
+"""The rotated-box family: box_iou_rotated and nms_rotated, with MMCV's semantics.
+
+Boxes are (cx, cy, w, h, angle), the angle in radians; with ``clockwise=True`` (MMCV's default)
+a positive angle turns a box clockwise in image coordinates (y pointing down). The overlap of
+two boxes is MMCV's single_box_iou_rotated, computed once for every backend in
+csrc/common/kernels/rotated_box_math.h (exact convex-polygon intersection; see that header for
+precision, NaN, infinite and degenerate boxes). Everything here is written once against the
+framework protocol (Note [The framework protocol] in dkit/_frameworks/__init__.py): torch
+tensors give torch tensors, NumPy arrays (and other DLPack producers) give NumPy arrays.
+
+Note [Rotated sizes]
+MMCV's kernels index boxes with C ints, and dkit's core refuses 2^31 boxes or more
+(ops/box_iou_rotated.c, ops/nms_rotated.c). The count is checked here as well, before the
+output is allocated (keep is sized to N) and before a read-only NumPy array would be copied: a
+view of 2^31 rows must be refused at the cost of a shape lookup, not of a 40 GB allocation.
+"""
+
+from dkit import _C, _frameworks
+from dkit._ops._args import to_bool, to_float
+
+__all__ = ["box_iou_rotated", "nms_rotated"]
+
+_LIMIT = 2**31
+
+# MMCV's mode_flag, as ops/box_iou_rotated.h.
+_MODES = {"iou": 0, "iof": 1}
+
+_iou_kernel = _C.ops.box_iou_rotated
+_nms_kernel = _C.ops.nms_rotated
+_framework_of = _frameworks.of
+
+
+def box_iou_rotated(bboxes1, bboxes2, mode="iou", aligned=False, clockwise=True):
+    """Overlaps of rotated boxes, as mmcv.ops.box_iou_rotated.
+
+    Args:
+        bboxes1: [N, 5] (cx, cy, w, h, angle in radians): float32 or float64 (MMCV: float32;
+            float16 and bfloat16 are computed in float32), a torch.Tensor, a numpy.ndarray or
+            any CPU object with ``__dlpack__``; any strides.
+        bboxes2: [M, 5], the same dtype (and framework, or a DLPack producer).
+        mode: 'iou' (intersection over union) or 'iof' (intersection over the area of the
+            bboxes1 box).
+        aligned: compare bboxes1[i] with bboxes2[i] only (N == M required; MMCV reads past
+            the end of bboxes2 when N > M).
+        clockwise: whether a positive angle turns a box clockwise (image coordinates);
+            False negates every angle, as MMCV does.
+
+    Returns:
+        [N, M] (or [N] when aligned) in bboxes1's framework and dtype. Never differentiable
+        (MMCV has no backward either).
+
+    Raises (every class derives from RuntimeError as well as the builtin named):
+        DkitValueError: an unknown mode, boxes that are not [K, 5], 2^31 boxes or more, aligned
+            with N != M.
+        DkitTypeError: bboxes1 and bboxes2 of different dtypes, a non-float dtype, a
+            non-tensor, or non-bool flags.
+
+    A box with w * h below 1e-14 (zero, negative or NaN) overlaps nothing (0), as in MMCV; a
+    NaN or infinite coordinate gives 0 (or NaN for a NaN area), never a crash.
+    """
+    op = "box_iou_rotated"
+    flag = _MODES.get(mode) if type(mode) is str else None
+    if flag is None:
+        raise _C.DkitValueError(f"{op}: mode must be 'iou' or 'iof', got {mode!r}")
+    aligned = to_bool(aligned, "aligned", op)
+    clockwise = to_bool(clockwise, "clockwise", op)
+    _check_count(bboxes1, "bboxes1", op)
+    _check_count(bboxes2, "bboxes2", op)
+    fw = _framework_of(bboxes1)
+    b1 = _tensor(fw, bboxes1, "bboxes1", op)
+    b2 = _tensor(fw, bboxes2, "bboxes2", op)
+    _check_boxes(b1, "bboxes1", op)
+    _check_boxes(b2, "bboxes2", op)
+    n, m = b1.shape[0], b2.shape[0]
+    out = fw.new_empty(b1, (n,) if aligned else (n, m))
+    _iou_kernel(b1, b2, out, flag, aligned, clockwise)
+    return out
+
+
+def nms_rotated(dets, scores, iou_threshold, labels=None, clockwise=True):
+    """Non-maximum suppression of rotated boxes, as mmcv.ops.nms_rotated (its CPU kernel).
+
+    Boxes are visited in decreasing score order (torch's sort: ties by index, NaN scores first);
+    a box is kept unless a box kept before it has IoU >= iou_threshold with it (MMCV's CPU
+    comparison; the threshold is rounded to float32, as MMCV's C float).
+
+    Args:
+        dets: [N, 5] (cx, cy, w, h, angle in radians), float32 or float64 (16-bit computed in
+            float32); a torch.Tensor, a numpy.ndarray or a CPU DLPack producer.
+        scores: [N], the same dtype.
+        iou_threshold: a number.
+        labels: optional [N] categories (int32, int64, or the dets' dtype): boxes of different
+            labels never suppress each other. Note: MMCV accepts ``labels`` but its kernels
+            ignore them (they read the label column and compare boxes only), so
+            dkit.compat.mmcv.nms_rotated ignores them too; here they mean what they say.
+        clockwise: whether a positive angle turns a box clockwise (image coordinates).
+
+    Returns:
+        (dets_with_scores, keep): [K, 6], the kept boxes with their scores appended
+        (``cat(dets[keep], scores[keep][:, None])``, dets' dtype), and [K] int64 indices into
+        dets in decreasing score order, in dets' framework. MMCV returns ``(dets, None)`` for
+        N == 0; dkit returns [0, 6] and an empty keep (dkit.compat.mmcv returns MMCV's).
+
+    Raises: DkitValueError for shapes (and 2^31 boxes or more), DkitTypeError for dtypes and
+    non-tensors.
+    """
+    op = "nms_rotated"
+    thr = iou_threshold if type(iou_threshold) is float else _threshold(iou_threshold, op)
+    clockwise = to_bool(clockwise, "clockwise", op)
+    _check_count(dets, "dets", op)
+    fw = _framework_of(dets)
+    d = _tensor(fw, dets, "dets", op)
+    s = _tensor(fw, scores, "scores", op)
+    lab = None if labels is None else _tensor(fw, labels, "labels", op)
+    _check_boxes(d, "dets", op)
+    n = d.shape[0]
+    keep = fw.empty(d, (n,), "int64")
+    num = fw.empty(d, (1,), "int64")
+    _nms_kernel(d, s, lab, keep, num, thr, clockwise)
+    keep = fw.first_rows(keep, num[0])
+    return fw.cat((d[keep], s[keep].reshape(-1, 1)), 1), keep
+
+
+# ------------------------------------------------------------------------------------------
+# Arguments
+
+
+def _check_count(x, what, op):
+    """Note [Rotated sizes]: 2^31 boxes are refused from the shape alone."""
+    shape = getattr(x, "shape", None)
+    if shape is not None and len(shape) >= 1 and shape[0] >= _LIMIT:
+        raise _C.DkitValueError(f"{op}: '{what}' may hold at most 2^31 - 1 boxes, got {shape[0]}")
+
+
+def _threshold(value, op):
+    # A number (a 0-d tensor too), as MMCV's binding takes a C float; not a string.
+    if isinstance(value, (str, bytes)):
+        raise _C.DkitTypeError(f"{op}: iou_threshold must be a number, got {type(value).__name__}")
+    return to_float(value, "iou_threshold", op)
+
+
+def _tensor(fw, x, what, op):
+    t = x if type(x) is fw.AS_IS else fw.as_tensor(x, what, op)
+    if t is None:
+        raise _C.DkitTypeError(f"{op}: '{what}' must be a tensor, got {type(x).__name__}")
+    return t
+
+
+def _check_boxes(t, what, op):
+    # The core checks ranks and widths too; the rows must exist before the output is allocated.
+    if len(t.shape) != 2 or t.shape[1] != 5:
+        raise _C.DkitValueError(f"{op}: '{what}' must have shape [K, 5] (cx, cy, w, h, angle), got {list(t.shape)}")

@@ -1,0 +1,373 @@
+"""box_iou_rotated and nms_rotated (dkit.ops and dkit.compat.mmcv): MMCV's published test vectors,
+an independent polygon clipper on random boxes, a greedy NMS reference, torchvision's box_iou at
+angle 0, NumPy and torch alike, hostile values and refusals."""
+
+import inspect
+import math
+
+import numpy as np
+import pytest
+
+import dkit
+from dkit import _C
+
+torch = pytest.importorskip("torch")
+
+from dkit.compat import DkitAssertionError  # noqa: E402
+from dkit.compat import mmcv as dk_mmcv  # noqa: E402
+
+# ------------------------------------------------------------------------------------------
+# MMCV's vectors (mmcv tests/test_ops/test_box_iou_rotated.py and test_nms_rotated.py)
+
+B1 = np.asarray([[1.0, 1.0, 3.0, 4.0, 0.5], [2.0, 2.0, 3.0, 4.0, 0.6], [7.0, 7.0, 8.0, 8.0, 0.4]], np.float32)
+B2 = np.asarray([[0.0, 2.0, 2.0, 5.0, 0.3], [2.0, 1.0, 3.0, 3.0, 0.5], [5.0, 5.0, 6.0, 7.0, 0.4]], np.float32)
+IOU = np.asarray([[0.3708, 0.4351, 0.0000], [0.1104, 0.4487, 0.0424], [0.0000, 0.0000, 0.3622]], np.float32)
+IOU_ALIGNED = np.asarray([0.3708, 0.4487, 0.3622], np.float32)
+IOF = np.asarray([[0.4959, 0.5306, 0.0000], [0.1823, 0.5420, 0.1832], [0.0000, 0.0000, 0.4404]], np.float32)
+IOF_ALIGNED = np.asarray([0.4959, 0.5420, 0.4404], np.float32)
+
+NMS_BOXES = np.array(
+    [[6.0, 3.0, 8.0, 7.0, 0.5, 0.7], [3.0, 6.0, 9.0, 11.0, 0.6, 0.8], [3.0, 7.0, 10.0, 12.0, 0.3, 0.5],
+     [1.0, 4.0, 13.0, 7.0, 0.6, 0.9]], np.float32)  # fmt: skip
+NMS_LABELS = np.array([1, 0, 1, 0], np.float32)
+NMS_DETS = np.array([[1.0, 4.0, 13.0, 7.0, 0.6], [3.0, 6.0, 9.0, 11.0, 0.6], [6.0, 3.0, 8.0, 7.0, 0.5]], np.float32)
+NMS_KEEP = np.array([3, 1, 0], np.int64)
+# MMCV's batched_nms(class_agnostic=False) expectation: what per-label suppression keeps
+NMS_KEEP_BY_LABEL = np.array([3, 1, 0, 2], np.int64)
+
+
+def _np(x):
+    return x.numpy() if isinstance(x, torch.Tensor) else x
+
+
+@pytest.mark.parametrize("lib", ["ops", "compat"])
+@pytest.mark.parametrize("fw", ["torch", "numpy"])
+@pytest.mark.parametrize("mode, full, aligned_expect", [("iou", IOU, IOU_ALIGNED), ("iof", IOF, IOF_ALIGNED)])
+def test_box_iou_rotated_mmcv_vectors(lib, fw, mode, full, aligned_expect):
+    if lib == "compat" and fw == "numpy":
+        pytest.skip("MMCV takes torch tensors only")
+    f = dkit.ops.box_iou_rotated if lib == "ops" else dk_mmcv.box_iou_rotated
+    b1, b2 = B1.copy(), B2.copy()
+    if fw == "torch":
+        b1, b2 = torch.from_numpy(b1), torch.from_numpy(b2)
+    out = f(b1, b2, mode=mode)
+    assert type(out) is type(b1) and out.dtype == b1.dtype and tuple(out.shape) == (3, 3)
+    np.testing.assert_allclose(_np(out), full, atol=1e-4)
+    np.testing.assert_allclose(_np(f(b1, b2, mode=mode, aligned=True)), aligned_expect, atol=1e-4)
+    # counter-clockwise angles
+    b1[..., -1] *= -1
+    b2[..., -1] *= -1
+    np.testing.assert_allclose(_np(f(b1, b2, mode=mode, clockwise=False)), full, atol=1e-4)
+    np.testing.assert_allclose(_np(f(b1, b2, mode=mode, aligned=True, clockwise=False)), aligned_expect, atol=1e-4)
+
+
+@pytest.mark.parametrize("with_labels", [False, True])
+def test_nms_rotated_mmcv_vectors(with_labels):
+    boxes = torch.from_numpy(NMS_BOXES.copy())
+    labels = torch.from_numpy(NMS_LABELS) if with_labels else None
+    dets, keep = dk_mmcv.nms_rotated(boxes[:, :5], boxes[:, -1], 0.5, labels)
+    np.testing.assert_allclose(dets.numpy()[:, :5], NMS_DETS)
+    np.testing.assert_array_equal(keep.numpy(), NMS_KEEP)
+    assert keep.dtype == torch.int64 and dets.shape == (3, 6)
+    np.testing.assert_array_equal(dets[:, 5].numpy(), boxes[keep, -1].numpy())
+    # counter-clockwise
+    boxes[..., -2] *= -1
+    dets, keep = dk_mmcv.nms_rotated(boxes[:, :5], boxes[:, -1], 0.5, labels, clockwise=False)
+    dets[..., -2] *= -1
+    np.testing.assert_allclose(dets.numpy()[:, :5], NMS_DETS)
+    np.testing.assert_array_equal(keep.numpy(), NMS_KEEP)
+
+
+@pytest.mark.parametrize("fw", ["torch", "numpy"])
+def test_nms_rotated_ops_labels_separate_categories(fw):
+    boxes, labels = NMS_BOXES.copy(), NMS_LABELS.copy()
+    if fw == "torch":
+        boxes, labels = torch.from_numpy(boxes), torch.from_numpy(labels)
+    dets, keep = dkit.ops.nms_rotated(boxes[:, :5], boxes[:, -1], 0.5)
+    np.testing.assert_array_equal(_np(keep), NMS_KEEP)
+    assert type(dets) is type(boxes)
+    # dkit's labels: boxes of different labels never suppress each other (MMCV ignores them)
+    dets, keep = dkit.ops.nms_rotated(boxes[:, :5], boxes[:, -1], 0.5, labels=labels)
+    np.testing.assert_array_equal(_np(keep), NMS_KEEP_BY_LABEL)
+    np.testing.assert_array_equal(_np(dets)[:, :5], _np(boxes)[NMS_KEEP_BY_LABEL, :5])
+    int_labels = labels.long() if fw == "torch" else labels.astype(np.int64)
+    np.testing.assert_array_equal(_np(dkit.ops.nms_rotated(boxes[:, :5], boxes[:, -1], 0.5, int_labels)[1]),
+                                  NMS_KEEP_BY_LABEL)  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------------
+# An independent reference: Sutherland-Hodgman clipping of the exact corners, in double
+
+
+def _corners(b, clockwise=True):
+    cx, cy, w, h, a = (float(v) for v in b)
+    a = a if clockwise else -a
+    c, s = math.cos(a), math.sin(a)
+    pts = [(-w / 2, -h / 2), (w / 2, -h / 2), (w / 2, h / 2), (-w / 2, h / 2)]
+    return [(cx + c * x - s * y, cy + s * x + c * y) for x, y in pts]
+
+
+def _area(poly):
+    n = len(poly)
+    return abs(sum(poly[i][0] * poly[(i + 1) % n][1] - poly[(i + 1) % n][0] * poly[i][1] for i in range(n))) / 2
+
+
+def _clip(subject, clipper):
+    out = subject
+    for k in range(len(clipper)):
+        (ax, ay), (bx, by) = clipper[k], clipper[(k + 1) % len(clipper)]
+        src, out = out, []
+        for i in range(len(src)):
+            p, q = src[i], src[(i + 1) % len(src)]
+            sp = (bx - ax) * (p[1] - ay) - (by - ay) * (p[0] - ax)
+            sq = (bx - ax) * (q[1] - ay) - (by - ay) * (q[0] - ax)
+            if sp >= 0:
+                out.append(p)
+            if (sp >= 0) != (sq >= 0):
+                t = sp / (sp - sq)
+                out.append((p[0] + t * (q[0] - p[0]), p[1] + t * (q[1] - p[1])))
+        if not out:
+            break
+    return out
+
+
+def ref_overlap(a, b, mode="iou", clockwise=True):
+    inter = _clip(_corners(a, clockwise), _corners(b, clockwise))
+    inter = _area(inter) if len(inter) >= 3 else 0.0
+    a1, a2 = float(a[2]) * float(a[3]), float(b[2]) * float(b[3])
+    return inter / (a1 if mode == "iof" else a1 + a2 - inter)
+
+
+def _random_boxes(rng, n, span=50.0, lo=1.0, hi=30.0, dtype=np.float64):
+    b = np.empty((n, 5))
+    b[:, :2] = rng.uniform(0, span, (n, 2))
+    b[:, 2:4] = rng.uniform(lo, hi, (n, 2))
+    b[:, 4] = rng.uniform(-math.pi, math.pi, n)
+    return b.astype(dtype)
+
+
+@pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-9), (np.float32, 2e-4)])
+@pytest.mark.parametrize("mode", ["iou", "iof"])
+@pytest.mark.parametrize("clockwise", [True, False])
+def test_box_iou_rotated_against_clipping(dtype, tol, mode, clockwise):
+    rng = np.random.default_rng(3)
+    b1, b2 = _random_boxes(rng, 30, dtype=dtype), _random_boxes(rng, 20, dtype=dtype)
+    b1[:5, :2] += 10000  # far from the origin: MMCV's centre shift keeps the precision
+    b2[:3, :2] += 10000
+    out = dkit.ops.box_iou_rotated(b1, b2, mode, clockwise=clockwise)
+    want = np.array([[ref_overlap(a, b, mode, clockwise) for b in b2] for a in b1])
+    assert (want > 0).sum() > 50  # the case overlaps enough to mean something
+    np.testing.assert_allclose(out, want, atol=tol, rtol=0)
+
+
+def test_box_iou_rotated_is_a_grid_estimate_too():
+    # A third opinion, by counting: the fraction of a fine grid inside both boxes.
+    a, b = np.array([0.0, 0.0, 6.0, 3.0, 0.4]), np.array([1.0, 0.5, 4.0, 5.0, -0.9])
+    xs = np.linspace(-6, 6, 1201)
+    x, y = np.meshgrid(xs, xs)
+
+    def inside(box):
+        cx, cy, w, h, t = box
+        u = (x - cx) * math.cos(t) + (y - cy) * math.sin(t)
+        v = -(x - cx) * math.sin(t) + (y - cy) * math.cos(t)
+        return (abs(u) <= w / 2) & (abs(v) <= h / 2)
+
+    cell = (xs[1] - xs[0]) ** 2
+    inter = (inside(a) & inside(b)).sum() * cell
+    iou = dkit.ops.box_iou_rotated(a[None], b[None])[0, 0]
+    assert abs(iou - inter / (18 + 20 - inter)) < 2e-3
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_angle_zero_is_torchvision_box_iou(dtype):
+    tv = pytest.importorskip("torchvision.ops")
+    rng = np.random.default_rng(4)
+    b1 = torch.from_numpy(_random_boxes(rng, 40, span=100)).to(dtype)
+    b2 = torch.from_numpy(_random_boxes(rng, 30, span=100)).to(dtype)
+    b1[:, 4] = 0
+    b2[:, 4] = 0
+
+    def xyxy(b):
+        return torch.stack([b[:, 0] - b[:, 2] / 2, b[:, 1] - b[:, 3] / 2, b[:, 0] + b[:, 2] / 2, b[:, 1] + b[:, 3] / 2], 1)
+
+    want = tv.box_iou(xyxy(b1.double()), xyxy(b2.double()))
+    got = dkit.ops.box_iou_rotated(b1, b2)
+    assert (want > 0).sum() > 30
+    torch.testing.assert_close(got.double(), want, atol=1e-5, rtol=0)
+
+
+def test_sixteen_bit_and_strided_inputs():
+    rng = np.random.default_rng(5)
+    b1 = torch.from_numpy(_random_boxes(rng, 20, span=30)).float()
+    b2 = torch.from_numpy(_random_boxes(rng, 10, span=30)).float()
+    ref = dkit.ops.box_iou_rotated(b1, b2)
+    for dt, tol in ((torch.float16, 2e-2), (torch.bfloat16, 6e-2)):
+        got = dkit.ops.box_iou_rotated(b1.to(dt), b2.to(dt))
+        assert got.dtype == dt
+        torch.testing.assert_close(got.float(), ref, atol=tol, rtol=0)
+    # non-contiguous views are read in place and give the same bits
+    wide = torch.zeros(20, 9)
+    wide[:, ::2][:, :5] = b1
+    view = wide[:, ::2][:, :5]
+    assert not view.is_contiguous()
+    assert torch.equal(dkit.ops.box_iou_rotated(view, b2), ref)
+    assert torch.equal(dkit.ops.box_iou_rotated(b1, b2.t().contiguous().t()), ref)
+
+
+def test_threads_give_the_same_bits():
+    rng = np.random.default_rng(6)
+    b1, b2 = _random_boxes(rng, 300, span=200), _random_boxes(rng, 200, span=200)
+    before = dkit.get_num_threads()
+    try:
+        dkit.set_num_threads(1)
+        one = dkit.ops.box_iou_rotated(b1, b2)
+        dkit.set_num_threads(2)
+        two = dkit.ops.box_iou_rotated(b1, b2)
+    finally:
+        dkit.set_num_threads(0 if before is None else before)
+    assert np.array_equal(one, two)
+
+
+# ------------------------------------------------------------------------------------------
+# nms_rotated against a greedy reference over dkit's own IoU matrix
+
+
+def ref_nms(dets, scores, thr, labels=None):
+    """MMCV's CPU loop: torch's descending order, IoU(kept, candidate) >= float32(thr)."""
+    d, s = torch.as_tensor(dets), torch.as_tensor(scores)
+    order = torch.sort(s, descending=True, stable=True)[1].tolist()
+    iou = dkit.ops.box_iou_rotated(d, d).double().numpy()  # iou[i, j]: box i first, as the kernel
+    thr = float(np.float32(thr))
+    suppressed, keep = set(), []
+    for a, i in enumerate(order):
+        if i in suppressed:
+            continue
+        keep.append(i)
+        for j in order[a + 1:]:
+            if j not in suppressed and (labels is None or labels[i] == labels[j]) and iou[i, j] >= thr:
+                suppressed.add(j)
+    return keep
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("thr", [0.1, 0.3, 0.5, 0.7, 0.0, -0.5])
+def test_nms_rotated_against_greedy_reference(dtype, thr):
+    rng = np.random.default_rng(int(thr * 10) + 20)
+    n = 400
+    dets = _random_boxes(rng, n, span=300, lo=5, hi=60, dtype=dtype)
+    # clusters of near-duplicates, as a detector's proposals are
+    dets[n // 2:] = dets[: n // 2] + rng.normal(0, [2, 2, 3, 3, 0.1], (n // 2, 5)).astype(dtype)
+    dets[:, 2:4] = np.abs(dets[:, 2:4])
+    scores = rng.uniform(0, 1, n).astype(dtype)
+    scores[::23] = 0.5  # ties
+    labels = rng.integers(0, 3, n)
+    for lab in (None, labels):
+        for fw in (torch.from_numpy, lambda x: x):
+            out, keep = dkit.ops.nms_rotated(fw(dets), fw(scores), thr, labels=None if lab is None else fw(lab))
+            want = ref_nms(dets, scores, thr, lab)
+            assert _np(keep).tolist() == want
+            np.testing.assert_array_equal(_np(out), np.concatenate([dets[want], scores[want, None]], 1))
+
+
+def test_nms_rotated_hostile_values():
+    dets = np.array([[0, 0, 4, 4, 0], [0, 0, 4, 4, 0], [np.nan, 0, 4, 4, 0], [0, 0, np.inf, 4, 0],
+                     [np.inf, 0, 4, 4, 0], [0, 0, 0, 4, 0], [1, 1, 4, 4, np.nan], [0.5, 0, 4, 4, 0.1]],
+                    np.float32)  # fmt: skip
+    scores = np.array([0.9, 0.8, np.nan, 0.6, 0.5, 0.4, 0.3, 0.2], np.float32)
+    for thr in (0.3, 0.0, float("nan"), float("inf")):
+        keep = dkit.ops.nms_rotated(dets, scores, thr)[1]
+        assert keep.tolist() == ref_nms(dets, scores, thr)
+    # NaN score first (torch's order); a NaN threshold keeps everything
+    assert dkit.ops.nms_rotated(dets, scores, float("nan"))[1].tolist() == [2, 0, 1, 3, 4, 5, 6, 7]
+    # the duplicate of box 0 goes; the degenerate box (w = 0) overlaps nothing and stays
+    keep = dkit.ops.nms_rotated(dets, scores, 0.3)[1].tolist()
+    assert 1 not in keep and 5 in keep
+
+
+def test_box_iou_rotated_hostile_values():
+    a = np.array([[0, 0, 2, 2, 0]], np.float64)
+    bad = np.array([[0, 0, 0, 2, 0], [np.nan, 0, 2, 2, 0], [np.inf, 0, 2, 2, 0], [0, 0, 2, 2, np.nan],
+                    [0, 0, np.inf, 2, 0], [0, 0, -2, -2, 0]])  # fmt: skip
+    out = dkit.ops.box_iou_rotated(a, bad)
+    assert out[0, :4].tolist() == [0.0, 0.0, 0.0, 0.0]
+    assert not np.isfinite(out[0, 4]) or out[0, 4] == 0  # an infinite area: NaN or 0, never a crash
+    assert out[0, 5] == pytest.approx(1.0)  # w, h both negative: MMCV's area is positive; same box
+
+
+# ------------------------------------------------------------------------------------------
+# Signatures, returns, refusals
+
+
+def test_compat_signatures_are_mmcv_s():
+    p = inspect.signature(dk_mmcv.nms_rotated).parameters
+    assert list(p) == ["dets", "scores", "iou_threshold", "labels", "clockwise"]
+    assert p["labels"].default is None and p["clockwise"].default is True
+    p = inspect.signature(dk_mmcv.box_iou_rotated).parameters
+    assert list(p) == ["bboxes1", "bboxes2", "mode", "aligned", "clockwise"]
+    assert [p[k].default for k in ("mode", "aligned", "clockwise")] == ["iou", False, True]
+    assert dkit.ops.nms_rotated is not None and dkit.ops.box_iou_rotated is not None
+
+
+def test_empty_inputs():
+    e = torch.zeros(0, 5)
+    dets, keep = dk_mmcv.nms_rotated(e, torch.zeros(0), 0.5)
+    assert dets is e and keep is None  # MMCV's return for no boxes
+    dets, keep = dkit.ops.nms_rotated(e, torch.zeros(0), 0.5)
+    assert dets.shape == (0, 6) and keep.shape == (0,) and keep.dtype == torch.int64
+    assert dkit.ops.box_iou_rotated(e, torch.zeros(3, 5)).shape == (0, 3)
+    assert dkit.ops.box_iou_rotated(torch.zeros(2, 5), e).shape == (2, 0)
+    assert dkit.ops.box_iou_rotated(e, e, aligned=True).shape == (0,)
+
+
+def test_bad_input():
+    b = torch.zeros(3, 5)
+    with pytest.raises(DkitAssertionError):
+        dk_mmcv.box_iou_rotated(b, b, mode="giou")
+    with pytest.raises(ValueError, match="mode must be 'iou' or 'iof'"):
+        dkit.ops.box_iou_rotated(b, b, mode="giou")
+    with pytest.raises(ValueError, match=r"'bboxes2' must have shape \[K, 5\]"):
+        dkit.ops.box_iou_rotated(b, torch.zeros(3, 4))
+    with pytest.raises(ValueError, match=r"'bboxes1' must have shape \[K, 5\]"):
+        dkit.ops.box_iou_rotated(torch.zeros(5), b)
+    with pytest.raises(TypeError, match="'boxes2' must have the dtype of 'boxes1'"):
+        dkit.ops.box_iou_rotated(b, b.double())
+    with pytest.raises(TypeError, match="must be float16, bfloat16, float32 or float64|must be a float"):
+        dkit.ops.box_iou_rotated(b.long(), b.long())
+    with pytest.raises(ValueError, match="aligned needs as many boxes"):
+        dkit.ops.box_iou_rotated(b, torch.zeros(2, 5), aligned=True)
+    with pytest.raises(TypeError, match="must be a tensor"):
+        dkit.ops.box_iou_rotated(b, [[0, 0, 1, 1, 0]])
+    with pytest.raises(TypeError, match="aligned must be a bool"):
+        dkit.ops.box_iou_rotated(b, b, aligned="yes")
+    s = torch.zeros(3)
+    with pytest.raises(ValueError, match=r"'dets' must have shape \[K, 5\]"):
+        dkit.ops.nms_rotated(torch.zeros(3, 4), s, 0.5)
+    with pytest.raises(TypeError, match="'scores' must have the dtype of 'dets'"):
+        dkit.ops.nms_rotated(b, s.double(), 0.5)
+    with pytest.raises(ValueError, match=r"'scores' must have shape \[3\]"):
+        dkit.ops.nms_rotated(b, torch.zeros(4), 0.5)
+    with pytest.raises(TypeError, match="'labels' must be int64, int32 or the dtype of 'dets'"):
+        dkit.ops.nms_rotated(b, s, 0.5, labels=torch.zeros(3, dtype=torch.uint8))
+    with pytest.raises(TypeError, match="iou_threshold must be a number"):
+        dkit.ops.nms_rotated(b, s, "0.5")
+    with pytest.raises(ValueError, match=r"labels must have shape \[3\]"):
+        dk_mmcv.nms_rotated(b, s, 0.5, labels=torch.zeros(2))
+    # every dkit error is also a RuntimeError (MMCV's C++ checks raise RuntimeError)
+    with pytest.raises(RuntimeError):
+        dk_mmcv.nms_rotated(b, s.double(), 0.5)
+
+
+def test_sizes_past_2_31_are_refused_without_allocating():
+    huge_t = torch.zeros(1, 5).expand(2**31, 5)
+    huge_n = np.broadcast_to(np.zeros((1, 5), np.float32), (2**31, 5))  # read-only: never copied
+    small = torch.zeros(2, 5)
+    for huge in (huge_t, huge_n):
+        with pytest.raises(ValueError, match="at most 2\\^31 - 1 boxes, got 2147483648"):
+            dkit.ops.nms_rotated(huge, huge[:, 0], 0.5)
+        with pytest.raises(ValueError, match="at most 2\\^31 - 1 boxes"):
+            dkit.ops.box_iou_rotated(huge, small if huge is huge_t else small.numpy())
+        with pytest.raises(ValueError, match="at most 2\\^31 - 1 boxes"):
+            dkit.ops.box_iou_rotated(small if huge is huge_t else small.numpy(), huge)
+    # the core refuses it too, whoever calls it
+    with pytest.raises(ValueError, match="'boxes1' may hold at most 2\\^31 - 1 boxes"):
+        _C.ops.box_iou_rotated(huge_t, small[:0], torch.empty(0, 0), 0, False, True)
