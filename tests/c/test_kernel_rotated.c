@@ -213,6 +213,40 @@ static void random_pairs_against_the_clipper(void **state)
     if (worst64 > 1e-9 || worst32 > 2e-4) fail_msg("worst |iou - reference|: %g (float64), %g (float32)", worst64, worst32);
 }
 
+/* Note [Bounding circles]: pairs built to provoke rounding (equal and perpendicular angles, edges
+ * collinear along a shared axis, gaps just past the margin) that dk_rbox_apart calls apart must
+ * get exactly 0 from the full computation, in both precisions. */
+static void apart_means_zero(void **state)
+{
+    (void)state;
+    dkk_rng r = {17};
+    int64_t apart = 0;
+    for (int it = 0; it < 200000; it++) {
+        double a[5], b[5];
+        a[0] = dkk_uniform(&r, 0, 1000), a[1] = dkk_uniform(&r, 0, 1000);
+        a[2] = dkk_uniform(&r, 1, 200), a[3] = dkk_uniform(&r, 0.5, 200), a[4] = dkk_uniform(&r, -3.2, 3.2);
+        const int kind = it % 3; /* equal angles, perpendicular, equal to within 1e-6 */
+        b[4] = kind == 0 ? a[4] : kind == 1 ? a[4] + PI / 2 : a[4] + dkk_uniform(&r, -1e-6, 1e-6);
+        b[2] = dkk_uniform(&r, 1, 200);
+        b[3] = it % 4 < 2 ? a[3] : dkk_uniform(&r, 0.5, 200); /* equal heights: collinear edges */
+        if (kind == 1 && it % 4 < 2) b[2] = a[3];
+        const double ra = 0.5 * hypot(a[2], a[3]), rb = 0.5 * hypot(b[2], b[3]);
+        const double d = (ra + rb) * (1 + dkk_uniform(&r, 1.0 / 1024, 0.01));
+        const double dir = it % 2 ? a[4] + (double)(dkk_u64(&r) % 4) * PI / 2 : dkk_uniform(&r, 0, 2 * PI);
+        b[0] = a[0] + d * cos(dir), b[1] = a[1] + d * sin(dir);
+        float fa[5], fb[5];
+        for (int k = 0; k < 5; k++) fa[k] = (float)a[k], fb[k] = (float)b[k];
+        if (dk_rbox_apart_f32(fa, dk_rbox_radius_f32(fa), fb, dk_rbox_radius_f32(fb))) {
+            apart++;
+            if (dk_rbox_overlap_f32(fa, fb, DK_RBOX_IOU, it % 5 != 0) != 0.0f) fail_msg("float32 pair %d overlaps", it);
+        }
+        if (dk_rbox_apart_f64(a, dk_rbox_radius_f64(a), b, dk_rbox_radius_f64(b)) &&
+            dk_rbox_overlap_f64(a, b, DK_RBOX_IOU, it % 5 != 0) != 0.0)
+            fail_msg("float64 pair %d overlaps", it);
+    }
+    assert_true(apart > 190000);
+}
+
 /* ---- the CPU kernels ----------------------------------------------------------------------- */
 
 static dkk_tensor *random_rboxes(dkk_rng *r, dk_dtype dt, int64_t n, double span, int64_t gap)
@@ -415,6 +449,7 @@ int main(void)
         cmocka_unit_test(degenerate),
         cmocka_unit_test(clockwise_and_counter_clockwise),
         cmocka_unit_test(random_pairs_against_the_clipper),
+        cmocka_unit_test(apart_means_zero),
         cmocka_unit_test(box_iou_rotated_kernel),
         cmocka_unit_test(nms_rotated_kernel),
         cmocka_unit_test(empty_and_bad_input),

@@ -13,10 +13,8 @@
  * whose bounding circles are clearly apart (Note [Bounding circles] in
  * kernels/rotated_box_math_tmpl.h) has IoU 0 in MMCV's arithmetic, which suppresses only when
  * the threshold is <= 0; so for a threshold > 0 such pairs are skipped after a few
- * multiplications, and they are most pairs of a real image. (That Note names the one corner
- * case, edges parallel to within rounding, in which MMCV's IoU of two such boxes is rounding
- * noise rather than 0; no threshold above about 1e-6 can see the difference.) A NaN threshold
- * suppresses nothing (every comparison is false): every box is kept, in score order.
+ * multiplications, and they are most pairs of a real image. A NaN threshold suppresses nothing
+ * (every comparison is false): every box is kept, in score order.
  */
 #if DK_TMPL_PASS == DK_TMPL_FLOAT
 
