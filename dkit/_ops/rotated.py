@@ -89,7 +89,7 @@ def nms_rotated(dets, scores, iou_threshold, labels=None, clockwise=True):
             float32); a torch.Tensor, a numpy.ndarray or a CPU DLPack producer.
         scores: [N], the same dtype.
         iou_threshold: a number.
-        labels: optional [N] categories (int32, int64, or the dets' dtype): boxes of different
+        labels: optional [N] categories of any dtype (compared by value): boxes of different
             labels never suppress each other. Note: MMCV accepts ``labels`` but its kernels
             ignore them (they read the label column and compare boxes only), so
             dkit.compat.mmcv.nms_rotated ignores them too; here they mean what they say.
@@ -105,13 +105,13 @@ def nms_rotated(dets, scores, iou_threshold, labels=None, clockwise=True):
     non-tensors.
     """
     op = "nms_rotated"
-    thr = iou_threshold if type(iou_threshold) is float else _threshold(iou_threshold, op)
+    thr = iou_threshold if type(iou_threshold) is float else to_float(iou_threshold, "iou_threshold", op)
     clockwise = to_bool(clockwise, "clockwise", op)
     _check_count(dets, "dets", op)
     fw = _framework_of(dets)
     d = _tensor(fw, dets, "dets", op)
     s = _tensor(fw, scores, "scores", op)
-    lab = None if labels is None else _tensor(fw, labels, "labels", op)
+    lab = None if labels is None else _labels(fw, _tensor(fw, labels, "labels", op), d)
     _check_boxes(d, "dets", op)
     n = d.shape[0]
     keep = fw.empty(d, (n,), "int64")
@@ -132,18 +132,21 @@ def _check_count(x, what, op):
         raise _C.DkitValueError(f"{op}: '{what}' may hold at most 2^31 - 1 boxes, got {shape[0]}")
 
 
-def _threshold(value, op):
-    # A number (a 0-d tensor too), as MMCV's binding takes a C float; not a string.
-    if isinstance(value, (str, bytes)):
-        raise _C.DkitTypeError(f"{op}: iou_threshold must be a number, got {type(value).__name__}")
-    return to_float(value, "iou_threshold", op)
-
-
 def _tensor(fw, x, what, op):
     t = x if type(x) is fw.AS_IS else fw.as_tensor(x, what, op)
     if t is None:
         raise _C.DkitTypeError(f"{op}: '{what}' must be a tensor, got {type(x).__name__}")
     return t
+
+
+def _labels(fw, labels, dets):
+    """Labels the kernel reads as they are (int32, int64, the dets' dtype), or else int64 codes of
+    their distinct values (fw.category_codes: the same partition), as dkit.ops.nms's idxs. A
+    labels tensor of the wrong shape keeps its shape, for the core to name."""
+    name = fw.dtype_name(labels)
+    if name in ("int64", "int32") or name == fw.dtype_name(dets) or len(labels.shape) != 1:
+        return labels
+    return fw.category_codes(labels)
 
 
 def _check_boxes(t, what, op):

@@ -224,10 +224,11 @@ _NMS_OPS = {"nms": nms, "soft_nms": soft_nms}
 
 
 def batched_nms(boxes, scores, idxs, nms_cfg, class_agnostic=False):
-    """mmcv.ops.batched_nms: NMS per category; (dets [K, 5], keep [K]) in decreasing score order.
+    """mmcv.ops.batched_nms: NMS per category; (dets [K, 5] ([K, 6] for rotated boxes), keep [K]) in
+    decreasing score order.
 
     nms_cfg: None (no suppression: every box, sorted by score) or a dict with 'iou_threshold'
-    and optionally 'type' ('nms' or 'soft_nms'), 'split_thr' (default 10000), 'class_agnostic'
+    and optionally 'type' ('nms', 'soft_nms' or 'nms_rotated'), 'split_thr' (default 10000), 'class_agnostic'
     and the keywords of that op (offset, score_threshold, max_num; sigma, min_score, method).
 
     For 'nms', MMCV's two strategies (boxes shifted apart by category below split_thr boxes,
@@ -251,6 +252,10 @@ def batched_nms(boxes, scores, idxs, nms_cfg, class_agnostic=False):
         return _with_scores(boxes[keep], dets[:, -1]), keep
     if class_agnostic:
         boxes_for_nms = boxes
+    elif boxes.size(-1) == 5:  # rotated boxes: MMCV moves the centres only, by max centre + max side
+        max_coordinate = boxes[..., :2].max() + boxes[..., 2:4].max()
+        offsets = idxs.to(boxes) * (max_coordinate + torch.tensor(1).to(boxes))
+        boxes_for_nms = torch.cat([boxes[..., :2] + offsets[:, None], boxes[..., 2:5]], dim=-1)
     else:  # MMCV's shift: each category's boxes beyond the largest coordinate of the others
         offsets = idxs.to(boxes) * (boxes.max() + torch.tensor(1).to(boxes))
         boxes_for_nms = boxes + offsets[:, None]
@@ -306,3 +311,7 @@ def nms_rotated(dets, scores, iou_threshold, labels=None, clockwise=True):
                 f"nms_rotated: labels must have shape [{dets.shape[0]}], got {None if shape is None else list(shape)}"
             )
     return _nms_rotated(dets, scores, iou_threshold, None, clockwise)
+
+
+# batched_nms(..., nms_cfg=dict(type='nms_rotated', ...)) as MMCV: rotated boxes [N, 5].
+_NMS_OPS["nms_rotated"] = nms_rotated

@@ -93,6 +93,24 @@ def test_nms_rotated_ops_labels_separate_categories(fw):
     int_labels = labels.long() if fw == "torch" else labels.astype(np.int64)
     np.testing.assert_array_equal(_np(dkit.ops.nms_rotated(boxes[:, :5], boxes[:, -1], 0.5, int_labels)[1]),
                                   NMS_KEEP_BY_LABEL)  # fmt: skip
+    # labels of any other dtype: compared by value (codes of their distinct values)
+    other = labels.to(torch.uint8) if fw == "torch" else labels.astype(np.float64)
+    np.testing.assert_array_equal(_np(dkit.ops.nms_rotated(boxes[:, :5], boxes[:, -1], 0.5, other)[1]),
+                                  NMS_KEEP_BY_LABEL)  # fmt: skip
+
+
+def test_mmcv_batched_nms_with_nms_rotated():
+    # MMCV's test_batched_nms (tests/test_ops/test_nms_rotated.py)
+    boxes, scores, labels = (torch.from_numpy(x) for x in (NMS_BOXES[:, :5], NMS_BOXES[:, -1], NMS_LABELS))
+    cfg = dict(type="nms_rotated", iou_threshold=0.5)
+    dets, keep = dk_mmcv.batched_nms(boxes, scores, labels, cfg, class_agnostic=True)
+    np.testing.assert_allclose(dets.numpy()[:, :5], NMS_DETS)
+    np.testing.assert_array_equal(keep.numpy(), NMS_KEEP)
+    dets, keep = dk_mmcv.batched_nms(boxes, scores, labels, cfg, class_agnostic=False)
+    np.testing.assert_allclose(dets.numpy()[:, :5], NMS_BOXES[NMS_KEEP_BY_LABEL, :5])
+    np.testing.assert_array_equal(keep.numpy(), NMS_KEEP_BY_LABEL)
+    assert dets.shape == (4, 6)
+    np.testing.assert_array_equal(dets[:, 5].numpy(), NMS_BOXES[NMS_KEEP_BY_LABEL, 5])
 
 
 # ------------------------------------------------------------------------------------------
@@ -346,8 +364,8 @@ def test_bad_input():
         dkit.ops.nms_rotated(b, s.double(), 0.5)
     with pytest.raises(ValueError, match=r"'scores' must have shape \[3\]"):
         dkit.ops.nms_rotated(b, torch.zeros(4), 0.5)
-    with pytest.raises(TypeError, match="'labels' must be int64, int32 or the dtype of 'dets'"):
-        dkit.ops.nms_rotated(b, s, 0.5, labels=torch.zeros(3, dtype=torch.uint8))
+    with pytest.raises(ValueError, match=r"'labels' must have shape \[3\]"):
+        dkit.ops.nms_rotated(b, s, 0.5, labels=torch.zeros(4, dtype=torch.uint8))
     with pytest.raises(TypeError, match="iou_threshold must be a number"):
         dkit.ops.nms_rotated(b, s, "0.5")
     with pytest.raises(ValueError, match=r"labels must have shape \[3\]"):
