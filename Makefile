@@ -126,6 +126,7 @@ bench: deps $(BUILD)/bench_dispatch
 bench-python: python
 	$(PYTHON) bench/bench_roi_align.py
 	$(PYTHON) bench/bench_nms.py
+	$(PYTHON) bench/bench_rotated.py
 
 $(BUILD)/bench_dispatch: bench/bench_dispatch.c $(BUILD)/libdkit.so
 	$(CC) $(TEST_CFLAGS) -O2 $< -o $@ -L$(BUILD) -ldkit -Wl,-rpath,$(abspath $(BUILD))
