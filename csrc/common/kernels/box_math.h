@@ -20,7 +20,30 @@
  * Box IoU (torchvision's box_iou, generalized/distance/complete IoU, and MMCV's bbox_overlaps,
  * tensor code): max and min propagate NaN (torch.maximum), widths clamp at 0 keeping NaN, and
  * nothing guards a division by zero. dk_box_iou_pair_* evaluates one pair in the order the
- * tensor expressions do; the kernel decides how differences are rounded for 16-bit storage.
+ * tensor expressions do, so that its results are theirs to the bit wherever the references' own
+ * arithmetic is correctly rounded (everything but atan, whose vectorised form in torch may differ
+ * from the C library's by an ulp).
+ *
+ * Note [16-bit boxes]
+ * torchvision's box_iou and generalized_box_iou take the max/min of float16 or bfloat16 boxes in
+ * their dtype (exact), subtract in it (rounded to 16 bits), then _upcast the widths and heights
+ * to float32, and compute the areas from boxes upcast first: the result is float32 and only
+ * those differences are rounded to 16 bits (`narrow`). distance_box_iou and complete_box_iou
+ * upcast the boxes before anything else: float32 throughout, narrow 0. MMCV's CPU bbox_overlaps
+ * computes every tensor op in the boxes' dtype and returns that dtype: narrow rounds every
+ * intermediate result. Rounding each float32 result of an operation on 16-bit values to 16 bits
+ * is what computing it in 16 bits gives (float32 has more than twice the precision plus 2 bits,
+ * so the double rounding is innocuous for +, -, *, /).
+ *
+ * Note [Integer boxes]
+ * torchvision accepts integer boxes: _upcast keeps int32 and int64 (smaller integer types become
+ * int32), so widths, areas, intersections and unions are integers, computed with the tensor's
+ * wrap-around, and only the divisions (true division) and the additions of eps produce float32,
+ * converting each integer operand to float32 first. dk_box_iou_pair_int follows that exactly:
+ * integer arithmetic modulo 2^64, or 2^32 for int32 boxes (`w32`; done in unsigned arithmetic so
+ * that C sees no overflow), float32 from the first division on. MMCV's bbox_overlaps writes into
+ * an output of the boxes' dtype, so integer boxes give truncated integers there: dkit refuses
+ * them for the MMCV kinds (ops/box_iou.c).
  */
 #ifndef DK_KERNELS_BOX_MATH_H
 #define DK_KERNELS_BOX_MATH_H
@@ -50,5 +73,48 @@ typedef enum { DK_SOFT_NMS_NAIVE = 0, DK_SOFT_NMS_LINEAR = 1, DK_SOFT_NMS_GAUSSI
 #define DK_TEMPLATE "kernels/box_math_tmpl.h"
 #define DK_TEMPLATE_TYPES DK_TYPES_COMPUTE
 #include "dk_instantiate.h"
+
+/* torch's integer arithmetic for integer boxes (Note [Integer boxes]): int64, or int32 when w32,
+ * both wrapping around. */
+DK_HD DK_INLINE int64_t dk_box_iwrap(uint64_t v, int w32)
+{
+    return w32 ? (int64_t)(int32_t)(uint32_t)v : (int64_t)v;
+}
+DK_HD DK_INLINE int64_t dk_box_isub(int64_t a, int64_t b, int w32) { return dk_box_iwrap((uint64_t)a - (uint64_t)b, w32); }
+DK_HD DK_INLINE int64_t dk_box_iadd(int64_t a, int64_t b, int w32) { return dk_box_iwrap((uint64_t)a + (uint64_t)b, w32); }
+DK_HD DK_INLINE int64_t dk_box_imul(int64_t a, int64_t b, int w32) { return dk_box_iwrap((uint64_t)a * (uint64_t)b, w32); }
+DK_HD DK_INLINE int64_t dk_box_imax(int64_t a, int64_t b) { return a > b ? a : b; }
+DK_HD DK_INLINE int64_t dk_box_imin(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* One pair of torchvision's box-IoU family for integer boxes (Note [Integer boxes]): the float32
+ * result. kind is DK_BOX_IOU .. DK_BOX_CIOU; eps already rounded to float32 as torch rounds it. */
+DK_HD DK_INLINE float dk_box_iou_pair_int(const int64_t *a, const int64_t *b, int kind, float eps, int w32)
+{
+    const int64_t area1 = dk_box_imul(dk_box_isub(a[2], a[0], w32), dk_box_isub(a[3], a[1], w32), w32);
+    const int64_t area2 = dk_box_imul(dk_box_isub(b[2], b[0], w32), dk_box_isub(b[3], b[1], w32), w32);
+    const int64_t w = dk_box_imax(dk_box_isub(dk_box_imin(a[2], b[2]), dk_box_imax(a[0], b[0]), w32), 0);
+    const int64_t h = dk_box_imax(dk_box_isub(dk_box_imin(a[3], b[3]), dk_box_imax(a[1], b[1]), w32), 0);
+    const int64_t inter = dk_box_imul(w, h, w32);
+    const int64_t uni = dk_box_isub(dk_box_iadd(area1, area2, w32), inter, w32);
+    const float iou = (float)inter / (float)uni;
+    if (kind == DK_BOX_IOU) return iou;
+    const int64_t wi = dk_box_imax(dk_box_isub(dk_box_imax(a[2], b[2]), dk_box_imin(a[0], b[0]), w32), 0);
+    const int64_t hi = dk_box_imax(dk_box_isub(dk_box_imax(a[3], b[3]), dk_box_imin(a[1], b[1]), w32), 0);
+    if (kind == DK_BOX_GIOU) {
+        const int64_t areai = dk_box_imul(wi, hi, w32);
+        return iou - (float)dk_box_isub(areai, uni, w32) / (float)areai;
+    }
+    const float diag = (float)dk_box_iadd(dk_box_imul(wi, wi, w32), dk_box_imul(hi, hi, w32), w32) + eps;
+    const float xp = (float)dk_box_iadd(a[0], a[2], w32) / 2.0f, yp = (float)dk_box_iadd(a[1], a[3], w32) / 2.0f;
+    const float xg = (float)dk_box_iadd(b[0], b[2], w32) / 2.0f, yg = (float)dk_box_iadd(b[1], b[3], w32) / 2.0f;
+    const float dx = xp - xg, dy = yp - yg;
+    const float diou = iou - (dx * dx + dy * dy) / diag;
+    if (kind == DK_BOX_DIOU) return diou;
+    const float at = atanf((float)dk_box_isub(a[2], a[0], w32) / (float)dk_box_isub(a[3], a[1], w32)) -
+                     atanf((float)dk_box_isub(b[2], b[0], w32) / (float)dk_box_isub(b[3], b[1], w32));
+    const float v = (float)0.40528473456935108578 * (at * at);
+    const float alpha = v / (1.0f - iou + v + eps);
+    return diou - alpha * v;
+}
 
 #endif /* DK_KERNELS_BOX_MATH_H */

@@ -1,0 +1,53 @@
+/*
+ * box_iou/box_iou_cpu.h — what the parts of the CPU box_iou kernel share (ops/box_iou.h).
+ *
+ *   box_iou_cpu.c        entry point, scratch, threads, dtype switch, registration (start here)
+ *   box_iou_rows_tmpl.h  a span of one row against the transposed boxes2, one kind at a time,
+ *                        for the compiler to vectorise (compute pass)
+ *   box_iou_tmpl.h       boxes2 into SoA scratch, and the workers over blocks of rows, for float
+ *                        and integer storage
+ *
+ * Note [Rows against columns]
+ * torchvision computes box_iou as a dozen tensor expressions over [N, M] and [N, M, 2]
+ * temporaries: every pair is written to memory and read back several times. Here each pair is
+ * computed once, in registers, from kernels/box_math.h: boxes2 is transposed once into arrays
+ * (x1, y1, x2, y2 in the compute type, SoA, and complete IoU's per-box atan), so that the inner
+ * loop over a row's columns reads unit-stride streams and writes one, and the compiler vectorises it (the kind is a
+ * constant in each instantiation of the loop, so its branches fold away). Threads take blocks of
+ * rows (dk_parallel), and within a block the columns go in blocks whose SoA slice (4 x 1024
+ * floats, 16 KiB) stays in L1 while every row of the block reads it. Results go straight into
+ * the output row when it is unit-stride and of the compute type; otherwise through a per-thread
+ * buffer of one column block, converted and scattered with the output's strides. Each output
+ * element is computed by one thread from the same inputs, so the bits do not depend on the
+ * number of threads.
+ */
+#ifndef DK_BOX_IOU_CPU_H
+#define DK_BOX_IOU_CPU_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dk_arena.h"
+#include "dk_parallel.h"
+#include "box_iou.h" /* ops/box_iou.h */
+
+/* Columns per block (Note [Rows against columns]). */
+#define DK__BOX_IOU_COLS 1024
+
+/* One call. */
+typedef struct {
+    int64_t n, m;
+    int kind, narrow, aligned, w32;
+    double eps, offset;
+    const dk_tensor *boxes1;
+    char *out; /* out's first element */
+    int64_t os0, os1; /* out's strides in elements (os1 unused when aligned) */
+    dk_dtype odt;
+    const void *soa; /* boxes2: x1[m], y1[m], x2[m], y2[m] (, aspect[m]) in the compute type (int64: integers) */
+    void *buf;       /* per-thread column-block buffers of the compute type, DK__BOX_IOU_COLS each */
+    int64_t rows;    /* rows per task */
+    int64_t tasks;
+    dk_parallel_counter counter;
+} dk__box_iou_ctx;
+
+#endif /* DK_BOX_IOU_CPU_H */
