@@ -8,8 +8,21 @@ dkit/_frameworks/ (allocation, autograd), and re-exported here: these are the ve
 with no wrapper frame in between.
 """
 
+from dkit._ops.box_iou import bbox_overlaps, box_iou, complete_box_iou, distance_box_iou, generalized_box_iou
 from dkit._ops.nms import batched_nms, nms, soft_nms
 from dkit._ops.roi_align import roi_align
 from dkit._ops.rotated import box_iou_rotated, nms_rotated
 
-__all__ = ["roi_align", "nms", "batched_nms", "soft_nms", "box_iou_rotated", "nms_rotated"]
+__all__ = [
+    "roi_align",
+    "nms",
+    "batched_nms",
+    "soft_nms",
+    "box_iou_rotated",
+    "nms_rotated",
+    "box_iou",
+    "generalized_box_iou",
+    "distance_box_iou",
+    "complete_box_iou",
+    "bbox_overlaps",
+]

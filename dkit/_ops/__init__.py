@@ -5,6 +5,8 @@
                  bounds)
   nms.py         the NMS family: nms, batched_nms (outputs sized to a bound plus a count)
   rotated.py     rotated boxes (cx, cy, w, h, angle): box_iou_rotated, nms_rotated (MMCV's)
+  box_iou.py     the box-overlap family: box_iou, generalized / distance / complete IoU
+                 (torchvision) and bbox_overlaps (MMCV), one core op with a kind
   _args.py       argument normalisation every op shares (ints, floats, bools, pairs)
 
 An op module holds everything about its ops that is not the kernel: argument normalisation,

@@ -1,13 +1,14 @@
-"""mmcv.ops.roi_align / RoIAlign, nms, soft_nms, batched_nms, box_iou_rotated and nms_rotated,
-served by dkit.
+"""mmcv.ops.roi_align / RoIAlign, nms, soft_nms, batched_nms, box_iou_rotated, nms_rotated and
+bbox_overlaps, served by dkit.
 
 Same signatures, defaults (sampling_ratio=0, pool_mode='avg', aligned=True), outputs and
 exception types as MMCV: an unknown pool_mode or rois without 5 columns raise AssertionError
 (MMCV asserts), kernel-level checks raise RuntimeError subclasses. RoIAlign accepts MMCV's
 deprecated keyword names out_size and sample_num with a DeprecationWarning, and with
 use_torchvision=True it follows torchvision's semantics (average pooling, pool_mode ignored),
-served by dkit.compat.torchvision so torchvision need not be installed. See dkit.compat for where
-dkit is stricter than MMCV.
+served by dkit.compat.torchvision so torchvision need not be installed. bbox_overlaps asserts as
+MMCV does (mode, the boxes' last dimension, offset, aligned sizes: AssertionError), and computes
+what MMCV's CPU kernel computes. See dkit.compat for where dkit is stricter than MMCV.
 
 box_iou_rotated and nms_rotated keep MMCV's signatures, defaults and returns: an unknown mode
 raises AssertionError (MMCV asserts); nms_rotated of no boxes returns ``(dets, None)``; its
@@ -26,6 +27,7 @@ from torch import nn
 from torch.nn.modules.utils import _pair
 
 from dkit import _C
+from dkit._ops.box_iou import bbox_overlaps as _bbox_overlaps
 from dkit._ops.nms import nms as _nms
 from dkit._ops.nms import soft_nms as _soft_nms
 from dkit._ops.roi_align import roi_align as _roi_align
@@ -35,7 +37,7 @@ from dkit.compat import DkitAssertionError
 
 __all__ = [
     "roi_align", "RoIAlign", "RoIAlignFunction", "nms", "soft_nms", "batched_nms", "box_iou_rotated",
-    "nms_rotated",
+    "nms_rotated", "bbox_overlaps",
 ]  # fmt: skip
 
 _Tensor = torch.Tensor
@@ -315,3 +317,49 @@ def nms_rotated(dets, scores, iou_threshold, labels=None, clockwise=True):
 
 # batched_nms(..., nms_cfg=dict(type='nms_rotated', ...)) as MMCV: rotated boxes [N, 5].
 _NMS_OPS["nms_rotated"] = nms_rotated
+
+
+def bbox_overlaps(bboxes1, bboxes2, mode="iou", aligned=False, offset=0):
+    """Calculate overlap between two sets of bboxes, as mmcv.ops.bbox_overlaps (see
+    dkit.ops.bbox_overlaps).
+
+    Args:
+        bboxes1 (Tensor): shape (m, 4) in <x1, y1, x2, y2> format or empty.
+        bboxes2 (Tensor): shape (n, 4) in <x1, y1, x2, y2> format or empty.
+            If aligned is ``True``, then m and n must be equal.
+        mode (str): "iou" (intersection over union) or "iof" (intersection over foreground).
+        aligned (bool): only the pairs (i, i).
+        offset (int): 0 or 1.
+
+    Returns:
+        torch.Tensor: the ious; shape (m, n), or (m,) when aligned ((m, 1) when empty).
+    """
+    try:
+        return _bbox_overlaps(bboxes1, bboxes2, mode, aligned, offset)
+    except Exception:
+        # Note [Compat fast path] in dkit/compat/torchvision.py: every case MMCV asserts on is
+        # refused by dkit too; MMCV's assertions come first, in its order.
+        error = _bbox_assertion_error(bboxes1, bboxes2, mode, aligned, offset)
+        if error is None:
+            raise
+    raise error
+
+
+def _bbox_assertion_error(bboxes1, bboxes2, mode, aligned, offset):
+    """MMCV's assertions of bbox_overlaps, in its order: the AssertionError to raise, or None;
+    1-d boxes that pass them fail MMCV's CPU kernel with IndexError."""
+    if not (type(mode) is str and mode in ("iou", "iof")):
+        return DkitAssertionError(f"bbox_overlaps: mode must be 'iou' or 'iof', got {mode!r}")
+    shapes = [getattr(b, "shape", None) for b in (bboxes1, bboxes2)]
+    for shape in shapes:
+        if shape is not None and len(shape) >= 1 and not (shape[-1] == 4 or shape[0] == 0):
+            return DkitAssertionError("bbox_overlaps: the boxes' last dimension must be 4 (or the boxes empty)")
+    if not (offset == 1 or offset == 0):
+        return DkitAssertionError(f"bbox_overlaps: offset must be 0 or 1, got {offset!r}")
+    if aligned and shapes[0] is not None and shapes[1] is not None and len(shapes[0]) and len(shapes[1]):
+        if shapes[0][0] != shapes[1][0]:
+            return DkitAssertionError("bbox_overlaps: aligned boxes must be as many in bboxes2 as in bboxes1")
+    for shape in shapes:
+        if shape is not None and len(shape) < 2 and not (len(shape) == 1 and shape[0] == 0):
+            return _C.DkitIndexError(f"bbox_overlaps: too many indices for tensor of dimension {len(shape)}")
+    return None

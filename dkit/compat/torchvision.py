@@ -1,9 +1,11 @@
-"""torchvision.ops.roi_align / RoIAlign, nms and batched_nms, served by dkit.
+"""torchvision.ops.roi_align / RoIAlign, nms, batched_nms and the box-overlap functions
+(box_iou, generalized_box_iou, distance_box_iou, complete_box_iou), served by dkit.
 
-Same signatures (annotations included), defaults (sampling_ratio=-1, aligned=False), outputs and
-exception types as torchvision 0.14: malformed boxes raise AssertionError with torchvision's
-messages, kernel-level checks raise RuntimeError subclasses. See dkit.compat for where dkit is
-stricter than torchvision.
+Same signatures (annotations included), defaults (sampling_ratio=-1, aligned=False, eps=1e-7),
+outputs and exception types as torchvision 0.14: malformed boxes raise AssertionError with
+torchvision's messages, kernel-level checks raise RuntimeError subclasses; 1-d or 0-d boxes given
+to a box-overlap function raise IndexError, as indexing them does in torchvision. See dkit.compat
+for where dkit is stricter than torchvision.
 """
 
 from typing import List, Union
@@ -13,12 +15,23 @@ import torch.fx
 from torch import Tensor, nn
 from torch.jit.annotations import BroadcastingList2
 
+from dkit import _C
+from dkit._ops import box_iou as _box_iou
 from dkit._ops.nms import batched_nms as _batched_nms
 from dkit._ops.nms import nms as _nms
 from dkit._ops.roi_align import roi_align as _roi_align
 from dkit.compat import DkitAssertionError
 
-__all__ = ["roi_align", "RoIAlign", "nms", "batched_nms"]
+__all__ = [
+    "roi_align",
+    "RoIAlign",
+    "nms",
+    "batched_nms",
+    "box_iou",
+    "generalized_box_iou",
+    "distance_box_iou",
+    "complete_box_iou",
+]
 
 _Tensor = torch.Tensor
 
@@ -152,3 +165,88 @@ def batched_nms(boxes: Tensor, scores: Tensor, idxs: Tensor, iou_threshold: floa
             keep = keep.sort()[0]
             keep = keep[scores[keep].sort(descending=True)[1]]
     return keep
+
+
+# ------------------------------------------------------------------------------------------
+# Box overlaps (dkit/_ops/box_iou.py). torchvision indexes the boxes first (boxes[:, 2]), which
+# raises IndexError for boxes of fewer than 2 dimensions; dkit refuses those with a ValueError,
+# turned into torchvision's IndexError here, once dkit has failed (Note [Compat fast path]).
+
+
+def _box_index_error(op, *boxes):
+    for b in boxes:
+        shape = getattr(b, "shape", None)
+        if shape is not None and len(shape) < 2:
+            return _C.DkitIndexError(f"{op}: too many indices for tensor of dimension {len(shape)}")
+    return None
+
+
+def box_iou(boxes1: Tensor, boxes2: Tensor) -> Tensor:
+    """Intersection over union of every pair of boxes, as torchvision.ops.box_iou (see
+    dkit.ops.box_iou).
+
+    Args:
+        boxes1 (Tensor[N, 4]): first set of boxes, (x1, y1, x2, y2)
+        boxes2 (Tensor[M, 4]): second set of boxes
+
+    Returns:
+        Tensor[N, M]: the pairwise IoU values
+    """
+    try:
+        return _box_iou.box_iou(boxes1, boxes2)
+    except Exception:
+        error = _box_index_error("box_iou", boxes1, boxes2)
+        if error is None:
+            raise
+    raise error
+
+
+def generalized_box_iou(boxes1: Tensor, boxes2: Tensor) -> Tensor:
+    """Generalized IoU of every pair of boxes, as torchvision.ops.generalized_box_iou.
+
+    Returns:
+        Tensor[N, M]: the pairwise generalized IoU values
+    """
+    try:
+        return _box_iou.generalized_box_iou(boxes1, boxes2)
+    except Exception:
+        error = _box_index_error("generalized_box_iou", boxes1, boxes2)
+        if error is None:
+            raise
+    raise error
+
+
+def complete_box_iou(boxes1: Tensor, boxes2: Tensor, eps: float = 1e-7) -> Tensor:
+    """Complete IoU of every pair of boxes, as torchvision.ops.complete_box_iou.
+
+    Args:
+        eps (float, optional): small number to prevent division by zero. Default: 1e-7
+
+    Returns:
+        Tensor[N, M]: the pairwise complete IoU values
+    """
+    try:
+        return _box_iou.complete_box_iou(boxes1, boxes2, eps)
+    except Exception:
+        error = _box_index_error("complete_box_iou", boxes1, boxes2)
+        if error is None:
+            raise
+    raise error
+
+
+def distance_box_iou(boxes1: Tensor, boxes2: Tensor, eps: float = 1e-7) -> Tensor:
+    """Distance IoU of every pair of boxes, as torchvision.ops.distance_box_iou.
+
+    Args:
+        eps (float, optional): small number to prevent division by zero. Default: 1e-7
+
+    Returns:
+        Tensor[N, M]: the pairwise distance IoU values
+    """
+    try:
+        return _box_iou.distance_box_iou(boxes1, boxes2, eps)
+    except Exception:
+        error = _box_index_error("distance_box_iou", boxes1, boxes2)
+        if error is None:
+            raise
+    raise error
