@@ -27,7 +27,7 @@ DEB_PKGS  := gcc make libcmocka-dev python3-dev python3-setuptools python3-numpy
              python3-torch python3-torchvision valgrind \
              g++ libtorch-dev python3-venv python3-pip
 
-.PHONY: all lib deps test test-c test-c-asan test-c-tsan test-python demo bench bench-python bench-callgrind vendor-example clean python
+.PHONY: all lib deps test test-c test-c-asan test-c-tsan test-python demo bench bench-python bench-box-iou bench-callgrind vendor-example clean python
 all: lib
 
 # ---------------------------------------------------------------------------------------------
@@ -127,6 +127,9 @@ bench-python: python
 	$(PYTHON) bench/bench_roi_align.py
 	$(PYTHON) bench/bench_nms.py
 	$(PYTHON) bench/bench_rotated.py
+
+bench-box-iou: python
+	$(PYTHON) bench/bench_box_iou.py
 
 $(BUILD)/bench_dispatch: bench/bench_dispatch.c $(BUILD)/libdkit.so
 	$(CC) $(TEST_CFLAGS) -O2 $< -o $@ -L$(BUILD) -ldkit -Wl,-rpath,$(abspath $(BUILD))
