@@ -19,6 +19,7 @@
 
 #include "dk_large_output.h"
 #include "dk_registry.h"
+#include "dk_tunables.h"
 #include "kernels/dk_template.h"
 
 #define DK_TEMPLATE "box_iou/box_iou_rows_tmpl.h"
@@ -27,6 +28,9 @@
 #define DK_TEMPLATE "box_iou/box_iou_tmpl.h"
 #define DK_TEMPLATE_TYPES (DK_TYPES_FLOAT | DK_TYPES_INT)
 #include "kernels/dk_instantiate.h"
+
+DK_TUNABLE(dk__box_iou_isa, "box_iou.isa", 1, 0, 1,
+           "1: the AVX2 span where the CPU has AVX2, 0: the baseline (x86-64-v2) span (Note [AVX2 spans])")
 
 /* Work units of one pair, for dk_parallel_threads_for (about a roi_align sample's). */
 #define DK__BOX_IOU_PAIR_WORK 2
@@ -62,6 +66,9 @@ dk_status dk_box_iou_cpu(const dk_tensor *boxes1, const dk_tensor *boxes2, dk_te
         .os1 = aligned ? 0 : dk_tensor_stride(out, 1),
         .odt = dk_tensor_dtype(out),
     };
+#if DK__BOX_IOU_AVX2
+    cx.avx2 = dk_tunable(&dk__box_iou_isa) == 1 && __builtin_cpu_supports("avx2");
+#endif
     /* Tasks of whole rows: a few per thread for balance, at most 32 rows (aligned: 4096 pairs) */
     int64_t rows;
     if (aligned) rows = 4096;

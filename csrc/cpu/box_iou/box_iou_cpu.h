@@ -33,6 +33,23 @@
 #include "dk_parallel.h"
 #include "box_iou.h" /* ops/box_iou.h */
 
+/*
+ * Note [AVX2 spans]
+ * dkit builds for x86-64-v2 (SSE4.2: 4 floats a vector), and the span loop is compute-bound (a
+ * 4,000 x 4,000 box_iou writes its 64 MB in about a third of the time it computes). So the span
+ * is compiled twice, for the baseline and for AVX2 (8 floats; GCC's target attribute), and a
+ * call takes the AVX2 one when the CPU has AVX2 (__builtin_cpu_supports): 1.4-1.5x faster
+ * (box_iou 4,000 x 4,000 on one thread: 25 -> 17 ms). Both give the same bits: "avx2" does not
+ * include FMA, and ISO C mode contracts nothing, so both run the same IEEE operations in the same
+ * order, only more at once. The tunable "box_iou.isa" (0: baseline, 1: AVX2 where the CPU has
+ * it) lets the kernel tests run both. Other compilers and platforms get the baseline alone.
+ */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define DK__BOX_IOU_AVX2 1
+#else
+#define DK__BOX_IOU_AVX2 0
+#endif
+
 /* Columns per block (Note [Rows against columns]). */
 #define DK__BOX_IOU_COLS 1024
 
@@ -40,6 +57,7 @@
 typedef struct {
     int64_t n, m;
     int kind, narrow, aligned, w32;
+    bool avx2; /* Note [AVX2 spans] */
     double eps, offset;
     const dk_tensor *boxes1;
     char *out; /* out's first element */

@@ -5,22 +5,6 @@
  */
 #if DK_TMPL_PASS == DK_TMPL_COMPUTE
 
-/*
- * Note [AVX2 clones]
- * dkit builds for x86-64-v2 (SSE4.2: 4 floats a vector), and the span loop is compute-bound
- * (a 4,000 x 4,000 box_iou writes its 64 MB in about a third of the time it computes). So the
- * span is compiled twice, for AVX2 (8 floats) and for the baseline, and the loader picks one
- * for the machine (GCC's target_clones, an ifunc): 1.4-1.5x faster on AVX2 machines (box_iou
- * 4,000 x 4,000 on one thread: 25 -> 17 ms). The results are the same bits: "avx2" does not
- * include FMA, and ISO C mode contracts nothing, so both clones run the same IEEE operations in
- * the same order, only more of them at once. Other compilers and platforms get the baseline.
- */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-#define DK__BOX_IOU_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define DK__BOX_IOU_CLONES
-#endif
-
 /* dst[j] = the pair (a, column j) for j < cnt. Always inlined into dk__box_iou_span with
  * constant kind and narrow, so that each kind is a loop of its own without branches, which the
  * compiler vectorises. */
@@ -38,8 +22,9 @@ static inline __attribute__((always_inline)) void DK_TFN(dk__box_iou_loop)(
 
 /* The span [c0, c0 + cnt) of row a; soa holds x1[m], y1[m], x2[m], y2[m] and, for complete IoU,
  * each box's dk_box_aspect in aspect[m]. */
-DK__BOX_IOU_CLONES static void DK_TFN(dk__box_iou_span)(const DK_T *a, const DK_T *soa, int64_t m, int64_t c0, int64_t cnt, DK_T *dst,
-                                     int kind, DK_T eps, DK_T off, int narrow)
+static inline __attribute__((always_inline)) void DK_TFN(dk__box_iou_span_body)(
+    const DK_T *a, const DK_T *soa, int64_t m, int64_t c0, int64_t cnt, DK_T *dst, int kind, DK_T eps, DK_T off,
+    int narrow)
 {
     const DK_T *x1 = soa + c0, *y1 = soa + m + c0, *x2 = soa + 2 * m + c0, *y2 = soa + 3 * m + c0;
     const DK_T *asp = soa + 4 * m + c0;
@@ -56,5 +41,21 @@ DK__BOX_IOU_CLONES static void DK_TFN(dk__box_iou_span)(const DK_T *a, const DK_
     default: DK_TFN(dk__box_iou_loop)(a, x1, y1, x2, y2, asp, cnt, dst, DK_BOX_MMCV_IOF, eps, off, 0); break;
     }
 }
+
+/* The span, for the baseline ISA and (Note [AVX2 spans] in box_iou_cpu.h) for AVX2. */
+static void DK_TFN(dk__box_iou_span)(const DK_T *a, const DK_T *soa, int64_t m, int64_t c0, int64_t cnt, DK_T *dst,
+                                     int kind, DK_T eps, DK_T off, int narrow)
+{
+    DK_TFN(dk__box_iou_span_body)(a, soa, m, c0, cnt, dst, kind, eps, off, narrow);
+}
+
+#if DK__BOX_IOU_AVX2
+__attribute__((target("avx2"))) static void DK_TFN(dk__box_iou_span_avx2)(const DK_T *a, const DK_T *soa, int64_t m,
+                                                                         int64_t c0, int64_t cnt, DK_T *dst, int kind,
+                                                                         DK_T eps, DK_T off, int narrow)
+{
+    DK_TFN(dk__box_iou_span_body)(a, soa, m, c0, cnt, dst, kind, eps, off, narrow);
+}
+#endif
 
 #endif

@@ -67,7 +67,11 @@ static void DK_SFN(dk__box_iou_worker)(void *p, int tid)
                 DK_T a[4];
                 DK_SFN(dk__box_iou_row)(cx->boxes1, i, a);
                 DK_T *dst = direct ? (DK_T *)(void *)cx->out + i * cx->os0 + c0 : buf;
-                DK_TFN(dk__box_iou_span)(a, soa, m, c0, cnt, dst, cx->kind, eps, off, cx->narrow);
+#if DK__BOX_IOU_AVX2
+                if (cx->avx2) DK_TFN(dk__box_iou_span_avx2)(a, soa, m, c0, cnt, dst, cx->kind, eps, off, cx->narrow);
+                else
+#endif
+                    DK_TFN(dk__box_iou_span)(a, soa, m, c0, cnt, dst, cx->kind, eps, off, cx->narrow);
                 if (!direct) DK_SFN(dk__box_iou_put)(cx, i * cx->os0 + c0 * cx->os1, cx->os1, buf, cnt);
             }
         }
