@@ -334,6 +334,8 @@ def bbox_overlaps(bboxes1, bboxes2, mode="iou", aligned=False, offset=0):
     Returns:
         torch.Tensor: the ious; shape (m, n), or (m,) when aligned ((m, 1) when empty).
     """
+    if type(offset) is bool:  # MMCV asserts offset == 1 or offset == 0, which True and False pass
+        offset = int(offset)
     try:
         return _bbox_overlaps(bboxes1, bboxes2, mode, aligned, offset)
     except Exception:

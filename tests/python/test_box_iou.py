@@ -195,6 +195,7 @@ def test_mmcv_published_vectors():
         assert np.allclose(out.numpy(), np.array([[0.33333334, 0.5], [0.2, 0.5], [0.0, 0.0]]), 1e-2)
         out = fn(b1[:2], b2, aligned=True, offset=1)
         assert out.shape == (2,) and np.allclose(out.numpy(), np.array([0.33333334, 0.5]), 1e-2)
+        assert torch.equal(fn(b1[:2], b2, aligned=True, offset=1), dk_mmcv.bbox_overlaps(b1[:2], b2, "iou", True, True))
         b1 = torch.tensor([[0.0, 0.0, 3.0, 3.0]])
         b2 = torch.tensor([[4.0, 0.0, 5.0, 3.0], [3.0, 0.0, 4.0, 3.0], [2.0, 0.0, 3.0, 3.0], [1.0, 0.0, 2.0, 3.0]])
         out = fn(b1, b2, offset=1)
