@@ -22,7 +22,9 @@
  * nothing guards a division by zero. dk_box_iou_pair_* evaluates one pair in the order the
  * tensor expressions do, so that its results are theirs to the bit wherever the references' own
  * arithmetic is correctly rounded (everything but atan, whose vectorised form in torch may differ
- * from the C library's by an ulp).
+ * from the C library's by an ulp). For bbox_overlaps that is MMCV's CPU kernel (tensor code).
+ * MMCV's CUDA kernel differs on degenerate and NaN boxes: it divides by max(union, offset) (iof:
+ * max(area, offset)) and its fmaxf/fminf drop a NaN operand; on ordinary boxes all agree.
  *
  * Note [16-bit boxes]
  * torchvision's box_iou and generalized_box_iou take the max/min of float16 or bfloat16 boxes in
