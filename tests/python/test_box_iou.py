@@ -109,6 +109,21 @@ def test_integer_boxes_as_torchvision(name, dtype):
     assert_same(getattr(dkit.ops, name)(b1, b2), want, 1e-6 if name == "complete_box_iou" else 0.0)
 
 
+@pytest.mark.parametrize("dtype,span", [(torch.int32, 100000), (torch.int32, 2**30), (torch.int64, 2**40)])
+def test_integer_wraparound_as_torchvision(dtype, span):
+    """Areas past the integer type wrap around in torchvision (int32 boxes stay int32 in its
+    _upcast); dkit's integer arithmetic wraps the same way (Note [Integer boxes])."""
+    g = torch.Generator().manual_seed(span % 1000)
+    xy, wh = torch.randint(-span, span, (50, 2), generator=g), torch.randint(0, span, (50, 2), generator=g)
+    b = torch.cat([xy, xy + wh], 1).to(dtype)
+    for name in TV:
+        want = TV[name](b, b)
+        if name == "complete_box_iou":  # atan's ulp, on values that may be large
+            torch.testing.assert_close(getattr(dkit.ops, name)(b, b), want, atol=1e-6, rtol=1e-6, equal_nan=True)
+        else:
+            assert_same(getattr(dkit.ops, name)(b, b), want)
+
+
 def test_narrow_integers_and_bools_are_refused():
     b = random_boxes(3, 12).round()
     for dtype in (torch.uint8, torch.int8, torch.int16, torch.bool):
