@@ -111,6 +111,9 @@ def bbox_overlaps(bboxes1, bboxes2, mode="iou", aligned=False, offset=0):
     Returns:
         [N, M] (aligned: [N]) in the boxes' dtype; when N or M is 0, an empty [N, M] (aligned:
         [N, 1]), as MMCV returns. MMCV has no batch dimensions here (mmdet's bbox_overlaps has).
+        The values are those of MMCV's CPU kernel, to the bit: NaN coordinates give NaN, a zero
+        denominator gives NaN or inf (MMCV's CUDA kernel divides by max(denominator, offset)
+        instead, csrc/common/kernels/box_math.h).
 
     Raises:
         DkitValueError: an unknown mode, an offset other than 0 and 1, boxes that are neither
