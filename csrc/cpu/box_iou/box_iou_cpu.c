@@ -47,11 +47,9 @@ dk_status dk_box_iou_cpu(const dk_tensor *boxes1, const dk_tensor *boxes2, dk_te
     if (kind == DK_BOX_IOU || kind == DK_BOX_GIOU || kind == DK_BOX_MMCV_IOU || kind == DK_BOX_MMCV_IOF)
         narrow = dt == DK_FLOAT16 ? 1 : dt == DK_BFLOAT16 ? 2 : 0;
     const size_t esz = integer || dt == DK_FLOAT64 ? 8 : 4; /* compute (SoA) element */
-    /* n, m < 2^31 (ops/box_iou.c): the products below fit int64 */
+    /* n, m < 2^31 (ops/box_iou.c): pairs < 2^62, and twice that fits int64 */
     const int64_t pairs = aligned ? n : n * m;
-    const int nthreads = dk_parallel_threads_for(dk_sat_mul((size_t)pairs, DK__BOX_IOU_PAIR_WORK) > INT64_MAX
-                                                     ? INT64_MAX
-                                                     : pairs * DK__BOX_IOU_PAIR_WORK);
+    const int nthreads = dk_parallel_threads_for(pairs * DK__BOX_IOU_PAIR_WORK);
     dk__box_iou_ctx cx = {
         .n = n,
         .m = m,
