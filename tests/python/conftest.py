@@ -29,6 +29,11 @@ def random_rois(rng, k, n, height, width, spatial_scale=1.0, outside=0.25, min_s
     return np.stack([b, x1, y1, x2, y2], axis=1)
 
 
+def pytest_configure(config):
+    # `make test-python-tsan` runs these under ThreadSanitizer (-m threads)
+    config.addinivalue_line("markers", "threads: exercises dkit from several threads or across fork()")
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(12345)

@@ -124,3 +124,127 @@ def _C_roi(x, boxes):
     import dkit
 
     return dkit.ops.roi_align(x, boxes, 2)
+
+
+# ------------------------------------------------------------------------------------------
+# Forks (Note [Fork safety] in csrc/cpu/dk_parallel.h). libgomp's pool does not survive fork():
+# a child entering an OpenMP region with 2 threads after its parent ran one waits forever. Each
+# scenario runs in a child process with a timeout, so a hang fails the test instead of CI.
+
+_FORK_SETUP = """
+    import os, sys, threading, time
+    import torch, torchvision, dkit
+    def case(seed, k=256):
+        g = torch.Generator().manual_seed(seed)
+        x = torch.randn(2, 32, 64, 64, generator=g)
+        xy = torch.rand(k, 2, generator=g) * 40
+        wh = torch.rand(k, 2, generator=g) * 40 + 1
+        b = torch.cat([torch.randint(0, 2, (k, 1), generator=g).double(), xy, xy + wh], 1).float()
+        return x, b
+    def both(x, b):  # dkit and torchvision on the same call
+        return (dkit.ops.roi_align(x, b, 7, 0.5, 2, aligned=True),
+                torchvision.ops.roi_align(x, b, 7, 0.5, 2, aligned=True))
+    dkit.set_num_threads(2)
+    x, b = case(0)
+    ours, ref = both(x, b)  # a parallel call: libgomp's pool of 2 threads now exists in the parent
+    torch.testing.assert_close(ours, ref)
+"""
+
+
+@pytest.mark.threads
+def test_dataloader_workers_after_a_parallel_call():
+    out = _child(_FORK_SETUP + """
+    class Boxes(torch.utils.data.Dataset):
+        def __len__(self):
+            return 8
+        def __getitem__(self, i):
+            assert dkit.get_num_threads() in (1, 2)
+            if i % 2:  # a worker may ask for threads again: its loops then use threads of its own
+                dkit.set_num_threads(2)
+            x, b = case(i)
+            ours, ref = both(x, b)
+            return torch.tensor(float((ours - ref).abs().max())), torch.tensor(os.getpid())
+    def first_count(worker_id):  # Note [Fork safety]: a worker starts with one thread
+        assert dkit.get_num_threads() == 1, dkit.get_num_threads()
+    loader = torch.utils.data.DataLoader(Boxes(), batch_size=1, num_workers=2, worker_init_fn=first_count,
+                                         multiprocessing_context="fork")
+    errs, pids = zip(*loader)
+    assert max(float(e) for e in errs) < 1e-4, errs
+    assert len({int(p) for p in pids}) == 2 and os.getpid() not in {int(p) for p in pids}
+    assert dkit.get_num_threads() == 2  # the parent's count is its own
+    print("ok")
+    """, timeout=120)
+    assert out.strip().endswith("ok")
+
+
+@pytest.mark.threads
+def test_bare_fork_child_calls_ops_at_any_thread_count():
+    out = _child(_FORK_SETUP + """
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            assert dkit.get_num_threads() == 1
+            a = dkit.ops.roi_align(x, b, 7, 0.5, 2, aligned=True)
+            dkit.set_num_threads(2)  # no OpenMP region in a child: threads of its own
+            c = dkit.ops.roi_align(x, b, 7, 0.5, 2, aligned=True)
+            code = 0 if torch.equal(a, ours) and torch.equal(c, ours) else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    print("ok")
+    """, timeout=60)
+    assert out.strip().endswith("ok")
+
+
+@pytest.mark.threads
+def test_fork_while_another_thread_calls_in_a_profile_loop():
+    # Another thread holds the core's locks now and then (profile rows, TLS scopes, dispatch
+    # tables); each fork takes them around fork() (pthread_atfork), so no child inherits one held.
+    out = _child(_FORK_SETUP + """
+    small_x, small_b = x[:, :4, :16, :16].contiguous(), b[:8] * torch.tensor([1, 0.25, 0.25, 0.25, 0.25])
+    # Imported before the thread starts: a child forked while another thread is inside an import
+    # waits forever on that module's import lock (CPython's own hazard, for any module).
+    dkit.profile, dkit.dispatch.table
+    stop = threading.Event()
+    def busy():
+        while not stop.is_set():
+            with dkit.profile() as prof:
+                dkit.ops.roi_align(small_x, small_b, 2)
+            str(prof)
+            dkit.dispatch.table("roi_align_forward")
+    t = threading.Thread(target=busy)
+    t.start()
+    try:
+        for i in range(20):
+            pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    with dkit.profile() as prof:
+                        y = dkit.ops.roi_align(small_x, small_b, 2)
+                        with dkit.dispatch.include("Profile"):
+                            dkit.ops.roi_align(small_x, small_b, 2)
+                    assert "roi_align_forward" in str(prof)
+                    assert [r for r in dkit.dispatch.table("roi_align_forward") if r.key == "cpu"]
+                    dkit.set_num_threads(2)
+                    code = 0 if torch.equal(dkit.ops.roi_align(x, b, 7, 0.5, 2, aligned=True), ours) else 2
+                finally:
+                    os._exit(code)
+            deadline = time.monotonic() + 30
+            while True:
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    break
+                if time.monotonic() > deadline:
+                    os.kill(pid, 9)
+                    raise AssertionError(f"fork {i}: the child hangs")
+                time.sleep(0.01)
+            assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, (i, status)
+    finally:
+        stop.set()
+        t.join()
+    print("ok")
+    """, timeout=120)
+    assert out.strip().endswith("ok")
