@@ -248,3 +248,108 @@ def test_fork_while_another_thread_calls_in_a_profile_loop():
     print("ok")
     """, timeout=120)
     assert out.strip().endswith("ok")
+
+
+# ------------------------------------------------------------------------------------------
+# Malformed DLPack capsules from a framework dkit does not know (Note [Checked exports] in
+# csrc/python/dk_pychecked.c): refused by the core, with the op and the parameter, on every path,
+# before NumPy or torch reads them (NumPy 1.24 builds an array over a NULL data pointer).
+
+_MALFORMED = r"""
+    import ctypes, sys
+    import numpy as np, pytest, torch, dkit
+    from dkit import _C
+    from dkit.compat import mmcv as cmmcv, torchvision as ctv
+    sys.path.insert(0, HERE)
+    import dlpack_ctypes as dl
+
+    class Malformed:
+        # a producer whose legacy capsule lies; its memory (8,192 float32) is real unless data is None
+        def __init__(self, case):
+            self.memory = np.zeros((1, 2, 64, 64), np.float32)
+            self.dims = (ctypes.c_int64 * 4)(1, 2, 64, 64)
+            data, ndim, shape = {"null data": (None, 4, self.dims),
+                                 "null shape": (self.memory.ctypes.data, 4, None),
+                                 "ndim beyond its shape": (self.memory.ctypes.data, 1000, self.dims)}[case]
+            self.m = dl.DLManagedTensor(dl.DLTensor(data, dl.DLDevice(1, 0), ndim, dl.DLDataType(2, 32, 1), shape,
+                                                    None, 0), None, dl.DELETER(lambda p: None))
+        def __dlpack_device__(self):
+            return (1, 0)
+        def __dlpack__(self, stream=None):
+            return dl.capsule_new(ctypes.addressof(self.m), b"dltensor", None)
+
+    read = []  # NumPy and torch must never be handed the producer itself
+    for mod in (np, torch):
+        def spy(x, _f=mod.from_dlpack):
+            read.append(type(x).__name__)
+            return _f(x)
+        mod.from_dlpack = spy
+
+    why = {"null data": "has elements but no memory", "null shape": r"malformed DLTensor \(ndim 4, shape NULL\)",
+           "ndim beyond its shape": "has 1000 dimensions"}
+    x_np, b_np = np.random.rand(2, 2, 16, 16).astype(np.float32), np.array([[0, 1, 1, 9, 9]], np.float32)
+    x_t, b_t = torch.tensor(x_np), torch.tensor(b_np)
+    for case, reason in why.items():
+        paths = {
+            "input": [lambda p: dkit.ops.roi_align(p, b_np, 2), lambda p: ctv.roi_align(p, b_t, 2),
+                      lambda p: cmmcv.roi_align(p, b_t, 2), lambda p: dkit.nn.RoIAlign(2)(p, b_t),
+                      lambda p: _C.ops.roi_align_forward(p, b_np, np.zeros((1, 2, 2, 2), np.float32), None, None,
+                                                         2, 2, 1.0, 2, 1, True),
+                      lambda p: _C.dlpack_checked(p, "roi_align", "input")],
+            "boxes": [lambda p: dkit.ops.roi_align(x_np, p, 2), lambda p: dkit.ops.roi_align(x_t, p, 2),
+                      lambda p: dkit.ops.roi_align(x_t, [p], 2), lambda p: cmmcv.roi_align(x_t, p, 2)],
+        }
+        for param, calls in paths.items():
+            for i, call in enumerate(calls):
+                with pytest.raises(_C.DkitBufferError, match=f"roi_align.*'{param}.*{reason}") as e:
+                    call(Malformed(case))
+                assert isinstance(e.value, RuntimeError), (case, param, i)
+    assert not read, read
+    print("ok")
+"""
+
+
+def test_malformed_capsules_are_refused_on_every_path():
+    from conftest import HERE
+
+    out = _child(f"HERE = {HERE!r}\n" + textwrap.dedent(_MALFORMED))
+    assert out.strip().endswith("ok")
+
+
+def test_checked_exports_hand_over_valid_capsules_once():
+    # A valid producer of an unknown framework: served through NumPy, the producer's deleter
+    # called once per export, versioned (DLPack 1.x) tensors wrapped for NumPy 1.x's legacy import.
+    import gc
+
+    import numpy as np
+
+    import dkit
+    from dlpack_ctypes import CtypesProducer
+
+    x, b = np.random.rand(1, 2, 8, 8).astype(np.float32), np.array([[0, 1, 1, 5, 5]], np.float32)
+    px, pb = CtypesProducer(x), CtypesProducer(b)
+    y = dkit.ops.roi_align(px, pb, 2)
+    gc.collect()
+    assert type(y) is np.ndarray and np.array_equal(y, dkit.ops.roi_align(x, b, 2))
+    assert (px.deleted, pb.deleted) == (1, 1)
+    checked = _C.dlpack_checked(CtypesProducer(b), "op", "arg")
+    assert checked.__dlpack_device__() == (1, 0)
+    assert np.array_equal(np.from_dlpack(checked), b)
+    with pytest.raises(_C.DkitBufferError, match="already exported"):
+        checked.__dlpack__()
+    unused = CtypesProducer(b)
+    del_checked = _C.dlpack_checked(unused, "op", "arg")
+    del del_checked  # never exported: the object itself calls the deleter
+    assert unused.deleted == 1
+    v = torch.arange(10.0)
+    assert torch.equal(torch.from_dlpack(_C.dlpack_checked(v, "op", "arg")), v)
+    from test_c_extension import Producer  # DLPack 1.x: versioned capsules, read-only flags
+
+    for flags in (0, 1):
+        prod = Producer(b, flags=flags)
+        got = dkit.ops.roi_align(x, prod, 2)  # boxes of another framework, read-only or not
+        assert np.array_equal(got, dkit.ops.roi_align(x, b, 2))
+        assert [c.get("max_version") for c in prod.calls] == [(1, 0)]
+        del got
+        gc.collect()
+        assert [m.deleted for m in prod.made] == [1]
