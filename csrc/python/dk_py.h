@@ -94,6 +94,13 @@ int dk_py_errors_init(PyObject *module, dk_py_state *s);
 PyObject *dk_py_raise(dk_py_state *s, dk_status st);
 /* Raise exception `st` with a formatted message; returns NULL. */
 PyObject *dk_py_raise_fmt(dk_py_state *s, dk_status st, const char *fmt, ...);
+/* Another library's error, to be raised again as a dkit error that names the op and the
+ * parameter: with such an exception set (an Exception that is neither a dkit error nor a
+ * MemoryError), takes it into *cause (a new reference), clears it and returns 1; otherwise
+ * leaves whatever is set as it is and returns 0. */
+int dk_py_fetch_foreign(dk_py_state *s, PyObject **cause);
+/* Sets `cause` (stolen) as the __cause__ of the exception now set, as `raise ... from cause`. */
+void dk_py_set_cause(PyObject *cause);
 
 /* dk_pyops.c */
 int dk_py_ops_init(PyObject *module, dk_py_state *s);

@@ -587,15 +587,8 @@ static int dk__torch_is(PyObject *obj, const char *attr, const char *value)
 /* With the producer's exception set: replaces it (Note [Producer errors]). Returns -1. */
 static int dk__producer_error(dk_py_state *s, PyObject *obj, const char *op, const char *arg)
 {
-    if (!PyErr_ExceptionMatches(PyExc_Exception) || PyErr_ExceptionMatches(PyExc_MemoryError) ||
-        PyErr_ExceptionMatches(s->exc[DK_ERUNTIME]))
-        return -1;
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-    PyErr_NormalizeException(&type, &value, &tb);
-    if (tb && value) PyException_SetTraceback(value, tb);
-    Py_XDECREF(type);
-    Py_XDECREF(tb);
+    PyObject *value;
+    if (!dk_py_fetch_foreign(s, &value)) return -1;
     dk_status st = DK_EBUFFER;
     const char *hint = "";
     if (s->torch.found && PyObject_TypeCheck(obj, s->torch.tensor)) {
@@ -616,19 +609,12 @@ static int dk__producer_error(dk_py_state *s, PyObject *obj, const char *op, con
                                           device ? ", device " : "", device, "");
     Py_XDECREF(dtype);
     Py_XDECREF(device);
-    if (what && value) {
+    if (what) {
         dk_py_raise_fmt(s, st, "%s: parameter '%s' (%U) cannot be exported through DLPack by its producer: %S%s", op,
                         arg, what, value, hint);
-        PyObject *t2, *v2, *tb2;
-        PyErr_Fetch(&t2, &v2, &tb2);
-        PyErr_NormalizeException(&t2, &v2, &tb2);
-        if (v2) PyException_SetCause(v2, Py_NewRef(value)); /* steals the new reference */
-        PyErr_Restore(t2, v2, tb2);
-    } else if (!PyErr_Occurred()) {
-        PyErr_NoMemory();
+        Py_DECREF(what);
     }
-    Py_XDECREF(what);
-    Py_XDECREF(value);
+    dk_py_set_cause(value);
     return -1;
 }
 

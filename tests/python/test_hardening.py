@@ -2,6 +2,7 @@
 corrupted memory before its fix. Cases that could crash run in a child process."""
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -353,3 +354,172 @@ def test_checked_exports_hand_over_valid_capsules_once():
         del got
         gc.collect()
         assert [m.deleted for m in prod.made] == [1]
+
+
+# ------------------------------------------------------------------------------------------
+# Clear errors: each names the op and the parameter and is a RuntimeError (and, where
+# torchvision raises one, the same builtin type).
+
+
+def test_big_endian_numpy_arrays_name_the_op_and_parameter():
+    import numpy as np
+
+    import dkit
+
+    x, b = np.random.rand(1, 2, 8, 8).astype(np.float32), np.array([[0, 1, 1, 5, 5]], np.float32)
+    for args, param in (((x.astype(">f4"), b), "input"), ((x, b.astype(">f4")), "rois")):
+        with pytest.raises(_C.DkitBufferError, match=f"roi_align_forward: parameter '{param}' .*dtype >f4.*byte order") as e:
+            dkit.ops.roi_align(*args, 2)
+        assert isinstance(e.value, RuntimeError) and isinstance(e.value.__cause__, BufferError)
+    out = np.zeros((1, 2, 2, 2), ">f4")
+    with pytest.raises(_C.DkitBufferError, match="parameter 'output'"):
+        _C.ops.roi_align_forward(x, b, out, None, None, 2, 2, 1.0, 2, 1, True)
+
+
+def test_quantized_and_meta_torch_tensors_name_the_op_and_parameter():
+    import dkit
+    from dkit.compat import torchvision as ctv
+
+    x, b = torch.rand(1, 2, 8, 8), torch.tensor([[0, 1.0, 1, 5, 5]])
+    q = torch.quantize_per_tensor(x, 0.1, 0, torch.quint8)
+    for call in (lambda: dkit.ops.roi_align(q, b, 2), lambda: ctv.roi_align(q, b, 2)):
+        with pytest.raises(_C.DkitTypeError, match=r"parameter 'input' \(Tensor, dtype torch.quint8.*dequantize"):
+            call()
+    # torchvision raises NotImplementedError for the meta device (no kernel), and so does dkit
+    for call, param in ((lambda: dkit.ops.roi_align(x.to("meta"), b.to("meta"), 2), "input"),
+                        (lambda: ctv.roi_align(x, b.to("meta"), 2), "rois")):  # fmt: skip
+        with pytest.raises(_C.DkitNotImplementedError, match=f"parameter '{param}' .*device meta.*no memory") as e:
+            call()
+        assert isinstance(e.value, NotImplementedError) and isinstance(e.value, RuntimeError)
+
+
+def test_unsupported_dtypes_are_named():
+    import numpy as np
+
+    import dkit
+
+    for dt, name in ((torch.int8, "int8"), (torch.int16, "int16"), (torch.uint8, "uint8"), (torch.bool, "bool"),
+                     (torch.complex64, "complex64")):  # fmt: skip
+        x, b = torch.zeros(1, 2, 8, 8, dtype=dt), torch.zeros(1, 5, dtype=dt)
+        with pytest.raises(_C.DkitTypeError, match=f"'input' must be float16, bfloat16, float32 or float64, got {name}$"):
+            dkit.ops.roi_align(x, b, 2)
+    with pytest.raises(_C.DkitTypeError, match="got uint16$"):
+        dkit.ops.roi_align(np.zeros((1, 2, 8, 8), np.uint16), np.zeros((1, 5), np.uint16), 2)
+
+
+def test_batch_index_printed_with_every_digit():
+    import dkit
+
+    x = torch.rand(2, 2, 8, 8)
+    with pytest.raises(_C.DkitIndexError, match=r"rois\[0\] has batch index 1.0000009536743164, which is not an integer"):
+        dkit.ops.roi_align(x, torch.tensor([[1.00000095, 1, 1, 5, 5]]), 2)
+    with pytest.raises(_C.DkitIndexError, match=r"batch index 1.0000000000000002, which"):
+        dkit.ops.roi_align(x.double(), torch.tensor([[1 + 2**-52, 1, 1, 5, 5]], dtype=torch.float64), 2)
+
+
+def test_dispatch_include_and_exclude_check_their_keys_at_the_call():
+    import dkit
+
+    for fn in (dkit.dispatch.include, dkit.dispatch.exclude):
+        for bad in (-1, 64, 2**70):
+            with pytest.raises(_C.DkitValueError, match=r"dispatch\.(in|ex)clude: a key id is in \[0, 64\), got"):
+                fn(bad)  # at the call, before any block is entered
+        for bad in (1.5, True, None):
+            with pytest.raises(_C.DkitTypeError, match="keys are names or key ids"):
+                fn(bad)
+        with pytest.raises(_C.DkitValueError, match="no dispatch key named 'nokey'"):
+            fn("nokey")
+    before = dkit.dispatch.tls()
+    with dkit.dispatch.include(_C.key("Profile")):
+        assert dkit.dispatch.tls() != before
+    assert dkit.dispatch.tls() == before
+
+
+def test_tensors_for_scalar_parameters_name_the_parameter():
+    import dkit
+
+    x, b = torch.rand(1, 2, 8, 8), torch.tensor([[0, 1.0, 1, 5, 5]])
+    out = torch.empty(1, 2, 2, 2)
+    fwd = _C.ops.roi_align_forward
+    # a 0-d float tensor for an int: torch's own TypeError named no parameter
+    with pytest.raises(_C.DkitTypeError, match="roi_align_forward: parameter 'sampling_ratio' must be int, got Tensor") as e:
+        fwd(x, b, out, None, None, 2, 2, 1.0, torch.tensor(2.0), 1, True)
+    assert isinstance(e.value.__cause__, TypeError)
+    with pytest.raises(_C.DkitTypeError, match="parameter 'spatial_scale' must be float, got Tensor"):
+        fwd(x, b, out, None, None, 2, 2, torch.tensor([1.0, 2.0]), 2, 1, True)
+    fwd(x, b, out, None, None, 2, 2, torch.tensor(1.0), torch.tensor(2), 1, True)  # 0-d tensors of the right kind
+    for kw in ({"sampling_ratio": torch.tensor(2.0)}, {"output_size": torch.tensor(2.0)}, {"aligned": "no"},
+               {"aligned": 2}, {"spatial_scale": "1"}):  # fmt: skip
+        args = {"output_size": 2, **kw}
+        with pytest.raises(_C.DkitTypeError, match=f"roi_align: {next(iter(kw))} must be"):
+            dkit.ops.roi_align(x, b, **args)
+
+
+def test_layers_check_their_arguments_at_construction():
+    import dkit
+
+    for kw, err in (({"spatial_scale": float("nan")}, _C.DkitValueError), ({"spatial_scale": -1.0}, _C.DkitValueError),
+                    ({"aligned": "no"}, _C.DkitTypeError), ({"sampling_ratio": -2}, _C.DkitValueError),
+                    ({"pool_mode": "sum"}, _C.DkitValueError)):  # fmt: skip
+        with pytest.raises(err, match=f"roi_align: {next(iter(kw))}"):
+            dkit.nn.RoIAlign(3, **kw)
+
+
+def test_spatial_scale_must_fit_the_compute_type():
+    import dkit
+
+    b = torch.tensor([[0, 1.0, 1, 5, 5]])
+    for dt in (torch.float32, torch.float16, torch.bfloat16):
+        x = torch.rand(1, 2, 8, 8).to(dt)
+        for scale, what in ((1e300, "overflows float32"), (1e-300, "underflows to 0 in float32")):
+            with pytest.raises(_C.DkitValueError, match=re.escape(f"spatial_scale ({scale:g}) {what}")):
+                dkit.ops.roi_align(x, b.to(dt), 2, spatial_scale=scale)
+    x64 = torch.rand(1, 2, 8, 8, dtype=torch.float64)
+    dkit.ops.roi_align(x64, b.double(), 2, spatial_scale=1e-300)  # float64 inputs compute in float64
+    # a coordinate that overflows once scaled would pool to zeros: refused too
+    with pytest.raises(_C.DkitValueError, match=r"rois\[0\] has a coordinate \(3e\+38\) that overflows float32"):
+        dkit.ops.roi_align(torch.rand(1, 2, 8, 8), torch.tensor([[0, 1.0, 1, 3e38, 5]]), 2, spatial_scale=2.0)
+    with pytest.raises(_C.DkitValueError, match="overflows float64"):
+        dkit.ops.roi_align(x64, torch.tensor([[0, 1.0, 1, 1e300, 5]], dtype=torch.float64), 2, spatial_scale=1e10)
+
+
+_SILENT_C = r"""
+#include "dkit.h"
+#include "roi_align.h"
+
+static dk_status silent(const dk_tensor *input, const dk_tensor *rois, dk_tensor *output, dk_tensor *ay,
+                        dk_tensor *ax, int64_t ph, int64_t pw, double scale, int64_t sr, int64_t mode, bool aligned)
+{
+    return DK_EINVAL; /* no dk_error: no message */
+}
+
+DK_BACKEND_ENTRY(silentdev)
+{
+    dk_key key;
+    dk_status st = dk_backend_key_register("silentdev", kDLExtDev, &key);
+    if (st) return st;
+    return dk_register_device_impl(&dk_roi_align_forward_op, key, (dk_fnptr)silent, "silent_kernel", NULL);
+}
+"""
+
+_SILENT_CHILD = r"""
+import pytest, dkit
+from dkit import _C
+_C.load_backend(sys.argv[2])
+x, rois, out = tce.case()
+for profiled in (False, True):
+    ms = [tce.Managed(a, device=(12, 0)) for a in (x, rois, out)]
+    with dkit.dispatch.include("Profile") if profiled else dkit.dispatch.include():
+        with pytest.raises(_C.DkitValueError) as e:
+            tce.FWD(*(m.capsule for m in ms), None, None, *tce.AVG)
+    assert str(e.value) == ("roi_align_forward: the silentdev kernel 'silent_kernel' failed with DK_EINVAL "
+                            "without a message"), str(e.value)
+print("ok")
+"""
+
+
+def test_a_kernel_failing_without_a_message_is_named(tmp_path):
+    from test_c_extension import _build_backend, run_child
+
+    so = _build_backend(tmp_path, "silentdev", _SILENT_C)
+    assert run_child(_SILENT_CHILD, so).strip().endswith("ok")
