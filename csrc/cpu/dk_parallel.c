@@ -97,8 +97,6 @@ static void dk__run_on_pthreads(int nthreads, void (*worker)(void *ctx, int tid)
     free(jobs);
 }
 
-bool dk_parallel_in_forked_child(void) { return atomic_load_explicit(&dk__forked, memory_order_relaxed); }
-
 void dk_parallel_run(int nthreads, dk_parallel_counter *counter, void (*worker)(void *ctx, int tid), void *ctx)
 {
     atomic_init(&counter->next, 0);
@@ -111,10 +109,13 @@ void dk_parallel_run(int nthreads, dk_parallel_counter *counter, void (*worker)(
         dk__run_on_pthreads(nthreads, worker, ctx);
         return;
     }
-#if defined(_OPENMP)
+#if defined(_OPENMP) && !defined(DK_PARALLEL_PTHREADS)
 #pragma omp parallel num_threads(nthreads)
     worker(ctx, omp_get_thread_num());
 #else
-    worker(ctx, 0);
+    /* Builds without OpenMP, and the ThreadSanitizer builds (-DDK_PARALLEL_PTHREADS): libgomp is
+     * not instrumented, so TSan cannot see its barriers and would report every loop; on threads
+     * of its own, the loop's sharing is checked like any other code's. */
+    dk__run_on_pthreads(nthreads, worker, ctx);
 #endif
 }

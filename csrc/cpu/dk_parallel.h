@@ -36,7 +36,6 @@
 #define DK_PARALLEL_H
 
 #include <stdatomic.h>
-#include <stdbool.h>
 #include <stdint.h>
 
 #include "dk_export.h"
@@ -59,10 +58,6 @@ DK_API int dk_get_num_threads(void);
 /* The count for a call with about `work` units of work: 1 below a threshold (Note [Serial
  * calls]: waking the team costs more than such calls do), else dk_get_num_threads(). */
 DK_API int dk_parallel_threads_for(int64_t work);
-
-/* Whether this process is a fork()ed child of a process that had loaded dkit (Note [Fork
- * safety]): its parallel loops then run on threads of their own. */
-DK_API bool dk_parallel_in_forked_child(void);
 
 /* The shared iteration counter of one parallel loop. */
 typedef struct {

@@ -12,7 +12,11 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HERE = os.path.dirname(os.path.abspath(__file__))
-for p in (ROOT, HERE):
+# Where the dkit package under test lives: the source tree (built in place), or a sanitizer
+# build's own copy (`make test-python-asan`, `make test-python-tsan` set it). Child processes
+# the tests start import it from there too.
+PKG_ROOT = os.environ.get("DKIT_TEST_PACKAGE_ROOT") or ROOT
+for p in (PKG_ROOT, HERE):
     if p not in sys.path:
         sys.path.insert(0, p)
 

@@ -1072,6 +1072,7 @@ def _build_backend(tmp_path, name, source, link=True):
     return so
 
 
+@pytest.mark.threads
 def test_backend_loading_in_a_child_process(tmp_path):
     good = _build_backend(tmp_path, "pytestdev", _BACKEND_C)
     bad = _build_backend(tmp_path, "badabi", _BAD_ABI_C, link=False)

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from conftest import ROOT
+from conftest import PKG_ROOT
 
 torch = pytest.importorskip("torch")
 
@@ -17,7 +17,7 @@ from dkit import _C  # noqa: E402
 
 
 def _child(code, timeout=120):
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ, PYTHONPATH=PKG_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
                        timeout=timeout, env=env)  # fmt: skip
     assert r.returncode == 0, f"child exited with {r.returncode}\n{r.stdout}{r.stderr}"
@@ -125,6 +125,53 @@ def _C_roi(x, boxes):
     import dkit
 
     return dkit.ops.roi_align(x, boxes, 2)
+
+
+# ------------------------------------------------------------------------------------------
+# Threads: calls from several Python threads at once (the GIL is released in the kernels), each
+# also running its loops on two threads, with per-thread profile scopes and key sets; NumPy
+# only, so that `make test-python-tsan` runs it even where torch cannot load.
+
+
+@pytest.mark.threads
+def test_concurrent_calls_from_threads_agree_with_one_thread():
+    import threading
+
+    import numpy as np
+
+    import dkit
+
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((2, 16, 32, 32)).astype(np.float32)
+    xy = rng.uniform(0, 24, (128, 2))  # 128 x 16 x 5 x 5 outputs: enough work for two threads
+    rois = np.concatenate([rng.integers(0, 2, (128, 1)), xy, xy + rng.uniform(1, 12, (128, 2))], 1).astype(np.float32)
+    try:
+        dkit.set_num_threads(1)
+        want = {m: dkit.ops.roi_align(x, rois, 5, 0.75, 2, m) for m in ("avg", "max")}
+        dkit.set_num_threads(2)
+        errors = []
+
+        def run(i):
+            try:
+                for j in range(4):
+                    mode = ("avg", "max")[(i + j) % 2]
+                    with dkit.profile() as prof:  # its counters are the process's: >= this call
+                        got = dkit.ops.roi_align(x, rois, 5, 0.75, 2, mode)
+                    assert np.array_equal(got, want[mode]), (i, j, mode)
+                    assert prof["roi_align_forward"].count >= 1, str(prof)
+                    with dkit.dispatch.exclude("Profile"):  # a thread's own key set
+                        assert np.array_equal(dkit.ops.roi_align(x, rois, 5, 0.75, 2, mode), want[mode])
+            except BaseException as e:  # reported by the main thread
+                errors.append(e)
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+    finally:
+        dkit.set_num_threads(0)
 
 
 # ------------------------------------------------------------------------------------------
