@@ -337,6 +337,9 @@ _MALFORMED = r"""
            "ndim beyond its shape": "has 1000 dimensions"}
     x_np, b_np = np.random.rand(2, 2, 16, 16).astype(np.float32), np.array([[0, 1, 1, 9, 9]], np.float32)
     x_t, b_t = torch.tensor(x_np), torch.tensor(b_np)
+    s_np, b4_t = np.ones(1, np.float32), torch.tensor([[0.0, 0, 4, 4]])  # nms' scores and boxes
+    r5_np = np.array([[5, 5, 4, 2, 0.3]], np.float32)  # a rotated box
+    r5_t = torch.tensor(r5_np)
     for case, reason in why.items():
         paths = {
             "input": [lambda p: dkit.ops.roi_align(p, b_np, 2), lambda p: ctv.roi_align(p, b_t, 2),
@@ -345,11 +348,14 @@ _MALFORMED = r"""
                                                          2, 2, 1.0, 2, 1, True),
                       lambda p: _C.dlpack_checked(p, "roi_align", "input")],
             "boxes": [lambda p: dkit.ops.roi_align(x_np, p, 2), lambda p: dkit.ops.roi_align(x_t, p, 2),
-                      lambda p: dkit.ops.roi_align(x_t, [p], 2), lambda p: cmmcv.roi_align(x_t, p, 2)],
+                      lambda p: dkit.ops.roi_align(x_t, [p], 2), lambda p: cmmcv.roi_align(x_t, p, 2),
+                      lambda p: dkit.ops.nms(p, s_np, 0.5)],
+            "scores": [lambda p: dkit.ops.nms(b4_t, p, 0.5)],
+            "bboxes": [lambda p: dkit.ops.box_iou_rotated(p, r5_np), lambda p: dkit.ops.box_iou_rotated(r5_t, p)],
         }
         for param, calls in paths.items():
             for i, call in enumerate(calls):
-                with pytest.raises(_C.DkitBufferError, match=f"roi_align.*'{param}.*{reason}") as e:
+                with pytest.raises(_C.DkitBufferError, match=f"(roi_align|nms|box_iou_rotated).*'?{param}.*{reason}") as e:
                     call(Malformed(case))
                 assert isinstance(e.value, RuntimeError), (case, param, i)
     assert not read, read
