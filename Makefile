@@ -27,7 +27,7 @@ DEB_PKGS  := gcc make libcmocka-dev python3-dev python3-setuptools python3-numpy
              python3-torch python3-torchvision valgrind \
              g++ libtorch-dev python3-venv python3-pip
 
-.PHONY: all lib deps test test-c test-c-asan test-c-tsan test-python demo bench bench-python bench-box-iou bench-callgrind vendor-example clean python
+.PHONY: all lib deps test test-c test-c-asan test-c-tsan test-python test-python-asan test-python-tsan demo bench bench-python bench-box-iou bench-callgrind vendor-example clean python
 all: lib
 
 # ---------------------------------------------------------------------------------------------
@@ -57,7 +57,8 @@ endef
 
 $(eval $(call core_rules,$(BUILD),$(CFLAGS_),))
 $(eval $(call core_rules,$(BUILD)/asan,$(BASE) -O1 -g -fno-omit-frame-pointer -fsanitize=address$(,)undefined -fno-sanitize-recover=undefined,-fsanitize=address$(,)undefined))
-$(eval $(call core_rules,$(BUILD)/tsan,$(BASE) -O1 -g -fsanitize=thread,-fsanitize=thread))
+# TSan: parallel loops on threads TSan can see, not libgomp's (DK_PARALLEL_PTHREADS, dk_parallel.c).
+$(eval $(call core_rules,$(BUILD)/tsan,$(BASE) -O1 -g -fsanitize=thread -DDK_PARALLEL_PTHREADS,-fsanitize=thread))
 
 $(BUILD)/libdkit.a: $(patsubst %.c,$(BUILD)/obj/%.o,$(CORE_SRCS))
 	rm -f $@ && ar rcs $@ $^
@@ -96,7 +97,7 @@ test-c-tsan: deps $(addprefix $(BUILD)/tsan/tests/,$(TSAN_TESTS))
 	@set -e; for t in $(TSAN_TESTS); do echo "== tsan $$t"; \
 	  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(BUILD)/tsan/tests/$$t; done
 
-test: deps test-c test-c-asan test-c-tsan vendor-example test-python
+test: deps test-c test-c-asan test-c-tsan vendor-example test-python test-python-asan test-python-tsan
 
 # ---------------------------------------------------------------------------------------------
 # Python
@@ -109,6 +110,71 @@ test-python: python
 	@if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then \
 	  $(PYTHON) -m pytest -q tests/python; \
 	else echo "no Python tests yet"; fi
+
+# ---------------------------------------------------------------------------------------------
+# The Python suite under sanitizers. Each flavour is a package of its own, $(BUILD)/<flavour>-py/dkit:
+# the Python files copied, the core (the C tests' sanitizer build of it), the extension and the
+# torch reader compiled with the sanitizer, and the headers; the in-place build (`make python`)
+# is never touched. /usr/bin/python3 is not instrumented, so the sanitizer's runtime is preloaded
+# into it (LD_PRELOAD, inherited by every child process a test starts); the tests import the
+# flavour's package through DKIT_TEST_PACKAGE_ROOT (tests/python/conftest.py) and run from its
+# folder, so that no `python -c` child finds the source tree's dkit first.
+#   test-python-asan  the whole suite, AddressSanitizer + UndefinedBehaviorSanitizer; leaks are not
+#                     reported (CPython leaks by design at exit).
+#   test-python-tsan  the tests marked `threads` (pytest -m threads), ThreadSanitizer; parallel
+#                     loops run on pthreads TSan can see (DK_PARALLEL_PTHREADS), so the kernels'
+#                     sharing is checked, not only the core's. die_after_fork=0: the fork tests'
+#                     children start threads of their own (Note [Fork safety]).
+PY_INC    := $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null)
+PY_EXT    := $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))' 2>/dev/null)
+PY_SRCS   := $(sort $(wildcard csrc/python/*.c))
+PY_HDRS   := $(wildcard csrc/python/*.h)
+PY_FILES  := $(shell find dkit -name '*.py')
+PYSAN_CFLAGS := -std=c11 -D_GNU_SOURCE -fPIC -fopenmp $(INCS) -Icsrc/python -I$(PY_INC) $(WARN) -O1 -g -fno-omit-frame-pointer
+# libstdc++ is preloaded after the runtime: torch throws C++ exceptions, and a sanitizer loaded
+# before any libstdc++ finds no __cxa_throw to intercept ("CHECK failed ... real___cxa_throw").
+CXX_RT    = $(shell $(CC) -print-file-name=libstdc++.so.6)
+ASAN_RT   = $(shell $(CC) -print-file-name=libasan.so) $(CXX_RT)
+TSAN_RT   = $(shell $(CC) -print-file-name=libtsan.so) $(CXX_RT)
+
+# $(1) flavour (asan, tsan): its core is $(BUILD)/$(1)/libdkit.so; $(2) sanitizer flags
+define pysan_rules
+$(BUILD)/$(1)-py/dkit/.py: $(PY_FILES)
+	@mkdir -p $$(@D)
+	cd dkit && find . -name '*.py' -exec cp --parents {} $$(abspath $$(@D)) \;
+	@touch $$@
+$(BUILD)/$(1)-py/dkit/libdkit.so: $(BUILD)/$(1)/libdkit.so
+	@mkdir -p $$(@D)
+	cp $$< $$@
+$(BUILD)/$(1)-py/dkit/_C$(PY_EXT): $(PY_SRCS) $(PY_HDRS) $(HEADERS) $(BUILD)/$(1)-py/dkit/libdkit.so
+	$(CC) $(PYSAN_CFLAGS) $(2) -shared $(PY_SRCS) -o $$@ -L$$(@D) -ldkit -Wl,-rpath,'$$$$ORIGIN' $(2)
+# The torch reader where torch's C++ headers are (setup.py's rule, with the sanitizer).
+$(BUILD)/$(1)-py/dkit/.torch_reader: csrc/python/dk_pytorch.cpp csrc/python/dk_pytorch.h $(BUILD)/$(1)-py/dkit/_C$(PY_EXT)
+	@set -e; t=$$$$($(PYTHON) -c 'import os, torch; print(os.path.dirname(torch.__file__), int(torch._C._GLIBCXX_USE_CXX11_ABI))' 2>/dev/null || true); \
+	dir=$$$${t% *}; abi=$$$${t##* }; \
+	if [ -n "$$$$t" ] && [ -f "$$$$dir/include/torch/csrc/autograd/python_variable.h" ]; then \
+	  echo "g++ ... dk_pytorch.cpp -> $$(@D)/_torch_reader$(PY_EXT)"; \
+	  g++ -std=c++17 -O1 -g -fno-omit-frame-pointer $(2) -fPIC -shared -Wall -Wextra -Werror -D_GLIBCXX_USE_CXX11_ABI=$$$$abi \
+	    -isystem $$$$dir/include -isystem $$$$dir/include/torch/csrc/api/include -Icsrc/common -Icsrc/cpu -Icsrc/python \
+	    -I$(PY_INC) csrc/python/dk_pytorch.cpp -o $$(@D)/_torch_reader$(PY_EXT) -L$$$$dir/lib -Wl,-rpath,$$$$dir/lib \
+	    -ltorch_python -ltorch_cpu -lc10; \
+	fi; touch $$@
+$(BUILD)/$(1)-py/.ready: $(BUILD)/$(1)-py/dkit/.py $(BUILD)/$(1)-py/dkit/_C$(PY_EXT) $(BUILD)/$(1)-py/dkit/.torch_reader
+	rm -rf $$(@D)/dkit/include && cp -r dkit/include $$(@D)/dkit/include
+	@touch $$@
+endef
+$(eval $(call pysan_rules,asan,-fsanitize=address$(,)undefined -fno-sanitize-recover=undefined))
+$(eval $(call pysan_rules,tsan,-fsanitize=thread))
+
+test-python-asan: python $(BUILD)/asan-py/.ready
+	cd $(BUILD)/asan-py && DKIT_TEST_PACKAGE_ROOT=$(abspath $(BUILD)/asan-py) LD_PRELOAD="$(ASAN_RT)" \
+	  ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  $(PYTHON) -m pytest -q -p no:cacheprovider $(abspath tests/python)
+
+test-python-tsan: python $(BUILD)/tsan-py/.ready
+	cd $(BUILD)/tsan-py && DKIT_TEST_PACKAGE_ROOT=$(abspath $(BUILD)/tsan-py) LD_PRELOAD="$(TSAN_RT)" \
+	  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:die_after_fork=0 \
+	  $(PYTHON) -m pytest -q -p no:cacheprovider -m threads $(abspath tests/python)
 
 # ---------------------------------------------------------------------------------------------
 # The main demo is the detection-style workload in Python; the C tour of the dispatcher follows.

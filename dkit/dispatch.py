@@ -11,6 +11,7 @@ key, which one won ("provenance") and the kernel's name.
 """
 
 import contextlib
+import operator
 import os
 from typing import NamedTuple, Optional
 
@@ -84,35 +85,49 @@ def key(name):
     return _C.key(name)
 
 
+# Key ids are bit positions in a 64-bit key set (csrc/common/dk_keys.h).
+_NUM_KEYS = 64
+
+
 def _keyset(keys, what):
+    """The key set of `keys` (names or ids), each checked here: `1 << k` would take -1 to
+    Python's "negative shift count" and 64 to a mask the core refuses without naming the key."""
     ks = 0
     for k in keys:
         if isinstance(k, str):
             k = _C.key(k)  # DkitValueError naming an unknown key
-        elif type(k) is bool or not isinstance(k, int):
-            raise _C.DkitTypeError(f"dispatch.{what}: keys are names or key ids (int), got {type(k).__name__} {k!r}")
-        if not 0 <= k < 64:
-            raise _C.DkitValueError(f"dispatch.{what}: a key id is in [0, 64), got {k}")
+        else:
+            try:
+                if type(k) is bool:
+                    raise TypeError
+                k = operator.index(k)  # ints, NumPy's integers
+            except TypeError:
+                raise _C.DkitTypeError(
+                    f"dispatch.{what}: keys are names or key ids (int), got {type(k).__name__} {k!r}"
+                ) from None
+        if not 0 <= k < _NUM_KEYS:
+            raise _C.DkitValueError(f"dispatch.{what}: a key id is in [0, {_NUM_KEYS}), got {k}")
         ks |= 1 << k
     return ks
 
 
-@contextlib.contextmanager
 def include(*keys):
     """Add keys (names or ids) to this thread's included set for the block (nests; blocks may
-    end in any order, Note [Scopes that end out of order] in csrc/common/dk_tls.h)."""
-    scope = _C.tls_scope_enter(_keyset(keys, "include"), 0)
-    try:
-        yield
-    finally:
-        _C.tls_scope_exit(scope)
+    end in any order, Note [Scopes that end out of order] in csrc/common/dk_tls.h). The keys are
+    checked here, at the call, not when the block is entered."""
+    return _scope(_keyset(keys, "include"), 0)
+
+
+def exclude(*keys):
+    """Remove keys (names or ids) from every call on this thread for the block (nests;
+    exclusion beats inclusion; blocks may end in any order). The keys are checked here, at the
+    call."""
+    return _scope(0, _keyset(keys, "exclude"))
 
 
 @contextlib.contextmanager
-def exclude(*keys):
-    """Remove keys (names or ids) from every call on this thread for the block (nests;
-    exclusion beats inclusion; blocks may end in any order)."""
-    scope = _C.tls_scope_enter(0, _keyset(keys, "exclude"))
+def _scope(included, excluded):
+    scope = _C.tls_scope_enter(included, excluded)
     try:
         yield
     finally:

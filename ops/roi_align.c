@@ -7,7 +7,9 @@
  */
 #include "roi_align.h"
 
+#include <float.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "dk_check.h"
@@ -33,8 +35,9 @@ static double dk__load(const dk_tensor *t, int64_t off)
  * Rows that share memory (a stride of 0 along K, e.g. boxes.expand(K, 5)) are one row: it is
  * read once, however large K is.
  */
-static dk_status dk__check_roi_values(const char *op, const dk_tensor *rois, int64_t n)
+static dk_status dk__check_roi_values(const char *op, const dk_tensor *rois, int64_t n, double spatial_scale)
 {
+    const bool in_float = dk_tensor_dtype(rois) != DK_FLOAT64; /* Note [Scale in the compute type] */
     if (!dk_tensor_host_readable(rois)) return DK_OK;
     const int64_t s0 = dk_tensor_stride(rois, 0), s1 = dk_tensor_stride(rois, 1);
     const int64_t k = s0 == 0 && rois->shape[0] > 0 ? 1 : rois->shape[0];
@@ -47,6 +50,11 @@ static dk_status dk__check_roi_values(const char *op, const dk_tensor *rois, int
             double c = dk__load(rois, i * s0 + j * s1);
             if (!isfinite(c))
                 return dk_error(DK_EINVAL, "%s: rois[%lld] has a non-finite coordinate (%g)", op, (long long)i, c);
+            if (in_float ? !isfinite((float)c * (float)spatial_scale) : !isfinite(c * spatial_scale))
+                return dk_error(DK_EINVAL,
+                                "%s: rois[%lld] has a coordinate (%g) that overflows %s when multiplied by "
+                                "spatial_scale (%g)",
+                                op, (long long)i, c, in_float ? "float32" : "float64", spatial_scale);
         }
     }
     return DK_OK;
@@ -79,6 +87,18 @@ static dk_status dk__check_common(const char *op, const dk_tensor *feat, const c
                         (long long)ph, (long long)pw);
     if (!(spatial_scale > 0) || !isfinite(spatial_scale))
         return dk_error(DK_EINVAL, "%s: spatial_scale must be a positive finite number, got %g", op, spatial_scale);
+    /* Note [Scale in the compute type]
+     * Kernels compute float16, bfloat16 and float32 inputs in float32 (kernels/roi_align_math.h),
+     * spatial_scale included: a scale that is finite as a double but becomes infinite or 0 in
+     * float32 (1e300, 1e-300) would turn every box into infinities or a point, and the output
+     * into zeros, silently. So it must be a positive finite float32 there, and each box
+     * coordinate times it must stay finite in the compute type (dk__check_roi_values). */
+    if (dt != DK_FLOAT64 && (isinf((float)spatial_scale) || (float)spatial_scale == 0.0f))
+        return dk_error(DK_EINVAL,
+                        "%s: spatial_scale (%g) %s float32, in which %s inputs are computed; it must lie within "
+                        "[%g, %g]",
+                        op, spatial_scale, isinf((float)spatial_scale) ? "overflows" : "underflows to 0 in",
+                        dk_dtype_name(dt), (double)FLT_TRUE_MIN, (double)FLT_MAX);
     if (sampling_ratio < -1 || sampling_ratio > INT32_MAX)
         return dk_error(DK_EINVAL, "%s: sampling_ratio must be >= -1 (<= 0 is adaptive) and below 2^31, got %lld",
                         op, (long long)sampling_ratio);
@@ -105,7 +125,7 @@ static dk_status dk__check_common(const char *op, const dk_tensor *feat, const c
     }
     /* No work, nothing read: a kernel never looks at the RoIs of an empty output. */
     if (dk_tensor_numel(pooled) == 0) return DK_OK;
-    return dk__check_roi_values(op, rois, feat->shape[0]);
+    return dk__check_roi_values(op, rois, feat->shape[0], spatial_scale);
 }
 
 DK_DEFINE_OP(roi_align_forward, DK_ROI_ALIGN_FORWARD_ARGS)

@@ -67,8 +67,12 @@ dk_status dk_op_call_boxed(const dk_op *op, dk_stack *stack)
         return dk_error(DK_ETYPE, "%s: expects %d arguments, the stack holds %d", op->name, op->nargs,
                         stack->size);
     dk_value *args = dk_stack_args(stack, op);
+    dk_clear_error(); /* Note [Failures without a message] */
     dk_status st = dk__check_args(op, args);
-    if (st == DK_OK) st = op->unbox(op->entry, args);
+    if (st == DK_OK) {
+        st = op->unbox(op->entry, args);
+        if (DK_UNLIKELY(st != DK_OK) && !dk_last_error()[0]) st = dk__op_failed_silently(op, args, st);
+    }
     stack->size -= op->nargs;
     return st;
 }

@@ -19,6 +19,9 @@ extern "C" {
 DK_API extern int dk__trace_enabled;
 
 DK_API dk_status dk__op_no_kernel(const dk_op *op, dk_keyset ks);
+/* A boxed call's kernel failed with status `st` and left no message: sets one naming the op,
+ * the backend and the kernel (Note [Failures without a message]); returns st. */
+DK_API dk_status dk__op_failed_silently(const dk_op *op, const dk_value *args, dk_status st);
 DK_API void dk__op_trace(const dk_op *op, dk_keyset ks, dk_key k);
 
 /* Atomic (relaxed) because dk_dispatch_set_trace may flip it while other threads call: a plain

@@ -52,6 +52,41 @@ dk_status dk__op_device_error(const dk_op *op, const dk__device_check *dc)
                     dc->bad_name, a, dc->first_name, b);
 }
 
+/*
+ * Note [Failures without a message]
+ * A kernel (a vendor's, usually) may fail with a bare status and no message of its own. The
+ * caller would then see only the status's text, "invalid argument", naming neither the op nor
+ * the kernel. Boxed calls (dk_op_call_boxed: every binding, Python's included) clear the
+ * thread's message before the call, so a failure that left it empty is known to have come
+ * without one; the message is then supplied here: the op, the backend that served the call and
+ * the kernel's registered name, the status. Found as the call found them: the backend key of
+ * the first tensor argument's device, under this thread's key sets (a Profile layer above it
+ * only times the call). The status is returned unchanged. Typed C calls tail-call their kernel
+ * (Note [Dispatch fast path]) and return its status as it is, message or not.
+ */
+dk_status dk__op_failed_silently(const dk_op *op, const dk_value *args, dk_status st)
+{
+    const dk_tensor *first = NULL;
+    for (int i = 0; i < op->nargs && !first; i++)
+        if (args[i].tag == DK_TYPE_TENSOR && args[i].u.t) first = args[i].u.t;
+    dk_key k = DK_KEY_UNDEFINED;
+    char name[128] = "";
+    if (first) {
+        const dk_keyset ks = dk_tls_apply(dk__keyset_of_device_type((int32_t)first->device.device_type));
+        dk__lock();
+        k = dk_keyset_highest(ks & op->mask & DK_BACKEND_KEYS);
+        /* Copied under the lock, as in dk__op_trace. */
+        if (op->priv && k != DK_KEY_UNDEFINED && op->priv->slot_name[k])
+            snprintf(name, sizeof name, "%s", op->priv->slot_name[k]);
+        dk__unlock();
+    }
+    const char *status = dk_status_name(st);
+    if (k == DK_KEY_UNDEFINED)
+        return dk_error(st, "%s: a kernel failed with %s without a message", op->name, status);
+    return dk_error(st, "%s: the %s kernel%s%s%s failed with %s without a message", op->name, dk_key_name(k),
+                    name[0] ? " '" : "", name, name[0] ? "'" : "", status);
+}
+
 dk_status dk__op_null_tensor(const dk_op *op, const char *name)
 {
     return dk_error(DK_ETYPE, "%s: parameter '%s' is a required tensor but got none", op->name, name);

@@ -51,11 +51,46 @@ const char *dk_dtype_name(dk_dtype d)
     }
 }
 
+/* DLPack's type codes by name, for messages about dtypes dkit does not compute with: an int8
+ * input is "int8", not a code. Float8 codes name their format whole (their bits are always 8). */
+static const char *dk__dl_code_name(uint8_t code, bool *with_bits)
+{
+    *with_bits = true;
+    switch (code) {
+    case kDLInt: return "int";
+    case kDLUInt: return "uint";
+    case kDLFloat: return "float";
+    case kDLBfloat: return "bfloat";
+    case kDLComplex: return "complex";
+    case kDLOpaqueHandle: return "opaque_handle";
+    case kDLBool: *with_bits = false; return "bool";
+    default: break;
+    }
+    *with_bits = false;
+    switch (code) {
+    case kDLFloat8_e3m4: return "float8_e3m4";
+    case kDLFloat8_e4m3: return "float8_e4m3";
+    case kDLFloat8_e4m3b11fnuz: return "float8_e4m3b11fnuz";
+    case kDLFloat8_e4m3fn: return "float8_e4m3fn";
+    case kDLFloat8_e4m3fnuz: return "float8_e4m3fnuz";
+    case kDLFloat8_e5m2: return "float8_e5m2";
+    case kDLFloat8_e5m2fnuz: return "float8_e5m2fnuz";
+    case kDLFloat8_e8m0fnu: return "float8_e8m0fnu";
+    default: return NULL;
+    }
+}
+
 const char *dk_dl_dtype_str(DLDataType t, char *buf, size_t n)
 {
     dk_dtype d = dk_dtype_from_dl(t);
+    bool with_bits;
+    const char *name = dk__dl_code_name(t.code, &with_bits);
     if (d != DK_DTYPE_UNSUPPORTED)
         snprintf(buf, n, "%s", dk_dtype_name(d));
+    else if (name && t.lanes == 1 && with_bits)
+        snprintf(buf, n, "%s%u", name, t.bits);
+    else if (name && t.lanes == 1 && (t.code != kDLBool || t.bits == 8))
+        snprintf(buf, n, "%s", name);
     else
         snprintf(buf, n, "dtype(code %u, bits %u, lanes %u)", t.code, t.bits, t.lanes);
     return buf;

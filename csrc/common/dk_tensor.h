@@ -42,7 +42,9 @@ DK_API dk_dtype dk_dtype_from_dl(DLDataType t);
 DK_API DLDataType dk_dtype_to_dl(dk_dtype d);
 /* "float32", ...; "unsupported" for DK_DTYPE_UNSUPPORTED. */
 DK_API const char *dk_dtype_name(dk_dtype d);
-/* Writes e.g. "float32" or "dtype(code 0, bits 16, lanes 2)" into buf; returns buf. */
+/* Writes the dtype's name into buf ("float32", also for dtypes dkit does not compute with:
+ * "int8", "uint16", "complex64", "float8_e4m3fn"), or "dtype(code 0, bits 16, lanes 2)" for
+ * vectors and codes DLPack does not define; returns buf. */
 DK_API const char *dk_dl_dtype_str(DLDataType t, char *buf, size_t n);
 DK_API size_t dk_dtype_size(dk_dtype d);
 

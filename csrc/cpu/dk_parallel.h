@@ -16,10 +16,21 @@
  *
  * Note [Fork safety]
  * A forked child (a DataLoader worker) has only the forking thread, and OpenMP's pool of the
- * parent is not its own: libgomp's threads do not survive fork(), and a child that enters a
- * parallel region with the parent's count waits for them. So after fork() the child's dkit count
- * is reset to one thread (pthread_atfork), as torch resets its own; the child may raise it again
- * with dk_set_num_threads.
+ * parent is not its own: libgomp's threads do not survive fork(), libgomp has no fork handler,
+ * and a child that enters a parallel region with more than one thread waits forever for them
+ * (whoever entered the region in the parent: dkit, torch, any library on the same libgomp). So
+ * after fork() (pthread_atfork, installed when the library loads):
+ *   - the child's dkit count is reset to one thread, as torch resets its own for DataLoader
+ *     workers: no thread is created unless the child asks for more;
+ *   - the child never enters an OpenMP region: when it does ask for more (dk_set_num_threads),
+ *     dk_parallel_run creates that many threads of its own for the loop and joins them before
+ *     returning (pthread_create costs some 20 us per thread, against the >= 32768 units of work
+ *     a call needs to use threads at all: Note [Serial calls]). Workers share the loop's counter
+ *     and know only their tid, so the results are those of the OpenMP path.
+ * The core's locks are taken around fork() and released on both sides (Note [The registry
+ * lock]), so a child forked while another thread registers, profiles or opens a scope finds
+ * them free. Tested from Python in tests/python/test_hardening.py (DataLoader workers, a bare
+ * fork after a parallel call, a fork while another thread calls in a profile loop).
  */
 #ifndef DK_PARALLEL_H
 #define DK_PARALLEL_H

@@ -7,6 +7,7 @@
  *   dk_pydlpack.c      DLPack import: producers, capsules, ownership (dk_pydlpack.h)
  *   dk_pyops.c         the op callables generated from the registered schemas (_C.ops)
  *   dk_pyintrospect.c  op_names, schema, table, dump, keys, TLS, profile, backends, config
+ *   dk_pychecked.c     dlpack_checked: a foreign tensor validated before NumPy or torch reads it
  *
  * Note [No static PyObject globals]
  * Every Python object the extension keeps (exception types, the op type, interned strings, the
@@ -66,6 +67,7 @@ typedef struct {
     PyObject *exc[DK_STATUS_COUNT];
 
     PyTypeObject *op_type; /* dkit._C.Op, the type of every op callable */
+    PyTypeObject *checked_type; /* dkit._C.CheckedTensor (dk_pychecked.c) */
     PyObject *ops;         /* the dkit._C.ops module object holding one callable per op */
 
     /* Interned names and constant arguments of the DLPack exchange, built once. */
@@ -92,6 +94,13 @@ int dk_py_errors_init(PyObject *module, dk_py_state *s);
 PyObject *dk_py_raise(dk_py_state *s, dk_status st);
 /* Raise exception `st` with a formatted message; returns NULL. */
 PyObject *dk_py_raise_fmt(dk_py_state *s, dk_status st, const char *fmt, ...);
+/* Another library's error, to be raised again as a dkit error that names the op and the
+ * parameter: with such an exception set (an Exception that is neither a dkit error nor a
+ * MemoryError), takes it into *cause (a new reference), clears it and returns 1; otherwise
+ * leaves whatever is set as it is and returns 0. */
+int dk_py_fetch_foreign(dk_py_state *s, PyObject **cause);
+/* Sets `cause` (stolen) as the __cause__ of the exception now set, as `raise ... from cause`. */
+void dk_py_set_cause(PyObject *cause);
 
 /* dk_pyops.c */
 int dk_py_ops_init(PyObject *module, dk_py_state *s);
@@ -99,6 +108,8 @@ int dk_py_ops_init(PyObject *module, dk_py_state *s);
  * backend library loaded after import). */
 int dk_py_ops_refresh(dk_py_state *s);
 
+/* dk_pychecked.c */
+int dk_py_checked_init(PyObject *module, dk_py_state *s);
 /* dk_pyintrospect.c */
 extern PyMethodDef dk_py_introspect_methods[];
 int dk_py_introspect_init(PyObject *module, dk_py_state *s);

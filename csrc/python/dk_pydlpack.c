@@ -543,6 +543,81 @@ capsule:;
 /* ------------------------------------------------------------------------------------------ */
 /* The protocol                                                                               */
 
+/*
+ * Note [Producer errors]
+ * A producer that cannot export a tensor raises its own exception from __dlpack_device__ or
+ * __dlpack__: NumPy's bare BufferError for a big-endian array, torch's RuntimeError for a
+ * quantized tensor, its ValueError for a meta tensor. Its text names neither the op nor the
+ * parameter, and its type is not a dkit error, so it is raised again as a dkit error that says
+ * which argument of which op it was, what that argument is (type, dtype, device), and the
+ * producer's own words, chained to the original (__cause__). torch tensors that dkit can never
+ * read get the status of what is wrong with them: a quantized dtype is a DkitTypeError (pass
+ * .dequantize()), a meta tensor (no memory) a DkitNotImplementedError, as torchvision raises
+ * NotImplementedError for a device it has no kernel for. Anything else is a DkitBufferError.
+ * Exceptions that are not errors of the export (KeyboardInterrupt, MemoryError) and dkit's own
+ * errors pass unchanged.
+ */
+
+/* str(getattr(obj, name)), or NULL (no exception) when obj has no such attribute. */
+static PyObject *dk__attr_str(PyObject *obj, const char *name)
+{
+    PyObject *a = PyObject_GetAttrString(obj, name);
+    PyObject *str = a ? PyObject_Str(a) : NULL;
+    Py_XDECREF(a);
+    if (!str) PyErr_Clear();
+    return str;
+}
+
+static int dk__torch_is(PyObject *obj, const char *attr, const char *value)
+{
+    PyObject *a = PyObject_GetAttrString(obj, attr);
+    int r = 0;
+    if (a && !value) {
+        r = PyObject_IsTrue(a) == 1;
+    } else if (a) {
+        PyObject *str = PyObject_Str(a);
+        r = str && PyUnicode_CompareWithASCIIString(str, value) == 0;
+        Py_XDECREF(str);
+    }
+    Py_XDECREF(a);
+    PyErr_Clear();
+    return r;
+}
+
+/* With the producer's exception set: replaces it (Note [Producer errors]). Returns -1. */
+static int dk__producer_error(dk_py_state *s, PyObject *obj, const char *op, const char *arg)
+{
+    PyObject *value;
+    if (!dk_py_fetch_foreign(s, &value)) return -1;
+    dk_status st = DK_EBUFFER;
+    const char *hint = "";
+    if (s->torch.found && PyObject_TypeCheck(obj, s->torch.tensor)) {
+        PyObject *dev = PyObject_GetAttrString(obj, "device");
+        int meta = dev && dk__torch_is(dev, "type", "meta");
+        Py_XDECREF(dev);
+        PyErr_Clear();
+        if (dk__torch_is(obj, "is_quantized", NULL)) {
+            st = DK_ETYPE;
+            hint = "; dkit does not compute with quantized tensors: pass .dequantize() of it";
+        } else if (meta) {
+            st = DK_ENOTIMPL;
+            hint = "; a meta tensor has no memory, and dkit has no kernels for the meta device";
+        }
+    }
+    PyObject *dtype = dk__attr_str(obj, "dtype"), *device = dk__attr_str(obj, "device");
+    PyObject *what = PyUnicode_FromFormat("%s%s%V%s%V", Py_TYPE(obj)->tp_name, dtype ? ", dtype " : "", dtype, "",
+                                          device ? ", device " : "", device, "");
+    Py_XDECREF(dtype);
+    Py_XDECREF(device);
+    if (what) {
+        dk_py_raise_fmt(s, st, "%s: parameter '%s' (%U) cannot be exported through DLPack by its producer: %S%s", op,
+                        arg, what, value, hint);
+        Py_DECREF(what);
+    }
+    dk_py_set_cause(value);
+    return -1;
+}
+
 /* __dlpack_device__()[0], or -1 when the producer has no such method (then no stream is
  * passed). Returns -2 with an exception set on error. */
 static int64_t dk__device_type(dk_py_state *s, PyObject *obj, const char *op, const char *arg)
@@ -552,7 +627,7 @@ static int64_t dk__device_type(dk_py_state *s, PyObject *obj, const char *op, co
     PyObject *argv[2] = {NULL, obj};
     PyObject *dev = PyObject_VectorcallMethod(s->s_dlpack_device, argv + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
     if (!dev) {
-        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -2;
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return dk__producer_error(s, obj, op, arg), -2;
         PyErr_Clear();
         return -1;
     }
@@ -611,7 +686,8 @@ static int dk__import_protocol(dk_py_state *s, PyObject *obj, int kind, int writ
     if (kind != DK_PY_PROD_LEGACY) {
         cap = dk__call_dlpack(s, obj, 1, has_stream, stream);
         if (!cap) {
-            if (kind == DK_PY_PROD_VERSIONED || !PyErr_ExceptionMatches(PyExc_TypeError)) return -1;
+            if (kind == DK_PY_PROD_VERSIONED || !PyErr_ExceptionMatches(PyExc_TypeError))
+                return dk__producer_error(s, obj, op, arg);
             PyErr_Clear(); /* a producer from before DLPack 1.0: no max_version keyword */
         } else if (kind < 0) {
             dk__cache_add(s, Py_TYPE(obj), DK_PY_PROD_VERSIONED);
@@ -619,7 +695,7 @@ static int dk__import_protocol(dk_py_state *s, PyObject *obj, int kind, int writ
     }
     if (!cap) {
         cap = dk__call_dlpack(s, obj, 0, has_stream, stream);
-        if (!cap) return -1;
+        if (!cap) return dk__producer_error(s, obj, op, arg);
         if (kind < 0) dk__cache_add(s, Py_TYPE(obj), DK_PY_PROD_LEGACY);
     }
     int rc;
@@ -706,4 +782,25 @@ int dk_py_dlpack_recheck(dk_py_state *s, PyObject *obj, const DLTensor *t, const
                     "it); the call was not made",
                     op, arg);
     return -1;
+}
+
+int dk_py_dlpack_take(dk_py_state *s, PyObject *obj, const char *op, const char *arg, void **managed,
+                      int *versioned)
+{
+    dk_py_owners owners;
+    owners.n = owners.nviews = 0;
+    DLTensor *t;
+    int rc;
+    if (PyCapsule_CheckExact(obj)) {
+        rc = dk__take_capsule(s, obj, 0, op, arg, &owners, &t);
+    } else {
+        int kind = dk__cache_find(s, Py_TYPE(obj));
+        rc = dk__import_protocol(s, obj, kind == DK_PY_PROD_TORCH ? -1 : kind, 0, op, arg, &owners, &t);
+    }
+    if (rc < 0) return -1;
+    /* The capsule is renamed "used_*": dropping it leaves the managed tensor to the caller. */
+    *managed = owners.o[0].managed;
+    *versioned = owners.o[0].versioned;
+    Py_DECREF(owners.o[0].ref);
+    return 0;
 }

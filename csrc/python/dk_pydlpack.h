@@ -73,6 +73,16 @@ int dk_py_dlpack_reads_late(dk_py_state *s, PyObject *obj);
  * into t, no longer has that memory; 0 otherwise (also for anything that is not torch). */
 int dk_py_dlpack_recheck(dk_py_state *s, PyObject *obj, const DLTensor *t, const char *op, const char *arg);
 
+/*
+ * One tensor taken from a producer (its __dlpack__, never torch's fast path) or a capsule, and
+ * accepted by the core (dk_dlpack_accept: version, Note [Untrusted tensors]) for reading, for
+ * argument `arg` of op `op`: on success the caller owns *managed (a DLManagedTensorVersioned
+ * when *versioned, else a DLManagedTensor) and must call its deleter once; returns 0. On failure
+ * -1 with a dkit exception set (Note [Producer errors] in dk_pydlpack.c), nothing taken.
+ */
+int dk_py_dlpack_take(dk_py_state *s, PyObject *obj, const char *op, const char *arg, void **managed,
+                      int *versioned);
+
 /* Calls each owned deleter once (newest first) and drops the references. Needs the GIL. */
 void dk_py_owners_release(dk_py_owners *owners);
 

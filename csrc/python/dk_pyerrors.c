@@ -54,6 +54,33 @@ PyObject *dk_py_raise_fmt(dk_py_state *s, dk_status st, const char *fmt, ...)
     return NULL;
 }
 
+int dk_py_fetch_foreign(dk_py_state *s, PyObject **cause)
+{
+    *cause = NULL;
+    if (!PyErr_ExceptionMatches(PyExc_Exception) || PyErr_ExceptionMatches(PyExc_MemoryError) ||
+        PyErr_ExceptionMatches(s->exc[DK_ERUNTIME]))
+        return 0;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (tb && value) PyException_SetTraceback(value, tb);
+    Py_XDECREF(type);
+    Py_XDECREF(tb);
+    if (!value) return 0; /* nothing left to replace (cannot happen after a fetch of an error) */
+    *cause = value;
+    return 1;
+}
+
+void dk_py_set_cause(PyObject *cause)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (value) PyException_SetCause(value, cause); /* steals cause */
+    else Py_DECREF(cause);
+    PyErr_Restore(type, value, tb);
+}
+
 /*
  * DkitError(RuntimeError) is the base; every other status gets Dkit<Builtin>(DkitError,
  * <Builtin>), so `except ValueError` and `except dkit.DkitError` both catch a bad argument.

@@ -56,6 +56,7 @@ static int dk__exec(PyObject *m)
     if (dk_py_errors_init(m, s) < 0) return -1;
     if (dk_py_ops_init(m, s) < 0) return -1;
     if (dk_py_introspect_init(m, s) < 0) return -1;
+    if (dk_py_checked_init(m, s) < 0) return -1;
     return 0;
 }
 
@@ -65,6 +66,7 @@ static int dk__traverse(PyObject *m, visitproc visit, void *arg)
     if (!s) return 0;
     for (int i = 0; i < DK_STATUS_COUNT; i++) Py_VISIT(s->exc[i]);
     Py_VISIT(s->op_type);
+    Py_VISIT(s->checked_type);
     Py_VISIT(s->ops);
     Py_VISIT(s->max_version);
     return dk_py_dlpack_traverse(s, visit, arg);
@@ -76,6 +78,7 @@ static int dk__clear(PyObject *m)
     if (!s) return 0;
     for (int i = 0; i < DK_STATUS_COUNT; i++) Py_CLEAR(s->exc[i]);
     Py_CLEAR(s->op_type);
+    Py_CLEAR(s->checked_type);
     Py_CLEAR(s->ops);
     Py_CLEAR(s->s_dlpack);
     Py_CLEAR(s->s_dlpack_device);

@@ -129,6 +129,19 @@ static int dk__type_error(dk_py_state *s, const dk_op *op, const dk_arg_info *a,
     return -1;
 }
 
+/* An __index__ or __float__ that failed (a 0-d float tensor's __index__, a 2-element tensor's
+ * __float__: torch's TypeError or ValueError, which name no parameter) is raised again as a
+ * DkitTypeError naming the op and the parameter, from the original. Returns -1. */
+static int dk__conversion_error(dk_py_state *s, const dk_op *op, const dk_arg_info *a, PyObject *v)
+{
+    PyObject *cause;
+    if (!dk_py_fetch_foreign(s, &cause)) return -1;
+    dk_py_raise_fmt(s, DK_ETYPE, "%s: parameter '%s' must be %s, got %s, which cannot be converted: %S", op->name,
+                    a->name, dk_arg_kind_name(a->kind), Py_TYPE(v)->tp_name, cause);
+    dk_py_set_cause(cause);
+    return -1;
+}
+
 /* An int: Python ints and anything with __index__ (numpy integers), but not bool — a bool
  * where an int is expected is almost always an argument in the wrong place. */
 static int dk__to_int(dk_py_state *s, const dk_op *op, const dk_arg_info *a, PyObject *v, int64_t *out)
@@ -140,7 +153,7 @@ static int dk__to_int(dk_py_state *s, const dk_op *op, const dk_arg_info *a, PyO
         x = PyLong_AsLongLongAndOverflow(v, &overflow);
     } else {
         PyObject *i = PyNumber_Index(v);
-        if (!i) return -1;
+        if (!i) return dk__conversion_error(s, op, a, v);
         x = PyLong_AsLongLongAndOverflow(i, &overflow);
         Py_DECREF(i);
     }
@@ -167,7 +180,7 @@ static int dk__to_float(dk_py_state *s, const dk_op *op, const dk_arg_info *a, P
     double x = PyFloat_AsDouble(v);
     if (x == -1.0 && PyErr_Occurred()) {
         /* An int beyond a double's range: a bad value, reported like an int beyond int64. */
-        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return -1;
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return dk__conversion_error(s, op, a, v);
         PyErr_Clear();
         dk_py_raise_fmt(s, DK_EINVAL, "%s: parameter '%s' does not fit in a double", op->name, a->name);
         return -1;

@@ -11,7 +11,8 @@ device, and the core writes into it through DLPack. So the first question of eve
   torch.Tensor (and subclasses)    -> dkit._frameworks.torch: torch outputs, torch.autograd
   numpy.ndarray (and subclasses)   -> dkit._frameworks.numpy: numpy.ndarray outputs, no autograd
   anything else with __dlpack__    -> dkit._frameworks.dlpack: viewed as a NumPy array with
-                                      numpy.from_dlpack (no copy of the producer's memory) and
+                                      numpy.from_dlpack (no copy of the producer's memory), after
+                                      dkit's core accepted the capsule (_C.dlpack_checked), and
                                       served as NumPy: the output is a numpy.ndarray. dkit cannot
                                       allocate memory for a framework it does not know, so such
                                       inputs must live on the CPU.

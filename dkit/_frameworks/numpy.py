@@ -74,16 +74,22 @@ _HOST_DEVICES = (1, 3, 11, 13)
 
 def from_dlpack(x, what, op):
     """Another framework's tensor as a (read-only) NumPy view, or a DkitBufferError saying why
-    dkit cannot serve it."""
+    dkit cannot serve it. The producer's capsule is accepted by dkit's core first (Note [Checked
+    exports] in csrc/python/dk_pychecked.c): NumPy reads only what the core validated, and a
+    malformed capsule is refused with an error naming the op and the parameter."""
     device = getattr(x, "__dlpack_device__", None)
-    if device is not None and device()[0] not in _HOST_DEVICES:
+    device = tuple(device()) if device is not None else (1, 0)
+    if device[0] in _HOST_DEVICES:  # what the producer says, then what its capsule says
+        checked = _C.dlpack_checked(x, op, what)
+        device = checked.__dlpack_device__()
+    if device[0] not in _HOST_DEVICES:
         raise _C.DkitBufferError(
-            f"{op}: {what} ({type(x).__name__}) lives on DLPack device {tuple(device())}; dkit allocates "
+            f"{op}: {what} ({type(x).__name__}) lives on DLPack device {device}; dkit allocates "
             f"outputs with torch for torch tensors and with NumPy otherwise, so other frameworks' tensors "
             f"must be on the CPU"
         )
     try:
-        return np.from_dlpack(x)
+        return np.from_dlpack(checked)
     except (RuntimeError, TypeError, BufferError, ValueError) as e:
         raise _C.DkitBufferError(
             f"{op}: cannot read {what} ({type(x).__name__}) as a CPU array through DLPack: {e}. "

@@ -46,9 +46,12 @@ def as_tensor(x, what, op):
     if isinstance(x, _Tensor):  # subclasses too, e.g. nn.Parameter
         return x
     if hasattr(type(x), "__dlpack__"):
+        # Accepted by dkit's core before torch reads it (Note [Checked exports] in
+        # csrc/python/dk_pychecked.c); its errors name the op and the parameter.
+        checked = _C.dlpack_checked(x, op, what)
         try:
-            return torch.from_dlpack(x)  # zero copy; the core checks its device against the input's
-        except Exception as e:  # whatever the producer or torch refused (a device torch lacks, ...)
+            return torch.from_dlpack(checked)  # zero copy; the core checks its device against the input's
+        except Exception as e:  # whatever torch refused (a device or dtype torch lacks, ...)
             raise _C.DkitBufferError(f"{op}: cannot read {what} ({type(x).__name__}) through DLPack: {e}") from e
     return None
 

@@ -92,10 +92,17 @@ def roi_align(input, boxes, output_size, spatial_scale=1.0, sampling_ratio=0, po
     Raises (every class derives from RuntimeError as well as the builtin named):
         DkitValueError: wrong ndim, boxes of the wrong width, a non-positive output size (or
             one of 2^31 or more), sampling_ratio < -1 (or >= 2^31), an unknown pool_mode, a
-            non-positive spatial_scale, or a box with a NaN or infinite coordinate (torchvision
-            silently returns zeros for those).
-        DkitTypeError: boxes and input of different dtypes, a non-float input, non-integer
-            sizes, an aligned that is not a bool.
+            non-positive spatial_scale (or one that overflows or underflows float32, in which
+            float16, bfloat16 and float32 inputs are computed), or a box with a NaN or infinite
+            coordinate or one that overflows once scaled (torchvision silently returns zeros
+            for those).
+        DkitTypeError: boxes and input of different dtypes, a non-float input (named: "got
+            int8"), non-integer sizes (a float tensor included), a spatial_scale that is not a
+            number (a str included), an aligned that is not a bool (a str included), a
+            quantized tensor.
+        DkitBufferError: a tensor its producer cannot export (a big-endian NumPy array), or a
+            malformed DLPack capsule (NULL data with elements, a NULL shape, an absurd ndim).
+        DkitNotImplementedError: a meta tensor (torchvision raises NotImplementedError too).
         DkitIndexError: a batch index that is not an integer in [0, N).
         dkit errors naming both devices when input and boxes live on different devices.
     """

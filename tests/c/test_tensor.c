@@ -67,6 +67,18 @@ static void dl_dtype_str_names_supported_and_describes_others(void **state)
     DLDataType vec = {kDLInt, 16, 2};
     assert_string_equal(dk_dl_dtype_str(f32, buf, sizeof buf), "float32");
     assert_string_equal(dk_dl_dtype_str(vec, buf, sizeof buf), "dtype(code 0, bits 16, lanes 2)");
+    /* Dtypes dkit does not compute with are named too: an int8 input is "int8" in a message. */
+    const struct {
+        DLDataType t;
+        const char *name;
+    } named[] = {
+        {{kDLInt, 8, 1}, "int8"},         {{kDLUInt, 16, 1}, "uint16"},
+        {{kDLComplex, 64, 1}, "complex64"}, {{kDLFloat8_e4m3fn, 8, 1}, "float8_e4m3fn"},
+        {{kDLBfloat, 32, 1}, "bfloat32"}, {{kDLBool, 16, 1}, "dtype(code 6, bits 16, lanes 1)"},
+        {{99, 8, 1}, "dtype(code 99, bits 8, lanes 1)"},
+    };
+    for (size_t i = 0; i < sizeof named / sizeof named[0]; i++)
+        assert_string_equal(dk_dl_dtype_str(named[i].t, buf, sizeof buf), named[i].name);
     /* Truncates into a small buffer without overflowing it. */
     char small[8];
     memset(small, 'x', sizeof small);

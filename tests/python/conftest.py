@@ -12,7 +12,11 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HERE = os.path.dirname(os.path.abspath(__file__))
-for p in (ROOT, HERE):
+# Where the dkit package under test lives: the source tree (built in place), or a sanitizer
+# build's own copy (`make test-python-asan`, `make test-python-tsan` set it). Child processes
+# the tests start import it from there too.
+PKG_ROOT = os.environ.get("DKIT_TEST_PACKAGE_ROOT") or ROOT
+for p in (PKG_ROOT, HERE):
     if p not in sys.path:
         sys.path.insert(0, p)
 
@@ -27,6 +31,11 @@ def random_rois(rng, k, n, height, width, spatial_scale=1.0, outside=0.25, min_s
     y2 = y1 + rng.uniform(min_size, 0.7 * ih, k)
     b = rng.integers(0, n, k).astype(np.float64)
     return np.stack([b, x1, y1, x2, y2], axis=1)
+
+
+def pytest_configure(config):
+    # `make test-python-tsan` runs these under ThreadSanitizer (-m threads)
+    config.addinivalue_line("markers", "threads: exercises dkit from several threads or across fork()")
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import dkit
-from conftest import ROOT
+from conftest import PKG_ROOT
 from dkit import _C
 
 
@@ -28,7 +28,7 @@ def test_import_dkit_is_light():
         "assert 'torch' not in sys.modules\n"
         "print('ok')\n"
     )
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ, PYTHONPATH=PKG_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
 
@@ -128,6 +128,7 @@ def test_profile_nested_and_reset_and_empty():
     assert all(r[2] == 0 for r in _C.profile_rows()) or not _C.profile_rows()
 
 
+@pytest.mark.threads
 def test_profile_is_thread_local():
     x, rois = _x()
     done = threading.Event()
@@ -172,6 +173,7 @@ def test_show_config_prints_and_returns():
     assert isinstance(cfg["openmp_max_threads"], int) and cfg["openmp_max_threads"] >= 1
 
 
+@pytest.mark.threads
 def test_set_num_threads_is_dkits_own_and_process_wide():
     # dkit.set_num_threads sets the count for every calling thread (OpenMP's own default is per
     # thread, and torch's ops set it); 0 goes back to OpenMP's default.

@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 
 import dkit  # noqa: E402
 import roi_align_ref  # noqa: E402
-from conftest import ROOT, random_rois  # noqa: E402
+from conftest import PKG_ROOT, random_rois  # noqa: E402
 from dkit import _C  # noqa: E402
 
 roi_align = dkit.ops.roi_align
@@ -666,12 +666,13 @@ _DETERMINISM_SCRIPT = textwrap.dedent(
 
 
 def _run_determinism(threads):
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONPATH=PKG_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     r = subprocess.run([sys.executable, "-c", _DETERMINISM_SCRIPT], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     return r.stdout.strip()
 
 
+@pytest.mark.threads
 def test_backward_is_deterministic_across_runs_and_thread_counts():
     one = _run_determinism(1)
     two = _run_determinism(2)
@@ -703,6 +704,7 @@ def _large_case(dtype, seed=3):
     return x, rois  # output: 2304 x 64 x 7 x 7 (29 MB in float32), far above the 8 MB threshold
 
 
+@pytest.mark.threads
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("threads", [2, 3])
 def test_large_fresh_outputs_with_threads_equal_one_thread(dtype, threads):

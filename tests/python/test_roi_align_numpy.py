@@ -10,7 +10,7 @@ import pytest
 
 import dkit
 import roi_align_ref
-from conftest import ROOT, random_rois
+from conftest import PKG_ROOT, random_rois
 from dkit import _C
 
 roi_align = dkit.ops.roi_align
@@ -139,7 +139,7 @@ def test_numpy_only_does_not_import_torch():
         print("torch" in sys.modules)
         """
     )
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ, PYTHONPATH=PKG_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "False"

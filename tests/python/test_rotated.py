@@ -232,6 +232,7 @@ def test_sixteen_bit_and_strided_inputs():
     assert torch.equal(dkit.ops.box_iou_rotated(b1, b2.t().contiguous().t()), ref)
 
 
+@pytest.mark.threads
 def test_threads_give_the_same_bits():
     rng = np.random.default_rng(6)
     b1, b2 = _random_boxes(rng, 300, span=200), _random_boxes(rng, 200, span=200)
