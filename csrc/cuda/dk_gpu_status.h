@@ -1,0 +1,23 @@
+/*
+ * dk_gpu_status.h — a runtime error (CUDA's, HIP's) as a dk_status with the runtime's message,
+ * for the backend object and the launchers alike.
+ */
+#ifndef DK_GPU_STATUS_H
+#define DK_GPU_STATUS_H
+
+#include "dk_backend.h"
+#include "dk_registry.h"
+#include "dk_status.h"
+#include "dk_tensor.h"
+#include "gpu/dk_gpu.h"
+
+static inline dk_status dk__gpu_status(dkgError_t e, const char *what)
+{
+    if (e == dkgSuccess) return DK_OK;
+    return dk_error(DK_ERUNTIME, "%s: %s error %d: %s", what, DK_GPU_BACKEND_NAME, (int)e, dkgGetErrorString(e));
+}
+
+/* After a launch: a bad configuration or an earlier asynchronous fault shows up here. */
+static inline dk_status dk__gpu_launched(const char *op) { return dk__gpu_status(dkgGetLastError(), op); }
+
+#endif /* DK_GPU_STATUS_H */
