@@ -104,8 +104,9 @@ test: deps test-c test-c-asan test-c-tsan vendor-example gpu test-python
 # Python
 # setup.py links the objects just compiled for $(BUILD)/libdkit.so (same flags) instead of
 # compiling the core a second time; without DKIT_CORE_OBJECTS (pip install) it compiles them.
-python: deps lib
-	DKIT_CORE_OBJECTS=$(BUILD)/obj $(PYTHON) setup.py -q build_ext --inplace
+# The GPU backends that were built (make gpu) are shipped beside _C, which loads them.
+python: deps lib gpu
+	DKIT_CORE_OBJECTS=$(BUILD)/obj DKIT_GPU_LIBS=$(BUILD) $(PYTHON) setup.py -q build_ext --inplace
 
 test-python: python
 	@if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then \

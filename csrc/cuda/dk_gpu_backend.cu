@@ -23,10 +23,11 @@
 #define DK_GPU_ARCHS "unknown architectures" /* the Makefile passes the list it built for */
 #endif
 
-/* What this library was built for, for dkit.backends() and dkit.show_config() (read by name
- * from the library, so the core needs no field for it). */
-extern "C" DK_API const char dk_gpu_archs[];
-extern "C" DK_API const char dk_gpu_archs[] = DK_GPU_ARCHS;
+/* What this library was built for, for dkit.backends() and dkit.show_config(), which look it up
+ * by name in the library (the backend object has no field for it: it is not the core's
+ * business, and vendor backends describe themselves differently). */
+extern "C" DK_API const char *dk_gpu_archs(void);
+extern "C" DK_API const char *dk_gpu_archs(void) { return DK_GPU_ARCHS; }
 
 #if defined(__HIPCC__)
 #define DK__GPU_RUNTIME "HIP"

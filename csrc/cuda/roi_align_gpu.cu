@@ -71,7 +71,7 @@ extern "C" dk_status dk_roi_align_forward_gpu(const dk_tensor *input, const dk_t
     dk_status st = dk__ra_gpu_sizes(&a, "roi_align_forward");
     if (st || a.K == 0 || a.C == 0) return st;
     dk_device_guard g; /* the kernel runs on its tensors' device */
-    if ((st = dk_device_guard_enter(&g, input->device))) return st;
+    if ((st = dk__gpu_enter(&g, input->device))) return st;
     void *stream = dk_current_stream(input->device);
     DK_SWITCH_FLOAT(dk_tensor_dtype(input), st, dk__ra_gpu_forward,
                     (input, rois, output, argmax_y, argmax_x, &a, stream),
@@ -92,7 +92,7 @@ extern "C" dk_status dk_roi_align_backward_gpu(const dk_tensor *grad_output, con
     if (st || a.N == 0 || a.C == 0 || a.H == 0 || a.W == 0) return st; /* nothing to write */
     const bool deterministic = dk_tunable(&dk__ra_gpu_deterministic) != 0;
     dk_device_guard g;
-    if ((st = dk_device_guard_enter(&g, grad_input->device))) return st;
+    if ((st = dk__gpu_enter(&g, grad_input->device))) return st;
     void *stream = dk_current_stream(grad_input->device);
     DK_SWITCH_FLOAT(dk_tensor_dtype(grad_output), st, dk__ra_gpu_backward,
                     (grad_output, rois, argmax_y, argmax_x, grad_input, &a, deterministic, stream),
