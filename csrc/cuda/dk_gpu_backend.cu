@@ -15,6 +15,7 @@
 #include "dk_backend_library.h"
 #include "dk_gpu_status.h"
 #include "gpu/dk_gpu.h"
+#include "nms_gpu.h"
 #include "roi_align_gpu.h"
 
 #include <stdio.h>
@@ -143,14 +144,17 @@ static dk_status dk__gpu_init(void)
     /* typed first: a signature that drifts from the op's fails to compile here */
     const dk_roi_align_forward_fn forward = dk_roi_align_forward_gpu;
     const dk_roi_align_backward_fn backward = dk_roi_align_backward_gpu;
+    const dk_nms_fn nms = dk_nms_gpu; /* batched_nms and MMCV's nms follow: composites over it */
     dk_key key;
     dk_status st = dk_backend_register(&dk__gpu_backend, &key);
     if (st) return st;
     if ((st = dk_register_device_impl(&dk_roi_align_forward_op, key, (dk_fnptr)forward,
                                       "dk_roi_align_forward_" DK_GPU_BACKEND_NAME, NULL)))
         return st;
-    return dk_register_device_impl(&dk_roi_align_backward_op, key, (dk_fnptr)backward,
-                                   "dk_roi_align_backward_" DK_GPU_BACKEND_NAME, NULL);
+    if ((st = dk_register_device_impl(&dk_roi_align_backward_op, key, (dk_fnptr)backward,
+                                      "dk_roi_align_backward_" DK_GPU_BACKEND_NAME, NULL)))
+        return st;
+    return dk_register_device_impl(&dk_nms_op, key, (dk_fnptr)nms, "dk_nms_" DK_GPU_BACKEND_NAME, NULL);
 }
 
 #if defined(__HIPCC__)

@@ -5,7 +5,7 @@
  * gpu/dk_gpu.h includes this header when DK_GPU_EMULATE is defined, and the kernel and launcher
  * sources of csrc/cuda/ then compile with the host C++ compiler, unchanged. A launch runs the
  * grid's blocks one after another on the calling thread; within a block, each GPU thread is a
- * fiber (ucontext) with a stack of its own. __syncthreads() switches back to the block's
+ * fiber with a stack of its own (ucontext). __syncthreads() switches back to the block's
  * scheduler, which resumes the next fiber; once every fiber of the block has reached the
  * barrier (or finished), a new round starts. So a kernel sees exactly the guarantees a GPU gives
  * (shared memory written before a barrier is visible after it, in every thread of the block) and
@@ -31,6 +31,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <csetjmp>
 #include <ucontext.h>
 #include <vector>
 
@@ -49,34 +50,46 @@ inline thread_local dk_emu_dim3 blockIdx, threadIdx, blockDim, gridDim;
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 
-/* The block being run: its fibers and the scheduler's context. */
+/* The block being run: its fibers and the scheduler's jump buffer. */
+struct dk_emu_fiber {
+    ucontext_t ctx; /* to start it */
+    jmp_buf jb;     /* to resume it at its barrier */
+    bool started, done;
+};
 struct dk_emu_block {
-    ucontext_t sched;
-    std::vector<ucontext_t> ctx;
-    std::vector<char> done;
+    jmp_buf sched;
+    ucontext_t sched_ctx;
+    std::vector<dk_emu_fiber> fibers;
     int current = -1;
 };
 inline thread_local dk_emu_block *dk_emu_current_block = nullptr;
 
-/* getcontext and swapcontext return twice; confined to these two functions, they cannot clobber
- * the scheduler's loop variables (-Wclobbered). */
-__attribute__((noinline)) inline void dk_emu_make_fiber(ucontext_t *c, char *stack, size_t bytes, ucontext_t *link,
-                                                        void (*fn)())
+/*
+ * Switching. A fiber starts with swapcontext (once per fiber and block), and every later switch
+ * is _setjmp/_longjmp, which unlike swapcontext saves no signal mask: two system calls less per
+ * switch, the emulation's main cost in kernels with a barrier in a loop. A fiber never returns
+ * from its function: it jumps back to the scheduler, so no stale context is ever resumed. These
+ * functions return twice; kept out of line, they cannot clobber their callers' variables.
+ */
+__attribute__((noinline)) inline void dk_emu_resume(dk_emu_block *b, size_t t)
 {
-    getcontext(c);
-    c->uc_stack.ss_sp = stack;
-    c->uc_stack.ss_size = bytes;
-    c->uc_link = link;
-    makecontext(c, fn, 0);
+    dk_emu_fiber *f = &b->fibers[t];
+    if (_setjmp(b->sched) == 0) {
+        if (!f->started) {
+            f->started = true;
+            swapcontext(&b->sched_ctx, &f->ctx); /* returns only through b->sched */
+        } else {
+            _longjmp(f->jb, 1);
+        }
+    }
 }
-__attribute__((noinline)) inline void dk_emu_switch(ucontext_t *from, ucontext_t *to) { swapcontext(from, to); }
 
 /* A barrier: back to the scheduler, which resumes this fiber in the next round. */
-inline void __syncthreads()
+__attribute__((noinline)) inline void __syncthreads()
 {
     dk_emu_block *b = dk_emu_current_block;
     if (!b) return; /* not inside a launch */
-    dk_emu_switch(&b->ctx[(size_t)b->current], &b->sched);
+    if (_setjmp(b->fibers[(size_t)b->current].jb) == 0) _longjmp(b->sched, 1);
 }
 
 inline float atomicAdd(float *p, float v)
@@ -115,8 +128,19 @@ inline void dk_emu_fiber_main()
 {
     dk_emu_block *b = dk_emu_current_block;
     dk_emu_body->run();
-    b->done[(size_t)b->current] = 1;
-    /* returning resumes uc_link, the scheduler */
+    b->fibers[(size_t)b->current].done = true;
+    _longjmp(b->sched, 1);
+}
+
+/* getcontext returns twice too: out of line for the same reason. */
+__attribute__((noinline)) inline void dk_emu_make_fiber(dk_emu_fiber *f, char *stack, size_t bytes)
+{
+    getcontext(&f->ctx);
+    f->ctx.uc_stack.ss_sp = stack;
+    f->ctx.uc_stack.ss_size = bytes;
+    f->ctx.uc_link = nullptr; /* fibers never return (dk_emu_fiber_main) */
+    makecontext(&f->ctx, dk_emu_fiber_main, 0);
+    f->started = f->done = false;
 }
 
 template <class F> struct dk_emu_body_of : dk_emu_body_base {
@@ -146,8 +170,7 @@ template <class F> void dk_emu_launch(dk_emu_dim3 grid, dk_emu_dim3 block, F f)
     }
     dk_emu_body_of<F> body(f);
     dk_emu_block b;
-    b.ctx.resize(nthreads);
-    b.done.resize(nthreads);
+    b.fibers.resize(nthreads);
     dk_emu_block *saved_block = dk_emu_current_block;
     dk_emu_body_base *saved_body = dk_emu_body;
     dk_emu_current_block = &b;
@@ -159,19 +182,18 @@ template <class F> void dk_emu_launch(dk_emu_dim3 grid, dk_emu_dim3 block, F f)
             for (unsigned bx = 0; bx < grid.x; bx++) {
                 blockIdx = dk_emu_dim3(bx, by, bz);
                 for (size_t t = 0; t < nthreads; t++) {
-                    dk_emu_make_fiber(&b.ctx[t], &stacks[t * stack_bytes], stack_bytes, &b.sched, dk_emu_fiber_main);
-                    b.done[t] = 0;
+                    dk_emu_make_fiber(&b.fibers[t], stacks + t * stack_bytes, stack_bytes);
                 }
                 /* Rounds: every unfinished fiber runs to its next barrier or its end. */
                 for (bool alive = true; alive;) {
                     alive = false;
                     for (size_t t = 0; t < nthreads; t++) {
-                        if (b.done[t]) continue;
+                        if (b.fibers[t].done) continue;
                         threadIdx = dk_emu_dim3((unsigned)(t % block.x), (unsigned)(t / block.x % block.y),
                                                 (unsigned)(t / ((size_t)block.x * block.y)));
                         b.current = (int)t;
-                        dk_emu_switch(&b.sched, &b.ctx[t]);
-                        if (!b.done[t]) alive = true;
+                        dk_emu_resume(&b, t);
+                        if (!b.fibers[t].done) alive = true;
                     }
                 }
             }
