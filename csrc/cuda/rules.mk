@@ -111,5 +111,10 @@ test-gpu: gpu $(addprefix $(BUILD)/tests/gpu/,$(GPU_TESTS))
 	    DK_TEST_GPU_LIB=$(abspath $(BUILD))/libdkit_$$kind.so DK_TEST_GPU_TYPE=$$kind $(BUILD)/tests/gpu/$$t; done; \
 	done; [ $$ran = 1 ] || echo "test-gpu: SKIPPED: no GPU backend was built (no nvcc or hipcc)"
 
-bench-gpu: gpu python
-	$(PYTHON) bench/bench_gpu.py
+# Each GPU kernel against the CPU kernel, and against torchvision's CUDA op where torch has CUDA
+# (bench/bench_gpu.py says how). Without a GPU it says so.
+$(BUILD)/bench_gpu: bench/bench_gpu.c $(BUILD)/libdkit.so $(HEADERS)
+	$(CC) $(TEST_CFLAGS) -O2 $< -o $@ -L$(BUILD) -ldkit -Wl,-rpath,$(abspath $(BUILD)) -lm
+
+bench-gpu: gpu $(BUILD)/bench_gpu
+	$(PYTHON) bench/bench_gpu.py --build $(BUILD)
