@@ -11,6 +11,13 @@
  * such a tensor cannot exist without a driver. So `import dkit` costs no driver initialisation
  * (hundreds of ms with CUDA, and a hard failure on some broken installs), and works on machines
  * without one, where dkit.backends() says why the backend is unavailable.
+ * What does run at load is the toolchain's own: the constructor that nvcc and hipcc emit to
+ * register the library's kernels with the runtime (__cudaRegisterFatBinary with the static
+ * CUDA runtime, __hipRegisterFatBinary in libamdhip64). Neither opens the driver; both were
+ * checked here without one (libdkit_cuda.so loads and reports "no CUDA driver", libdkit_hip.so
+ * "no HIP device"). The CUDA runtime is linked statically (nvcc's default), so the library needs
+ * nothing of CUDA's installed but the driver, and only when used; the HIP one needs
+ * libamdhip64 to load at all (Debian: libamdhip64-5), else dkit warns and goes on without it.
  */
 #include "dk_backend_library.h"
 #include "dk_gpu_status.h"
