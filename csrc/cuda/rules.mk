@@ -86,6 +86,8 @@ gpu-libs: $(GPU_LIBS)
 GPU_TESTS := $(patsubst tests/c/gpu/%.c,%,$(wildcard tests/c/gpu/test_*.c))
 GPU_TEST_HDRS := tests/c/dk_test.h tests/c/dk_kernel_test.h tests/c/gpu/dk_gpu_test.h tests/c/dk_gpu_emu.h
 
+# kept (not intermediate files that make would delete and then recompile for every test)
+.SECONDARY: $(patsubst csrc/cuda/%.cu,$(BUILD)/emu/%.o,$(GPU_KERNEL_SRCS))
 $(BUILD)/emu/%.o: csrc/cuda/%.cu $(GPU_HEADERS) tests/c/dk_gpu_emu.h
 	@mkdir -p $(dir $@)
 	$(CXX) $(EMU_FLAGS) -c $< -o $@
