@@ -80,11 +80,13 @@ $(eval $(call test_rules,$(BUILD)/asan,-O1 -fsanitize=address$(,)undefined -fno-
 $(eval $(call test_rules,$(BUILD)/tsan,-O1 -fsanitize=thread))
 
 -include tests/c/rules.mk
+include csrc/cuda/rules.mk
 
 # cmocka prints its own "[  PASSED  ] N test(s)." summary per executable.
 test-c: deps $(addprefix $(BUILD)/tests/,$(C_TESTS)) $(EXTRA_C_TEST_DEPS)
 	@set -e; for t in $(C_TESTS); do echo "== $$t"; DK_TEST_BUILD=$(BUILD) $(BUILD)/tests/$$t; done
 	@$(MAKE) --no-print-directory test-c-extra
+	@$(MAKE) --no-print-directory test-gpu-emu
 
 ASAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 test-c-asan: deps $(addprefix $(BUILD)/asan/tests/,$(C_TESTS))
@@ -97,14 +99,15 @@ test-c-tsan: deps $(addprefix $(BUILD)/tsan/tests/,$(TSAN_TESTS))
 	@set -e; for t in $(TSAN_TESTS); do echo "== tsan $$t"; \
 	  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(BUILD)/tsan/tests/$$t; done
 
-test: deps test-c test-c-asan test-c-tsan vendor-example test-python test-python-asan test-python-tsan
+test: deps test-c test-c-asan test-c-tsan vendor-example gpu test-python test-python-asan test-python-tsan
 
 # ---------------------------------------------------------------------------------------------
 # Python
 # setup.py links the objects just compiled for $(BUILD)/libdkit.so (same flags) instead of
 # compiling the core a second time; without DKIT_CORE_OBJECTS (pip install) it compiles them.
-python: deps lib
-	DKIT_CORE_OBJECTS=$(BUILD)/obj $(PYTHON) setup.py -q build_ext --inplace
+# The GPU backends that were built (make gpu) are shipped beside _C, which loads them.
+python: deps lib gpu
+	DKIT_CORE_OBJECTS=$(BUILD)/obj DKIT_GPU_LIBS=$(BUILD) $(PYTHON) setup.py -q build_ext --inplace
 
 test-python: python
 	@if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then \

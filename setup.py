@@ -11,7 +11,13 @@ Both build, in this order:
   2. dkit._C from csrc/python/*.c, linked to that libdkit.so with rpath $ORIGIN, so the one
      copy of the registry beside it is the one every part of the process sees; and, where torch's
      C++ headers are installed, dkit._torch_reader from csrc/python/dk_pytorch.cpp (optional).
-  3. dkit/include/: the public headers (csrc/common/*.h, csrc/cpu/*.h, ops/*.h flat, and
+  3. the GPU backends libdkit_cuda.so and libdkit_hip.so, copied next to _C from the folder
+     DKIT_GPU_LIBS names when they are there (`make python` passes build/, where the Makefile
+     builds them with nvcc and hipcc: csrc/cuda/rules.mk). setup.py does not compile them
+     itself: that takes nvcc or hipcc, their architecture flags and a minute or more per
+     backend, which the Makefile already handles with its dependency tracking; a plain
+     `pip install .` ships none (`make gpu && DKIT_GPU_LIBS=build pip install .` ships them).
+  4. dkit/include/: the public headers (csrc/common/*.h, csrc/cpu/*.h, ops/*.h flat, and
      csrc/common/kernels/*.h under kernels/; never the core's *_private.h), so a backend builds
      with -I$(python -c 'import dkit; print(dkit.get_include())').
 
@@ -104,6 +110,9 @@ CORE_CFLAGS = [
 ]  # fmt: skip
 CORE_LDFLAGS = ["-fopenmp", "-ldl", "-lpthread", "-lm"]
 
+# The GPU backends the Makefile builds (csrc/cuda/rules.mk), shipped beside _C when present.
+GPU_LIBS = ("libdkit_cuda.so", "libdkit_hip.so")
+
 EXT_CFLAGS = ["-std=c11", "-O2", "-fopenmp", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter"]
 
 
@@ -114,6 +123,7 @@ class BuildExt(build_ext):
         pkg_dir = os.path.dirname(self.get_ext_fullpath("dkit._C"))  # dkit/ in place, build/lib*/dkit otherwise
         os.makedirs(pkg_dir, exist_ok=True)
         lib = self._build_core(pkg_dir)
+        self._copy_gpu_libs(pkg_dir)
         self._copy_headers(pkg_dir)
         for ext in self.extensions:
             ext.library_dirs = [os.path.dirname(lib)] + list(ext.library_dirs or [])
@@ -183,6 +193,16 @@ class BuildExt(build_ext):
             comp.link_shared_object(objects, lib, extra_postargs=["-Wl,-soname,libdkit.so"] + CORE_LDFLAGS)
         return lib
 
+    # -- GPU backends --------------------------------------------------------------------------
+
+    def _copy_gpu_libs(self, pkg_dir):
+        src = os.environ.get("DKIT_GPU_LIBS")
+        if not src:
+            return
+        for name in GPU_LIBS:
+            if os.path.isfile(os.path.join(src, name)):
+                _replace(os.path.join(src, name), os.path.join(pkg_dir, name))
+
     # -- headers -----------------------------------------------------------------------------
 
     def _copy_headers(self, pkg_dir):
@@ -214,6 +234,9 @@ class BuildExt(build_ext):
         built = os.path.join(self.build_lib, "dkit")
         dest = os.path.dirname(self.get_ext_fullpath("dkit._C"))  # self.inplace is set again here
         _replace(os.path.join(built, "libdkit.so"), os.path.join(dest, "libdkit.so"))
+        for name in GPU_LIBS:
+            if os.path.isfile(os.path.join(built, name)):
+                _replace(os.path.join(built, name), os.path.join(dest, name))
         for _, dst in _public_headers():
             _replace(os.path.join(built, "include", dst), os.path.join(dest, "include", dst))
 
@@ -222,6 +245,7 @@ class BuildExt(build_ext):
         outs = super().get_outputs()
         pkg_dir = os.path.dirname(self.get_ext_fullpath("dkit._C"))
         outs.append(os.path.join(pkg_dir, "libdkit.so"))
+        outs += [os.path.join(pkg_dir, n) for n in GPU_LIBS if os.path.isfile(os.path.join(pkg_dir, n))]
         outs += [os.path.join(pkg_dir, "include", dst) for _, dst in _public_headers()]
         return outs
 

@@ -11,6 +11,9 @@ def config():
     cfg.setdefault("version", __version__)
     cfg["python"] = sys.version.split()[0]
     cfg["backends_loaded"] = [b[0] for b in _C.backends()]
+    from dkit.dispatch import backends  # GPU backends: what each was built for
+
+    cfg["gpu_archs"] = {b.name: b.build for b in backends() if b.build}
     cfg["include"] = _paths.get_include()
     cfg["library"] = _paths.get_library()
     # Report the frameworks already imported; importing torch here would cost a second.
@@ -35,7 +38,9 @@ def show_config(file=None):
     lines = ["dkit configuration:"]
     for k in keys:
         v = cfg[k]
-        if isinstance(v, (list, tuple)):
+        if isinstance(v, dict):
+            v = "; ".join(f"{name}: {x}" for name, x in v.items()) if v else "(none)"
+        elif isinstance(v, (list, tuple)):
             v = ", ".join(map(str, v)) if v else "(none)"
         lines.append(f"  {k:<{width}}  {v}")
     print("\n".join(lines), file=file if file is not None else sys.stdout)

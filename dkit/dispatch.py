@@ -147,18 +147,38 @@ class Backend(NamedTuple):
     reason: Optional[str]  # why not, when unavailable (e.g. "no CUDA driver")
     devices: Optional[int]  # devices present now; None when the backend does not say
 
+    build: Optional[str] = None  # what a GPU backend was built for ("sm_80, sm_90 (+ PTX compute_90)")
+
     def __str__(self):
         where = f" ({self.path})" if self.path else ""
+        built = f" built for {self.build};" if self.build else ""
         if not self.available:
-            return f"{self.name}{where}: unavailable: {self.reason}"
+            return f"{self.name}{where}:{built} unavailable: {self.reason}"
         devices = "" if self.devices is None else f", {self.devices} device{'s' if self.devices != 1 else ''}"
-        return f"{self.name}{where}: available{devices}"
+        return f"{self.name}{where}:{built} available{devices}"
+
+
+def _gpu_archs(path):
+    """The architectures a GPU backend library was built for (its dk_gpu_archs()), or None for
+    a library that does not say (a vendor's). The library is already loaded: RTLD_NOLOAD."""
+    if not path:
+        return None
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+        fn = lib.dk_gpu_archs
+    except (OSError, AttributeError):
+        return None
+    fn.restype = ctypes.c_char_p
+    fn.argtypes = []
+    return fn().decode()
 
 
 def backends():
     """The backends the core knows, built in (path None) or loaded from libraries, each with
     whether it can run now and, if not, why."""
-    return [Backend(*b) for b in _C.backends()]
+    return [Backend(*b, _gpu_archs(b[1])) for b in _C.backends()]
 
 
 def load_backend(path):

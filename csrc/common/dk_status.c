@@ -1,14 +1,43 @@
 /* dk_status.c — status names, the thread-local error message, and warnings. */
 #include "dk_status.h"
 
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Long enough for any message dkit writes (they name an op, a parameter and two devices). */
 #define DK__ERRMSG_MAX 1024
 
-static _Thread_local char dk__errmsg[DK__ERRMSG_MAX];
+/*
+ * Note [Small static TLS]
+ * libdkit holds an initial-exec thread-local (Note [TLS on the fast path] in dk_tls.h), so when
+ * Python dlopens it, all of libdkit's thread-locals come out of glibc's small surplus of static
+ * TLS, which other dlopened libraries with initial-exec TLS need too: the HIP runtime
+ * (libamdhip64, 272 bytes) failed to load after libdkit ("cannot allocate memory in static TLS
+ * block") while the message buffer below was a 1 KiB thread-local array. So each thread's
+ * buffer is on the heap, made on its first error and freed when the thread exits, and only a
+ * pointer is thread-local.
+ */
+static _Thread_local char *dk__errmsg;
 static _Thread_local dk_status dk__errcode;
+static pthread_key_t dk__errmsg_key;
+static pthread_once_t dk__errmsg_once = PTHREAD_ONCE_INIT;
+static bool dk__errmsg_key_ok;
+
+static void dk__errmsg_key_init(void) { dk__errmsg_key_ok = pthread_key_create(&dk__errmsg_key, free) == 0; }
+
+/* This thread's buffer, made on first use; NULL when out of memory. */
+static char *dk__errmsg_buffer(void)
+{
+    if (dk__errmsg) return dk__errmsg;
+    pthread_once(&dk__errmsg_once, dk__errmsg_key_init);
+    char *b = calloc(1, DK__ERRMSG_MAX);
+    if (!b) return NULL;
+    if (dk__errmsg_key_ok) (void)pthread_setspecific(dk__errmsg_key, b); /* freed at thread exit */
+    return dk__errmsg = b;
+}
 
 const char *dk_status_name(dk_status st)
 {
@@ -23,12 +52,16 @@ const char *dk_status_name(dk_status st)
     }
 }
 
-const char *dk_last_error(void) { return dk__errmsg; }
+const char *dk_last_error(void)
+{
+    if (dk__errmsg) return dk__errmsg;
+    return dk__errcode != DK_OK ? "(no message: out of memory for it)" : "";
+}
 dk_status dk_last_status(void) { return dk__errcode; }
 
 void dk_clear_error(void)
 {
-    dk__errmsg[0] = '\0';
+    if (dk__errmsg) dk__errmsg[0] = '\0';
     dk__errcode = DK_OK;
 }
 
@@ -37,7 +70,8 @@ dk_status dk_verror(dk_status st, const char *fmt, va_list ap)
     /* Format into a scratch buffer first: callers may pass dk_last_error() as an argument. */
     char tmp[DK__ERRMSG_MAX];
     vsnprintf(tmp, sizeof tmp, fmt, ap);
-    memcpy(dk__errmsg, tmp, sizeof tmp);
+    char *b = dk__errmsg_buffer();
+    if (b) memcpy(b, tmp, sizeof tmp);
     dk__errcode = st;
     return st;
 }

@@ -113,6 +113,9 @@ int dk_py_checked_init(PyObject *module, dk_py_state *s);
 /* dk_pyintrospect.c */
 extern PyMethodDef dk_py_introspect_methods[];
 int dk_py_introspect_init(PyObject *module, dk_py_state *s);
+/* Loads the GPU backend libraries found beside the extension (dk_pygpu.c); -1 with an
+ * exception set only when a warning about one was turned into an error. */
+int dk_py_load_gpu_backends(void);
 
 /* PyCFunction casts for METH_FASTCALL functions, without -Wcast-function-type complaining. */
 #define DK_PY_FASTCALL(fn) ((PyCFunction)(void (*)(void))(fn))

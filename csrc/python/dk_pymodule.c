@@ -54,6 +54,7 @@ static int dk__exec(PyObject *m)
     dk_py_state *s = dk_py_state_of_module(m);
     if (dk__strings_init(s) < 0) return -1;
     if (dk_py_errors_init(m, s) < 0) return -1;
+    if (dk_py_load_gpu_backends() < 0) return -1; /* before the op callables: see dk_pygpu.c */
     if (dk_py_ops_init(m, s) < 0) return -1;
     if (dk_py_introspect_init(m, s) < 0) return -1;
     if (dk_py_checked_init(m, s) < 0) return -1;

@@ -8,9 +8,17 @@
 #ifndef DK_KERNELS_HD_H
 #define DK_KERNELS_HD_H
 
+#if defined(__HIPCC__)
+/* nvcc includes its runtime's declarations in every file; hipcc does not, and the device
+ * intrinsics the kernel headers use (__float_as_uint, __double_as_longlong) are in it. */
+#include <hip/hip_runtime.h>
+#endif
+
 #if defined(__CUDACC__) || defined(__HIPCC__)
+/* Spelled without __forceinline__, which HIP defines only in hip_runtime.h: a kernel header may
+ * come first. nvcc and hipcc know __host__ __device__ without any header. */
 #define DK_HD __host__ __device__
-#define DK_INLINE static __forceinline__
+#define DK_INLINE static inline __attribute__((always_inline))
 #else
 #define DK_HD
 #define DK_INLINE static inline

@@ -1,0 +1,123 @@
+/*
+ * gpu/dk_gpu.h — the one header through which dkit's GPU code (csrc/cuda/) speaks to CUDA, HIP,
+ * or the host emulation of the tests, so that every kernel and launcher is written once.
+ *
+ * Note [One source for CUDA and HIP]
+ * The kernels and the backend object are written once, in the .cu files of csrc/cuda/, against the names
+ * below: dkg* for the runtime API (dkgMallocAsync is cudaMallocAsync or hipMallocAsync), the
+ * usual CUDA qualifiers and built-ins (__global__, __shared__, blockIdx, __syncthreads,
+ * atomicAdd), which hipcc and the emulation both provide, and DK_GPU_LAUNCH for a launch.
+ * nvcc builds them into libdkit_cuda.so, hipcc (-x hip) the same files into libdkit_hip.so,
+ * and g++ with DK_GPU_EMULATE (tests only, tests/c/dk_gpu_emu.h) into the tests that run every
+ * kernel on the host. There is no hipify step and no copy to keep in step: a name that differs
+ * between the runtimes gets one line here, and only here.
+ *
+ * DK_GPU_BACKEND_NAME is "cuda" or "hip"; DK_GPU_DEVICE_TYPE the DLPack device type of its
+ * tensors; DK_GPU_KEY its dispatch key.
+ */
+#ifndef DK_GPU_H
+#define DK_GPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(DK_GPU_EMULATE)
+#include "dk_gpu_emu.h" /* tests/c: the host emulation (Note [Emulating a GPU on the host]) */
+#define DK_GPU_BACKEND_NAME "emu"
+#define DK_GPU_DEVICE_TYPE kDLCPU
+#define DK_GPU_KEY DK_KEY_CPU
+
+#elif defined(__HIPCC__)
+#include <hip/hip_runtime.h>
+#define DK_GPU_BACKEND_NAME "hip"
+#define DK_GPU_DEVICE_TYPE kDLROCM
+#define DK_GPU_KEY DK_KEY_HIP
+typedef hipError_t dkgError_t;
+typedef hipStream_t dkgStream_t;
+#define dkgSuccess hipSuccess
+#define dkgErrorNoDevice hipErrorNoDevice
+#define dkgErrorInsufficientDriver hipErrorInsufficientDriver
+#define dkgGetErrorString hipGetErrorString
+#define dkgGetLastError hipGetLastError
+#define dkgGetDeviceCount hipGetDeviceCount
+#define dkgGetDevice hipGetDevice
+#define dkgSetDevice hipSetDevice
+#define dkgDriverGetVersion hipDriverGetVersion
+#define dkgStreamSynchronize hipStreamSynchronize
+#define dkgDeviceSynchronize hipDeviceSynchronize
+#define dkgMallocAsync hipMallocAsync
+#define dkgFreeAsync hipFreeAsync
+#define dkgMemsetAsync hipMemsetAsync
+#define dkgMemcpyAsync hipMemcpyAsync
+#define dkgMemcpyHostToDevice hipMemcpyHostToDevice
+#define dkgMemcpyDeviceToHost hipMemcpyDeviceToHost
+#define dkgMemcpyDeviceToDevice hipMemcpyDeviceToDevice
+#define dkgMemcpyDefault hipMemcpyDefault
+#define DK_GPU_WARP 64 /* gfx9 (gfx90a, MI200) wavefronts; the kernels do not depend on it */
+
+#elif defined(__CUDACC__)
+#include <cuda_runtime.h>
+#define DK_GPU_BACKEND_NAME "cuda"
+#define DK_GPU_DEVICE_TYPE kDLCUDA
+#define DK_GPU_KEY DK_KEY_CUDA
+typedef cudaError_t dkgError_t;
+typedef cudaStream_t dkgStream_t;
+#define dkgSuccess cudaSuccess
+#define dkgErrorNoDevice cudaErrorNoDevice
+#define dkgErrorInsufficientDriver cudaErrorInsufficientDriver
+#define dkgGetErrorString cudaGetErrorString
+#define dkgGetLastError cudaGetLastError
+#define dkgGetDeviceCount cudaGetDeviceCount
+#define dkgGetDevice cudaGetDevice
+#define dkgSetDevice cudaSetDevice
+#define dkgDriverGetVersion cudaDriverGetVersion
+#define dkgStreamSynchronize cudaStreamSynchronize
+#define dkgDeviceSynchronize cudaDeviceSynchronize
+#define dkgMallocAsync cudaMallocAsync
+#define dkgFreeAsync cudaFreeAsync
+#define dkgMemsetAsync cudaMemsetAsync
+#define dkgMemcpyAsync cudaMemcpyAsync
+#define dkgMemcpyHostToDevice cudaMemcpyHostToDevice
+#define dkgMemcpyDeviceToHost cudaMemcpyDeviceToHost
+#define dkgMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
+#define dkgMemcpyDefault cudaMemcpyDefault
+#define DK_GPU_WARP 32
+
+#else
+#error "gpu/dk_gpu.h is for nvcc, hipcc, or the host emulation of the tests (DK_GPU_EMULATE)"
+#endif
+
+#if !defined(DK_GPU_EMULATE)
+/* kernel<<<grid, block, 0, stream>>>(args...): hipcc accepts the triple-chevron syntax too. The
+ * emulation defines its own DK_GPU_LAUNCH, which runs the blocks on the calling thread. */
+#define DK_GPU_LAUNCH(kernel, grid, block, stream, ...)                                         \
+    kernel<<<(grid), (block), 0, (dkgStream_t)(stream)>>>(__VA_ARGS__)
+#endif
+
+/* Threads per block of dkit's elementwise kernels, and the most blocks a grid-stride launch asks
+ * for: enough to fill any current GPU several times over (132 SMs x 2048 threads / 256 = 1056
+ * blocks per wave on an H100), and small enough that a grid never exceeds the 2^31 - 1 blocks
+ * allowed in x (Note [Grid-stride loops]). */
+#define DK_GPU_THREADS 256
+#define DK_GPU_MAX_BLOCKS 4096
+
+/*
+ * Note [Grid-stride loops]
+ * Every elementwise kernel loops `for (i = first; i < n; i += stride)` over a 64-bit i, with
+ * first = blockIdx.x * blockDim.x + threadIdx.x and stride = gridDim.x * blockDim.x, and is
+ * launched with min(ceil(n / 256), DK_GPU_MAX_BLOCKS) blocks. So the grid stays within every
+ * runtime's limits whatever n is, the index never overflows (n < 2^63, since it counts
+ * elements of a tensor), and threads do enough work each to amortise their setup. Per-element
+ * index arithmetic is 64-bit only where a product of sizes can exceed 2^31 (offsets into
+ * tensors); loop counters bounded by the op's checks (bins, samples) stay narrow.
+ */
+static inline unsigned dk_gpu_blocks(int64_t n)
+{
+    const int64_t b = (n + DK_GPU_THREADS - 1) / DK_GPU_THREADS;
+    return (unsigned)(b < 1 ? 1 : b > DK_GPU_MAX_BLOCKS ? DK_GPU_MAX_BLOCKS : b);
+}
+
+#define DK_GPU_FIRST() ((int64_t)blockIdx.x * (int64_t)blockDim.x + (int64_t)threadIdx.x)
+#define DK_GPU_STRIDE() ((int64_t)gridDim.x * (int64_t)blockDim.x)
+
+#endif /* DK_GPU_H */

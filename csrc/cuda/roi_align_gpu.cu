@@ -1,0 +1,102 @@
+/*
+ * roi_align_gpu.cu — RoIAlign forward and backward on CUDA and HIP (and on the host, for the
+ * tests: Note [Emulating a GPU on the host] in tests/c/dk_gpu_emu.h): the entry points the
+ * backend registers, the dtype switch and the choice of backward mode. The kernels are
+ * roi_align_gpu_tmpl.cuh; roi_align_gpu.h has the Notes.
+ */
+#include "roi_align_gpu.h"
+
+#include "dk_gpu_status.h"
+#include "dk_tunables.h"
+#include "gpu/dk_gpu.h"
+#include "kernels/roi_align_math.h"
+
+/* Note [Deterministic backward on a GPU]. */
+DK_TUNABLE(dk__ra_gpu_deterministic, "roi_align.gpu_deterministic", 0, 0, 1,
+           "roi_align backward on a GPU: 0 scatters with atomics (fast, bits vary), 1 gathers (same bits every run)")
+
+#define DK_TEMPLATE "roi_align_gpu_tmpl.cuh"
+#define DK_TEMPLATE_TYPES DK_TYPES_FLOAT
+#include "kernels/dk_instantiate.h"
+
+static dk__ra_gpu_args dk__ra_gpu_args_of(const dk_tensor *img, const dk_tensor *bins, const dk_tensor *rois,
+                                          const dk_tensor *amy, const dk_tensor *amx, int64_t PH, int64_t PW,
+                                          double scale, int64_t sampling_ratio, int64_t pool_mode, bool aligned)
+{
+    dk__ra_gpu_args a;
+    a.N = img->shape[0];
+    a.C = img->shape[1];
+    a.H = img->shape[2];
+    a.W = img->shape[3];
+    a.K = rois->shape[0];
+    a.PH = PH;
+    a.PW = PW;
+    a.sampling_ratio = sampling_ratio;
+    a.spatial_scale = scale;
+    a.aligned = aligned;
+    a.max_mode = pool_mode == DK_POOL_MAX;
+    dk_tensor_strides(img, a.img_s, 4);
+    dk_tensor_strides(bins, a.bins_s, 4);
+    dk_tensor_strides(rois, a.roi_s, 2);
+    dk_tensor_strides(amy, a.amy_s, 4);
+    dk_tensor_strides(amx, a.amx_s, 4);
+    return a;
+}
+
+/* Element counts of both sides must fit in 63 bits for the kernels' 64-bit indices; the core's
+ * tensors guarantee it for tensors that exist, this guards the products against wrapping. */
+static dk_status dk__ra_gpu_sizes(const dk__ra_gpu_args *a, const char *op)
+{
+    int64_t t;
+    if (__builtin_mul_overflow(a->K, a->C, &t) || __builtin_mul_overflow(t, a->PH, &t) ||
+        __builtin_mul_overflow(t, a->PW, &t) || __builtin_mul_overflow(a->N, a->C, &t) ||
+        __builtin_mul_overflow(t, a->H, &t) || __builtin_mul_overflow(t, a->W, &t))
+        return dk_error(DK_EINVAL, "%s: sizes too large", op);
+    return DK_OK;
+}
+
+static dk_status dk__ra_gpu_unsupported(const char *op, const dk_tensor *t)
+{
+    char got[64];
+    return dk_error(DK_ETYPE, "%s: unsupported dtype %s", op, dk_dl_dtype_str(t->dtype, got, sizeof got));
+}
+
+extern "C" dk_status dk_roi_align_forward_gpu(const dk_tensor *input, const dk_tensor *rois, dk_tensor *output,
+                                              dk_tensor *argmax_y, dk_tensor *argmax_x, int64_t aligned_height,
+                                              int64_t aligned_width, double spatial_scale, int64_t sampling_ratio,
+                                              int64_t pool_mode, bool aligned)
+{
+    const dk__ra_gpu_args a = dk__ra_gpu_args_of(input, output, rois, argmax_y, argmax_x, aligned_height,
+                                                 aligned_width, spatial_scale, sampling_ratio, pool_mode, aligned);
+    dk_status st = dk__ra_gpu_sizes(&a, "roi_align_forward");
+    if (st || a.K == 0 || a.C == 0) return st;
+    dk_device_guard g; /* the kernel runs on its tensors' device */
+    if ((st = dk__gpu_enter(&g, input->device))) return st;
+    void *stream = dk_current_stream(input->device);
+    DK_SWITCH_FLOAT(dk_tensor_dtype(input), st, dk__ra_gpu_forward,
+                    (input, rois, output, argmax_y, argmax_x, &a, stream),
+                    st = dk__ra_gpu_unsupported("roi_align_forward", input))
+    dk_device_guard_exit(&g);
+    return st;
+}
+
+extern "C" dk_status dk_roi_align_backward_gpu(const dk_tensor *grad_output, const dk_tensor *rois,
+                                               const dk_tensor *argmax_y, const dk_tensor *argmax_x,
+                                               dk_tensor *grad_input, int64_t aligned_height, int64_t aligned_width,
+                                               double spatial_scale, int64_t sampling_ratio, int64_t pool_mode,
+                                               bool aligned)
+{
+    const dk__ra_gpu_args a = dk__ra_gpu_args_of(grad_input, grad_output, rois, argmax_y, argmax_x, aligned_height,
+                                                 aligned_width, spatial_scale, sampling_ratio, pool_mode, aligned);
+    dk_status st = dk__ra_gpu_sizes(&a, "roi_align_backward");
+    if (st || a.N == 0 || a.C == 0 || a.H == 0 || a.W == 0) return st; /* nothing to write */
+    const bool deterministic = dk_tunable(&dk__ra_gpu_deterministic) != 0;
+    dk_device_guard g;
+    if ((st = dk__gpu_enter(&g, grad_input->device))) return st;
+    void *stream = dk_current_stream(grad_input->device);
+    DK_SWITCH_FLOAT(dk_tensor_dtype(grad_output), st, dk__ra_gpu_backward,
+                    (grad_output, rois, argmax_y, argmax_x, grad_input, &a, deterministic, stream),
+                    st = dk__ra_gpu_unsupported("roi_align_backward", grad_output))
+    dk_device_guard_exit(&g);
+    return st;
+}

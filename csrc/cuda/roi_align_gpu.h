@@ -1,0 +1,68 @@
+/*
+ * roi_align_gpu.h — what roi_align's GPU kernels (roi_align_gpu_tmpl.cuh) and their launchers
+ * (roi_align_gpu.cu) share: one call's sizes and strides, and the entry points the backend
+ * registers. Written once for CUDA and HIP (Note [One source for CUDA and HIP] in gpu/dk_gpu.h).
+ *
+ * The kernels, per output element (forward) or per element of grad_output or grad_input
+ * (backward), take their per-element math from kernels/roi_align_math.h, the header the CPU
+ * kernel uses, so that both compute the same expressions in the same order.
+ *
+ * Note [RoIs the GPU cannot check]
+ * ops/roi_align.c checks RoI values only where the host can read them. On a device a RoI whose
+ * batch index is not in [0, N) would index another image's memory, so the kernels treat it as
+ * absent: its outputs are 0 (argmax -1) and it adds nothing to grad_input. A non-finite
+ * coordinate already gives no samples through the shared math.
+ *
+ * Note [Deterministic backward on a GPU]
+ * The default backward scatters every sample's four taps into grad_input with atomicAdd, one
+ * thread per grad_output element: the fastest way, but floating-point addition is not
+ * associative and the order of atomics varies from run to run, so the bits do too. With the
+ * tunable roi_align.gpu_deterministic = 1 (DKIT_TUNE=roi_align.gpu_deterministic=1) backward
+ * gathers instead: one thread per grad_input element visits the RoIs of its image in index
+ * order, and within a RoI its bins and samples in order, and adds the taps that land on its own
+ * element; then it writes it once. Every element is the same sum in the same order on every run,
+ * and no scratch memory at all is needed (torchvision's deterministic fallback materialises
+ * an input-sized tensor per RoI, tens of GB for a detection batch). The cost is a visit of every
+ * RoI of the image per element, most of them rejected in a few comparisons by the RoI's sample
+ * extent (dk__ra_gpu_extent_misses); it is the mode for debugging and reproducibility, not speed.
+ */
+#ifndef DK_ROI_ALIGN_GPU_H
+#define DK_ROI_ALIGN_GPU_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dk_backend.h"
+#include "dk_registry.h"
+#include "dk_status.h"
+#include "dk_tensor.h"
+#include "roi_align.h" /* ops/roi_align.h */
+
+/* Sizes and element strides of one call: `img` is input (forward) or grad_input (backward),
+ * `bins` output (forward) or grad_output (backward). */
+typedef struct {
+    int64_t N, C, H, W, K, PH, PW;
+    int64_t sampling_ratio;
+    double spatial_scale;
+    int aligned, max_mode;
+    int64_t img_s[4], bins_s[4], roi_s[2], amy_s[4], amx_s[4];
+} dk__ra_gpu_args;
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* The entry points the backend registers (dk_gpu_backend.cu). They do not check their arguments
+ * again: ops/roi_align.c and the core did, before dispatch. */
+dk_status dk_roi_align_forward_gpu(const dk_tensor *input, const dk_tensor *rois, dk_tensor *output,
+                                   dk_tensor *argmax_y, dk_tensor *argmax_x, int64_t aligned_height,
+                                   int64_t aligned_width, double spatial_scale, int64_t sampling_ratio,
+                                   int64_t pool_mode, bool aligned);
+dk_status dk_roi_align_backward_gpu(const dk_tensor *grad_output, const dk_tensor *rois, const dk_tensor *argmax_y,
+                                    const dk_tensor *argmax_x, dk_tensor *grad_input, int64_t aligned_height,
+                                    int64_t aligned_width, double spatial_scale, int64_t sampling_ratio,
+                                    int64_t pool_mode, bool aligned);
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DK_ROI_ALIGN_GPU_H */

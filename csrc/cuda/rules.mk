@@ -1,0 +1,122 @@
+# csrc/cuda/rules.mk — the GPU backends and their tests, included by the Makefile.
+#
+# One source (Note [One source for CUDA and HIP] in csrc/common/gpu/dk_gpu.h), three builds:
+#   $(BUILD)/libdkit_cuda.so   nvcc, every .cu file of csrc/cuda, for DKIT_CUDA_ARCHS (+ PTX)
+#   $(BUILD)/libdkit_hip.so    hipcc -x hip, the same files, for DKIT_HIP_ARCHS
+#   $(BUILD)/emu/*.o           g++ -DDK_GPU_EMULATE, the kernel files (not the backend object),
+#                              linked into the tests of tests/c/gpu (Note [Emulating a GPU on the
+#                              host] in tests/c/dk_gpu_emu.h); run by `make test-c`
+# Each library links libdkit.so (rpath $ORIGIN: the copy beside it, in build/ or in dkit/).
+#
+# Which are built: DKIT_WITH_CUDA / DKIT_WITH_HIP = 1 (required: a missing compiler is an
+# error), 0 (skipped), or unset (built when nvcc / hipcc is found). `make gpu` builds them in a
+# sub-make, so a compiler that `deps` has just installed is found.
+
+HIPCC           ?= hipcc
+DKIT_CUDA_ARCHS ?= 80;90
+DKIT_HIP_ARCHS  ?= gfx90a
+
+# `deps` installs Debian's HIP compiler and runtime unless HIP is switched off (nvcc is not a
+# Debian package: it comes with the CUDA toolkit, /usr/local/cuda/bin).
+DKIT_GPU_DEB_PKGS := $(if $(filter 0,$(DKIT_WITH_HIP)),,hipcc libamdhip64-dev)
+DEB_PKGS += $(DKIT_GPU_DEB_PKGS)
+
+ifeq ($(origin DKIT_WITH_CUDA),undefined)
+DKIT_WITH_CUDA := $(if $(shell command -v $(NVCC) 2>/dev/null),1,0)
+endif
+ifeq ($(origin DKIT_WITH_HIP),undefined)
+DKIT_WITH_HIP := $(if $(shell command -v $(HIPCC) 2>/dev/null),1,0)
+endif
+
+GPU_SRCS        := $(sort $(wildcard csrc/cuda/*.cu))
+GPU_KERNEL_SRCS := $(filter-out csrc/cuda/dk_gpu_backend.cu,$(GPU_SRCS)) # the emulation has no runtime
+GPU_HEADERS     := $(HEADERS) $(wildcard csrc/cuda/*.h csrc/cuda/*.cuh csrc/common/gpu/*.h)
+GPU_INCS        := $(INCS) -Icsrc/cuda
+
+, := ,
+empty :=
+space := $(empty) $(empty)
+CUDA_ARCH_LIST  := $(subst ;,$(space),$(DKIT_CUDA_ARCHS))
+CUDA_PTX_ARCH   := $(lastword $(CUDA_ARCH_LIST))
+HIP_ARCH_LIST   := $(subst ;,$(space),$(DKIT_HIP_ARCHS))
+# Real code for every listed architecture, and PTX for the newest, which the driver compiles for
+# any later GPU.
+CUDA_GENCODE    := $(foreach a,$(CUDA_ARCH_LIST),-gencode arch=compute_$(a)$(,)code=sm_$(a)) \
+                   -gencode arch=compute_$(CUDA_PTX_ARCH)$(,)code=compute_$(CUDA_PTX_ARCH)
+CUDA_ARCHS_TEXT := $(subst $(space),$(,) ,$(addprefix sm_,$(CUDA_ARCH_LIST))) (+ PTX compute_$(CUDA_PTX_ARCH))
+HIP_ARCHS_TEXT  := $(subst $(space),$(,) ,$(HIP_ARCH_LIST))
+
+# dk_tls.h's tls_model attribute is for the host compiler; nvcc's front end notes it (#1835).
+NVCC_FLAGS  := -std=c++17 -O3 -Xcompiler -fPIC$(,)-fvisibility=hidden$(,)-Wall -diag-suppress 1835 \
+               -Werror all-warnings $(CUDA_GENCODE) $(GPU_INCS)
+HIPCC_FLAGS := -x hip -std=c++17 -O3 -fPIC -fvisibility=hidden -Wall -Werror -Wno-unused-parameter \
+               -Wno-unused-command-line-argument $(addprefix --offload-arch=,$(HIP_ARCH_LIST)) $(GPU_INCS)
+EMU_FLAGS   := -x c++ -std=c++17 -DDK_GPU_EMULATE -fPIC -O1 -g $(WARN) $(GPU_INCS) -Itests/c
+
+$(BUILD)/cuda/%.o: csrc/cuda/%.cu $(GPU_HEADERS)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_FLAGS) -DDK_GPU_ARCHS='"$(CUDA_ARCHS_TEXT)"' -c $< -o $@
+
+$(BUILD)/libdkit_cuda.so: $(patsubst csrc/cuda/%.cu,$(BUILD)/cuda/%.o,$(GPU_SRCS)) $(BUILD)/libdkit.so
+	$(NVCC) -shared -o $@ $(filter %.o,$^) -L$(BUILD) -ldkit -Xlinker -rpath,'$$ORIGIN'
+
+# hipcc runs rocm_agent_enumerator to list the local GPUs even with --offload-arch; with no
+# GPU it prints a Python traceback. ROCM_TARGET_LST hands it the list to print instead.
+HIP_ENV := ROCM_TARGET_LST=$(abspath $(BUILD))/hip/targets.lst
+$(BUILD)/hip/targets.lst:
+	@mkdir -p $(dir $@)
+	printf '%s\n' $(HIP_ARCH_LIST) >$@
+
+$(BUILD)/hip/%.o: csrc/cuda/%.cu $(GPU_HEADERS) | $(BUILD)/hip/targets.lst
+	$(HIP_ENV) $(HIPCC) $(HIPCC_FLAGS) -DDK_GPU_ARCHS='"$(HIP_ARCHS_TEXT)"' -c $< -o $@
+
+$(BUILD)/libdkit_hip.so: $(patsubst csrc/cuda/%.cu,$(BUILD)/hip/%.o,$(GPU_SRCS)) $(BUILD)/libdkit.so
+	$(HIP_ENV) $(HIPCC) -shared -fPIC -o $@ $(filter %.o,$^) -L$(BUILD) -ldkit -Wl,-rpath,'$$ORIGIN'
+
+GPU_LIBS := $(if $(filter 1,$(DKIT_WITH_CUDA)),$(BUILD)/libdkit_cuda.so) $(if $(filter 1,$(DKIT_WITH_HIP)),$(BUILD)/libdkit_hip.so)
+
+.PHONY: gpu gpu-libs test-gpu-emu test-gpu bench-gpu
+gpu: deps
+	@$(MAKE) --no-print-directory gpu-libs
+
+gpu-libs: $(GPU_LIBS)
+	@echo "GPU backends: cuda $(if $(filter 1,$(DKIT_WITH_CUDA)),built for $(CUDA_ARCHS_TEXT),skipped (no $(NVCC); DKIT_WITH_CUDA=1 requires it)); hip $(if $(filter 1,$(DKIT_WITH_HIP)),built for $(HIP_ARCHS_TEXT),skipped (no $(HIPCC); DKIT_WITH_HIP=1 requires it))"
+
+# --- tests: emulated (every run of make test-c), real (make test-gpu) ----------------------------
+GPU_TESTS := $(patsubst tests/c/gpu/%.c,%,$(wildcard tests/c/gpu/test_*.c))
+GPU_TEST_HDRS := tests/c/dk_test.h tests/c/dk_kernel_test.h tests/c/gpu/dk_gpu_test.h tests/c/dk_gpu_emu.h
+
+# kept (not intermediate files that make would delete and then recompile for every test)
+.SECONDARY: $(patsubst csrc/cuda/%.cu,$(BUILD)/emu/%.o,$(GPU_KERNEL_SRCS))
+$(BUILD)/emu/%.o: csrc/cuda/%.cu $(GPU_HEADERS) tests/c/dk_gpu_emu.h
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_FLAGS) -c $< -o $@
+
+$(BUILD)/tests/emu/%: tests/c/gpu/%.c $(patsubst csrc/cuda/%.cu,$(BUILD)/emu/%.o,$(GPU_KERNEL_SRCS)) $(BUILD)/libdkit.so $(GPU_TEST_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -Icsrc/cuda -O2 -DDKT_GPU_EMULATED $< $(filter %.o,$^) -o $@ -L$(BUILD) -ldkit \
+	  -Wl,-rpath,$(abspath $(BUILD)) -lcmocka -lstdc++ -lm
+
+$(BUILD)/tests/gpu/%: tests/c/gpu/%.c $(BUILD)/libdkit.so $(GPU_TEST_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -Icsrc/cuda -O2 $< -o $@ -L$(BUILD) -ldkit -Wl,-rpath,$(abspath $(BUILD)) -lcmocka -lm
+
+test-gpu-emu: $(addprefix $(BUILD)/tests/emu/,$(GPU_TESTS))
+	@set -e; for t in $(GPU_TESTS); do echo "== $$t (GPU kernels emulated on the host)"; $(BUILD)/tests/emu/$$t; done
+
+# On a machine with a GPU: every GPU kernel on device tensors against the CPU kernel. Without a
+# GPU (or a backend library) each test says so and passes: SKIPPED.
+test-gpu: gpu $(addprefix $(BUILD)/tests/gpu/,$(GPU_TESTS))
+	@set -e; ran=0; for lib in $(BUILD)/libdkit_cuda.so $(BUILD)/libdkit_hip.so; do \
+	  [ -f $$lib ] || continue; ran=1; kind=$$(basename $$lib .so | sed 's/libdkit_//'); \
+	  for t in $(GPU_TESTS); do echo "== $$t on $$kind"; \
+	    DK_TEST_GPU_LIB=$(abspath $(BUILD))/libdkit_$$kind.so DK_TEST_GPU_TYPE=$$kind $(BUILD)/tests/gpu/$$t; done; \
+	done; [ $$ran = 1 ] || echo "test-gpu: SKIPPED: no GPU backend was built (no nvcc or hipcc)"
+
+# Each GPU kernel against the CPU kernel, and against torchvision's CUDA op where torch has CUDA
+# (bench/bench_gpu.py says how). Without a GPU it says so.
+$(BUILD)/bench_gpu: bench/bench_gpu.c $(BUILD)/libdkit.so $(HEADERS)
+	$(CC) $(TEST_CFLAGS) -O2 $< -o $@ -L$(BUILD) -ldkit -Wl,-rpath,$(abspath $(BUILD)) -lm
+
+bench-gpu: gpu $(BUILD)/bench_gpu
+	$(PYTHON) bench/bench_gpu.py --build $(BUILD)

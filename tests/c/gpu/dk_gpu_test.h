@@ -1,0 +1,88 @@
+/*
+ * gpu/dk_gpu_test.h — runs one kernel test on either side of the GPU line: the same test file
+ * builds twice.
+ *
+ *   emulated (DKT_GPU_EMULATED, make test-c): the GPU kernels were compiled with the host
+ *     compiler (Note [Emulating a GPU on the host] in dk_gpu_emu.h) and linked in; "device"
+ *     tensors are the host tensors themselves, and the GPU entry points are called directly.
+ *   real (make test-gpu): the backend library named by DK_TEST_GPU_LIB is loaded; device tensors
+ *     are allocated and filled through its backend object, the op is called through the
+ *     dispatcher (so registration and device guards are tested too), and results come back to
+ *     the host. With no library or no device, the test prints why and exits 0: SKIPPED.
+ */
+#ifndef DK_GPU_TEST_H
+#define DK_GPU_TEST_H
+
+#include <stdlib.h>
+
+#include "dk_kernel_test.h"
+
+/* A host tensor and its device twin. */
+typedef struct {
+    dkk_tensor *host;
+    dk_tensor dev; /* host->t itself when emulated */
+    void *mem;     /* device memory (real GPU only) */
+} dkg_tensor;
+
+#ifdef DKT_GPU_EMULATED
+static DLDevice dkg_device __attribute__((unused)) = {kDLCPU, 0};
+static int dkg_setup(void) { return 0; }
+#else
+static DLDevice dkg_device = {kDLCUDA, 0};
+/* Loads the backend and finds a device; returns 1 (after printing why) when there is none. */
+static int dkg_setup(void)
+{
+    const char *lib = getenv("DK_TEST_GPU_LIB");
+    if (!lib || !*lib) {
+        printf("SKIPPED: no GPU backend library given (DK_TEST_GPU_LIB)\n");
+        return 1;
+    }
+    if (dk_load_backend(lib) != DK_OK) {
+        printf("SKIPPED: cannot load %s: %s\n", lib, dk_last_error());
+        return 1;
+    }
+    const char *type = getenv("DK_TEST_GPU_TYPE");
+    dkg_device.device_type = type && !strcmp(type, "hip") ? kDLROCM : kDLCUDA;
+    if (dk_device_available(dkg_device) != DK_OK) {
+        printf("SKIPPED: no GPU here (%s)\n", dk_last_error());
+        return 1;
+    }
+    return 0;
+}
+#endif
+
+/* The device twin of h (its contents copied over). */
+static inline void dkg_up(dkg_tensor *g, dkk_tensor *h)
+{
+    g->host = h;
+    g->dev = h->t;
+    g->mem = NULL;
+#ifndef DKT_GPU_EMULATED
+    assert_ok(dk_device_alloc(dkg_device, h->bytes, &g->mem));
+    assert_ok(dk_device_copy(dkg_device, g->mem, h->mem, h->bytes, DK_COPY_HOST_TO_DEVICE));
+    g->dev.data = g->mem;
+    g->dev.device = dkg_device;
+#endif
+}
+
+/* The device twin's contents back into its host tensor. */
+static inline void dkg_down(dkg_tensor *g)
+{
+#ifndef DKT_GPU_EMULATED
+    assert_ok(dk_device_copy(dkg_device, g->host->mem, g->mem, g->host->bytes, DK_COPY_DEVICE_TO_HOST));
+    assert_ok(dk_device_synchronize(dkg_device));
+#else
+    (void)g;
+#endif
+}
+
+static inline void dkg_release(dkg_tensor *g)
+{
+#ifndef DKT_GPU_EMULATED
+    if (g->mem) dk_device_free(dkg_device, g->mem);
+    assert_ok(dk_device_synchronize(dkg_device));
+#endif
+    g->mem = NULL;
+}
+
+#endif /* DK_GPU_TEST_H */

@@ -1,0 +1,185 @@
+/*
+ * test_gpu_roi_align.c — roi_align's GPU kernels against its CPU kernel, for every dtype, three
+ * layouts, fixed and adaptive sampling, aligned or not, avg and max pooling, forward and both
+ * backward modes (atomic; deterministic, whose bits must not change between runs). Built twice
+ * (gpu/dk_gpu_test.h): emulated on the host in `make test-c`, on a real GPU in `make test-gpu`.
+ */
+#include "dk_tunables.h"
+#include "gpu/dk_gpu_test.h"
+#include "roi_align.h"
+
+#ifdef DKT_GPU_EMULATED
+#include "roi_align_gpu.h" /* csrc/cuda: the entry points, called directly on host tensors */
+#define GPU_FORWARD dk_roi_align_forward_gpu
+#define GPU_BACKWARD dk_roi_align_backward_gpu
+#else
+#define GPU_FORWARD dk_roi_align_forward /* through the dispatcher, to the loaded backend */
+#define GPU_BACKWARD dk_roi_align_backward
+#endif
+
+enum { N = 2, C = 3, H = 11, W = 13, K = 13, PH = 3, PW = 4 };
+static const double SCALE = 0.5;
+
+typedef struct {
+    dk_dtype dt;
+    double atol;
+} dtype_case;
+/* Both kernels evaluate the shared math in the same compute type; they differ in the order of
+ * their sums (the CPU's separable tables, the GPU's per-sample loop and atomics). */
+static const dtype_case DTYPES[] = {
+    {DK_FLOAT32, 1e-5}, {DK_FLOAT64, 1e-12}, {DK_FLOAT16, 2e-3}, {DK_BFLOAT16, 1.6e-2},
+};
+static const int NCHW[4] = {0, 1, 2, 3}, NHWC[4] = {0, 2, 3, 1};
+
+static dkk_tensor *make_rois(dk_dtype dt, dkk_rng *r, int64_t k)
+{
+    dkk_tensor *t = dkk_new(dt, 2, (int64_t[]){k, 5}, NULL, 0);
+    const double ih = H / SCALE, iw = W / SCALE;
+    for (int64_t i = 0; i < k; i++) {
+        const double x1 = dkk_uniform(r, -0.2 * iw, iw), y1 = dkk_uniform(r, -0.2 * ih, ih);
+        const double x2 = i % 7 == 3 ? x1 : x1 + dkk_uniform(r, 0.5, 0.8 * iw);
+        const double y2 = i % 7 == 5 ? y1 - 1.0 : y1 + dkk_uniform(r, 0.5, 0.8 * ih);
+        const double v[5] = {(double)(i % N), x1, y1, x2, y2};
+        for (int j = 0; j < 5; j++) dkk_set(t, (int64_t[]){i, j}, v[j]);
+    }
+    return t;
+}
+
+static dk_dtype argmax_dtype(dk_dtype dt) { return dt == DK_FLOAT64 ? DK_FLOAT64 : DK_FLOAT32; }
+static dkk_tensor *like4(dk_dtype dt, int64_t a, int64_t b, int64_t c, int64_t d, const int *order, int64_t gap)
+{
+    return dkk_new(dt, 4, (int64_t[]){a, b, c, d}, order, gap);
+}
+
+static void set_deterministic(int on) { assert_ok(dk_tunable_set("roi_align.gpu_deterministic", on, NULL)); }
+
+/* GPU backward in one mode into a fresh tensor shaped like `like` (filled with garbage first:
+ * backward must overwrite every element). */
+static dkk_tensor *gpu_backward(dkg_tensor *g, dkg_tensor *rois, dkg_tensor *amy, dkg_tensor *amx,
+                                const dkk_tensor *like, const int *order, int64_t gap, int64_t sr, int mode,
+                                bool aligned, int deterministic)
+{
+    dkk_tensor *gin = like4(dk_tensor_dtype(&like->t), N, C, H, W, order, gap);
+    memset(gin->mem, 0x7f, gin->bytes);
+    dkg_tensor dgin;
+    dkg_up(&dgin, gin);
+    set_deterministic(deterministic);
+    assert_ok(GPU_BACKWARD(&g->dev, &rois->dev, amy ? &amy->dev : NULL, amx ? &amx->dev : NULL, &dgin.dev, PH, PW,
+                           SCALE, sr, mode, aligned));
+    set_deterministic(0);
+    dkg_down(&dgin);
+    dkg_release(&dgin);
+    return gin;
+}
+
+static void check_case(dk_dtype dt, double atol, dkk_rng *rng, int layout, int64_t sr, bool aligned, int mode)
+{
+    char what[256];
+    snprintf(what, sizeof what, "%s, layout %d, sampling_ratio %lld, aligned %d, %s", dk_dtype_name(dt), layout,
+             (long long)sr, aligned, mode == DK_POOL_MAX ? "max" : "avg");
+    const int *order = layout == 1 ? NHWC : NCHW;
+    const int64_t gap = layout == 2 ? 3 : 0;
+    const bool max = mode == DK_POOL_MAX;
+    dkk_tensor *rois = make_rois(dt, rng, K);
+    dkk_tensor *x = like4(dt, N, C, H, W, order, gap), *g = like4(dt, K, C, PH, PW, order, gap);
+    dkk_fill_uniform(x, rng, -1, 1);
+    dkk_fill_uniform(g, rng, -1, 1);
+    dkk_tensor *out = like4(dt, K, C, PH, PW, order, gap), *gout = like4(dt, K, C, PH, PW, order, gap);
+    dkk_tensor *amy = max ? like4(argmax_dtype(dt), K, C, PH, PW, order, gap) : NULL;
+    dkk_tensor *amx = max ? like4(argmax_dtype(dt), K, C, PH, PW, order, gap) : NULL;
+    dkk_tensor *gamy = max ? like4(argmax_dtype(dt), K, C, PH, PW, order, gap) : NULL;
+    dkk_tensor *gamx = max ? like4(argmax_dtype(dt), K, C, PH, PW, order, gap) : NULL;
+    dkk_tensor *cgin = like4(dt, N, C, H, W, order, gap);
+
+    /* the CPU kernel, through the dispatcher */
+    assert_ok(dk_roi_align_forward(&x->t, &rois->t, &out->t, max ? &amy->t : NULL, max ? &amx->t : NULL, PH, PW,
+                                   SCALE, sr, mode, aligned));
+    assert_ok(dk_roi_align_backward(&g->t, &rois->t, max ? &amy->t : NULL, max ? &amx->t : NULL, &cgin->t, PH, PW,
+                                    SCALE, sr, mode, aligned));
+
+    /* the GPU kernels */
+    dkg_tensor dx, drois, dg, dout, damy, damx;
+    dkg_up(&dx, x), dkg_up(&drois, rois), dkg_up(&dg, g), dkg_up(&dout, gout);
+    if (max) dkg_up(&damy, gamy), dkg_up(&damx, gamx);
+    assert_ok(GPU_FORWARD(&dx.dev, &drois.dev, &dout.dev, max ? &damy.dev : NULL, max ? &damx.dev : NULL, PH, PW,
+                          SCALE, sr, mode, aligned));
+    dkg_down(&dout);
+    if (max) {
+        dkg_down(&damy), dkg_down(&damx);
+        dkk_assert_close(gout, out, 0, 0, what); /* the same samples, compared in the same order */
+        dkk_assert_close(gamy, amy, 0, 0, what);
+        dkk_assert_close(gamx, amx, 0, 0, what);
+    } else {
+        dkk_assert_close(gout, out, atol, atol, what);
+    }
+    /* backward from the CPU's argmax (equal to the GPU's, checked above) */
+    dkg_tensor *pamy = max ? &damy : NULL, *pamx = max ? &damx : NULL;
+    dkk_tensor *atomic = gpu_backward(&dg, &drois, pamy, pamx, cgin, order, gap, sr, mode, aligned, 0);
+    dkk_tensor *det1 = gpu_backward(&dg, &drois, pamy, pamx, cgin, order, gap, sr, mode, aligned, 1);
+    dkk_tensor *det2 = gpu_backward(&dg, &drois, pamy, pamx, cgin, order, gap, sr, mode, aligned, 1);
+    char sub[300];
+    snprintf(sub, sizeof sub, "%s, backward (atomic)", what);
+    dkk_assert_close(atomic, cgin, 4 * atol, 4 * atol, sub);
+    snprintf(sub, sizeof sub, "%s, backward (deterministic)", what);
+    dkk_assert_close(det1, cgin, 4 * atol, 4 * atol, sub);
+    dkk_assert_identical(det1, det2, sub);
+
+    dkg_release(&dx), dkg_release(&drois), dkg_release(&dg), dkg_release(&dout);
+    if (max) dkg_release(&damy), dkg_release(&damx);
+    dkk_free(atomic), dkk_free(det1), dkk_free(det2);
+    dkk_free(rois), dkk_free(x), dkk_free(g), dkk_free(out), dkk_free(gout), dkk_free(cgin);
+    dkk_free(amy), dkk_free(amx), dkk_free(gamy), dkk_free(gamx);
+}
+
+static void gpu_matches_cpu(void **state)
+{
+    (void)state;
+    dkk_rng rng = {0x6a0};
+    for (size_t di = 0; di < DK_COUNTOF(DTYPES); di++)
+        for (int layout = 0; layout < 3; layout++)
+            for (int64_t sr = 0; sr <= 2; sr += 2)
+                for (int aligned = 0; aligned < 2; aligned++)
+                    for (int mode = 0; mode < 2; mode++)
+                        check_case(DTYPES[di].dt, DTYPES[di].atol, &rng, layout, sr, aligned, mode);
+}
+
+#ifdef DKT_GPU_EMULATED
+/* Note [RoIs the GPU cannot check]: a batch index outside [0, N) (which the op's check refuses
+ * where the host can read the RoIs) is an absent RoI on a GPU: zeros, no gradient. */
+static void a_bad_batch_index_is_an_absent_roi(void **state)
+{
+    (void)state;
+    dkk_rng rng = {3};
+    dkk_tensor *rois = make_rois(DK_FLOAT32, &rng, 2);
+    dkk_set(rois, (int64_t[]){0, 0}, 5.0);  /* >= N */
+    dkk_set(rois, (int64_t[]){1, 0}, -1.0); /* < 0 */
+    dkk_tensor *x = like4(DK_FLOAT32, N, C, H, W, NULL, 0), *out = like4(DK_FLOAT32, 2, C, PH, PW, NULL, 0);
+    dkk_fill_uniform(x, &rng, 1, 2);
+    dkk_fill_uniform(out, &rng, 1, 2);
+    assert_ok(dk_roi_align_forward_gpu(&x->t, &rois->t, &out->t, NULL, NULL, PH, PW, SCALE, 2, DK_POOL_AVG, true));
+    dkk_tensor *zero = like4(DK_FLOAT64, 2, C, PH, PW, NULL, 0);
+    dkk_assert_close(out, zero, 0, 0, "absent RoIs pool to 0");
+    for (int det = 0; det < 2; det++) {
+        set_deterministic(det);
+        dkk_fill_uniform(x, &rng, 1, 2); /* as grad_input: must become all zeros */
+        assert_ok(dk_roi_align_backward_gpu(&out->t, &rois->t, NULL, NULL, &x->t, PH, PW, SCALE, 2, DK_POOL_AVG, true));
+        dkk_tensor *z = like4(DK_FLOAT64, N, C, H, W, NULL, 0);
+        dkk_assert_close(x, z, 0, 0, "absent RoIs add no gradient");
+        dkk_free(z);
+    }
+    set_deterministic(0);
+    dkk_free(rois), dkk_free(x), dkk_free(out), dkk_free(zero);
+}
+#endif
+
+int main(void)
+{
+    if (dkg_setup()) return 0;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(gpu_matches_cpu),
+#ifdef DKT_GPU_EMULATED
+        cmocka_unit_test(a_bad_batch_index_is_an_absent_roi),
+#endif
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
