@@ -18,7 +18,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 # fuzz_boxed picks its op as byte % count in the op list (dk_op_at): registration order, as
 # FZ_TRACE=1 build/fuzz/fuzz_boxed <input> shows.
-OPS = ["roi_align_forward", "roi_align_backward"]
+OPS = ["nms", "soft_nms", "roi_align_forward", "roi_align_backward", "batched_nms"]
 
 F32, F64, F16, BF16, I64 = 0, 1, 2, 3, 4  # fuzz_boxed's dtype bytes (fz_any_dtype)
 
@@ -114,6 +114,13 @@ def boxed_seeds():
         write("fuzz_boxed", "nms-with-categories-offset-1",
               boxed("nms", pool, [boxes, scores, idxs, keep, num, float_arg(0.25), int_arg(1)]))
         write("fuzz_boxed", "batched_nms", boxed("batched_nms", pool, [boxes, scores, idxs, keep, num, float_arg(0.5)], 3))
+    if "soft_nms" in OPS:
+        dets = tensor([K, FIVE], F32)
+        inds = tensor([K], I64)
+        for method, name in ((0, "naive"), (1, "linear"), (2, "gaussian")):
+            write("fuzz_boxed", f"soft_nms-{name}",
+                  boxed("soft_nms", pool, [boxes, scores, dets, inds, num, float_arg(0.25), float_arg(0.5),
+                                           float_arg(0.0), int_arg(method), int_arg(0)]))
 
 
 # --- fuzz_dlpack --------------------------------------------------------------------------------
