@@ -2,6 +2,8 @@
 #   make demo    build dkit and run the demo
 #   make test    build dkit and run every test (C under ASan/UBSan and TSan too, then Python)
 # Both install what they need on a fresh Debian 12 machine (see `deps`).
+# `make fuzz` runs the libFuzzer targets of tests/fuzz (FUZZ_SECONDS each); `make test` runs them
+# briefly (fuzz-smoke).
 
 CC      ?= gcc
 PYTHON  ?= /usr/bin/python3
@@ -25,7 +27,7 @@ HEADERS   := $(sort $(shell find $(CORE_DIRS) -name '*.h'))
 C_TESTS   := $(patsubst tests/c/%.c,%,$(wildcard tests/c/test_*.c))
 DEB_PKGS  := gcc make libcmocka-dev python3-dev python3-setuptools python3-numpy python3-pytest \
              python3-torch python3-torchvision valgrind \
-             g++ libtorch-dev python3-venv python3-pip
+             g++ libtorch-dev python3-venv python3-pip clang libclang-rt-14-dev
 
 .PHONY: all lib deps test test-c test-c-asan test-c-tsan test-python test-python-asan test-python-tsan demo bench bench-python bench-box-iou bench-callgrind vendor-example clean python
 all: lib
@@ -81,6 +83,8 @@ $(eval $(call test_rules,$(BUILD)/tsan,-O1 -fsanitize=thread))
 
 -include tests/c/rules.mk
 include csrc/cuda/rules.mk
+# libFuzzer targets (make fuzz, make fuzz-smoke): after the C tests' rules, whose fixtures seed them.
+-include tests/fuzz/rules.mk
 
 # cmocka prints its own "[  PASSED  ] N test(s)." summary per executable.
 test-c: deps $(addprefix $(BUILD)/tests/,$(C_TESTS)) $(EXTRA_C_TEST_DEPS)
@@ -99,7 +103,7 @@ test-c-tsan: deps $(addprefix $(BUILD)/tsan/tests/,$(TSAN_TESTS))
 	@set -e; for t in $(TSAN_TESTS); do echo "== tsan $$t"; \
 	  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(BUILD)/tsan/tests/$$t; done
 
-test: deps test-c test-c-asan test-c-tsan vendor-example gpu test-python test-python-asan test-python-tsan
+test: deps test-c test-c-asan test-c-tsan fuzz-smoke vendor-example gpu test-python test-python-asan test-python-tsan
 
 # ---------------------------------------------------------------------------------------------
 # Python

@@ -47,10 +47,12 @@ extern "C" {
     DK__EXTERN_C DK_API dk_status dk_backend_init(void);                                       \
     DK__EXTERN_C DK_API dk_status dk_backend_init(void)
 
-/* Errors: DK_ENOENT (no such file, or not loadable: dlerror's text), DK_EINVAL (no
- * dk_backend_abi_version or dk_backend_init: not a dkit backend), DK_EABI (built for another
- * ABI), or whatever the entry returned (Note [A failed load leaves nothing behind]). Loading the
- * same path twice is a no-op. */
+/* Errors: DK_ENOENT (no such file, unreadable, or not loadable: dlerror's text), DK_EINVAL (not a
+ * well-formed ELF shared object for this machine, refused before dlopen with what is wrong: Note
+ * [Refused before dlopen] in dk_backend_library.c; or no dk_backend_abi_version or
+ * dk_backend_init: not a dkit backend), DK_EABI (built for another ABI), or whatever the entry
+ * returned (Note [A failed load leaves nothing behind]). Loading the same path twice is a no-op.
+ * A path without a slash names a file in the current directory (never the library search path). */
 DK_API dk_status dk_load_backend(const char *path);
 
 #ifdef __cplusplus

@@ -17,6 +17,14 @@ void dk__backend_list_remove(int i);
 /* While this thread runs library i's entry point, objects it registers are that library's. */
 void dk__backend_loading(int i); /* -1: not loading */
 
+/* Note [Refused before dlopen] (dk_backend_library.c): whether a file is a well-formed ELF shared
+ * object for this machine, from its ELF header and program headers, read through `read` (exactly
+ * n bytes at off: true, or false with the error set). DK_OK, or DK_EINVAL with a message naming
+ * `path` and what is wrong. dk__elf_check_bytes checks bytes in memory (the fuzz target). */
+typedef bool (*dk__elf_read_fn)(void *ctx, uint64_t off, void *buf, size_t n);
+dk_status dk__elf_check(const char *path, uint64_t size, dk__elf_read_fn read, void *ctx);
+dk_status dk__elf_check_bytes(const char *path, const void *bytes, size_t size);
+
 /* The CPU backend object (csrc/cpu/dk_cpu_backend.c), registered by dk_init. */
 extern const dk_backend dk__cpu_backend;
 

@@ -1,6 +1,7 @@
 /* dk_boxed.c — boxed calls: the stack, tag checks against the schema, redispatch (dk_boxed.h). */
 #include "dk_boxed.h"
 
+#include "dk_check.h"
 #include "dk_dispatch.h"
 
 dk_status dk_stack_push(dk_stack *s, dk_value v)
@@ -56,6 +57,14 @@ static dk_status dk__check_args(const dk_op *op, dk_value *v)
                             (v[i].tag == DK_TYPE_TENSOR && !v[i].u.t) || (v[i].tag == DK_TYPE_STR && !v[i].u.s)
                                 ? "None"
                                 : dk__tag_name(v[i].tag));
+    }
+    /* A boxed stack comes from outside (a binding, a backend's fallback, a fuzzer): its tensors
+     * are validated before the entry's aliasing check and the op's check read their shapes and
+     * strides (Note [Untrusted tensors] in dk_check.h). */
+    for (int i = 0; i < op->nargs; i++) {
+        if (v[i].tag != DK_TYPE_TENSOR) continue;
+        dk_status st = dk_tensor_validate(v[i].u.t, op->name, op->args[i].name);
+        if (st != DK_OK) return st;
     }
     return DK_OK;
 }

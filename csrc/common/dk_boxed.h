@@ -12,7 +12,9 @@ extern "C" {
 #endif
 
 /* Call an op from outside with its arguments on the stack: tags are checked against the schema
- * (ints are accepted for floats), then the op's typed entry runs. Pops the arguments. */
+ * (ints are accepted for floats), every tensor is validated (dk_tensor_validate: Note [Untrusted
+ * tensors]), then the op's typed entry runs. Pops the arguments whatever the outcome; a stack
+ * holding fewer values than the op has arguments is refused as it is. */
 DK_API dk_status dk_op_call_boxed(const dk_op *op, dk_stack *stack);
 /* From a boxed kernel: dispatch the same arguments to the keys of `ks` below its highest. */
 DK_API dk_status dk_op_redispatch_boxed(const dk_op *op, dk_keyset ks, dk_stack *stack);

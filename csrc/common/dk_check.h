@@ -49,8 +49,9 @@ DK_API dk_status dk_check_same_dtype(const char *op, const char *name, const dk_
 
 /*
  * Note [Untrusted tensors]
- * A DLTensor from outside (a producer's DLPack capsule, a boxed stack built by a backend, a
- * fuzzer) is validated once, before anything else reads it: at most DK_MAX_NDIM dimensions, a
+ * A DLTensor from outside (a producer's DLPack capsule: dk_dlpack_accept; a boxed stack built
+ * by a binding, a backend or a fuzzer: dk_op_call_boxed) is validated before anything else reads
+ * it: at most DK_MAX_NDIM dimensions, a
  * shape array when it has any, a dtype whose element size is a whole number of bytes (lanes >=
  * 1), a byte offset below 2^63, byte offsets of every element that fit 64 bits (shape times
  * strides), and memory (a non-NULL data pointer) whenever it has elements. Everything else is

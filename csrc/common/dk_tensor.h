@@ -87,8 +87,13 @@ static inline void dk_tensor_strides(const dk_tensor *t, int64_t *s, int n)
     }
 }
 
-/* First element's address. */
-static inline void *dk_tensor_data(const dk_tensor *t) { return (char *)t->data + t->byte_offset; }
+/* First element's address. In integer arithmetic: a tensor without elements may have no memory
+ * (data NULL, Note [Untrusted tensors] in dk_check.h), and NULL + offset is undefined in C even
+ * for offset 0; here it is NULL + offset, never dereferenced. */
+static inline void *dk_tensor_data(const dk_tensor *t)
+{
+    return (void *)((uintptr_t)t->data + (uintptr_t)t->byte_offset);
+}
 
 /* "cpu", "cuda:1", "hip:0", or a vendor backend's name. Writes into buf; returns buf. */
 DK_API const char *dk_device_str(DLDevice d, char *buf, size_t n);

@@ -40,7 +40,9 @@ static inline void dk_st4_f64(double *p, const dk_v4_f64 *v) { memcpy(p, v, size
  * stores where there are none. */
 static inline void dk_stream4_f32(float *p, const dk_v4_f32 *v)
 {
-#if defined(__SSE2__)
+#if defined(__SSE2__) && defined(__clang__) /* clang has no __builtin_ia32_movnt* */
+    __builtin_nontemporal_store(*v, (dk_v4_f32 *)(void *)p);
+#elif defined(__SSE2__)
     __builtin_ia32_movntps(p, *v);
 #else
     dk_st4_f32(p, v);
@@ -50,11 +52,20 @@ static inline void dk_stream4_f32(float *p, const dk_v4_f32 *v)
 static inline void dk_stream4_f64(double *p, const dk_v4_f64 *v)
 {
 #if defined(__SSE2__)
-    double __attribute__((vector_size(16))) x;
+    typedef double dk__v2_f64 __attribute__((vector_size(16)));
+    dk__v2_f64 x;
     memcpy(&x, v, sizeof x);
+#if defined(__clang__)
+    __builtin_nontemporal_store(x, (dk__v2_f64 *)(void *)p);
+#else
     __builtin_ia32_movntpd(p, x);
+#endif
     memcpy(&x, (const char *)v + sizeof x, sizeof x);
+#if defined(__clang__)
+    __builtin_nontemporal_store(x, (dk__v2_f64 *)(void *)(p + 2));
+#else
     __builtin_ia32_movntpd(p + 2, x);
+#endif
 #else
     dk_st4_f64(p, v);
 #endif

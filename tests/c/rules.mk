@@ -1,8 +1,9 @@
 # tests/c/rules.mk — extra rules for the C tests, included by the Makefile.
 #
 #  1. Backend fixtures: small shared libraries built from tests/c/fixtures/backend_*.c that link
-#     libdkit, one set per flavour ($(BUILD)/fixtures and $(BUILD)/asan/fixtures). test_backend
-#     finds them through DK_TEST_BUILD, which the Makefile sets to the flavour's build directory.
+#     libdkit, one set per flavour ($(BUILD)/fixtures and $(BUILD)/asan/fixtures). test_backend and
+#     test_backend_elf find them through DK_TEST_BUILD, which the Makefile sets to the flavour's
+#     build directory.
 #  2. The static-link test: libdkit.a plus kernels that register themselves with
 #     DK_REGISTER_DEVICE_IMPL (one object, one archive linked with --whole-archive), linked with
 #     -ffunction-sections -fdata-sections -Wl,--gc-sections; built twice, with libdkit.a as an
@@ -18,8 +19,9 @@ define dkt_fixture_rules
 $(1)/fixtures/lib%.so: tests/c/fixtures/%.c $(1)/libdkit.so $(HEADERS)
 	@mkdir -p $$(dir $$@)
 	$(CC) $(DKT_FIXTURE_CFLAGS) $(2) $$< -o $$@ -L$(1) -ldkit -Wl,-rpath,$$(abspath $(1))
-# test_backend needs them when it runs; order-only, so the recipe stays the pattern rule's.
-$(1)/tests/test_backend: | $(addprefix $(1)/fixtures/lib,$(addsuffix .so,$(DKT_FIXTURES)))
+# test_backend and test_backend_elf need them when they run; order-only, so the recipe stays the
+# pattern rule's.
+$(1)/tests/test_backend $(1)/tests/test_backend_elf: | $(addprefix $(1)/fixtures/lib,$(addsuffix .so,$(DKT_FIXTURES)))
 endef
 $(eval $(call dkt_fixture_rules,$(BUILD),-O2))
 $(eval $(call dkt_fixture_rules,$(BUILD)/asan,-O1 -fno-omit-frame-pointer -fsanitize=address$(,)undefined -fno-sanitize-recover=undefined))

@@ -242,6 +242,48 @@ static void boxed_call_rejects_wrong_tags_naming_the_argument(void **state)
     assert_true(y[0] == -1 && y[1] == -1); /* nothing ran */
 }
 
+/* Regression (fuzz_boxed, tests/fuzz/regressions/fuzz_boxed/): a boxed stack comes from outside,
+ * and its tensors were read (by the aliasing check, then the op's check) before anything looked
+ * at them: a rank past DK_MAX_NDIM over a shorter shape array read past it. Now each is validated
+ * first (Note [Untrusted tensors]); the call fails, pops its arguments and writes nothing. */
+static void boxed_call_validates_its_tensors_first(void **state)
+{
+    (void)state;
+    float x[2] = {1, 2}, y[2] = {-1, -1};
+    dkt_tensor xt, yt;
+    dk_stack s;
+    int64_t *two = malloc(2 * sizeof *two); /* exactly two entries: ASan sees any read past them */
+    assert_non_null(two);
+    two[0] = 1, two[1] = 2;
+    const struct {
+        int what;
+        const char *message;
+    } cases[] = {
+        {0, "axpb: parameter 'x' has 65 dimensions (0 to 64 are supported)"},
+        {1, "axpb: parameter 'y' is a malformed DLTensor (ndim 1, shape NULL)"},
+        {2, "axpb: parameter 'x' has a malformed dtype (code 2, bits 32, lanes 0)"},
+        {3, "axpb: parameter 'y' has elements but no memory"},
+        {4, "axpb: parameter 'x' has a byte offset beyond 2^63"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        dk_tensor *xs = dkt_cpu(&xt, x, DK_FLOAT32, DKT_DIMS(2)), *ys = dkt_cpu(&yt, y, DK_FLOAT32, DKT_DIMS(2));
+        switch (cases[i].what) {
+        case 0: xs->ndim = 65, xs->shape = two; break;
+        case 1: ys->shape = NULL; break;
+        case 2: xs->dtype.lanes = 0; break;
+        case 3: ys->data = NULL; break;
+        default: xs->byte_offset = (uint64_t)1 << 63; break;
+        }
+        dk_stack_init(&s);
+        push_axpb(&s, xs, ys, dk_value_float(1), dk_value_int(2));
+        assert_int_equal(dk_op_call_boxed(&dk_axpb_op, &s), DK_EBUFFER);
+        assert_non_null(strstr(dk_last_error(), cases[i].message));
+        assert_int_equal(s.size, 0);
+    }
+    assert_true(y[0] == -1 && y[1] == -1); /* nothing ran */
+    free(two);
+}
+
 static void boxed_call_with_too_few_values_is_an_error(void **state)
 {
     (void)state;
@@ -487,6 +529,7 @@ int main(void)
         dkt_test(boxed_call_accepts_an_int_for_a_float),
         dkt_test(boxed_call_rejects_wrong_tags_naming_the_argument),
         dkt_test(boxed_call_with_too_few_values_is_an_error),
+        dkt_test(boxed_call_validates_its_tensors_first),
         dkt_test(every_argument_kind_survives_boxing_and_unboxing),
         dkt_test(schema_string_of_every_kind),
         dkt_test(schema_of_roi_align),

@@ -333,6 +333,46 @@ static void staged_writes_of_a_fresh_large_output(void **state)
     dkk_free(one), dkk_free(rois), dkk_free(x);
 }
 
+/* Regression (fuzz_roi_align, tests/fuzz/regressions/fuzz_roi_align/): an input without elements
+ * (H or W is 0) may have no memory at all (data NULL, Note [Untrusted tensors]). Forward with
+ * boxes still has work, and its plane loops formed each plane's address as NULL + offset,
+ * undefined in C (UBSan under clang). Every sample then lies outside the image: the output is 0,
+ * in both modes and every dtype; backward into a grad_input without memory succeeds too. */
+static void empty_input_without_memory(void **state)
+{
+    (void)state;
+    const int64_t sizes[2][4] = {{N, C, 0, W}, {N, C, H, 0}};
+    for (size_t d = 0; d < sizeof DTYPES / sizeof DTYPES[0]; d++) {
+        const dk_dtype dt = DTYPES[d].dt;
+        const bool half = dt == DK_FLOAT16 || dt == DK_BFLOAT16;
+        for (int e = 0; e < 2; e++) {
+            for (int mode = DK_POOL_MAX; mode <= DK_POOL_AVG; mode++) {
+                dkk_rng rng = {5};
+                dkk_tensor *x = dkk_new(dt, 4, sizes[e], NULL, 0);
+                x->t.data = NULL; /* no elements, no memory */
+                dkk_tensor *rois = make_rois(dt, &rng, K);
+                dkk_tensor *out = dkk_new(dt, 4, (int64_t[]){K, C, PH, PW}, NULL, 0);
+                dkk_tensor *ay = NULL, *ax = NULL;
+                if (mode == DK_POOL_MAX) {
+                    ay = dkk_new(half ? DK_FLOAT32 : dt, 4, (int64_t[]){K, C, PH, PW}, NULL, 0);
+                    ax = dkk_new(half ? DK_FLOAT32 : dt, 4, (int64_t[]){K, C, PH, PW}, NULL, 0);
+                }
+                dkk_fill_uniform(out, &rng, 1, 2); /* stale values: every element is written */
+                assert_ok(dk_roi_align_forward(&x->t, &rois->t, &out->t, ay ? &ay->t : NULL, ax ? &ax->t : NULL, PH,
+                                               PW, SCALE, 2, mode, e == 0));
+                int64_t idx[4] = {0};
+                do assert_true(dkk_get(out, idx) == 0.0);
+                while (dkk_next(out, idx));
+                dkk_tensor *gin = dkk_new(dt, 4, sizes[e], NULL, 0);
+                gin->t.data = NULL;
+                assert_ok(dk_roi_align_backward(&out->t, &rois->t, ay ? &ay->t : NULL, ax ? &ax->t : NULL, &gin->t,
+                                                PH, PW, SCALE, 2, mode, e == 0));
+                dkk_free(x), dkk_free(rois), dkk_free(out), dkk_free(ay), dkk_free(ax), dkk_free(gin);
+            }
+        }
+    }
+}
+
 static void tunables_are_named_and_bounded(void **state)
 {
     (void)state;
@@ -358,6 +398,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(three_threads_and_large_output_paths_on_small_calls, reset, reset),
         cmocka_unit_test_setup_teardown(results_do_not_depend_on_the_thread_count, reset, reset),
         cmocka_unit_test_setup_teardown(staged_writes_of_a_fresh_large_output, reset, reset),
+        cmocka_unit_test_setup_teardown(empty_input_without_memory, reset, reset),
         cmocka_unit_test_setup_teardown(tunables_are_named_and_bounded, reset, reset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

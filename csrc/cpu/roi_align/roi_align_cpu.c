@@ -96,11 +96,27 @@ static dk_status dk__ra_unsupported(const char *op, const dk_tensor *t)
     return dk_error(DK_ETYPE, "%s: unsupported dtype %s", op, dk_dl_dtype_str(t->dtype, got, sizeof got));
 }
 
+/* What forward reads of an input without elements (H or W is 0; N and C are 0 only without
+ * work): nothing, since no sample is inside it; but the plane loops still form each plane's
+ * address from the data pointer and the strides, and such a tensor may have no memory (data
+ * NULL: Note [Untrusted tensors]), where NULL + offset is undefined. So it is replaced by this
+ * element with strides 0: every address formed is this one, never read. */
+static const double dk__ra_no_input[1];
+static const int64_t dk__ra_no_strides[4];
+
 dk_status dk_roi_align_forward_cpu(const dk_tensor *input, const dk_tensor *rois, dk_tensor *output,
                                    dk_tensor *argmax_y, dk_tensor *argmax_x, int64_t aligned_height,
                                    int64_t aligned_width, double spatial_scale, int64_t sampling_ratio,
                                    int64_t pool_mode, bool aligned)
 {
+    dk_tensor empty;
+    if (dk_tensor_numel(input) == 0) {
+        empty = *input;
+        empty.data = (void *)dk__ra_no_input;
+        empty.byte_offset = 0;
+        empty.strides = (int64_t *)dk__ra_no_strides;
+        input = &empty;
+    }
     dk__ra_shape sh;
     dk_status st = dk__ra_shape_init(&sh, input, output, rois, argmax_y, argmax_x, aligned_height, aligned_width,
                                      spatial_scale, sampling_ratio, pool_mode, aligned, false);
