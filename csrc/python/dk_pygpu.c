@@ -9,7 +9,9 @@
  * loaded (its runtime, libamdhip64, is not installed here) gives a RuntimeWarning naming it,
  * and dkit goes on without it. DKIT_GPU_BACKENDS=0 loads none.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* dladdr */
+#endif
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
