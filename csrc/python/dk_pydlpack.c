@@ -1,6 +1,11 @@
 /*
  * dk_pydlpack.c — DLPack import: producers, capsules, ownership.
  *
+ * One file at about 800 lines on purpose: the producer cache, the capsule ownership rules, the
+ * torch fast path and the checked exports are one sequence (ask, take, validate, rename or
+ * release) whose error paths share the ownership state; split across files, each part would
+ * need the others' private invariants.
+ *
  * Note [DLPack ownership]
  * A capsule named "dltensor" / "dltensor_versioned" owns its managed tensor: the producer's
  * capsule destructor calls the deleter if nobody consumed it. A consumer takes ownership by

@@ -7,7 +7,10 @@ see to_bool.
 
 import operator
 
-from dkit import _C
+from dkit import _C, _frameworks
+
+_framework_of_type = _frameworks.BY_TYPE.get
+_framework_of = _frameworks.of
 
 
 def to_int(value, name, op):
@@ -70,3 +73,19 @@ def to_bool(value, name, op):
         if n == 0 or n == 1:
             return n == 1
     raise _C.DkitTypeError(f"{op}: {name} must be a bool, got {tp.__name__} {value!r}")
+
+
+def tensor(fw, x, what, op, layout=""):
+    """x as a tensor of framework fw (as it is when it already is one), or a DkitTypeError naming
+    the op and the argument; layout says what was wanted, e.g. " [K, 4]"."""
+    t = x if type(x) is fw.AS_IS else fw.as_tensor(x, what, op)
+    if t is None:
+        raise _C.DkitTypeError(f"{op}: '{what}' must be a tensor{layout}, got {type(x).__name__}")
+    return t
+
+
+def tensor_pair(op, a, what_a, b, what_b, layout=""):
+    """(fw, a, b): a and b as tensors of a's framework, the one that allocates the outputs (one
+    dict lookup per call for a known type, Note [The framework protocol])."""
+    fw = _framework_of_type(type(a)) or _framework_of(a)
+    return fw, tensor(fw, a, what_a, op, layout), tensor(fw, b, what_b, op, layout)

@@ -24,8 +24,8 @@ result silently cut off from the graph, a call whose boxes require grad (in grad
 DkitNotImplementedError. Call it under torch.no_grad() (or on detached boxes) to get the values.
 """
 
-from dkit import _C, _frameworks
-from dkit._ops._args import to_bool, to_float, to_int
+from dkit import _C
+from dkit._ops._args import tensor_pair, to_bool, to_float, to_int
 
 __all__ = ["box_iou", "generalized_box_iou", "distance_box_iou", "complete_box_iou", "bbox_overlaps"]
 
@@ -51,8 +51,6 @@ _LIMIT = 2**31
 
 _kernel = _C.ops.box_iou
 
-_framework_of_type = _frameworks.BY_TYPE.get
-_framework_of = _frameworks.of
 
 
 def box_iou(boxes1, boxes2):
@@ -167,27 +165,13 @@ def _pairwise(boxes1, boxes2, kind, eps, op):
 
 def _tensors(a, b, op, name_a, name_b):
     """(framework, a, b): both as tensors of a's framework, that do not need autograd."""
-    tp = type(a)
-    fw = _framework_of_type(tp)
-    if fw is None:
-        fw = _framework_of(a)
-    if tp is not fw.AS_IS:
-        a = _as(fw, a, name_a, op)
-    if type(b) is not fw.AS_IS:
-        b = _as(fw, b, name_b, op)
+    fw, a, b = tensor_pair(op, a, name_a, b, name_b, " [K, 4] (x1, y1, x2, y2)")
     if fw.wants_grad(a) or fw.wants_grad(b):
         raise _C.DkitNotImplementedError(
             f"{op}: dkit computes no gradient of box overlaps; call it under torch.no_grad() or on detached "
             f"boxes (Note [No backward] in dkit/_ops/box_iou.py)"
         )
     return fw, a, b
-
-
-def _as(fw, x, name, op):
-    t = fw.as_tensor(x, name, op)
-    if t is None:
-        raise _C.DkitTypeError(f"{op}: {name} must be a tensor [K, 4] (x1, y1, x2, y2), got {type(x).__name__}")
-    return t
 
 
 def _rows(shape, name, op, empty_ok):

@@ -16,8 +16,8 @@ ranks, widths, dtypes, devices and the 2^31 bound and names the parameter; Pytho
 argument types and what it needs to allocate.
 """
 
-from dkit import _C, _frameworks
-from dkit._ops._args import to_float
+from dkit import _C
+from dkit._ops._args import tensor, tensor_pair, to_float
 
 __all__ = ["nms", "batched_nms", "soft_nms"]
 
@@ -28,31 +28,8 @@ _soft_nms_kernel = _C.ops.soft_nms
 # MMCV's numbering (dk_soft_nms_method in csrc/common/kernels/box_math.h).
 _SOFT_NMS_METHODS = {"naive": 0, "linear": 1, "gaussian": 2}
 
-_framework_of_type = _frameworks.BY_TYPE.get
-_framework_of = _frameworks.of
-
 # Categories the kernels read as they are; any other dtype is mapped to int64 codes first.
 _CATEGORY_DTYPES = frozenset({"int64", "int32"})
-
-
-def _tensors(op, boxes, scores):
-    """(fw, boxes, scores) as tensors of boxes' framework, scores' type checked."""
-    tp = type(boxes)
-    fw = _framework_of_type(tp)
-    if fw is None:
-        fw = _framework_of(boxes)
-    if tp is not fw.AS_IS:
-        boxes = _as_tensor(fw, boxes, "boxes", op)
-    if type(scores) is not fw.AS_IS:
-        scores = _as_tensor(fw, scores, "scores", op)
-    return fw, boxes, scores
-
-
-def _as_tensor(fw, x, what, op):
-    t = fw.as_tensor(x, what, op)
-    if t is None:
-        raise _C.DkitTypeError(f"{op}: {what} must be a tensor, got {type(x).__name__}")
-    return t
 
 
 # Box indices are C ints in torchvision's and MMCV's kernels; the core refuses 2^31 boxes too.
@@ -71,8 +48,7 @@ def _count(boxes, op):
 
 
 def _categories(fw, idxs, op):
-    if type(idxs) is not fw.AS_IS:
-        idxs = _as_tensor(fw, idxs, "idxs", op)
+    idxs = tensor(fw, idxs, "idxs", op)
     if fw.dtype_name(idxs) not in _CATEGORY_DTYPES:
         # torchvision takes categories of any dtype (floats, uint8, bool) and compares them for
         # equality; codes of the distinct values keep exactly that partition.
@@ -106,7 +82,7 @@ def nms(boxes, scores, iou_threshold, idxs=None, offset=0):
     Raises (every class derives from RuntimeError): wrong shapes (boxes not [N, 4], scores not
     [N]), mismatched dtypes or devices, 2^31 boxes or more.
     """
-    fw, boxes, scores = _tensors("nms", boxes, scores)
+    fw, boxes, scores = tensor_pair("nms", boxes, "boxes", scores, "scores")
     if type(iou_threshold) is not float:
         iou_threshold = to_float(iou_threshold, "iou_threshold", "nms")
     if idxs is not None:
@@ -127,7 +103,7 @@ def batched_nms(boxes, scores, idxs, iou_threshold):
     Unlike torchvision's coordinate trick (boxes shifted by category times the largest
     coordinate), categories are kept apart exactly, negative coordinates included.
     """
-    fw, boxes, scores = _tensors("batched_nms", boxes, scores)
+    fw, boxes, scores = tensor_pair("batched_nms", boxes, "boxes", scores, "scores")
     if type(iou_threshold) is not float:
         iou_threshold = to_float(iou_threshold, "iou_threshold", "batched_nms")
     idxs = _categories(fw, idxs, "batched_nms")
@@ -157,7 +133,7 @@ def soft_nms(boxes, scores, iou_threshold=0.3, sigma=0.5, min_score=1e-3, method
         (dets [K, 5] (x1, y1, x2, y2, decayed score) in boxes' dtype, inds int64 [K]), in the
         order selected (decreasing decayed score).
     """
-    fw, boxes, scores = _tensors("soft_nms", boxes, scores)
+    fw, boxes, scores = tensor_pair("soft_nms", boxes, "boxes", scores, "scores")
     code = _SOFT_NMS_METHODS.get(method) if type(method) is str else None
     if code is None:
         raise _C.DkitValueError(f"soft_nms: method must be 'linear', 'gaussian' or 'naive', got {method!r}")

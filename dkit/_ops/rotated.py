@@ -16,7 +16,7 @@ view of 2^31 rows must be refused at the cost of a shape lookup, not of a 40 GB 
 """
 
 from dkit import _C, _frameworks
-from dkit._ops._args import to_bool, to_float
+from dkit._ops._args import tensor, to_bool, to_float
 
 __all__ = ["box_iou_rotated", "nms_rotated"]
 
@@ -67,8 +67,8 @@ def box_iou_rotated(bboxes1, bboxes2, mode="iou", aligned=False, clockwise=True)
     _check_count(bboxes1, "bboxes1", op)
     _check_count(bboxes2, "bboxes2", op)
     fw = _framework_of(bboxes1)
-    b1 = _tensor(fw, bboxes1, "bboxes1", op)
-    b2 = _tensor(fw, bboxes2, "bboxes2", op)
+    b1 = tensor(fw, bboxes1, "bboxes1", op)
+    b2 = tensor(fw, bboxes2, "bboxes2", op)
     _check_boxes(b1, "bboxes1", op)
     _check_boxes(b2, "bboxes2", op)
     n, m = b1.shape[0], b2.shape[0]
@@ -109,9 +109,9 @@ def nms_rotated(dets, scores, iou_threshold, labels=None, clockwise=True):
     clockwise = to_bool(clockwise, "clockwise", op)
     _check_count(dets, "dets", op)
     fw = _framework_of(dets)
-    d = _tensor(fw, dets, "dets", op)
-    s = _tensor(fw, scores, "scores", op)
-    lab = None if labels is None else _labels(fw, _tensor(fw, labels, "labels", op), d)
+    d = tensor(fw, dets, "dets", op)
+    s = tensor(fw, scores, "scores", op)
+    lab = None if labels is None else _labels(fw, tensor(fw, labels, "labels", op), d)
     _check_boxes(d, "dets", op)
     n = d.shape[0]
     keep = fw.empty(d, (n,), "int64")
@@ -130,13 +130,6 @@ def _check_count(x, what, op):
     shape = getattr(x, "shape", None)
     if shape is not None and len(shape) >= 1 and shape[0] >= _LIMIT:
         raise _C.DkitValueError(f"{op}: '{what}' may hold at most 2^31 - 1 boxes, got {shape[0]}")
-
-
-def _tensor(fw, x, what, op):
-    t = x if type(x) is fw.AS_IS else fw.as_tensor(x, what, op)
-    if t is None:
-        raise _C.DkitTypeError(f"{op}: '{what}' must be a tensor, got {type(x).__name__}")
-    return t
 
 
 def _labels(fw, labels, dets):

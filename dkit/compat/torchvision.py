@@ -181,6 +181,19 @@ def _box_index_error(op, *boxes):
     return None
 
 
+def _overlaps(fn, boxes1, boxes2, *args):
+    """dkit's box-overlap function fn, with torchvision's IndexError for boxes of fewer than two
+    dimensions (which torchvision indexes before anything else), found only when dkit refuses
+    the call (Note [Compat fast path])."""
+    try:
+        return fn(boxes1, boxes2, *args)
+    except Exception:
+        error = _box_index_error(fn.__name__, boxes1, boxes2)
+        if error is None:
+            raise
+    raise error
+
+
 def box_iou(boxes1: Tensor, boxes2: Tensor) -> Tensor:
     """Intersection over union of every pair of boxes, as torchvision.ops.box_iou (see
     dkit.ops.box_iou).
@@ -192,13 +205,7 @@ def box_iou(boxes1: Tensor, boxes2: Tensor) -> Tensor:
     Returns:
         Tensor[N, M]: the pairwise IoU values
     """
-    try:
-        return _box_iou.box_iou(boxes1, boxes2)
-    except Exception:
-        error = _box_index_error("box_iou", boxes1, boxes2)
-        if error is None:
-            raise
-    raise error
+    return _overlaps(_box_iou.box_iou, boxes1, boxes2)
 
 
 def generalized_box_iou(boxes1: Tensor, boxes2: Tensor) -> Tensor:
@@ -207,13 +214,7 @@ def generalized_box_iou(boxes1: Tensor, boxes2: Tensor) -> Tensor:
     Returns:
         Tensor[N, M]: the pairwise generalized IoU values
     """
-    try:
-        return _box_iou.generalized_box_iou(boxes1, boxes2)
-    except Exception:
-        error = _box_index_error("generalized_box_iou", boxes1, boxes2)
-        if error is None:
-            raise
-    raise error
+    return _overlaps(_box_iou.generalized_box_iou, boxes1, boxes2)
 
 
 def complete_box_iou(boxes1: Tensor, boxes2: Tensor, eps: float = 1e-7) -> Tensor:
@@ -225,13 +226,7 @@ def complete_box_iou(boxes1: Tensor, boxes2: Tensor, eps: float = 1e-7) -> Tenso
     Returns:
         Tensor[N, M]: the pairwise complete IoU values
     """
-    try:
-        return _box_iou.complete_box_iou(boxes1, boxes2, eps)
-    except Exception:
-        error = _box_index_error("complete_box_iou", boxes1, boxes2)
-        if error is None:
-            raise
-    raise error
+    return _overlaps(_box_iou.complete_box_iou, boxes1, boxes2, eps)
 
 
 def distance_box_iou(boxes1: Tensor, boxes2: Tensor, eps: float = 1e-7) -> Tensor:
@@ -243,10 +238,4 @@ def distance_box_iou(boxes1: Tensor, boxes2: Tensor, eps: float = 1e-7) -> Tenso
     Returns:
         Tensor[N, M]: the pairwise distance IoU values
     """
-    try:
-        return _box_iou.distance_box_iou(boxes1, boxes2, eps)
-    except Exception:
-        error = _box_index_error("distance_box_iou", boxes1, boxes2)
-        if error is None:
-            raise
-    raise error
+    return _overlaps(_box_iou.distance_box_iou, boxes1, boxes2, eps)
