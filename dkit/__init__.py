@@ -14,10 +14,13 @@ Switching existing code over is one import:
 
 Importing dkit is cheap: it imports neither torch nor NumPy nor even the C extension. Every
 attribute below is resolved on first use (PEP 562), and torch is imported only when a torch
-tensor is passed in or `dkit.nn` / `dkit.compat` is used.
+tensor is passed in or `dkit.nn` / `dkit.compat` is used. Where torch is imported too (before
+dkit or after it), dkit's ops become torch ops, torch.ops.dkit.* (Note [When the ops are
+registered] in dkit/_torch_library.py).
 """
 
 import importlib as _importlib
+import sys as _sys
 
 __version__ = "0.1.0"  # equals dkit._C.config()["version"] (DK_VERSION_STRING); a test checks it
 
@@ -83,3 +86,49 @@ def __getattr__(name):
 
 def __dir__():
     return sorted(set(globals()) | _SUBMODULES | set(_LAZY) | _ERRORS)
+
+
+# ------------------------------------------------------------------------------------------
+# torch.ops.dkit (Note [When the ops are registered] in dkit/_torch_library.py)
+
+
+def _register_with_torch():
+    from dkit import _torch_library
+
+    _torch_library.sync()
+
+
+class _AfterTorchImport:
+    """A one-shot import hook: lets torch's own import run, then registers dkit's ops with it."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch":
+            return None
+        _sys.meta_path.remove(self)
+        import importlib.util
+
+        spec = importlib.util.find_spec("torch")
+        if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            spec.loader = _RegisterAfter(spec.loader)
+        return spec
+
+
+class _RegisterAfter:
+    def __init__(self, loader):
+        self._loader = loader
+
+    def __getattr__(self, name):  # everything else of the real loader (get_resource_reader, ...)
+        return getattr(self._loader, name)
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        _register_with_torch()
+
+
+if _sys.modules.get("torch") is not None:
+    _register_with_torch()
+elif "torch" not in _sys.modules:  # None there means "importing torch fails" (tests use it)
+    _sys.meta_path.insert(0, _AfterTorchImport())

@@ -1,5 +1,9 @@
 """dkit.nn: torch.nn.Module wrappers of dkit.ops (importing this module imports torch)."""
 
+from typing import List, Union
+
+import torch
+from torch import Tensor
 from torch import nn as _nn
 
 from dkit._ops import roi_align as _roi
@@ -7,6 +11,11 @@ from dkit._ops import roi_align as _roi
 __all__ = ["RoIAlign"]
 
 _roi_align = _roi.roi_align
+
+# torch.fx records the call of dkit's roi_align in forward as one call_function node, and
+# TorchScript compiles forward's second branch (Note [Compat under TorchScript] in
+# dkit/compat/torchvision.py).
+torch.fx.wrap("_roi_align")
 
 # Note [Module attributes in forward]
 # Reading an attribute of a torch.nn.Module costs about three times what it costs on a plain
@@ -32,10 +41,16 @@ class RoIAlign(_nn.Module):
         (self.output_size, self.spatial_scale, self.sampling_ratio, self.pool_mode,
          self.aligned) = _roi.check_args(output_size, spatial_scale, sampling_ratio, pool_mode, aligned)  # fmt: skip
 
-    def forward(self, input, rois):
-        a = self.__dict__  # Note [Module attributes in forward]
-        return _roi_align(input, rois, a["output_size"], a["spatial_scale"], a["sampling_ratio"], a["pool_mode"],
-                          a["aligned"])  # fmt: skip
+    def forward(self, input: Tensor, rois: Union[Tensor, List[Tensor]]) -> Tensor:
+        if not torch.jit.is_scripting():
+            a = self.__dict__  # Note [Module attributes in forward]
+            return _roi_align(input, rois, a["output_size"], a["spatial_scale"], a["sampling_ratio"], a["pool_mode"],
+                              a["aligned"])  # fmt: skip
+        if isinstance(rois, Tensor):
+            return torch.ops.dkit.roi_align(input, rois, self.output_size, self.spatial_scale, self.sampling_ratio,
+                                            self.pool_mode, self.aligned)  # fmt: skip
+        return torch.ops.dkit.roi_align(input, rois, self.output_size, self.spatial_scale, self.sampling_ratio,
+                                        self.pool_mode, self.aligned)  # fmt: skip
 
     def extra_repr(self):
         return (

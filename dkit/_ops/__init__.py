@@ -11,8 +11,24 @@
 
 An op module holds everything about its ops that is not the kernel: argument normalisation,
 bounds, output shapes and dtypes, and the forward/backward pair. dkit.ops re-exports the public
-functions; dkit.nn and dkit.compat call the same ones.
+functions; dkit.nn and dkit.compat call the same ones. Each public function also declares, with
+@torch_op, the torch op that serves it where torch runs it itself (Note [dkit ops in torch] in
+dkit/_torch_library.py).
 """
+
+
+def torch_op(*schemas):
+    """Declares the torch op (torch.ops.dkit.<name>) of a public dkit op: its schemas in
+    torch's schema language, without the namespace, one per overload. Each schema's arguments
+    are the function's own (names, order, defaults), so TorchScript calls the function's
+    signature and the function itself serves as the op's kernel; the decorator returns the
+    function unchanged (no wrapper frame on the eager path)."""
+
+    def declare(fn):
+        fn.__dkit_torch_schemas__ = schemas
+        return fn
+
+    return declare
 
 
 class Differentiable:

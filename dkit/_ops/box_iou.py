@@ -25,6 +25,7 @@ DkitNotImplementedError. Call it under torch.no_grad() (or on detached boxes) to
 """
 
 from dkit import _C
+from dkit._ops import torch_op
 from dkit._ops._args import tensor_pair, to_bool, to_float, to_int
 
 __all__ = ["box_iou", "generalized_box_iou", "distance_box_iou", "complete_box_iou", "bbox_overlaps"]
@@ -53,6 +54,9 @@ _kernel = _C.ops.box_iou
 
 
 
+@torch_op(
+    "box_iou(Tensor boxes1, Tensor boxes2) -> Tensor",
+)
 def box_iou(boxes1, boxes2):
     """Intersection over union of every pair, as torchvision.ops.box_iou.
 
@@ -75,12 +79,18 @@ def box_iou(boxes1, boxes2):
     return _pairwise(boxes1, boxes2, _IOU, 0.0, "box_iou")
 
 
+@torch_op(
+    "generalized_box_iou(Tensor boxes1, Tensor boxes2) -> Tensor",
+)
 def generalized_box_iou(boxes1, boxes2):
     """Generalized IoU of every pair, as torchvision.ops.generalized_box_iou: IoU minus the
     part of the smallest enclosing box that the union leaves empty. See box_iou."""
     return _pairwise(boxes1, boxes2, _GIOU, 0.0, "generalized_box_iou")
 
 
+@torch_op(
+    "distance_box_iou(Tensor boxes1, Tensor boxes2, float eps=1e-07) -> Tensor",
+)
 def distance_box_iou(boxes1, boxes2, eps=1e-7):
     """Distance IoU of every pair, as torchvision.ops.distance_box_iou: IoU minus the squared
     distance of the centres over the squared diagonal of the enclosing box (plus eps). The
@@ -88,12 +98,18 @@ def distance_box_iou(boxes1, boxes2, eps=1e-7):
     return _pairwise(boxes1, boxes2, _DIOU, eps, "distance_box_iou")
 
 
+@torch_op(
+    "complete_box_iou(Tensor boxes1, Tensor boxes2, float eps=1e-07) -> Tensor",
+)
 def complete_box_iou(boxes1, boxes2, eps=1e-7):
     """Complete IoU of every pair, as torchvision.ops.complete_box_iou: distance IoU minus an
     aspect-ratio term. Equal to torchvision's within an ulp or two of its atan. See box_iou."""
     return _pairwise(boxes1, boxes2, _CIOU, eps, "complete_box_iou")
 
 
+@torch_op(
+    "bbox_overlaps(Tensor bboxes1, Tensor bboxes2, str mode=\"iou\", bool aligned=False, int offset=0) -> Tensor",
+)
 def bbox_overlaps(bboxes1, bboxes2, mode="iou", aligned=False, offset=0):
     """Overlaps of boxes, as mmcv.ops.bbox_overlaps (its CPU kernel's arithmetic).
 

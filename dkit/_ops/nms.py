@@ -17,6 +17,7 @@ argument types and what it needs to allocate.
 """
 
 from dkit import _C
+from dkit._ops import torch_op
 from dkit._ops._args import tensor, tensor_pair, to_float
 
 __all__ = ["nms", "batched_nms", "soft_nms"]
@@ -56,6 +57,9 @@ def _categories(fw, idxs, op):
     return idxs
 
 
+@torch_op(
+    "nms(Tensor boxes, Tensor scores, float iou_threshold, Tensor? idxs=None, int offset=0) -> Tensor",
+)
 def nms(boxes, scores, iou_threshold, idxs=None, offset=0):
     """Non-maximum suppression, torchvision's rules.
 
@@ -94,6 +98,9 @@ def nms(boxes, scores, iou_threshold, idxs=None, offset=0):
     return fw.first_rows(keep, num)
 
 
+@torch_op(
+    "batched_nms(Tensor boxes, Tensor scores, Tensor idxs, float iou_threshold) -> Tensor",
+)
 def batched_nms(boxes, scores, idxs, iou_threshold):
     """NMS per category, in one call: torchvision.ops.batched_nms.
 
@@ -114,6 +121,9 @@ def batched_nms(boxes, scores, idxs, iou_threshold):
     return fw.first_rows(keep, num)
 
 
+@torch_op(
+    "soft_nms(Tensor boxes, Tensor scores, float iou_threshold=0.3, float sigma=0.5, float min_score=0.001, str method=\"linear\", int offset=0) -> (Tensor, Tensor)",
+)
 def soft_nms(boxes, scores, iou_threshold=0.3, sigma=0.5, min_score=1e-3, method="linear", offset=0):
     """Soft-NMS (Bodla et al. 2017) as MMCV runs it: overlapping boxes lose score instead of
     being dropped.

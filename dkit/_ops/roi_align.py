@@ -32,7 +32,7 @@ core's own rules.
 import math
 
 from dkit import _C, _frameworks
-from dkit._ops import Differentiable
+from dkit._ops import Differentiable, torch_op
 from dkit._ops._args import to_bool, to_float, to_int, to_pair
 
 __all__ = ["roi_align"]
@@ -59,6 +59,10 @@ _framework_of_type = _frameworks.BY_TYPE.get
 _framework_of = _frameworks.of
 
 
+@torch_op(
+    "roi_align(Tensor input, Tensor boxes, int[2] output_size, float spatial_scale=1.0, int sampling_ratio=0, str pool_mode=\"avg\", bool aligned=True) -> Tensor",
+    "roi_align.boxes_list(Tensor input, Tensor[] boxes, int[2] output_size, float spatial_scale=1.0, int sampling_ratio=0, str pool_mode=\"avg\", bool aligned=True) -> Tensor",
+)
 def roi_align(input, boxes, output_size, spatial_scale=1.0, sampling_ratio=0, pool_mode="avg", aligned=True):
     """RoIAlign (Mask R-CNN) with MMCV's semantics and defaults.
 

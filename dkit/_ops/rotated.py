@@ -16,6 +16,7 @@ view of 2^31 rows must be refused at the cost of a shape lookup, not of a 40 GB 
 """
 
 from dkit import _C, _frameworks
+from dkit._ops import torch_op
 from dkit._ops._args import tensor, to_bool, to_float
 
 __all__ = ["box_iou_rotated", "nms_rotated"]
@@ -30,6 +31,9 @@ _nms_kernel = _C.ops.nms_rotated
 _framework_of = _frameworks.of
 
 
+@torch_op(
+    "box_iou_rotated(Tensor bboxes1, Tensor bboxes2, str mode=\"iou\", bool aligned=False, bool clockwise=True) -> Tensor",
+)
 def box_iou_rotated(bboxes1, bboxes2, mode="iou", aligned=False, clockwise=True):
     """Overlaps of rotated boxes, as mmcv.ops.box_iou_rotated.
 
@@ -77,6 +81,9 @@ def box_iou_rotated(bboxes1, bboxes2, mode="iou", aligned=False, clockwise=True)
     return out
 
 
+@torch_op(
+    "nms_rotated(Tensor dets, Tensor scores, float iou_threshold, Tensor? labels=None, bool clockwise=True) -> (Tensor, Tensor)",
+)
 def nms_rotated(dets, scores, iou_threshold, labels=None, clockwise=True):
     """Non-maximum suppression of rotated boxes, as mmcv.ops.nms_rotated (its CPU kernel).
 

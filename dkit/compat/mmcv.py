@@ -20,10 +20,12 @@ dkit raises DkitValueError; float64 boxes, which MMCV's CPU box_iou_rotated does
 import ctypes
 import functools
 import warnings
+from typing import List, Optional, Tuple, Union
 
 import numpy as np
 import torch
-from torch import nn
+from torch import Tensor, nn
+from torch.jit.annotations import BroadcastingList2
 from torch.nn.modules.utils import _pair
 
 from dkit import _C
@@ -34,6 +36,7 @@ from dkit._ops.roi_align import roi_align as _roi_align
 from dkit._ops.rotated import box_iou_rotated as _box_iou_rotated
 from dkit._ops.rotated import nms_rotated as _nms_rotated
 from dkit.compat import DkitAssertionError
+from dkit.compat import torchvision as _torchvision
 
 __all__ = [
     "roi_align", "RoIAlign", "RoIAlignFunction", "nms", "soft_nms", "batched_nms", "box_iou_rotated",
@@ -43,9 +46,26 @@ __all__ = [
 _Tensor = torch.Tensor
 
 
-def roi_align(input, rois, output_size, spatial_scale=1.0, sampling_ratio=0, pool_mode="avg", aligned=True):
+@torch.fx.wrap
+def roi_align(
+    input: Tensor,
+    rois: Tensor,
+    output_size: BroadcastingList2[int],
+    spatial_scale: float = 1.0,
+    sampling_ratio: int = 0,
+    pool_mode: str = "avg",
+    aligned: bool = True,
+) -> Tensor:
     """RoIAlign as mmcv.ops.roi_align: rois is a Tensor[K, 5] (idx, x1, y1, x2, y2); pool_mode is
     'avg' or 'max'. Differentiable with respect to input. See dkit.ops.roi_align."""
+    if not torch.jit.is_scripting():  # Note [Compat under TorchScript] in dkit/compat/torchvision.py
+        return _roi_align_eager(input, rois, output_size, spatial_scale, sampling_ratio, pool_mode, aligned)
+    torch._assert(pool_mode == "max" or pool_mode == "avg", "pool_mode must be 'max' or 'avg'")
+    torch._assert(rois.dim() >= 2 and rois.size(1) == 5, "RoI must be (idx, x1, y1, x2, y2)!")
+    return torch.ops.dkit.roi_align(input, rois, output_size, spatial_scale, sampling_ratio, pool_mode, aligned)
+
+
+def _roi_align_eager(input, rois, output_size, spatial_scale, sampling_ratio, pool_mode, aligned):
     if type(rois) is not _Tensor:
         error = _assertion_error(rois, pool_mode)
         if error is not None:
@@ -125,15 +145,20 @@ class RoIAlign(nn.Module):
         self.aligned = aligned
         self.use_torchvision = use_torchvision
 
-    def forward(self, input, rois):
+    def forward(self, input: Tensor, rois: Tensor) -> Tensor:
         """input: NCHW images; rois: Bx5 boxes, (idx, x1, y1, x2, y2)."""
-        a = self.__dict__  # Note [Module attributes in forward] in dkit/nn.py
-        if a["use_torchvision"]:
-            from dkit.compat.torchvision import roi_align as tv_roi_align
-
-            return tv_roi_align(input, rois, a["output_size"], a["spatial_scale"], a["sampling_ratio"], a["aligned"])
-        return roi_align(input, rois, a["output_size"], a["spatial_scale"], a["sampling_ratio"], a["pool_mode"],
-                         a["aligned"])  # fmt: skip
+        if not torch.jit.is_scripting():
+            a = self.__dict__  # Note [Module attributes in forward] in dkit/nn.py
+            if a["use_torchvision"]:
+                return _torchvision.roi_align(input, rois, a["output_size"], a["spatial_scale"], a["sampling_ratio"],
+                                              a["aligned"])  # fmt: skip
+            return roi_align(input, rois, a["output_size"], a["spatial_scale"], a["sampling_ratio"], a["pool_mode"],
+                             a["aligned"])  # fmt: skip
+        if self.use_torchvision:
+            return _torchvision.roi_align(input, rois, self.output_size, self.spatial_scale, self.sampling_ratio,
+                                          self.aligned)  # fmt: skip
+        return roi_align(input, rois, self.output_size, self.spatial_scale, self.sampling_ratio, self.pool_mode,
+                         self.aligned)  # fmt: skip
 
     def __repr__(self):
         s = self.__class__.__name__
@@ -150,9 +175,11 @@ class RoIAlign(nn.Module):
 # NMS
 
 
-def _float32(x):
+def _float32(x: float) -> float:
     """x rounded to a C float, as MMCV's kernels take their thresholds (overflow gives inf)."""
-    return ctypes.c_float(float(x)).value
+    if not torch.jit.is_scripting():
+        return ctypes.c_float(float(x)).value
+    return float(torch.tensor(x, dtype=torch.float64).to(torch.float32).item())
 
 
 def _nms_inputs(boxes, scores):
@@ -170,22 +197,40 @@ def _nms_inputs(boxes, scores):
     return boxes, scores
 
 
-def _filtered_nms(boxes, scores, iou_threshold, offset, score_threshold, max_num, idxs=None):
+def _nms_shapes(boxes: Tensor, scores: Tensor, op: str):
+    """MMCV's assertions on the shapes of nms' inputs (TorchScript's half of _nms_inputs)."""
+    torch._assert(boxes.dim() >= 2 and boxes.size(1) == 4, op + ": boxes must be [N, 4]")
+    torch._assert(scores.dim() >= 1 and boxes.size(0) == scores.size(0), op + ": boxes and scores must have as many rows")
+
+
+def _filtered_nms(
+    boxes: Tensor,
+    scores: Tensor,
+    iou_threshold: float,
+    offset: int,
+    score_threshold: float,
+    max_num: int,
+    idxs: Optional[Tensor] = None,
+) -> Tensor:
     """MMCV's NMSop: boxes scoring above score_threshold (when > 0), nms, the first max_num
-    (when > 0); indices into the unfiltered boxes."""
-    if offset not in (0, 1):
-        raise DkitAssertionError(f"nms: offset must be 0 or 1, got {offset!r}")
-    valid = None
+    (when > 0); indices into the unfiltered boxes. Torch tensors or NumPy arrays in eager mode;
+    TorchScript compiles it too (dkit.ops.nms is the torch op dkit::nms there)."""
+    if offset != 0 and offset != 1:
+        raise DkitAssertionError(f"nms: offset must be 0 or 1, got {offset}")
+    valid: Optional[Tensor] = None
     if score_threshold > 0:
-        valid = (scores > score_threshold).nonzero()
-        valid = valid[0] if isinstance(valid, tuple) else valid.view(-1)  # NumPy / torch
-        boxes, scores = boxes[valid], scores[valid]
+        nonzero = (scores > score_threshold).nonzero()
+        v = nonzero[0] if isinstance(nonzero, tuple) else nonzero.view(-1)  # NumPy / torch
+        boxes, scores = boxes[v], scores[v]
         if idxs is not None:
-            idxs = idxs[valid]
+            idxs = idxs[v]
+        valid = v
     inds = _nms(boxes, scores, _float32(iou_threshold), idxs, offset)
     if max_num > 0:
         inds = inds[:max_num]
-    return inds if valid is None else valid[inds]
+    if valid is not None:
+        inds = valid[inds]
+    return inds
 
 
 def _with_scores(boxes, scores):
@@ -195,7 +240,15 @@ def _with_scores(boxes, scores):
     return torch.cat((boxes, scores.reshape(-1, 1)), dim=1)
 
 
-def nms(boxes, scores, iou_threshold, offset=0, score_threshold=0, max_num=-1):
+@torch.fx.wrap
+def nms(
+    boxes: Tensor,
+    scores: Tensor,
+    iou_threshold: float,
+    offset: int = 0,
+    score_threshold: float = 0,
+    max_num: int = -1,
+) -> Tuple[Tensor, Tensor]:
     """mmcv.ops.nms: (dets [K, 5] (x1, y1, x2, y2, score), inds [K]), in decreasing score order.
 
     boxes [N, 4] and scores [N] are torch tensors or NumPy arrays (the results are then NumPy
@@ -203,28 +256,45 @@ def nms(boxes, scores, iou_threshold, offset=0, score_threshold=0, max_num=-1):
     score_threshold or less are dropped first (when it is > 0), and at most max_num (when > 0)
     are returned. The threshold is compared in float32, as MMCV's kernels take it.
     """
-    boxes, scores = _nms_inputs(boxes, scores)
+    if not torch.jit.is_scripting():  # Note [Compat under TorchScript] in dkit/compat/torchvision.py
+        boxes, scores = _nms_inputs(boxes, scores)
+        inds = _filtered_nms(boxes, scores, iou_threshold, offset, score_threshold, max_num)
+        return _with_scores(boxes[inds], scores[inds]), inds
+    _nms_shapes(boxes, scores, "nms")
     inds = _filtered_nms(boxes, scores, iou_threshold, offset, score_threshold, max_num)
-    return _with_scores(boxes[inds], scores[inds]), inds
+    return torch.cat((boxes[inds], scores[inds].reshape(-1, 1)), 1), inds
 
 
-def soft_nms(boxes, scores, iou_threshold=0.3, sigma=0.5, min_score=1e-3, method="linear", offset=0):
+@torch.fx.wrap
+def soft_nms(
+    boxes: Tensor,
+    scores: Tensor,
+    iou_threshold: float = 0.3,
+    sigma: float = 0.5,
+    min_score: float = 1e-3,
+    method: str = "linear",
+    offset: int = 0,
+) -> Tuple[Tensor, Tensor]:
     """mmcv.ops.soft_nms: (dets [K, 5] with decayed scores, inds [K]), in selection order.
 
     method: 'linear', 'gaussian' or 'naive' (see dkit.ops.soft_nms). torch tensors or NumPy
     arrays (the results are then NumPy arrays).
     """
-    boxes, scores = _nms_inputs(boxes, scores)
-    if offset not in (0, 1):
-        raise DkitAssertionError(f"soft_nms: offset must be 0 or 1, got {offset!r}")
-    if method not in ("naive", "linear", "gaussian"):
-        raise DkitAssertionError(f"soft_nms: method must be 'naive', 'linear' or 'gaussian', got {method!r}")
+    if not torch.jit.is_scripting():
+        boxes, scores = _nms_inputs(boxes, scores)
+    else:
+        _nms_shapes(boxes, scores, "soft_nms")
+    if offset != 0 and offset != 1:
+        raise DkitAssertionError(f"soft_nms: offset must be 0 or 1, got {offset}")
+    if method != "naive" and method != "linear" and method != "gaussian":
+        raise DkitAssertionError(f"soft_nms: method must be 'naive', 'linear' or 'gaussian', got {method}")
     return _soft_nms(boxes, scores, iou_threshold, sigma, min_score, method, int(offset))
 
 
 _NMS_OPS = {"nms": nms, "soft_nms": soft_nms}
 
 
+@torch.fx.wrap
 def batched_nms(boxes, scores, idxs, nms_cfg, class_agnostic=False):
     """mmcv.ops.batched_nms: NMS per category; (dets [K, 5] ([K, 6] for rotated boxes), keep [K]) in
     decreasing score order.
@@ -237,6 +307,10 @@ def batched_nms(boxes, scores, idxs, nms_cfg, class_agnostic=False):
     one nms per category above) both amount to one nms with categories, which dkit runs in one
     pass. 'soft_nms' decays scores across every box the op sees, so MMCV's strategies are
     followed as they are.
+
+    Not compiled by TorchScript (nor is MMCV's): nms_cfg is a dict of values of several types,
+    which TorchScript cannot type. Scripted code calls nms, soft_nms or nms_rotated with
+    categories instead (dkit.ops.batched_nms is the torch op dkit::batched_nms).
     """
     if nms_cfg is None:
         scores, inds = scores.sort(descending=True)
@@ -291,15 +365,21 @@ def _batched_hard_nms(boxes, scores, idxs, iou_threshold, offset=0, score_thresh
 # Rotated boxes
 
 
-def box_iou_rotated(bboxes1, bboxes2, mode="iou", aligned=False, clockwise=True):
+@torch.fx.wrap
+def box_iou_rotated(
+    bboxes1: Tensor, bboxes2: Tensor, mode: str = "iou", aligned: bool = False, clockwise: bool = True
+) -> Tensor:
     """mmcv.ops.box_iou_rotated: [N, M] overlaps (or [N] when aligned) of (x, y, w, h, theta)
     boxes, theta in radians. See dkit.ops.box_iou_rotated."""
-    if mode not in ("iou", "iof"):
-        raise DkitAssertionError(f"mode must be 'iou' or 'iof', got {mode!r}")
+    if mode != "iou" and mode != "iof":
+        raise DkitAssertionError(f"mode must be 'iou' or 'iof', got {mode}")
     return _box_iou_rotated(bboxes1, bboxes2, mode, aligned, clockwise)
 
 
-def nms_rotated(dets, scores, iou_threshold, labels=None, clockwise=True):
+@torch.fx.wrap
+def nms_rotated(
+    dets: Tensor, scores: Tensor, iou_threshold: float, labels: Optional[Tensor] = None, clockwise: bool = True
+) -> Tuple[Tensor, Optional[Tensor]]:
     """mmcv.ops.nms_rotated: (kept dets with their scores [K, 6], kept indices [K]); (dets, None)
     when there are no boxes. ``labels`` ([N]) are checked and, as in MMCV, do not change the
     result. See dkit.ops.nms_rotated."""
@@ -307,19 +387,26 @@ def nms_rotated(dets, scores, iou_threshold, labels=None, clockwise=True):
         return dets, None
     if labels is not None:
         # MMCV concatenates the labels to dets as a column, which needs one label per box.
-        shape = getattr(labels, "shape", None)
-        if shape is None or len(shape) != 1 or shape[0] != dets.shape[0]:
-            raise _C.DkitValueError(
-                f"nms_rotated: labels must have shape [{dets.shape[0]}], got {None if shape is None else list(shape)}"
-            )
-    return _nms_rotated(dets, scores, iou_threshold, None, clockwise)
+        if not torch.jit.is_scripting():
+            _check_labels(labels, dets.shape[0])
+        else:
+            torch._assert(labels.dim() == 1 and labels.size(0) == dets.size(0), "nms_rotated: labels must have shape [N]")
+    kept, keep = _nms_rotated(dets, scores, iou_threshold, None, clockwise)
+    return kept, keep
+
+
+def _check_labels(labels, n):
+    shape = getattr(labels, "shape", None)
+    if shape is None or len(shape) != 1 or shape[0] != n:
+        raise _C.DkitValueError(f"nms_rotated: labels must have shape [{n}], got {None if shape is None else list(shape)}")
 
 
 # batched_nms(..., nms_cfg=dict(type='nms_rotated', ...)) as MMCV: rotated boxes [N, 5].
 _NMS_OPS["nms_rotated"] = nms_rotated
 
 
-def bbox_overlaps(bboxes1, bboxes2, mode="iou", aligned=False, offset=0):
+@torch.fx.wrap
+def bbox_overlaps(bboxes1: Tensor, bboxes2: Tensor, mode: str = "iou", aligned: bool = False, offset: int = 0) -> Tensor:
     """Calculate overlap between two sets of bboxes, as mmcv.ops.bbox_overlaps (see
     dkit.ops.bbox_overlaps).
 
@@ -334,6 +421,18 @@ def bbox_overlaps(bboxes1, bboxes2, mode="iou", aligned=False, offset=0):
     Returns:
         torch.Tensor: the ious; shape (m, n), or (m,) when aligned ((m, 1) when empty).
     """
+    if not torch.jit.is_scripting():  # Note [Compat under TorchScript] in dkit/compat/torchvision.py
+        return _bbox_overlaps_eager(bboxes1, bboxes2, mode, aligned, offset)
+    torch._assert(mode == "iou" or mode == "iof", "bbox_overlaps: mode must be 'iou' or 'iof'")
+    torch._assert(bboxes1.size(-1) == 4 or bboxes1.size(0) == 0, "bbox_overlaps: the boxes' last dimension must be 4")
+    torch._assert(bboxes2.size(-1) == 4 or bboxes2.size(0) == 0, "bbox_overlaps: the boxes' last dimension must be 4")
+    torch._assert(offset == 1 or offset == 0, "bbox_overlaps: offset must be 0 or 1")
+    if aligned:
+        torch._assert(bboxes1.size(0) == bboxes2.size(0), "bbox_overlaps: aligned boxes must be as many in bboxes2")
+    return torch.ops.dkit.bbox_overlaps(bboxes1, bboxes2, mode, aligned, offset)
+
+
+def _bbox_overlaps_eager(bboxes1, bboxes2, mode, aligned, offset):
     if type(offset) is bool:  # MMCV asserts offset == 1 or offset == 0, which True and False pass
         offset = int(offset)
     try:

@@ -52,6 +52,18 @@ def _roi_boxes_shape_error(boxes):
     return None
 
 
+# Note [Compat under TorchScript]
+# Every function and module here compiles with torch.jit.script, as torchvision's do, so that
+# scriptable models (MultiScaleRoIAlign, Mask R-CNN's heads) switch to dkit by one import. Each
+# body is two branches: `if not torch.jit.is_scripting():` holds the eager fast path, which
+# TorchScript parses but does not compile (it drops a branch that is statically false; the
+# branch may only hold syntax TorchScript parses, so a path that needs try/except calls a
+# helper), and what follows it is TorchScript: torchvision's own checks (torch._assert, AssertionError in eager and in
+# script) and a call of the torch op, torch.ops.dkit.<op> (Note [dkit ops in torch] in
+# dkit/_torch_library.py), whose kernel is the very dkit.ops function that the eager branch
+# calls. Each function is also registered with torch.fx.wrap, so that symbolic tracing records
+# it as one call_function node, as torchvision's roi_align is.
+
 # Note [Compat fast path]
 # Code that switches to dkit by one import should get dkit.ops' speed, so a compat function adds
 # one frame and one exact-type check to it, nothing else. torchvision checks the boxes' shape
@@ -62,6 +74,20 @@ def _roi_boxes_shape_error(boxes):
 # instead of dkit's error, whatever else was wrong, as in torchvision. Anything else (lists,
 # subclasses, other types) is checked first, as torchvision does. (A try block costs nothing
 # in Python 3.11 unless it catches.) dkit.compat.mmcv does the same with MMCV's assertions.
+
+
+def _roi_align_eager(input, boxes, output_size, spatial_scale, sampling_ratio, aligned):
+    if type(boxes) is not _Tensor:
+        error = _roi_boxes_shape_error(boxes)
+        if error is not None:
+            raise error
+    try:
+        return _roi_align(input, boxes, output_size, spatial_scale, sampling_ratio, "avg", aligned)
+    except Exception:
+        error = _roi_boxes_shape_error(boxes)  # Note [Compat fast path]
+        if error is None:
+            raise
+    raise error
 
 
 @torch.fx.wrap
@@ -88,17 +114,16 @@ def roi_align(
     Returns:
         Tensor[K, C, output_size[0], output_size[1]]
     """
-    if type(boxes) is not _Tensor:
-        error = _roi_boxes_shape_error(boxes)
-        if error is not None:
-            raise error
-    try:
-        return _roi_align(input, boxes, output_size, spatial_scale, sampling_ratio, "avg", aligned)
-    except Exception:
-        error = _roi_boxes_shape_error(boxes)  # Note [Compat fast path]
-        if error is None:
-            raise
-    raise error
+    if not torch.jit.is_scripting():  # Note [Compat under TorchScript]
+        return _roi_align_eager(input, boxes, output_size, spatial_scale, sampling_ratio, aligned)
+    if isinstance(boxes, torch.Tensor):
+        torch._assert(boxes.dim() >= 2 and boxes.size(1) == 5, "The boxes tensor shape is not correct as Tensor[K, 5]")
+        return torch.ops.dkit.roi_align(input, boxes, output_size, spatial_scale, sampling_ratio, "avg", aligned)
+    for b in boxes:
+        torch._assert(
+            b.dim() >= 2 and b.size(1) == 4, "The shape of the tensor in the boxes list is not correct as List[Tensor[L, 4]]"
+        )
+    return torch.ops.dkit.roi_align(input, boxes, output_size, spatial_scale, sampling_ratio, "avg", aligned)
 
 
 class RoIAlign(nn.Module):
@@ -118,8 +143,10 @@ class RoIAlign(nn.Module):
         self.aligned = aligned
 
     def forward(self, input: Tensor, rois: Union[Tensor, List[Tensor]]) -> Tensor:
-        a = self.__dict__  # Note [Module attributes in forward] in dkit/nn.py
-        return roi_align(input, rois, a["output_size"], a["spatial_scale"], a["sampling_ratio"], a["aligned"])
+        if not torch.jit.is_scripting():
+            a = self.__dict__  # Note [Module attributes in forward] in dkit/nn.py
+            return roi_align(input, rois, a["output_size"], a["spatial_scale"], a["sampling_ratio"], a["aligned"])
+        return roi_align(input, rois, self.output_size, self.spatial_scale, self.sampling_ratio, self.aligned)
 
     def __repr__(self) -> str:
         return (
@@ -128,6 +155,7 @@ class RoIAlign(nn.Module):
         )
 
 
+@torch.fx.wrap
 def nms(boxes: Tensor, scores: Tensor, iou_threshold: float) -> Tensor:
     """torchvision.ops.nms: indices (int64) of the boxes kept, in decreasing score order.
 
@@ -140,9 +168,12 @@ def nms(boxes: Tensor, scores: Tensor, iou_threshold: float) -> Tensor:
     Unlike torchvision 0.14 on the CPU, float16 and bfloat16 boxes are served (computed in
     float32). See dkit.ops.nms for NaN, infinite and empty boxes.
     """
-    return _nms(boxes, scores, iou_threshold)
+    if not torch.jit.is_scripting():
+        return _nms(boxes, scores, iou_threshold)
+    return torch.ops.dkit.nms(boxes, scores, iou_threshold)
 
 
+@torch.fx.wrap
 def batched_nms(boxes: Tensor, scores: Tensor, idxs: Tensor, iou_threshold: float) -> Tensor:
     """torchvision.ops.batched_nms: NMS per category (idxs), indices in decreasing score order.
 
@@ -152,7 +183,10 @@ def batched_nms(boxes: Tensor, scores: Tensor, idxs: Tensor, iou_threshold: floa
     """
     if boxes.numel() == 0:
         return torch.empty((0,), dtype=torch.int64, device=boxes.device)
-    keep = _batched_nms(boxes, scores, idxs, iou_threshold)
+    if not torch.jit.is_scripting():
+        keep = _batched_nms(boxes, scores, idxs, iou_threshold)
+    else:
+        keep = torch.ops.dkit.batched_nms(boxes, scores, idxs, iou_threshold)
     # Note [torchvision's order of equal scores]
     # dkit returns equal scores in index order. So does torchvision for few boxes; for more than
     # 1000 (CPU; 5000 elsewhere) it gathers the kept indices in ascending order and orders them
@@ -194,6 +228,7 @@ def _overlaps(fn, boxes1, boxes2, *args):
     raise error
 
 
+@torch.fx.wrap
 def box_iou(boxes1: Tensor, boxes2: Tensor) -> Tensor:
     """Intersection over union of every pair of boxes, as torchvision.ops.box_iou (see
     dkit.ops.box_iou).
@@ -205,18 +240,24 @@ def box_iou(boxes1: Tensor, boxes2: Tensor) -> Tensor:
     Returns:
         Tensor[N, M]: the pairwise IoU values
     """
-    return _overlaps(_box_iou.box_iou, boxes1, boxes2)
+    if not torch.jit.is_scripting():
+        return _overlaps(_box_iou.box_iou, boxes1, boxes2)
+    return torch.ops.dkit.box_iou(boxes1, boxes2)
 
 
+@torch.fx.wrap
 def generalized_box_iou(boxes1: Tensor, boxes2: Tensor) -> Tensor:
     """Generalized IoU of every pair of boxes, as torchvision.ops.generalized_box_iou.
 
     Returns:
         Tensor[N, M]: the pairwise generalized IoU values
     """
-    return _overlaps(_box_iou.generalized_box_iou, boxes1, boxes2)
+    if not torch.jit.is_scripting():
+        return _overlaps(_box_iou.generalized_box_iou, boxes1, boxes2)
+    return torch.ops.dkit.generalized_box_iou(boxes1, boxes2)
 
 
+@torch.fx.wrap
 def complete_box_iou(boxes1: Tensor, boxes2: Tensor, eps: float = 1e-7) -> Tensor:
     """Complete IoU of every pair of boxes, as torchvision.ops.complete_box_iou.
 
@@ -226,9 +267,12 @@ def complete_box_iou(boxes1: Tensor, boxes2: Tensor, eps: float = 1e-7) -> Tenso
     Returns:
         Tensor[N, M]: the pairwise complete IoU values
     """
-    return _overlaps(_box_iou.complete_box_iou, boxes1, boxes2, eps)
+    if not torch.jit.is_scripting():
+        return _overlaps(_box_iou.complete_box_iou, boxes1, boxes2, eps)
+    return torch.ops.dkit.complete_box_iou(boxes1, boxes2, eps)
 
 
+@torch.fx.wrap
 def distance_box_iou(boxes1: Tensor, boxes2: Tensor, eps: float = 1e-7) -> Tensor:
     """Distance IoU of every pair of boxes, as torchvision.ops.distance_box_iou.
 
@@ -238,4 +282,6 @@ def distance_box_iou(boxes1: Tensor, boxes2: Tensor, eps: float = 1e-7) -> Tenso
     Returns:
         Tensor[N, M]: the pairwise distance IoU values
     """
-    return _overlaps(_box_iou.distance_box_iou, boxes1, boxes2, eps)
+    if not torch.jit.is_scripting():
+        return _overlaps(_box_iou.distance_box_iou, boxes1, boxes2, eps)
+    return torch.ops.dkit.distance_box_iou(boxes1, boxes2, eps)

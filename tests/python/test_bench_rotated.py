@@ -32,7 +32,9 @@ def test_bench_rotated_quick():
     assert len(rows) == 10, out  # 5 (case, reference) pairs at 1 and 2 threads
     for case, threads, ref, ref_ms, dk_ms, ratio in rows:
         numbers = [float(ref_ms), float(dk_ms), float(ratio)]
-        assert all(math.isfinite(v) and v > 0 for v in numbers), (case, ref, numbers)
+        # times are positive; a ratio printed to 3 decimals may round to 0.000 (the reference
+        # can take 1000x longer on a loaded machine)
+        assert all(math.isfinite(v) and v > 0 for v in numbers[:2]) and numbers[2] >= 0, (case, ref, numbers)
     one = {(case.split()[0] + (" aligned" if "aligned" in case else ""), ref): float(ratio)
            for case, threads, ref, _, _, ratio in rows if threads == "1"}  # fmt: skip
     assert one[("iou", "torch-ref")] < 0.25, out

@@ -1,0 +1,159 @@
+"""dkit ops as torch ops: torch.ops.dkit.*, registered with torch's dispatcher from dkit's own
+schemas, so that TorchScript, torch.fx, torch.jit.save / load and torch's autograd see them.
+
+Note [dkit ops in torch]
+Two kinds of torch op are registered, both without any code written per op:
+
+  torch.ops.dkit.<op>.out   every op of dkit's core (dkit.dispatch.ops(): roi_align_forward,
+                            nms, ..., and any op a loaded backend adds), with the core's own
+                            schema: inputs, then the outputs the caller allocates, marked
+                            Tensor(a!) (Note [Data-dependent output sizes] in ops/nms.h: an
+                            output sized to a bound plus a count). The op returns those outputs,
+                            as torch's out= overloads do (an optional output, such as avg mode's
+                            argmax, is not returned). Its kernel is dkit._C.ops.<op> itself,
+                            behind one generic adapter. The overload is named "out" as torch
+                            names its out= variants; the core's name is the packet's.
+  torch.ops.dkit.<op>       every public function of dkit.ops (roi_align, nms, box_iou, ...),
+                            with the schema its module declares with @torch_op (dkit/_ops/):
+                            the function's own arguments and defaults, and its results. Its
+                            kernel, at the CPU, CUDA and Autograd keys, is the function itself:
+                            the argument checks, the output allocation and (for roi_align) the
+                            autograd Function are the ones dkit.ops runs, so a torch op and an
+                            eager call cannot disagree. Autograd is thereby registered with
+                            torch once per op, from the op's Differentiable declaration, not
+                            written per framework.
+
+TorchScript then compiles calls to these ops: the public functions are registered as TorchScript
+builtins of their ops (torch.jit._builtins, the table through which torch.nn.functional's
+functions map to aten ops), so a scripted function or module that calls dkit.ops.roi_align
+compiles to dkit::roi_align; dkit.nn and dkit.compat write their TorchScript branches against
+torch.ops.dkit directly. torch.fx records dkit.ops' functions as call_function nodes (they are
+registered with torch.fx.wrap in dkit.ops' namespace), as it does for torchvision.ops.roi_align.
+
+Eager calls do not go through these ops: torch's dispatcher adds ~5 us to every call of a
+Python kernel (bench/bench_torch_ops.py), more than a tiny roi_align costs in all (Note [The fast
+path] in dkit/_ops/roi_align.py), so dkit.ops stays the eager path and the torch op is what torch
+itself runs (README, "dkit in TorchScript").
+
+Note [When the ops are registered]
+Once per process, the first time both dkit and torch are imported: `import dkit` registers them
+when torch is already imported, and otherwise arranges for it to happen right after torch's own
+import (dkit/__init__.py), so that `import dkit` is all a process needs before torch.jit.load of
+a model that calls dkit ops, in either import order, while `import dkit` alone never imports
+torch. Ops that a backend adds later are registered by load_backend (sync()). The registration
+takes ~1 ms (measured in tests/python/test_torch_ops.py). The Library object lives in this
+module for the life of the process: torch drops a library's registrations when it is
+collected.
+"""
+
+import torch
+import torch.jit._builtins
+
+from dkit import _C
+
+NAMESPACE = "dkit"
+
+# Dispatch keys served by a kernel that is a Python function. CUDA serves the GPU backends'
+# tensors (torch's ROCm builds call HIP devices "cuda" too); the kernel finds the backend.
+_BACKEND_KEYS = ("CPU", "CUDA")
+
+_library = None
+_core_done = set()  # core op names registered as <name>.out
+_public_done = set()  # public functions registered (by qualified name)
+
+
+def _out_kernel(fn, outs):
+    """The kernel of a core op's .out overload: runs dkit._C.ops.<op> and returns its outputs."""
+    if len(outs) == 1:
+        (i,) = outs
+
+        def kernel(*args):
+            fn(*args)
+            return args[i]
+
+    else:
+
+        def kernel(*args):
+            fn(*args)
+            return tuple(args[i] for i in outs)
+
+    return kernel
+
+
+def out_schema(core_schema):
+    """The .out overload's schema (without namespace) from a core schema, and the positions of
+    the outputs it returns."""
+    parsed = torch._C.parse_schema(core_schema)
+    outs, returns = [], []
+    for i, a in enumerate(parsed.arguments):
+        info = a.alias_info
+        if info is not None and info.is_write and isinstance(a.type, torch.TensorType):
+            outs.append(i)
+            (alias,) = info.before_set
+            returns.append(f"Tensor({alias}!)")
+    if not outs or not core_schema.endswith("-> ()"):  # every core op writes outputs, returns none
+        raise _C.DkitValueError(f"dkit ops in torch: unexpected core schema {core_schema!r}")
+    ret = returns[0] if len(returns) == 1 else "(" + ", ".join(returns) + ")"
+    name, rest = core_schema.split("::", 1)[1].split("(", 1)
+    return f"{name}.out({rest[: -len('-> ()')]}-> {ret}", outs
+
+
+def _register_core_op(lib, name):
+    schema, outs = out_schema(_C.schema(name))
+    lib.define(schema)
+    kernel = _out_kernel(getattr(_C.ops, name), outs)
+    for key in _BACKEND_KEYS:
+        lib.impl(f"{name}.out", kernel, key)
+
+
+def _register_public_op(lib, fn):
+    schemas = fn.__dkit_torch_schemas__
+    for schema in schemas:
+        lib.define(schema)
+        overload = schema.split("(", 1)[0]
+        for key in (*_BACKEND_KEYS, "Autograd"):
+            lib.impl(overload, fn, key)
+    # TorchScript compiles a call of fn to the op (all of its overloads)
+    torch.jit._builtins._register_builtin(fn, f"{NAMESPACE}::{fn.__name__}")
+
+
+def _public_functions():
+    from dkit import ops
+
+    for name in ops.__all__:
+        fn = getattr(ops, name)
+        if hasattr(fn, "__dkit_torch_schemas__"):
+            yield fn
+
+
+def sync():
+    """Registers every dkit op not yet registered with torch (all of them the first time; later,
+    the ops a loaded backend added). Idempotent and cheap when nothing is new."""
+    global _library
+    if _library is None:
+        _library = torch.library.Library(NAMESPACE, "DEF")
+        for fn in _public_functions():
+            _register_public_op(_library, fn)
+            _public_done.add(fn.__qualname__)
+        _fx_wrap_public()
+    for name in _C.op_names():
+        if name not in _core_done:
+            _register_core_op(_library, name)
+            _core_done.add(name)
+
+
+def _fx_wrap_public():
+    """torch.fx.wrap of dkit.ops' functions, in dkit.ops' namespace: symbolic tracing then
+    records dkit.ops.<name>(...) as one call_function node instead of running it on Proxies.
+    torch.fx.wrap must be called from the top level of the module whose global it patches; a
+    statement run with that module's namespace as its globals is such a call."""
+    from dkit import ops
+
+    code = compile("__import__('torch.fx').fx.wrap(_dkit_name)", "<dkit.ops fx.wrap>", "exec")
+    namespace = ops.__dict__
+    for fn in _public_functions():
+        namespace["_dkit_name"] = fn.__name__
+        try:
+            exec(code, namespace)
+        finally:
+            del namespace["_dkit_name"]
