@@ -155,16 +155,19 @@ $(BUILD)/$(1)-py/dkit/libdkit.so: $(BUILD)/$(1)/libdkit.so
 	cp $$< $$@
 $(BUILD)/$(1)-py/dkit/_C$(PY_EXT): $(PY_SRCS) $(PY_HDRS) $(HEADERS) $(BUILD)/$(1)-py/dkit/libdkit.so
 	$(CC) $(PYSAN_CFLAGS) $(2) -shared $(PY_SRCS) -o $$@ -L$$(@D) -ldkit -Wl,-rpath,'$$$$ORIGIN' $(2)
-# The torch reader where torch's C++ headers are (setup.py's rule, with the sanitizer).
-$(BUILD)/$(1)-py/dkit/.torch_reader: csrc/python/dk_pytorch.cpp csrc/python/dk_pytorch.h $(BUILD)/$(1)-py/dkit/_C$(PY_EXT)
+# The torch reader and the torch kernel holder where torch's C++ headers are (setup.py's rules,
+# with the sanitizer).
+$(BUILD)/$(1)-py/dkit/.torch_reader: csrc/python/dk_pytorch.cpp csrc/python/dk_pytorch.h csrc/python/dk_torch_kernel.cpp $(BUILD)/$(1)-py/dkit/_C$(PY_EXT)
 	@set -e; t=$$$$($(PYTHON) -c 'import os, torch; print(os.path.dirname(torch.__file__), int(torch._C._GLIBCXX_USE_CXX11_ABI))' 2>/dev/null || true); \
 	dir=$$$${t% *}; abi=$$$${t##* }; \
 	if [ -n "$$$$t" ] && [ -f "$$$$dir/include/torch/csrc/autograd/python_variable.h" ]; then \
-	  echo "g++ ... dk_pytorch.cpp -> $$(@D)/_torch_reader$(PY_EXT)"; \
-	  g++ -std=c++17 -O1 -g -fno-omit-frame-pointer $(2) -fPIC -shared -Wall -Wextra -Werror -D_GLIBCXX_USE_CXX11_ABI=$$$$abi \
-	    -isystem $$$$dir/include -isystem $$$$dir/include/torch/csrc/api/include -Icsrc/common -Icsrc/cpu -Icsrc/python \
-	    -I$(PY_INC) csrc/python/dk_pytorch.cpp -o $$(@D)/_torch_reader$(PY_EXT) -L$$$$dir/lib -Wl,-rpath,$$$$dir/lib \
-	    -ltorch_python -ltorch_cpu -lc10; \
+	  for m in dk_pytorch:_torch_reader dk_torch_kernel:_torch_kernel; do \
+	    echo "g++ ... $$$${m%:*}.cpp -> $$(@D)/$$$${m#*:}$(PY_EXT)"; \
+	    g++ -std=c++17 -O1 -g -fno-omit-frame-pointer $(2) -fPIC -shared -Wall -Wextra -Werror -D_GLIBCXX_USE_CXX11_ABI=$$$$abi \
+	      -isystem $$$$dir/include -isystem $$$$dir/include/torch/csrc/api/include -Icsrc/common -Icsrc/cpu -Icsrc/python \
+	      -I$(PY_INC) csrc/python/$$$${m%:*}.cpp -o $$(@D)/$$$${m#*:}$(PY_EXT) -L$$$$dir/lib -Wl,-rpath,$$$$dir/lib \
+	      -ltorch_python -ltorch_cpu -lc10; \
+	  done; \
 	fi; touch $$@
 $(BUILD)/$(1)-py/.ready: $(BUILD)/$(1)-py/dkit/.py $(BUILD)/$(1)-py/dkit/_C$(PY_EXT) $(BUILD)/$(1)-py/dkit/.torch_reader
 	rm -rf $$(@D)/dkit/include && cp -r dkit/include $$(@D)/dkit/include

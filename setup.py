@@ -264,9 +264,10 @@ ext = Extension(
 
 
 def _torch_reader_ext():
-    """dkit._torch_reader (Note [torch reader] in csrc/python/dk_pytorch.h), when torch and its
-    C++ headers are installed; dkit works the same without it, only slower with torch tensors.
-    DKIT_TORCH_READER=0 skips it. torch is imported here (as torch's own cpp_extension does) to
+    """dkit._torch_reader (Note [torch reader] in csrc/python/dk_pytorch.h) and dkit._torch_kernel
+    (Note [Why dkit has its own kernel holder] in csrc/python/dk_torch_kernel.cpp), when torch
+    and its C++ headers are installed; dkit works the same without them, only slower with torch
+    tensors and with terser errors from scripted models. DKIT_TORCH_READER=0 skips both. torch is imported here (as torch's own cpp_extension does) to
     find its headers, libraries and C++ ABI."""
     if os.environ.get("DKIT_TORCH_READER", "1") == "0":
         return []
@@ -281,32 +282,35 @@ def _torch_reader_ext():
         return []
     libdir = os.path.join(base, "lib")  # pip's torch; Debian's libraries are on the default path
     abi = int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True))
-    return [
-        Extension(
-            "dkit._torch_reader",
-            sources=[_rel("csrc", "python", "dk_pytorch.cpp")],
+    flags = ["-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", f"-D_GLIBCXX_USE_CXX11_ABI={abi}"]
+    # -isystem: our warnings are errors, torch's headers' are not ours to fix.
+    flags += [a for d in inc for a in ("-isystem", d)]
+
+    def extension(name, source, depends):
+        return Extension(
+            name,
+            sources=[_rel("csrc", "python", source)],
             include_dirs=["csrc/common", "csrc/cpu", "csrc/python"],
             library_dirs=[libdir],
             libraries=["torch_python", "torch_cpu", "c10"],
-            # -isystem: our warnings are errors, torch's headers' are not ours to fix.
-            extra_compile_args=["-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", f"-D_GLIBCXX_USE_CXX11_ABI={abi}"]
-            + [a for d in inc for a in ("-isystem", d)],
+            extra_compile_args=flags,
             extra_link_args=[f"-Wl,-rpath,{libdir}"],
-            depends=[_rel("csrc", "python", "dk_pytorch.h"), _rel("csrc", "common", "dk_dlpack.h")],
+            depends=depends,
             language="c++",
         )
+
+    return [
+        extension(
+            "dkit._torch_reader",
+            "dk_pytorch.cpp",
+            [_rel("csrc", "python", "dk_pytorch.h"), _rel("csrc", "common", "dk_dlpack.h")],
+        ),
+        # Note [Why dkit has its own kernel holder] in csrc/python/dk_torch_kernel.cpp
+        extension("dkit._torch_kernel", "dk_torch_kernel.cpp", []),
     ]
 
 
 setup(
-    name="dkit",
-    version=_read_version(),
-    description="Vision operators (roi_align, ...) written once in C11 and served on many devices",
-    long_description=open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
-    if os.path.exists(os.path.join(ROOT, "README.md"))
-    else "",
-    long_description_content_type="text/markdown",
-    packages=find_packages(include=["dkit", "dkit.*"]),
     ext_modules=[ext] + _torch_reader_ext(),
     cmdclass={"build_ext": BuildExt},
     python_requires=">=3.10",

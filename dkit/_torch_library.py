@@ -51,6 +51,11 @@ import torch.jit._builtins
 
 from dkit import _C
 
+try:  # Note [Why dkit has its own kernel holder] in csrc/python/dk_torch_kernel.cpp
+    from dkit._torch_kernel import impl as _holder_impl
+except ImportError:  # built without torch's C++ headers: torch's own Python kernels
+    _holder_impl = None
+
 NAMESPACE = "dkit"
 
 # Dispatch keys served by a kernel that is a Python function. CUDA serves the GPU backends'
@@ -98,12 +103,19 @@ def out_schema(core_schema):
     return f"{name}.out({rest[: -len('-> ()')]}-> {ret}", outs
 
 
+def _impl(lib, overload, kernel, key):
+    if _holder_impl is not None:
+        _holder_impl(NAMESPACE, overload, key, kernel)
+    else:
+        lib.impl(overload, kernel, key)
+
+
 def _register_core_op(lib, name):
     schema, outs = out_schema(_C.schema(name))
     lib.define(schema)
     kernel = _out_kernel(getattr(_C.ops, name), outs)
     for key in _BACKEND_KEYS:
-        lib.impl(f"{name}.out", kernel, key)
+        _impl(lib, f"{name}.out", kernel, key)
 
 
 def _register_public_op(lib, fn):
@@ -112,7 +124,7 @@ def _register_public_op(lib, fn):
         lib.define(schema)
         overload = schema.split("(", 1)[0]
         for key in (*_BACKEND_KEYS, "Autograd"):
-            lib.impl(overload, fn, key)
+            _impl(lib, overload, fn, key)
     # TorchScript compiles a call of fn to the op (all of its overloads)
     torch.jit._builtins._register_builtin(fn, f"{NAMESPACE}::{fn.__name__}")
 
