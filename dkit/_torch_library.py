@@ -60,7 +60,16 @@ NAMESPACE = "dkit"
 
 # Dispatch keys served by a kernel that is a Python function. CUDA serves the GPU backends'
 # tensors (torch's ROCm builds call HIP devices "cuda" too); the kernel finds the backend.
-_BACKEND_KEYS = ("CPU", "CUDA")
+# QuantizedCPU: Note [Quantized tensors].
+_BACKEND_KEYS = ("CPU", "CUDA", "QuantizedCPU")
+
+# Note [Quantized tensors]
+# dkit computes in floating point and refuses quantized tensors with an error that names the op
+# and says to dequantize (torchvision's qroi_align, which rounds every bin back to the input's
+# quantization, has no counterpart in dkit). The torch ops send quantized tensors to the same
+# kernels, so that they meet that refusal in every mode (under inference_mode, where no Autograd
+# kernel runs, too) instead of torch's "could not run ... with arguments from the QuantizedCPU
+# backend".
 
 _library = None
 _core_done = set()  # core op names registered as <name>.out

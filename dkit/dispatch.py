@@ -13,6 +13,7 @@ key, which one won ("provenance") and the kernel's name.
 import contextlib
 import operator
 import os
+import sys
 from typing import NamedTuple, Optional
 
 from dkit import _C
@@ -184,5 +185,10 @@ def backends():
 def load_backend(path):
     """Load a vendor backend shared library (built against dkit.get_include()) and register its
     kernels. Raises DkitFileNotFoundError if it cannot be opened, DkitImportError on an ABI
-    mismatch."""
-    return _C.load_backend(os.fspath(path))
+    mismatch. Ops the backend defines become torch ops too where torch is in use (Note [When
+    the ops are registered] in dkit/_torch_library.py)."""
+    result = _C.load_backend(os.fspath(path))
+    bridge = sys.modules.get("dkit._torch_library")
+    if bridge is not None:
+        bridge.sync()
+    return result
