@@ -203,6 +203,7 @@ bench-python: python
 	$(PYTHON) bench/bench_roi_align.py
 	$(PYTHON) bench/bench_nms.py
 	$(PYTHON) bench/bench_rotated.py
+	$(PYTHON) bench/bench_torch_ops.py
 
 bench-box-iou: python
 	$(PYTHON) bench/bench_box_iou.py

@@ -4,6 +4,7 @@ tensors. References: torchvision's own ops (and its roi_align tests' TorchScript
 and dkit's eager functions, which the torch ops must equal."""
 
 import inspect
+import re
 import os
 import subprocess
 import sys
@@ -472,3 +473,16 @@ def test_quantized_tensors_are_refused_with_the_ops_name():
         scripted(q, rois, 2)
     with torch.inference_mode(), pytest.raises(_C.DkitTypeError, match="quantized"):  # no Autograd kernel runs
         torch.ops.dkit.roi_align(q, rois, [2, 2])
+
+
+def test_bench_torch_ops_runs():
+    """bench/bench_torch_ops.py (the figures are the benchmark's to report, not a test's): every
+    route runs, agrees with torchvision, and is reported with the registration time."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    r = subprocess.run([sys.executable, os.path.join(root, "bench", "bench_torch_ops.py"), "--reps", "1", "--calls", "20"],
+                       capture_output=True, text=True, timeout=300, cwd=root)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    routes = ["torchvision", "tv C++ op", "dkit eager", "dkit torch op", "dkit scripted", "torchvision scripted"]
+    for route in routes:
+        assert re.search(rf"^{re.escape(route)}\s+\d+\.\d+ us\s+\d+\.\d+x$", r.stdout, re.M), r.stdout
+    assert re.search(r"registration of \d+ torch ops: \d+\.\d+ ms", r.stdout), r.stdout
