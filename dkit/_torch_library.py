@@ -30,18 +30,27 @@ compiles to dkit::roi_align; dkit.nn and dkit.compat write their TorchScript bra
 torch.ops.dkit directly. torch.fx records dkit.ops' functions as call_function nodes (they are
 registered with torch.fx.wrap in dkit.ops' namespace), as it does for torchvision.ops.roi_align.
 
-Eager calls do not go through these ops: torch's dispatcher adds ~5 us to every call of a
-Python kernel (bench/bench_torch_ops.py), more than a tiny roi_align costs in all (Note [The fast
-path] in dkit/_ops/roi_align.py), so dkit.ops stays the eager path and the torch op is what torch
-itself runs (README, "dkit in TorchScript").
+Eager calls do not go through these ops, because they cannot and keep the tiny-call figure
+(dkit at most half of torchvision's time). bench/bench_torch_ops.py, a [1, 4, 8, 8] input, one
+box, one thread (loaded machine): torchvision 10.7 us per call; dkit.ops.roi_align 4.0 us
+(0.37x); torch.ops.dkit.roi_align 9.4 us (0.88x: torch's dispatcher boxes the call, converts
+every argument to Python and back, and takes the GIL around a Python kernel); scripted
+dkit.compat.torchvision.roi_align 13.6 us (1.28x; scripted torchvision 0.93x). Even a C++ kernel
+costs 5.4 us through the dispatcher (torch.ops.torchvision.roi_align called directly, 0.50x),
+so the C++ bridge that the issue weighed (one boxed C++ kernel converting torch's stack to
+dkit's) could not hold the figure either: it would save ~4 us of the torch-op route and serve
+TorchScript models run from C++ without Python, at the price of a libtorch-linked kernel per
+build of torch. dkit therefore keeps dkit.ops as the eager path and the Python bridge for what
+torch runs itself; scripted models pay torch's price for a Python kernel.
 
 Note [When the ops are registered]
 Once per process, the first time both dkit and torch are imported: `import dkit` registers them
 when torch is already imported, and otherwise arranges for it to happen right after torch's own
 import (dkit/__init__.py), so that `import dkit` is all a process needs before torch.jit.load of
 a model that calls dkit ops, in either import order, while `import dkit` alone never imports
-torch. Ops that a backend adds later are registered by load_backend (sync()). The registration
-takes ~1 ms (measured in tests/python/test_torch_ops.py). The Library object lives in this
+torch. Ops that a backend adds later are registered by load_backend (sync()). Registering the 19
+ops takes ~7 ms (bench/bench_torch_ops.py: 4.4 ms to load this module and the kernel holder,
+2.5 ms for the definitions and kernels), paid once per process that imports both. The Library object lives in this
 module for the life of the process: torch drops a library's registrations when it is
 collected.
 """
