@@ -156,6 +156,14 @@ def _public_functions():
             yield fn
 
 
+def current_stream(device_id):
+    """torch's current stream on CUDA device `device_id` (a pointer value): the stream dkit's
+    kernels run on for torch tensors when dkit has none set for the device (Note [The
+    consumer's stream] in csrc/python/dk_pydlpack.c), so that they are ordered with torch's own
+    work as a torch op would be. Called only for tensors on a device with streams."""
+    return torch.cuda.current_stream(device_id).cuda_stream
+
+
 def sync():
     """Registers every dkit op not yet registered with torch (all of them the first time; later,
     the ops a loaded backend added). Idempotent and cheap when nothing is new."""
@@ -166,6 +174,7 @@ def sync():
             _register_public_op(_library, fn)
             _public_done.add(fn.__qualname__)
         _fx_wrap_public()
+        _C.set_stream_getter(torch.Tensor, current_stream)
     for name in _C.op_names():
         if name not in _core_done:
             _register_core_op(_library, name)

@@ -29,6 +29,7 @@ __all__ = [
     "include",
     "exclude",
     "tls",
+    "stream",
     "backends",
     "Backend",
     "load_backend",
@@ -138,6 +139,53 @@ def _scope(included, excluded):
 def tls():
     """(included, excluded) key-set bitmasks of the current thread."""
     return tuple(_C.tls_get())
+
+
+# DLPack device types by name; torch calls ROCm devices "cuda" in its ROCm builds, so "cuda"
+# means CUDA here and "hip" / "rocm" mean ROCm.
+_DEVICE_TYPES = {"cuda": 2, "hip": 10, "rocm": 10}
+
+
+@contextlib.contextmanager
+def stream(device, stream):
+    """Run dkit's kernels for `device` on `stream` in this block, on this thread (Note [The
+    current stream] in csrc/common/dk_backend.h): the kernels are queued there, and producers of
+    DLPack tensors are asked to make their data ready for it (`__dlpack__(stream=...)`, Note
+    [The consumer's stream] in csrc/python/dk_pydlpack.c). Without it, dkit uses the device's
+    default stream.
+
+        with dkit.stream(x.device, torch.cuda.current_stream(x.device)):
+            y = dkit.ops.roi_align(x, boxes, 7)
+
+    device: a torch.device (or anything with .type and .index), or (type, index) with type a
+    DLPack device type (2 CUDA, 10 ROCm) or 'cuda' / 'hip'. stream: a pointer value (int), or
+    an object with .cuda_stream (torch.cuda.Stream); 0 is the default stream. Blocks nest, and
+    the previous stream comes back at the end of each."""
+    dev_type, dev_id = _device(device)
+    handle = getattr(stream, "cuda_stream", stream)
+    if type(handle) is not int:
+        raise _C.DkitTypeError(f"dispatch.stream: a stream is an int or has .cuda_stream, got {type(stream).__name__}")
+    previous = _C.set_current_stream(dev_type, dev_id, handle)
+    try:
+        yield
+    finally:
+        _C.set_current_stream(dev_type, dev_id, previous)
+
+
+def _device(device):
+    if hasattr(device, "type") and hasattr(device, "index"):  # torch.device
+        dev_type, dev_id = device.type, device.index or 0
+    else:
+        try:
+            dev_type, dev_id = device
+        except (TypeError, ValueError):
+            raise _C.DkitTypeError(f"dispatch.stream: a device is (type, index) or a torch.device, got {device!r}") from None
+    if isinstance(dev_type, str):
+        code = _DEVICE_TYPES.get(dev_type)
+        if code is None:
+            raise _C.DkitValueError(f"dispatch.stream: no streams on device type {dev_type!r} (cuda, hip)")
+        dev_type = code
+    return dev_type, dev_id
 
 
 class Backend(NamedTuple):

@@ -83,6 +83,10 @@ typedef struct {
     dk_py_torch torch;
 
     dk_py_type_entry types[DK_PY_TYPE_CACHE];
+
+    /* type -> callable(device_id) -> the framework's current stream for its tensors on a
+     * device with streams (Note [The consumer's stream] in dk_pydlpack.c); NULL until set. */
+    PyObject *stream_getters;
 } dk_py_state;
 
 static inline dk_py_state *dk_py_state_of_module(PyObject *module) { return (dk_py_state *)PyModule_GetState(module); }

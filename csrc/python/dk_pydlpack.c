@@ -69,21 +69,63 @@ static const char dk__cap_versioned[] = "dltensor_versioned";
 static const char dk__cap_used_legacy[] = "used_dltensor";
 static const char dk__cap_used_versioned[] = "used_dltensor_versioned";
 
-/* The stream a consumer on the legacy default stream passes, for devices that have streams.
- * Returns 0 for devices without streams (the call then passes no stream argument). */
-static int dk__stream_for(int64_t device_type, long *stream)
+/*
+ * Note [The consumer's stream]
+ * A producer on a device with streams is asked for its tensor with `__dlpack__(stream=S)`, S
+ * being the stream dkit's kernel will run on, the first of:
+ *   1. the calling thread's current stream for that device (dk_current_stream; dkit.stream()
+ *      sets it);
+ *   2. the producer's framework's current stream, where the framework told _C how to find it
+ *      (set_stream_getter(type, fn): torch.Tensor -> torch.cuda.current_stream(i), set by
+ *      dkit/_torch_library.py). It becomes dkit's current stream for this call only (restored
+ *      by dk_py_owners_release), so the kernel runs where torch's next op will read its output,
+ *      as a torch op would;
+ *   3. the device's default stream (CUDA: 1, the protocol's "legacy default stream"; ROCm: 0).
+ * The producer then makes its pending work on the tensor visible to S (torch records an event
+ * on its current stream and makes S wait for it, nothing when S is its current stream), so the
+ * kernel reads finished data without a device-wide synchronisation.
+ * Returns 1 with *stream set, 0 for devices without streams (no stream argument is passed), -1
+ * with an exception set when the framework's getter fails.
+ */
+static int dk__stream_for(dk_py_state *s, PyObject *obj, int64_t device_type, int64_t device_id, dk_py_owners *owners,
+                          const char *op, const char *arg, long *stream)
 {
+    long fallback;
     switch (device_type) {
     case kDLCUDA:
-    case kDLCUDAManaged:
-        *stream = 1; /* the protocol's "legacy default stream" */
-        return 1;
-    case kDLROCM:
-        *stream = 0; /* ROCm's default stream */
-        return 1;
-    default:
-        return 0;
+    case kDLCUDAManaged: fallback = 1; break;
+    case kDLROCM: fallback = 0; break;
+    default: return 0;
     }
+    const DLDevice device = {(DLDeviceType)device_type, (int32_t)device_id};
+    void *current = dk_current_stream(device);
+    if (!current && s->stream_getters) {
+        PyObject *mro = Py_TYPE(obj)->tp_mro, *getter = NULL;
+        for (Py_ssize_t i = 0; !getter && mro && i < PyTuple_GET_SIZE(mro); i++)
+            getter = PyDict_GetItemWithError(s->stream_getters, PyTuple_GET_ITEM(mro, i)); /* borrowed */
+        if (PyErr_Occurred()) return -1;
+        if (getter) {
+            PyObject *r = PyObject_CallFunction(getter, "L", (long long)device_id);
+            void *ptr = r && PyLong_Check(r) ? PyLong_AsVoidPtr(r) : NULL;
+            if (r && !PyLong_Check(r))
+                PyErr_Format(PyExc_TypeError, "the current stream must be an int, got %s", Py_TYPE(r)->tp_name);
+            Py_XDECREF(r);
+            if (PyErr_Occurred()) {
+                dk_py_raise_fmt(s, DK_ETYPE, "%s: parameter '%s': cannot find its framework's current stream", op, arg);
+                return -1;
+            }
+            void *previous = NULL;
+            if (ptr && owners->nstreams < DK_STACK_MAX &&
+                dk_set_current_stream(device, ptr, &previous) == DK_OK) {
+                owners->streams[owners->nstreams].device = device;
+                owners->streams[owners->nstreams].previous = previous;
+                owners->nstreams++;
+                current = ptr;
+            }
+        }
+    }
+    *stream = current ? (long)(intptr_t)current : fallback;
+    return 1;
 }
 
 /*
@@ -146,12 +188,21 @@ static int dk__take_capsule(dk_py_state *s, PyObject *cap, int writable, const c
     return 0;
 }
 
+/* The current streams set for the call (Note [The consumer's stream]) back to what they were. */
+static void dk__restore_streams(dk_py_owners *owners)
+{
+    for (int i = owners->nstreams - 1; i >= 0; i--)
+        (void)dk_set_current_stream(owners->streams[i].device, owners->streams[i].previous, NULL);
+    owners->nstreams = 0;
+}
+
 void dk_py_owners_release(dk_py_owners *owners)
 {
     /* Newest first, like a stack unwinding; each deleter once. The GIL is held, which the
      * deleters of Python producers (numpy's) need and the others do not mind. A deleter or a
      * decref may run Python code, which must not see (or clobber) the exception this call is
      * about to raise, so it is set aside meanwhile. */
+    dk__restore_streams(owners); /* first: they hold no Python objects */
     if (owners->n == 0) return;
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
@@ -370,8 +421,6 @@ static int dk__torch_kind(dk_py_state *s, PyTypeObject *tp)
     dk_py_torch *t = &s->torch;
     if (!t->found || !PyType_IsSubtype(tp, t->tensor)) return -1;
     if (tp == t->tensor) return DK_PY_PROD_TORCH;
-    /* Each lookup's error is cleared before the next call: the C-API must not be called with an
-     * exception set. A failed lookup (NULL) never equals torch's object, so the type is not plain. */
     /* Each lookup's error is cleared before the next call: the C-API must not be called with an
      * exception set. A failed lookup (NULL) never equals torch's object, so the type is not plain. */
     PyObject *tf = dk__unwrap_method((PyObject *)tp, "__torch_function__");
@@ -623,10 +672,11 @@ static int dk__producer_error(dk_py_state *s, PyObject *obj, const char *op, con
     return -1;
 }
 
-/* __dlpack_device__()[0], or -1 when the producer has no such method (then no stream is
- * passed). Returns -2 with an exception set on error. */
-static int64_t dk__device_type(dk_py_state *s, PyObject *obj, const char *op, const char *arg)
+/* __dlpack_device__()[0] (and [1] in *id), or -1 when the producer has no such method (then no
+ * stream is passed). Returns -2 with an exception set on error. */
+static int64_t dk__device_type(dk_py_state *s, PyObject *obj, const char *op, const char *arg, int64_t *id)
 {
+    *id = 0;
     /* argv[0] is the scratch slot PY_VECTORCALL_ARGUMENTS_OFFSET lets the callee overwrite;
      * passing &obj with that flag would let it write to whatever precedes obj on the C stack. */
     PyObject *argv[2] = {NULL, obj};
@@ -637,8 +687,14 @@ static int64_t dk__device_type(dk_py_state *s, PyObject *obj, const char *op, co
         return -1;
     }
     int64_t type = -1;
-    if (PyTuple_Check(dev) && PyTuple_GET_SIZE(dev) == 2)
+    if (PyTuple_Check(dev) && PyTuple_GET_SIZE(dev) == 2) {
         type = PyLong_AsLongLong(PyTuple_GET_ITEM(dev, 0)); /* IntEnums are ints */
+        if (type >= 0) {
+            const long long i = PyLong_AsLongLong(PyTuple_GET_ITEM(dev, 1));
+            if (i < 0 || i > INT32_MAX) type = -1; /* refused below, as a malformed device */
+            else *id = i;
+        }
+    }
     Py_DECREF(dev);
     if (type < 0) {
         if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_TypeError) ||
@@ -646,7 +702,7 @@ static int64_t dk__device_type(dk_py_state *s, PyObject *obj, const char *op, co
             PyErr_Clear();
             dk_py_raise_fmt(s, DK_ETYPE,
                             "%s: parameter '%s': __dlpack_device__() must return (device_type, device_id) with "
-                            "a non-negative device_type", op, arg);
+                            "a non-negative device_type and a device_id in [0, 2^31)", op, arg);
         }
         return -2;
     }
@@ -682,10 +738,12 @@ static int dk__import_protocol(dk_py_state *s, PyObject *obj, int kind, int writ
                         op, arg, Py_TYPE(obj)->tp_name);
         return -1;
     }
-    int64_t dev = dk__device_type(s, obj, op, arg);
+    int64_t dev_id;
+    int64_t dev = dk__device_type(s, obj, op, arg, &dev_id);
     if (dev == -2) return -1;
     long stream = 0;
-    int has_stream = dev >= 0 && dk__stream_for(dev, &stream);
+    int has_stream = dev >= 0 ? dk__stream_for(s, obj, dev, dev_id, owners, op, arg, &stream) : 0;
+    if (has_stream < 0) return -1; /* Note [The consumer's stream] */
 
     PyObject *cap = NULL;
     if (kind != DK_PY_PROD_LEGACY) {
@@ -793,7 +851,7 @@ int dk_py_dlpack_take(dk_py_state *s, PyObject *obj, const char *op, const char 
                       int *versioned)
 {
     dk_py_owners owners;
-    owners.n = owners.nviews = 0;
+    owners.n = owners.nviews = owners.nstreams = 0;
     DLTensor *t;
     int rc;
     if (PyCapsule_CheckExact(obj)) {
@@ -802,6 +860,7 @@ int dk_py_dlpack_take(dk_py_state *s, PyObject *obj, const char *op, const char 
         int kind = dk__cache_find(s, Py_TYPE(obj));
         rc = dk__import_protocol(s, obj, kind == DK_PY_PROD_TORCH ? -1 : kind, 0, op, arg, &owners, &t);
     }
+    dk__restore_streams(&owners); /* no kernel runs here */
     if (rc < 0) return -1;
     /* The capsule is renamed "used_*": dropping it leaves the managed tensor to the caller. */
     *managed = owners.o[0].managed;

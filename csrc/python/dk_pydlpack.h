@@ -33,9 +33,15 @@ typedef struct {
 /* At most one owner per argument, and an op has at most DK_STACK_MAX arguments. Lives on the
  * C stack of the call; only `n` and `nviews` need initialising. */
 typedef struct {
-    int n, nviews;
+    int n, nviews, nstreams;
     dk_py_owner o[DK_STACK_MAX];
     dk_py_view v[DK_STACK_MAX];
+    /* current streams set for the call from a framework's own (Note [The consumer's stream]),
+     * restored by dk_py_owners_release */
+    struct {
+        DLDevice device;
+        void *previous;
+    } streams[DK_STACK_MAX];
 } dk_py_owners;
 
 /*

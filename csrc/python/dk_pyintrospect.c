@@ -416,6 +416,46 @@ static PyObject *dk__set_num_threads(PyObject *m, PyObject *const *args, Py_ssiz
     Py_RETURN_NONE;
 }
 
+/* set_current_stream(device_type, device_id, stream) -> previous: Note [The current stream] in
+ * dk_backend.h, for the calling thread; stream 0 is the device's default stream. The stream is
+ * a pointer value (cudaStream_t, hipStream_t), as DLPack passes streams. */
+static PyObject *dk__set_current_stream(PyObject *m, PyObject *const *args, Py_ssize_t n)
+{
+    dk_py_state *s = DK__STATE(m);
+    long type, id;
+    if (dk__check_nargs(s, "set_current_stream", n, 3) < 0 ||
+        dk__int_arg(s, "set_current_stream", "device type", args[0], 1, INT32_MAX, DK_EINVAL, &type) < 0 ||
+        dk__int_arg(s, "set_current_stream", "device id", args[1], 0, INT32_MAX, DK_EINVAL, &id) < 0)
+        return NULL;
+    if (!PyLong_Check(args[2]) || PyBool_Check(args[2]))
+        return dk_py_raise_fmt(s, DK_ETYPE, "set_current_stream(): the stream must be an int (a pointer value), got %s",
+                               Py_TYPE(args[2])->tp_name);
+    void *stream = PyLong_AsVoidPtr(args[2]); /* OverflowError for a negative value or one too wide */
+    if (!stream && PyErr_Occurred()) return NULL;
+    void *previous = NULL;
+    const DLDevice device = {(DLDeviceType)type, (int32_t)id};
+    dk_status st = dk_set_current_stream(device, stream, &previous);
+    if (st != DK_OK) return dk_py_raise(s, st);
+    return PyLong_FromVoidPtr(previous);
+}
+
+/* set_stream_getter(type, fn or None): Note [The consumer's stream] in dk_pydlpack.c. */
+static PyObject *dk__set_stream_getter(PyObject *m, PyObject *const *args, Py_ssize_t n)
+{
+    dk_py_state *s = DK__STATE(m);
+    if (dk__check_nargs(s, "set_stream_getter", n, 2) < 0) return NULL;
+    if (!PyType_Check(args[0]))
+        return dk_py_raise_fmt(s, DK_ETYPE, "set_stream_getter(): expects a type, got %s", Py_TYPE(args[0])->tp_name);
+    if (args[1] != Py_None && !PyCallable_Check(args[1]))
+        return dk_py_raise_fmt(s, DK_ETYPE, "set_stream_getter(): the getter must be callable or None");
+    if (!s->stream_getters && !(s->stream_getters = PyDict_New())) return NULL;
+    int rc = args[1] == Py_None ? (PyDict_Contains(s->stream_getters, args[0]) == 1
+                                       ? PyDict_DelItem(s->stream_getters, args[0]) : 0)
+                                : PyDict_SetItem(s->stream_getters, args[0], args[1]);
+    if (rc < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyObject *dk__get_num_threads(PyObject *m, PyObject *const *args, Py_ssize_t n)
 {
     if (dk__check_nargs(DK__STATE(m), "get_num_threads", n, 0) < 0) return NULL;
@@ -501,6 +541,10 @@ PyMethodDef dk_py_introspect_methods[] = {
                           "dkit._torch_reader; on=True/False turns that on/off (for tests); None if unavailable."),
     DK__FN(set_num_threads, "set_num_threads(n): CPU kernels use up to n threads, from any thread (0: OpenMP's default)."),
     DK__FN(get_num_threads, "get_num_threads() -> int: the threads a large CPU kernel call would use now."),
+    DK__FN(set_stream_getter, "set_stream_getter(type, fn): fn(device_id) -> the current stream of the framework "
+                              "whose tensors are `type`, used when dkit has none set (None: forget it)."),
+    DK__FN(set_current_stream, "set_current_stream(device_type, device_id, stream) -> previous: this thread's current "
+                               "stream for a device (a pointer value; 0: the default stream)."),
     DK__FN(refresh_ops, "refresh_ops(): add callables to _C.ops for ops registered since import."),
     DK__FN(config, "config() -> dict: version, abi, compiler, openmp, openmp_max_threads, num_threads, backends, dlpack_version."),
     {NULL, NULL, 0, NULL},

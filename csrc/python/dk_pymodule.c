@@ -70,6 +70,7 @@ static int dk__traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(s->checked_type);
     Py_VISIT(s->ops);
     Py_VISIT(s->max_version);
+    Py_VISIT(s->stream_getters);
     return dk_py_dlpack_traverse(s, visit, arg);
 }
 
@@ -87,6 +88,7 @@ static int dk__clear(PyObject *m)
     Py_CLEAR(s->kw_stream_max_version);
     Py_CLEAR(s->kw_stream);
     Py_CLEAR(s->max_version);
+    Py_CLEAR(s->stream_getters);
     dk_py_dlpack_clear(s);
     return 0;
 }

@@ -323,7 +323,7 @@ static PyObject *dk__op_vectorcall(PyObject *callable, PyObject *const *args, si
     dk_stack stack;
     dk_py_owners owners;
     dk__lists lists;
-    owners.n = owners.nviews = 0;
+    owners.n = owners.nviews = owners.nstreams = 0;
     lists.used = 0;
     lists.nheap = 0;
     /* Note [Conversion order] in dk_pydlpack.h: scalars first, then the tensors. */
