@@ -85,4 +85,36 @@ static inline void dkg_release(dkg_tensor *g)
     g->mem = NULL;
 }
 
+/* keep[0:num] and num from the GPU equal to the CPU's (Note [Data-dependent output sizes] in
+ * ops/nms.h): the same boxes, in the same order. */
+static inline void dkg_assert_same_keep(const dkk_tensor *keep, const dkk_tensor *num, const dkk_tensor *gkeep,
+                                        const dkk_tensor *gnum, const char *what)
+{
+    const int64_t m = ((const int64_t *)num->mem)[0], gm = ((const int64_t *)gnum->mem)[0];
+    if (m != gm) fail_msg("%s: the GPU kept %lld boxes, the CPU %lld", what, (long long)gm, (long long)m);
+    for (int64_t i = 0; i < m; i++) {
+        const int64_t c = (int64_t)dkk_get(keep, (int64_t[]){i}), g = (int64_t)dkk_get(gkeep, (int64_t[]){i});
+        if (c != g) fail_msg("%s: keep[%lld] is %lld on the GPU, %lld on the CPU", what, (long long)i, (long long)g, (long long)c);
+    }
+}
+
+/*
+ * The GPU's values against the CPU's. Emulated, the GPU kernels run the shared math with the
+ * host's compiler and C library, so every bit must agree. On a real GPU the device's libraries
+ * compute sin, cos, atan and exp to within an ulp or two of the C library's, so values that go
+ * through them are compared within `tol` (relative and absolute); all else is still exact there
+ * (the box kernels are built without contraction: Note [Exact box arithmetic] in
+ * csrc/cuda/rules.mk), and callers pass tol 0 for it.
+ */
+static inline void dkg_assert_same_values(const dkk_tensor *gpu, const dkk_tensor *cpu, double tol, const char *what)
+{
+#ifdef DKT_GPU_EMULATED
+    (void)tol;
+    dkk_assert_identical(gpu, cpu, what);
+#else
+    if (tol == 0) dkk_assert_identical(gpu, cpu, what);
+    else dkk_assert_close(gpu, cpu, tol, tol, what);
+#endif
+}
+
 #endif /* DK_GPU_TEST_H */

@@ -54,12 +54,7 @@ static void check(dk_dtype dt, int64_t n, double thr, int64_t offset, int cats, 
     if (idx) dkg_up(&di, idx);
     assert_ok(GPU_NMS(&db.dev, &ds.dev, idx ? &di.dev : NULL, &dk.dev, &dn.dev, thr, offset));
     dkg_down(&dk), dkg_down(&dn);
-    const int64_t m = ((int64_t *)num->mem)[0], gm = ((int64_t *)gnum->mem)[0];
-    if (m != gm) fail_msg("%s: the GPU kept %lld boxes, the CPU %lld", what, (long long)gm, (long long)m);
-    for (int64_t i = 0; i < m; i++)
-        if (((int64_t *)keep->mem)[i] != ((int64_t *)gkeep->mem)[i])
-            fail_msg("%s: keep[%lld] is %lld on the GPU, %lld on the CPU", what, (long long)i,
-                     (long long)((int64_t *)gkeep->mem)[i], (long long)((int64_t *)keep->mem)[i]);
+    dkg_assert_same_keep(keep, num, gkeep, gnum, what);
     dkg_release(&db), dkg_release(&ds), dkg_release(&dk), dkg_release(&dn);
     if (idx) dkg_release(&di);
     dkk_free(b), dkk_free(s), dkk_free(idx), dkk_free(keep), dkk_free(num), dkk_free(gkeep), dkk_free(gnum);

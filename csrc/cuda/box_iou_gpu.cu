@@ -1,0 +1,49 @@
+/*
+ * box_iou_gpu.cu — box_iou on CUDA and HIP (and on the host, for the tests): the entry point the
+ * backend registers and its dtype switch. The kernels are box_iou_gpu_tmpl.cuh; box_iou_gpu.h
+ * has the Note.
+ */
+#include "box_iou_gpu.h"
+
+#include "dk_gpu_status.h"
+#include "gpu/dk_gpu.h"
+#include "kernels/box_math.h"
+
+#define DK_TEMPLATE "box_iou_gpu_tmpl.cuh"
+#define DK_TEMPLATE_TYPES (DK_TYPES_FLOAT | DK_TYPES_INT)
+#include "kernels/dk_instantiate.h"
+
+extern "C" dk_status dk_box_iou_gpu(const dk_tensor *boxes1, const dk_tensor *boxes2, dk_tensor *out, int64_t kind,
+                                    bool aligned, double eps, int64_t offset)
+{
+    const dk_dtype dt = dk_tensor_dtype(boxes1);
+    dk__box_iou_gpu_args a;
+    a.n = boxes1->shape[0];
+    a.m = boxes2->shape[0];
+    a.kind = (int)kind;
+    a.narrow = dk_box_iou_narrow(kind, dt);
+    a.aligned = aligned;
+    a.out_storage = dk_tensor_dtype(out) == dt && (dt == DK_FLOAT16 || dt == DK_BFLOAT16);
+    a.eps = eps;
+    a.offset = (double)offset;
+    dk_tensor_strides(boxes1, a.b1_s, 2);
+    dk_tensor_strides(boxes2, a.b2_s, 2);
+    a.out_s[0] = dk_tensor_stride(out, 0);
+    a.out_s[1] = aligned ? 0 : dk_tensor_stride(out, 1);
+    /* n, m < 2^31 (ops/box_iou.c): n m < 2^62 fits the kernel's 64-bit index */
+    if (a.n == 0 || a.m == 0) return DK_OK; /* nothing to write (aligned: n == m) */
+    dk_device_guard g;
+    dk_status st = dk__gpu_enter(&g, boxes1->device);
+    if (st) return st;
+    void *stream = dk_current_stream(boxes1->device);
+    char got[64];
+    if (dt == DK_INT32 || dt == DK_INT64) {
+        DK_SWITCH_INT(dt, st, dk__box_iou_gpu, (boxes1, boxes2, out, &a, stream), (void)0)
+    } else {
+        DK_SWITCH_FLOAT(dt, st, dk__box_iou_gpu, (boxes1, boxes2, out, &a, stream),
+                        st = dk_error(DK_ETYPE, "box_iou: unsupported dtype %s",
+                                      dk_dl_dtype_str(boxes1->dtype, got, sizeof got)))
+    }
+    dk_device_guard_exit(&g);
+    return st;
+}
