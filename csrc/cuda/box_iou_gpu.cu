@@ -18,20 +18,13 @@ extern "C" dk_status dk_box_iou_gpu(const dk_tensor *boxes1, const dk_tensor *bo
 {
     const dk_dtype dt = dk_tensor_dtype(boxes1);
     dk__box_iou_gpu_args a;
-    a.n = boxes1->shape[0];
-    a.m = boxes2->shape[0];
+    a.pairs = dk_gpu_pairs_of(boxes1, boxes2, out, aligned);
     a.kind = (int)kind;
     a.narrow = dk_box_iou_narrow(kind, dt);
-    a.aligned = aligned;
     a.out_storage = dk_tensor_dtype(out) == dt && (dt == DK_FLOAT16 || dt == DK_BFLOAT16);
     a.eps = eps;
     a.offset = (double)offset;
-    dk_tensor_strides(boxes1, a.b1_s, 2);
-    dk_tensor_strides(boxes2, a.b2_s, 2);
-    a.out_s[0] = dk_tensor_stride(out, 0);
-    a.out_s[1] = aligned ? 0 : dk_tensor_stride(out, 1);
-    /* n, m < 2^31 (ops/box_iou.c): n m < 2^62 fits the kernel's 64-bit index */
-    if (a.n == 0 || a.m == 0) return DK_OK; /* nothing to write (aligned: n == m) */
+    if (dk_gpu_pairs_count(&a.pairs) == 0) return DK_OK; /* nothing to write */
     dk_device_guard g;
     dk_status st = dk__gpu_enter(&g, boxes1->device);
     if (st) return st;

@@ -17,17 +17,10 @@ extern "C" dk_status dk_box_iou_rotated_gpu(const dk_tensor *boxes1, const dk_te
                                             int64_t mode, bool aligned, bool clockwise)
 {
     dk__bir_gpu_args a;
-    a.n = boxes1->shape[0];
-    a.m = boxes2->shape[0];
+    a.pairs = dk_gpu_pairs_of(boxes1, boxes2, ious, aligned);
     a.mode = (int)mode;
-    a.aligned = aligned;
     a.clockwise = clockwise;
-    dk_tensor_strides(boxes1, a.b1_s, 2);
-    dk_tensor_strides(boxes2, a.b2_s, 2);
-    a.out_s[0] = dk_tensor_stride(ious, 0);
-    a.out_s[1] = aligned ? 0 : dk_tensor_stride(ious, 1);
-    /* n, m < 2^31 (ops/box_iou_rotated.c): n m < 2^62 fits the kernel's 64-bit index */
-    if (a.n == 0 || (!aligned && a.m == 0)) return DK_OK; /* nothing to write */
+    if (dk_gpu_pairs_count(&a.pairs) == 0) return DK_OK; /* nothing to write */
     dk_device_guard g;
     dk_status st = dk__gpu_enter(&g, boxes1->device);
     if (st) return st;

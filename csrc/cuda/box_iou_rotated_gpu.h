@@ -4,13 +4,12 @@
  * (box_iou_rotated_gpu_tmpl.cuh) and launcher (box_iou_rotated_gpu.cu) share.
  *
  * Note [Rotated overlaps on a GPU]
- * One thread per output element, in a grid-stride loop over 64-bit indices (Note [Grid-stride
- * loops]): it reads its two boxes with the tensors' strides, widens them to the compute type
- * (float for 16-bit boxes), and writes dk_rbox_overlap's value (kernels/rotated_box_math.h,
+ * One thread per output element, in a grid-stride loop over 64-bit indices (dk_gpu_pairs.cuh):
+ * it reads its two boxes with the tensors' strides, widens them to the compute type (float for
+ * 16-bit boxes), and writes dk_rbox_overlap's value (kernels/rotated_box_math.h,
  * the function the CPU kernel calls), or the +0 that value is for boxes whose bounding circles
  * are clearly apart, skipped as the CPU kernel skips them (Note [Bounding circles]: the skip
- * changes no value). Consecutive threads take consecutive columns of one row: the row's box is
- * one cached read for the whole warp, the column boxes are adjacent. A pair is independent
+ * changes no value). A pair is independent
  * work of up to a few hundred operations with small fixed-size arrays (the 24 candidate vertices),
  * as in MMCV's CUDA kernel; no scratch memory, no synchronisation.
  */
@@ -26,14 +25,15 @@
 #include "dk_status.h"
 #include "dk_tensor.h"
 
-/* One call's sizes and element strides. */
+#ifdef __cplusplus
+#include "dk_gpu_pairs.cuh"
+
+/* One call: its pairs, and the op's parameters. */
 typedef struct {
-    int64_t n, m;
-    int mode, aligned, clockwise;
-    int64_t b1_s[2], b2_s[2], out_s[2]; /* out_s[1] unused when aligned */
+    dk_gpu_pairs pairs;
+    int mode, clockwise;
 } dk__bir_gpu_args;
 
-#ifdef __cplusplus
 extern "C" {
 #endif
 dk_status dk_box_iou_rotated_gpu(const dk_tensor *boxes1, const dk_tensor *boxes2, dk_tensor *ious, int64_t mode,

@@ -19,7 +19,6 @@ DK_TUNABLE(dk__nms_gpu_chunk_bytes, "nms.gpu_chunk_bytes", (int64_t)64 << 20, 8,
 
 /* nms's own arguments (dk__nms_gpu_job.args). */
 typedef struct {
-    const dk_tensor *idxs; /* categories, or NULL */
     double thr, offset;
 } dk__nms_gpu_args;
 
@@ -90,6 +89,7 @@ static bool dk__add(size_t *acc, size_t a, size_t b)
 static dk_status dk__nms_gpu_steps(const dk__nms_gpu_job *job, dk_tensor *keep, int64_t *numv, void *stream)
 {
     const int64_t n = job->n;
+    const bool f64 = dk_tensor_dtype(job->boxes) == DK_FLOAT64;
     int64_t P = 1;
     while (P < n) P *= 2;
     const int64_t words = (n + 63) / 64, blocks = words;
@@ -103,7 +103,7 @@ static dk_status dk__nms_gpu_steps(const dk__nms_gpu_job *job, dk_tensor *keep, 
     bool ok = true;
     L.keys = at, ok = ok && dk__add(&at, (size_t)P, 8);
     L.ord = at, ok = ok && dk__add(&at, (size_t)P, 8);
-    L.sorted = at, ok = ok && dk__add(&at, (size_t)n * (size_t)job->width, job->tbytes);
+    L.sorted = at, ok = ok && dk__add(&at, (size_t)n * (size_t)job->width, f64 ? sizeof(double) : sizeof(float));
     L.cls = at, ok = ok && dk__add(&at, job->cats ? (size_t)n : 0, 8);
     L.removed = at, ok = ok && dk__add(&at, (size_t)words, 8);
     L.mask = at, ok = ok && dk__add(&at, (size_t)(chunk_blocks * DK_NMS_GPU_BLOCK), (size_t)words * 8);
@@ -126,7 +126,7 @@ static dk_status dk__nms_gpu_steps(const dk__nms_gpu_job *job, dk_tensor *keep, 
         for (int64_t j = k / 2; j > 0; j /= 2)
             DK_GPU_LAUNCH(dk__nms_gpu_bitonic_kernel, dk_gpu_blocks(P), DK_GPU_THREADS, stream, keys, ord, P, k, j);
     /* 2. boxes (and categories) in score order */
-    if (!st) st = job->gather(job, ord, sorted, cls, stream);
+    if (!st) DK_SWITCH_FLOAT(dk_tensor_dtype(job->boxes), st, dk__nms_gpu_gather, (job, ord, sorted, cls, stream), (void)0)
     if (!st && dkgMemsetAsync(removed, 0, (size_t)words * 8, (dkgStream_t)stream) != dkgSuccess)
         st = dk__gpu_launched(job->op);
 
@@ -135,7 +135,7 @@ static dk_status dk__nms_gpu_steps(const dk__nms_gpu_job *job, dk_tensor *keep, 
     const int64_t keep_s = dk_tensor_stride(keep, 0);
     for (int64_t rb0 = 0; !st && rb0 < blocks; rb0 += chunk_blocks) {
         const int64_t nb = blocks - rb0 < chunk_blocks ? blocks - rb0 : chunk_blocks;
-        st = job->mask(job, sorted, cls, words, rb0, nb, mask, stream);
+        st = job->mask[f64](job, sorted, cls, words, rb0, nb, mask, stream);
         if (st) break;
         const int64_t r0 = rb0 * DK_NMS_GPU_BLOCK, r1 = (rb0 + nb) * DK_NMS_GPU_BLOCK < n ? (rb0 + nb) * DK_NMS_GPU_BLOCK : n;
         DK_GPU_LAUNCH(dk__nms_gpu_gather_keep_kernel, 1, DK_NMS_GPU_GATHER_THREADS, stream, mask, words, r0, r1, ord,
@@ -164,33 +164,11 @@ dk_status dk__nms_gpu_run(const dk__nms_gpu_job *job, dk_tensor *keep, dk_tensor
     return st;
 }
 
-/* nms's step 3: the axis-aligned overlap in the compute type of its boxes. */
-static dk_status dk__nms_gpu_mask(const dk__nms_gpu_job *job, const void *sorted, const uint64_t *cls, int64_t words,
-                                  int64_t rb0, int64_t nb, uint64_t *mask, void *stream)
-{
-    const dk__nms_gpu_args *a = (const dk__nms_gpu_args *)job->args;
-    if (job->tbytes == sizeof(double))
-        return dk__nms_gpu_launch_mask(dk__nms_gpu_overlap_f64{a->offset, a->thr}, job, sorted, cls, words, rb0, nb,
-                                       mask, stream);
-    return dk__nms_gpu_launch_mask(dk__nms_gpu_overlap_f32{(float)a->offset, a->thr}, job, sorted, cls, words, rb0,
-                                   nb, mask, stream);
-}
-
-/* nms's step 2, for its boxes' dtype (dk__nms_gpu_run has checked it). */
-static dk_status dk__nms_gpu_gather_any(const dk__nms_gpu_job *job, const int64_t *ord, void *sorted, uint64_t *cls,
-                                        void *stream)
-{
-    dk_status st = DK_OK;
-    DK_SWITCH_FLOAT(dk_tensor_dtype(job->boxes), st, dk__nms_gpu_gather, (job, ord, sorted, cls, stream), (void)0)
-    return st;
-}
-
 extern "C" dk_status dk_nms_gpu(const dk_tensor *boxes, const dk_tensor *scores, const dk_tensor *idxs,
                                 dk_tensor *keep, dk_tensor *num, double iou_threshold, int64_t offset)
 {
-    const dk__nms_gpu_args a = {idxs, iou_threshold, (double)offset};
-    const dk__nms_gpu_job job = {"nms", boxes, scores, boxes->shape[0], 4,
-                                 dk_tensor_dtype(boxes) == DK_FLOAT64 ? sizeof(double) : sizeof(float),
-                                 idxs != NULL, &a, dk__nms_gpu_gather_any, dk__nms_gpu_mask};
+    const dk__nms_gpu_args a = {iou_threshold, (double)offset};
+    const dk__nms_gpu_job job = {"nms", boxes, scores, idxs, boxes->shape[0], 4, &a,
+                                 {dk__nms_gpu_mask_f32, dk__nms_gpu_mask_f64}};
     return dk__nms_gpu_run(&job, keep, num);
 }

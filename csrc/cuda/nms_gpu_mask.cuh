@@ -1,8 +1,9 @@
 /*
  * nms_gpu_mask.cuh — the greedy NMS of Note [NMS on a GPU] (nms_gpu.h) for any kind of box: the
  * steps that do not depend on the box (sort, chunked mask, gathering of the keep) are
- * dk__nms_gpu_run in nms_gpu.cu; what does (loading the boxes, and whether one suppresses
- * another) is a job's. nms (axis-aligned boxes, IoU > threshold) and nms_rotated (rotated boxes,
+ * dk__nms_gpu_run in nms_gpu.cu (the boxes are gathered in score order as `width` values in
+ * the compute type, the categories as kernels/sort_key.h keys); what does (whether one box
+ * suppresses another) is a job's. nms (axis-aligned boxes, IoU > threshold) and nms_rotated (rotated boxes,
  * IoU >= threshold) are two jobs of one driver and one mask kernel, templated over the overlap.
  * C++ (nvcc, hipcc, the emulation): included by the .cu files only.
  */
@@ -15,21 +16,21 @@
 #include "gpu/dk_gpu.h"
 #include "nms_gpu.h"
 
-/* One call: its op, tensors and the two steps it supplies. */
+struct dk__nms_gpu_job;
+
+/* Step 3 of a job, for row blocks [rb0, rb0 + nb) (dk__nms_gpu_launch_mask with the job's overlap). */
+typedef dk_status (*dk__nms_gpu_mask_fn)(const dk__nms_gpu_job *job, const void *sorted, const uint64_t *cls,
+                                         int64_t words, int64_t rb0, int64_t nb, uint64_t *mask, void *stream);
+
+/* One call: its op, its tensors, and the overlap it decides with. */
 struct dk__nms_gpu_job {
     const char *op;                  /* for errors */
-    const dk_tensor *boxes, *scores; /* [n, width] and [n], of one float dtype */
-    int64_t n;                       /* < 2^31 (the ops check) */
+    const dk_tensor *boxes, *scores; /* [n, width] and [n], of one float dtype, any strides */
+    const dk_tensor *cats;           /* [n] categories (kernels/sort_key.h's dk_label_key dtypes), or NULL */
+    int64_t n;                       /* boxes, < 2^31 (the ops check) */
     int width;                       /* values per box (4, or 5 rotated) */
-    size_t tbytes;                   /* the compute type's size: float, or double for float64 boxes */
-    bool cats;                       /* categories given */
-    const void *args;                /* the op's own arguments, for the two steps */
-    /* Step 2: box ord[i] into sorted[width i ..] in the compute type, and its category key
-     * into cls[i] when cats. */
-    dk_status (*gather)(const dk__nms_gpu_job *job, const int64_t *ord, void *sorted, uint64_t *cls, void *stream);
-    /* Step 3: the mask rows of row blocks [rb0, rb0 + nb) (dk__nms_gpu_launch_mask). */
-    dk_status (*mask)(const dk__nms_gpu_job *job, const void *sorted, const uint64_t *cls, int64_t words, int64_t rb0,
-                      int64_t nb, uint64_t *mask, void *stream);
+    const void *args;                /* the op's own arguments, for its mask step */
+    dk__nms_gpu_mask_fn mask[2];     /* by compute type: float (16- and 32-bit boxes), double (float64) */
 };
 
 /* Steps 1 to 4 on the job's tensors' device; keep and num as ops/nms.h says. */
