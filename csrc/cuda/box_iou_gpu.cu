@@ -29,13 +29,11 @@ extern "C" dk_status dk_box_iou_gpu(const dk_tensor *boxes1, const dk_tensor *bo
     dk_status st = dk__gpu_enter(&g, boxes1->device);
     if (st) return st;
     void *stream = dk_current_stream(boxes1->device);
-    char got[64];
     if (dt == DK_INT32 || dt == DK_INT64) {
         DK_SWITCH_INT(dt, st, dk__box_iou_gpu, (boxes1, boxes2, out, &a, stream), (void)0)
     } else {
         DK_SWITCH_FLOAT(dt, st, dk__box_iou_gpu, (boxes1, boxes2, out, &a, stream),
-                        st = dk_error(DK_ETYPE, "box_iou: unsupported dtype %s",
-                                      dk_dl_dtype_str(boxes1->dtype, got, sizeof got)))
+                        st = dk__gpu_unsupported("box_iou", boxes1))
     }
     dk_device_guard_exit(&g);
     return st;

@@ -25,10 +25,8 @@ extern "C" dk_status dk_box_iou_rotated_gpu(const dk_tensor *boxes1, const dk_te
     dk_status st = dk__gpu_enter(&g, boxes1->device);
     if (st) return st;
     void *stream = dk_current_stream(boxes1->device);
-    char got[64];
     DK_SWITCH_FLOAT(dk_tensor_dtype(boxes1), st, dk__bir_gpu, (boxes1, boxes2, ious, &a, stream),
-                    st = dk_error(DK_ETYPE, "box_iou_rotated: unsupported dtype %s",
-                                  dk_dl_dtype_str(boxes1->dtype, got, sizeof got)))
+                    st = dk__gpu_unsupported("box_iou_rotated", boxes1))
     dk_device_guard_exit(&g);
     return st;
 }

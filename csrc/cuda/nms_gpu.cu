@@ -149,10 +149,8 @@ static dk_status dk__nms_gpu_steps(const dk__nms_gpu_job *job, dk_tensor *keep, 
 dk_status dk__nms_gpu_run(const dk__nms_gpu_job *job, dk_tensor *keep, dk_tensor *num)
 {
     const dk_dtype dt = dk_tensor_dtype(job->boxes);
-    if (dt != DK_FLOAT32 && dt != DK_FLOAT64 && dt != DK_FLOAT16 && dt != DK_BFLOAT16) {
-        char got[64];
-        return dk_error(DK_ETYPE, "%s: unsupported dtype %s", job->op, dk_dl_dtype_str(job->boxes->dtype, got, sizeof got));
-    }
+    if (dt != DK_FLOAT32 && dt != DK_FLOAT64 && dt != DK_FLOAT16 && dt != DK_BFLOAT16)
+        return dk__gpu_unsupported(job->op, job->boxes);
     dk_device_guard g;
     dk_status st = dk__gpu_enter(&g, job->boxes->device);
     if (st) return st;

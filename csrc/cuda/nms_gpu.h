@@ -20,6 +20,10 @@
  *      0.16 copied the whole N x N/64 mask back and walked it on the CPU).
  * Memory is bounded: the mask is made and consumed in chunks of rows (Note [Bounded NMS
  * memory]), so 100,000 boxes need about 6 MB plus one chunk, not the 1.25 GB of a full mask.
+ * Only step 3's overlap is nms's own: the driver (dk__nms_gpu_run) and the mask kernel
+ * (nms_gpu_mask.cuh, a template over the overlap) serve nms_rotated too (Note [Rotated NMS on a
+ * GPU] in nms_rotated_gpu.h); categories of either op are gathered as kernels/sort_key.h's
+ * dk_label_key keys.
  *
  * Note [Bounded NMS memory]
  * A full mask has N * ceil(N / 64) words: 1.25 GB at N = 100,000, 125 GB at a million. Steps 3

@@ -31,13 +31,11 @@ extern "C" dk_status dk_soft_nms_gpu(const dk_tensor *boxes, const dk_tensor *sc
     if (st) return st;
     void *stream = dk_current_stream(boxes->device);
     int64_t *numv = (int64_t *)dk_tensor_data(num);
-    char got[64];
     if (dkgMemsetAsync(numv, 0, sizeof *numv, (dkgStream_t)stream) != dkgSuccess) st = dk__gpu_launched("soft_nms");
     else if (a.n > 0)
         DK_SWITCH_FLOAT(dk_tensor_dtype(boxes), st, dk__snms_gpu,
                         (&a, boxes, scores, dets, inds, numv, threads, stream),
-                        st = dk_error(DK_ETYPE, "soft_nms: unsupported dtype %s",
-                                      dk_dl_dtype_str(boxes->dtype, got, sizeof got)))
+                        st = dk__gpu_unsupported("soft_nms", boxes))
     dk_device_guard_exit(&g);
     return st;
 }

@@ -20,24 +20,6 @@
 #define GPU_SOFT_NMS dk_soft_nms
 #endif
 
-/* n boxes in a few clusters (so that many overlap), scores with ties, NaN and negative ones, and
- * a few NaN or infinite boxes. */
-static void make_input(dkk_tensor *b, dkk_tensor *s, dkk_rng *r, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++) {
-        const double cx = 40.0 * (double)(dkk_u64(r) % 4) + dkk_uniform(r, 0, 12);
-        const double cy = 40.0 * (double)(dkk_u64(r) % 3) + dkk_uniform(r, 0, 12);
-        double v[4] = {cx, cy, cx + dkk_uniform(r, 4, 30), cy + dkk_uniform(r, 4, 30)};
-        if (i % 89 == 17) v[i % 4] = i % 2 ? NAN : INFINITY;
-        for (int d = 0; d < 4; d++) dkk_set(b, (int64_t[]){i, d}, v[d]);
-        double sc = (double)(dkk_u64(r) % 50) / 50.0; /* ties */
-        if (i % 97 == 13) sc = NAN;
-        if (i % 61 == 7) sc = -0.25;
-        if (i % 71 == 9) sc = -0.0;
-        dkk_set(s, (int64_t[]){i}, sc);
-    }
-}
-
 /* Element bits of row k of a [N, *] tensor (or element k of a [N] one). */
 static const void *elem(const dkk_tensor *t, int64_t k, int64_t d)
 {
@@ -52,7 +34,7 @@ static void check(dk_dtype dt, int64_t n, int method, double thr, double min_sco
              dk_dtype_name(dt), (long long)n, method, thr, min_score, (long long)offset);
     const double sigma = 0.5;
     dkk_tensor *b = dkk_new(dt, 2, (int64_t[]){n, 4}, NULL, 1), *s = dkk_new(dt, 1, (int64_t[]){n}, NULL, 2);
-    make_input(b, s, r, n);
+    dkg_clustered_boxes(b, s, r, n, true);
     dkk_tensor *dets = dkk_new(dt, 2, (int64_t[]){n, 5}, NULL, 0), *inds = dkk_new(DK_INT64, 1, (int64_t[]){n}, NULL, 0);
     dkk_tensor *num = dkk_new(DK_INT64, 1, (int64_t[]){1}, NULL, 0);
     dkk_tensor *gdets = dkk_new(dt, 2, (int64_t[]){n, 5}, (int[]){1, 0}, 1);
