@@ -31,7 +31,7 @@
  * nms.gpu_chunk_bytes (64 MiB; at least one block): step 4 only ever needs the rows in order,
  * and a row's mask depends on nothing but the boxes. The removed bits (N / 8 bytes) carry over
  * from chunk to chunk. The rest is linear: keys and order (16 bytes per padded box), boxes
- * (4 or 8 values per box) and categories (8 bytes per box).
+ * (4 or 5 compute values per box) and categories (8 bytes per box).
  */
 #ifndef DK_NMS_GPU_H
 #define DK_NMS_GPU_H
