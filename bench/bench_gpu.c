@@ -14,9 +14,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "box_iou.h"
+#include "box_iou_rotated.h"
 #include "dk_tunables.h"
 #include "dkit.h"
 #include "nms.h"
+#include "nms_rotated.h"
 #include "roi_align.h"
 
 static DLDevice dev = {kDLCUDA, 0};
@@ -142,6 +145,70 @@ static void nms_bench(int64_t n)
     free(b), free(s);
 }
 
+/* The box ops other than nms: boxes (and scores) on both sides, each call's outputs. */
+typedef struct {
+    tensor a[2], b[2], out[2], keep[2], num[2];
+} box_case;
+
+static dk_status box_iou_run(void *c, int gpu)
+{
+    box_case *r = c;
+    return dk_box_iou(&r->a[gpu].t, &r->b[gpu].t, &r->out[gpu].t, DK_BOX_IOU, false, 1e-7, 0);
+}
+
+static dk_status box_iou_rotated_run(void *c, int gpu)
+{
+    box_case *r = c;
+    return dk_box_iou_rotated(&r->a[gpu].t, &r->b[gpu].t, &r->out[gpu].t, 0, false, true);
+}
+
+static dk_status nms_rotated_run(void *c, int gpu)
+{
+    box_case *r = c;
+    return dk_nms_rotated(&r->a[gpu].t, &r->b[gpu].t, NULL, &r->keep[gpu].t, &r->num[gpu].t, 0.5, true);
+}
+
+static dk_status soft_nms_run(void *c, int gpu)
+{
+    box_case *r = c;
+    return dk_soft_nms(&r->a[gpu].t, &r->b[gpu].t, &r->out[gpu].t, &r->keep[gpu].t, &r->num[gpu].t, 0.3, 0.5, 0.001,
+                       DK_SOFT_NMS_GAUSSIAN, 0);
+}
+
+/* n boxes of `width` values (x1 y1 x2 y2, or rotated cx cy w h angle) in a 1000 x 800 image, as
+ * nms_bench's proposals. */
+static float *random_boxes(int64_t n, int width)
+{
+    float *b = malloc((size_t)n * (size_t)width * sizeof *b);
+    for (int64_t i = 0; i < n; i++) {
+        const double x = 1000 * uniform(), y = 800 * uniform(), w = 16 + 200 * uniform(), h = 16 + 200 * uniform();
+        float *r = b + i * width;
+        if (width == 4) r[0] = (float)x, r[1] = (float)y, r[2] = (float)(x + w), r[3] = (float)(y + h);
+        else r[0] = (float)x, r[1] = (float)y, r[2] = (float)w, r[3] = (float)h, r[4] = (float)(6.28 * uniform() - 3.14);
+    }
+    return b;
+}
+
+/* One case: `a` are n boxes of `width` values; `b` m more boxes (m > 0) or n scores (m == 0);
+ * out is [n, out_cols] (or absent: 0), keep and num as the NMS ops want them. */
+static void box_bench(const char *name, case_fn fn, int64_t n, int64_t m, int width, int64_t out_cols)
+{
+    float *a = random_boxes(n, width), *b = m ? random_boxes(m, width) : malloc((size_t)n * sizeof *b);
+    for (int64_t i = 0; !m && i < n; i++) b[i] = (float)uniform();
+    box_case c;
+    for (int g = 0; g < 2; g++) {
+        const DLDevice w = g ? dev : host;
+        c.a[g] = make(w, DK_FLOAT32, 2, (int64_t[]){n, width}, a);
+        c.b[g] = m ? make(w, DK_FLOAT32, 2, (int64_t[]){m, width}, b) : make(w, DK_FLOAT32, 1, (int64_t[]){n}, b);
+        if (out_cols) c.out[g] = make(w, DK_FLOAT32, 2, (int64_t[]){n, out_cols}, NULL);
+        c.keep[g] = make(w, DK_INT64, 1, (int64_t[]){n}, NULL);
+        c.num[g] = make(w, DK_INT64, 1, (int64_t[]){1}, NULL);
+    }
+    printf("case %s gpu_ms %.4f cpu_ms %.4f\n", name, time_it(fn, &c, 1), time_it(fn, &c, 0));
+    fflush(stdout);
+    free(a), free(b);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -187,6 +254,10 @@ int main(int argc, char **argv)
     fflush(stdout);
     nms_bench(10000);
     nms_bench(100000);
+    box_bench("box_iou_4000x4000", box_iou_run, 4000, 4000, 4, 4000);
+    box_bench("box_iou_rotated_1000x1000", box_iou_rotated_run, 1000, 1000, 5, 1000);
+    box_bench("nms_rotated_10000_boxes", nms_rotated_run, 10000, 0, 5, 0);
+    box_bench("soft_nms_2000_boxes", soft_nms_run, 2000, 0, 4, 5);
     free(x), free(rois);
     return 0;
 }
