@@ -44,8 +44,9 @@ static double uniform(void)
     return (double)(rng >> 11) / 9007199254740992.0;
 }
 
-/* A contiguous tensor of `dt` on `where`, filled from `src` (host memory) when given. */
-static tensor make(DLDevice where, dk_dtype dt, int ndim, const int64_t *shape, const void *src)
+/* *x: a contiguous tensor of `dt` on `where`, filled from `src` (host memory) when given. Made in
+ * place: its dk_tensor points at its own shape array. */
+static void make(tensor *xp, DLDevice where, dk_dtype dt, int ndim, const int64_t *shape, const void *src)
 {
     tensor x;
     memset(&x, 0, sizeof x);
@@ -65,8 +66,8 @@ static tensor make(DLDevice where, dk_dtype dt, int ndim, const int64_t *shape, 
     x.t.device = where;
     x.t.ndim = ndim;
     x.t.dtype = dk_dtype_to_dl(dt);
-    x.t.shape = x.shape;
-    return x;
+    *xp = x;
+    xp->t.shape = xp->shape;
 }
 
 static int cmp(const void *a, const void *b)
@@ -133,10 +134,10 @@ static void nms_bench(int64_t n)
     nms_case c;
     for (int g = 0; g < 2; g++) {
         const DLDevice w = g ? dev : host;
-        c.boxes[g] = make(w, DK_FLOAT32, 2, (int64_t[]){n, 4}, b);
-        c.scores[g] = make(w, DK_FLOAT32, 1, (int64_t[]){n}, s);
-        c.keep[g] = make(w, DK_INT64, 1, (int64_t[]){n}, NULL);
-        c.num[g] = make(w, DK_INT64, 1, (int64_t[]){1}, NULL);
+        make(&c.boxes[g], w, DK_FLOAT32, 2, (int64_t[]){n, 4}, b);
+        make(&c.scores[g], w, DK_FLOAT32, 1, (int64_t[]){n}, s);
+        make(&c.keep[g], w, DK_INT64, 1, (int64_t[]){n}, NULL);
+        make(&c.num[g], w, DK_INT64, 1, (int64_t[]){1}, NULL);
     }
     char name[64];
     snprintf(name, sizeof name, "nms_%lld_boxes", (long long)n);
@@ -198,11 +199,12 @@ static void box_bench(const char *name, case_fn fn, int64_t n, int64_t m, int wi
     box_case c;
     for (int g = 0; g < 2; g++) {
         const DLDevice w = g ? dev : host;
-        c.a[g] = make(w, DK_FLOAT32, 2, (int64_t[]){n, width}, a);
-        c.b[g] = m ? make(w, DK_FLOAT32, 2, (int64_t[]){m, width}, b) : make(w, DK_FLOAT32, 1, (int64_t[]){n}, b);
-        if (out_cols) c.out[g] = make(w, DK_FLOAT32, 2, (int64_t[]){n, out_cols}, NULL);
-        c.keep[g] = make(w, DK_INT64, 1, (int64_t[]){n}, NULL);
-        c.num[g] = make(w, DK_INT64, 1, (int64_t[]){1}, NULL);
+        make(&c.a[g], w, DK_FLOAT32, 2, (int64_t[]){n, width}, a);
+        if (m) make(&c.b[g], w, DK_FLOAT32, 2, (int64_t[]){m, width}, b);
+        else make(&c.b[g], w, DK_FLOAT32, 1, (int64_t[]){n}, b);
+        if (out_cols) make(&c.out[g], w, DK_FLOAT32, 2, (int64_t[]){n, out_cols}, NULL);
+        make(&c.keep[g], w, DK_INT64, 1, (int64_t[]){n}, NULL);
+        make(&c.num[g], w, DK_INT64, 1, (int64_t[]){1}, NULL);
     }
     printf("case %s gpu_ms %.4f cpu_ms %.4f\n", name, time_it(fn, &c, 1), time_it(fn, &c, 0));
     fflush(stdout);
@@ -237,10 +239,10 @@ int main(int argc, char **argv)
     ra_case r;
     for (int g = 0; g < 2; g++) {
         const DLDevice w = g ? dev : host;
-        r.x[g] = make(w, DK_FLOAT32, 4, xs, x);
-        r.rois[g] = make(w, DK_FLOAT32, 2, rs, rois);
-        r.out[g] = make(w, DK_FLOAT32, 4, os, NULL);
-        r.gin[g] = make(w, DK_FLOAT32, 4, xs, NULL);
+        make(&r.x[g], w, DK_FLOAT32, 4, xs, x);
+        make(&r.rois[g], w, DK_FLOAT32, 2, rs, rois);
+        make(&r.out[g], w, DK_FLOAT32, 4, os, NULL);
+        make(&r.gin[g], w, DK_FLOAT32, 4, xs, NULL);
     }
     printf("case roi_align_forward gpu_ms %.4f cpu_ms %.4f\n", time_it(ra_forward, &r, 1), time_it(ra_forward, &r, 0));
     fflush(stdout);
