@@ -14,9 +14,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "box_iou.h"
+#include "box_iou_rotated.h"
 #include "dk_tunables.h"
 #include "dkit.h"
 #include "nms.h"
+#include "nms_rotated.h"
 #include "roi_align.h"
 
 static DLDevice dev = {kDLCUDA, 0};
@@ -41,8 +44,9 @@ static double uniform(void)
     return (double)(rng >> 11) / 9007199254740992.0;
 }
 
-/* A contiguous tensor of `dt` on `where`, filled from `src` (host memory) when given. */
-static tensor make(DLDevice where, dk_dtype dt, int ndim, const int64_t *shape, const void *src)
+/* *x: a contiguous tensor of `dt` on `where`, filled from `src` (host memory) when given. Made in
+ * place: its dk_tensor points at its own shape array. */
+static void make(tensor *xp, DLDevice where, dk_dtype dt, int ndim, const int64_t *shape, const void *src)
 {
     tensor x;
     memset(&x, 0, sizeof x);
@@ -62,8 +66,8 @@ static tensor make(DLDevice where, dk_dtype dt, int ndim, const int64_t *shape, 
     x.t.device = where;
     x.t.ndim = ndim;
     x.t.dtype = dk_dtype_to_dl(dt);
-    x.t.shape = x.shape;
-    return x;
+    *xp = x;
+    xp->t.shape = xp->shape;
 }
 
 static int cmp(const void *a, const void *b)
@@ -130,16 +134,81 @@ static void nms_bench(int64_t n)
     nms_case c;
     for (int g = 0; g < 2; g++) {
         const DLDevice w = g ? dev : host;
-        c.boxes[g] = make(w, DK_FLOAT32, 2, (int64_t[]){n, 4}, b);
-        c.scores[g] = make(w, DK_FLOAT32, 1, (int64_t[]){n}, s);
-        c.keep[g] = make(w, DK_INT64, 1, (int64_t[]){n}, NULL);
-        c.num[g] = make(w, DK_INT64, 1, (int64_t[]){1}, NULL);
+        make(&c.boxes[g], w, DK_FLOAT32, 2, (int64_t[]){n, 4}, b);
+        make(&c.scores[g], w, DK_FLOAT32, 1, (int64_t[]){n}, s);
+        make(&c.keep[g], w, DK_INT64, 1, (int64_t[]){n}, NULL);
+        make(&c.num[g], w, DK_INT64, 1, (int64_t[]){1}, NULL);
     }
     char name[64];
     snprintf(name, sizeof name, "nms_%lld_boxes", (long long)n);
     printf("case %s gpu_ms %.4f cpu_ms %.4f\n", name, time_it(nms_run, &c, 1), time_it(nms_run, &c, 0));
     fflush(stdout);
     free(b), free(s);
+}
+
+/* The box ops other than nms: boxes (and scores) on both sides, each call's outputs. */
+typedef struct {
+    tensor a[2], b[2], out[2], keep[2], num[2];
+} box_case;
+
+static dk_status box_iou_run(void *c, int gpu)
+{
+    box_case *r = c;
+    return dk_box_iou(&r->a[gpu].t, &r->b[gpu].t, &r->out[gpu].t, DK_BOX_IOU, false, 1e-7, 0);
+}
+
+static dk_status box_iou_rotated_run(void *c, int gpu)
+{
+    box_case *r = c;
+    return dk_box_iou_rotated(&r->a[gpu].t, &r->b[gpu].t, &r->out[gpu].t, 0, false, true);
+}
+
+static dk_status nms_rotated_run(void *c, int gpu)
+{
+    box_case *r = c;
+    return dk_nms_rotated(&r->a[gpu].t, &r->b[gpu].t, NULL, &r->keep[gpu].t, &r->num[gpu].t, 0.5, true);
+}
+
+static dk_status soft_nms_run(void *c, int gpu)
+{
+    box_case *r = c;
+    return dk_soft_nms(&r->a[gpu].t, &r->b[gpu].t, &r->out[gpu].t, &r->keep[gpu].t, &r->num[gpu].t, 0.3, 0.5, 0.001,
+                       DK_SOFT_NMS_GAUSSIAN, 0);
+}
+
+/* n boxes of `width` values (x1 y1 x2 y2, or rotated cx cy w h angle) in a 1000 x 800 image, as
+ * nms_bench's proposals. */
+static float *random_boxes(int64_t n, int width)
+{
+    float *b = malloc((size_t)n * (size_t)width * sizeof *b);
+    for (int64_t i = 0; i < n; i++) {
+        const double x = 1000 * uniform(), y = 800 * uniform(), w = 16 + 200 * uniform(), h = 16 + 200 * uniform();
+        float *r = b + i * width;
+        if (width == 4) r[0] = (float)x, r[1] = (float)y, r[2] = (float)(x + w), r[3] = (float)(y + h);
+        else r[0] = (float)x, r[1] = (float)y, r[2] = (float)w, r[3] = (float)h, r[4] = (float)(6.28 * uniform() - 3.14);
+    }
+    return b;
+}
+
+/* One case: `a` are n boxes of `width` values; `b` m more boxes (m > 0) or n scores (m == 0);
+ * out is [n, out_cols] (or absent: 0), keep and num as the NMS ops want them. */
+static void box_bench(const char *name, case_fn fn, int64_t n, int64_t m, int width, int64_t out_cols)
+{
+    float *a = random_boxes(n, width), *b = m ? random_boxes(m, width) : malloc((size_t)n * sizeof *b);
+    for (int64_t i = 0; !m && i < n; i++) b[i] = (float)uniform();
+    box_case c;
+    for (int g = 0; g < 2; g++) {
+        const DLDevice w = g ? dev : host;
+        make(&c.a[g], w, DK_FLOAT32, 2, (int64_t[]){n, width}, a);
+        if (m) make(&c.b[g], w, DK_FLOAT32, 2, (int64_t[]){m, width}, b);
+        else make(&c.b[g], w, DK_FLOAT32, 1, (int64_t[]){n}, b);
+        if (out_cols) make(&c.out[g], w, DK_FLOAT32, 2, (int64_t[]){n, out_cols}, NULL);
+        make(&c.keep[g], w, DK_INT64, 1, (int64_t[]){n}, NULL);
+        make(&c.num[g], w, DK_INT64, 1, (int64_t[]){1}, NULL);
+    }
+    printf("case %s gpu_ms %.4f cpu_ms %.4f\n", name, time_it(fn, &c, 1), time_it(fn, &c, 0));
+    fflush(stdout);
+    free(a), free(b);
 }
 
 int main(int argc, char **argv)
@@ -170,10 +239,10 @@ int main(int argc, char **argv)
     ra_case r;
     for (int g = 0; g < 2; g++) {
         const DLDevice w = g ? dev : host;
-        r.x[g] = make(w, DK_FLOAT32, 4, xs, x);
-        r.rois[g] = make(w, DK_FLOAT32, 2, rs, rois);
-        r.out[g] = make(w, DK_FLOAT32, 4, os, NULL);
-        r.gin[g] = make(w, DK_FLOAT32, 4, xs, NULL);
+        make(&r.x[g], w, DK_FLOAT32, 4, xs, x);
+        make(&r.rois[g], w, DK_FLOAT32, 2, rs, rois);
+        make(&r.out[g], w, DK_FLOAT32, 4, os, NULL);
+        make(&r.gin[g], w, DK_FLOAT32, 4, xs, NULL);
     }
     printf("case roi_align_forward gpu_ms %.4f cpu_ms %.4f\n", time_it(ra_forward, &r, 1), time_it(ra_forward, &r, 0));
     fflush(stdout);
@@ -187,6 +256,10 @@ int main(int argc, char **argv)
     fflush(stdout);
     nms_bench(10000);
     nms_bench(100000);
+    box_bench("box_iou_4000x4000", box_iou_run, 4000, 4000, 4, 4000);
+    box_bench("box_iou_rotated_1000x1000", box_iou_rotated_run, 1000, 1000, 5, 1000);
+    box_bench("nms_rotated_10000_boxes", nms_rotated_run, 10000, 0, 5, 0);
+    box_bench("soft_nms_2000_boxes", soft_nms_run, 2000, 0, 4, 5);
     free(x), free(rois);
     return 0;
 }

@@ -12,6 +12,10 @@ torchvision.ops on the GPU too, and the ratio dkit / torchvision is printed. Cas
         [2, 256, 200, 272], 1024 boxes, 7x7, scale 0.25, sampling_ratio 2, aligned
         (torchvision has no deterministic mode: its row compares with its atomic backward)
   nms_10000_boxes / nms_100000_boxes    iou_threshold 0.5
+  box_iou_4000x4000                     torchvision's box_iou
+  box_iou_rotated_1000x1000, nms_rotated_10000_boxes (threshold 0.5), soft_nms_2000_boxes
+        (gaussian, sigma 0.5): MMCV's ops; torchvision has none, and MMCV's soft_nms runs on the
+        CPU only, so these rows compare with dkit's CPU kernels alone
 Without a GPU it says so and exits 0. No figure here is ever estimated: every number printed was
 measured by this run, on this machine.
 """
@@ -67,6 +71,9 @@ def torchvision_times():
         boxes = torch.cat([xy, xy + 16 + 200 * torch.rand(n, 2, generator=g)], 1).to(dev)
         scores = torch.rand(n, generator=g).to(dev)
         out[f"nms_{n}_boxes"] = _median_ms(lambda: torchvision.ops.nms(boxes, scores, 0.5), sync)
+    xy = torch.rand(4000, 2, generator=g) * torch.tensor([1000.0, 800.0])
+    boxes = torch.cat([xy, xy + 16 + 200 * torch.rand(4000, 2, generator=g)], 1).to(dev)
+    out["box_iou_4000x4000"] = _median_ms(lambda: torchvision.ops.box_iou(boxes, boxes), sync)
     return out
 
 

@@ -26,6 +26,13 @@ dk_dtype dk_box_iou_out_dtype(int64_t kind, dk_dtype boxes)
     }
 }
 
+int dk_box_iou_narrow(int64_t kind, dk_dtype boxes)
+{
+    if (kind == DK_BOX_IOU || kind == DK_BOX_GIOU || kind == DK_BOX_MMCV_IOU || kind == DK_BOX_MMCV_IOF)
+        return boxes == DK_FLOAT16 ? 1 : boxes == DK_BFLOAT16 ? 2 : 0;
+    return 0; /* distance and complete IoU upcast first */
+}
+
 static dk_status dk__check_boxes(const char *name, const dk_tensor *t)
 {
     if (t->ndim != 2 || t->shape[1] != 4 || t->shape[0] < 0) {

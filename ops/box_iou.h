@@ -44,6 +44,10 @@ DK_DECLARE_OP(box_iou, DK_BOX_IOU_ARGS)
 /* The dtype of out for boxes of dtype `boxes` and this kind; DK_DTYPE_UNSUPPORTED when the kind
  * does not take such boxes. */
 DK_API dk_dtype dk_box_iou_out_dtype(int64_t kind, dk_dtype boxes);
+/* Which results this kind rounds to the boxes' 16-bit dtype (Note [16-bit boxes] in
+ * kernels/box_math.h): dk_box_iou_pair's `narrow`, 1 float16, 2 bfloat16, 0 none. Every
+ * backend's kernel asks here. */
+DK_API int dk_box_iou_narrow(int64_t kind, dk_dtype boxes);
 #ifdef __cplusplus
 }
 #endif

@@ -20,6 +20,14 @@ static inline dk_status dk__gpu_status(dkgError_t e, const char *what)
 /* After a launch: a bad configuration or an earlier asynchronous fault shows up here. */
 static inline dk_status dk__gpu_launched(const char *op) { return dk__gpu_status(dkgGetLastError(), op); }
 
+/* A kernel's refusal of a dtype it has no instantiation for (the op's check lets through only
+ * dtypes some backend serves). */
+static inline dk_status dk__gpu_unsupported(const char *op, const dk_tensor *t)
+{
+    char got[64];
+    return dk_error(DK_ETYPE, "%s: unsupported dtype %s", op, dk_dl_dtype_str(t->dtype, got, sizeof got));
+}
+
 /* Makes the tensors' device current for a kernel (dk_device_guard_enter). When that fails
  * because the backend cannot run at all (no driver, no device), the error says so, naming the
  * backend and the reason, rather than repeating the runtime's code for it; availability is

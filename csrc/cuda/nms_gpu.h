@@ -20,6 +20,10 @@
  *      0.16 copied the whole N x N/64 mask back and walked it on the CPU).
  * Memory is bounded: the mask is made and consumed in chunks of rows (Note [Bounded NMS
  * memory]), so 100,000 boxes need about 6 MB plus one chunk, not the 1.25 GB of a full mask.
+ * Only step 3's overlap is nms's own: the driver (dk__nms_gpu_run) and the mask kernel
+ * (nms_gpu_mask.cuh, a template over the overlap) serve nms_rotated too (Note [Rotated NMS on a
+ * GPU] in nms_rotated_gpu.h); categories of either op are gathered as kernels/sort_key.h's
+ * dk_label_key keys.
  *
  * Note [Bounded NMS memory]
  * A full mask has N * ceil(N / 64) words: 1.25 GB at N = 100,000, 125 GB at a million. Steps 3
@@ -27,7 +31,7 @@
  * nms.gpu_chunk_bytes (64 MiB; at least one block): step 4 only ever needs the rows in order,
  * and a row's mask depends on nothing but the boxes. The removed bits (N / 8 bytes) carry over
  * from chunk to chunk. The rest is linear: keys and order (16 bytes per padded box), boxes
- * (4 or 8 values per box) and categories (8 bytes per box).
+ * (4 or 5 compute values per box) and categories (8 bytes per box).
  */
 #ifndef DK_NMS_GPU_H
 #define DK_NMS_GPU_H

@@ -55,12 +55,6 @@ static dk_status dk__ra_gpu_sizes(const dk__ra_gpu_args *a, const char *op)
     return DK_OK;
 }
 
-static dk_status dk__ra_gpu_unsupported(const char *op, const dk_tensor *t)
-{
-    char got[64];
-    return dk_error(DK_ETYPE, "%s: unsupported dtype %s", op, dk_dl_dtype_str(t->dtype, got, sizeof got));
-}
-
 extern "C" dk_status dk_roi_align_forward_gpu(const dk_tensor *input, const dk_tensor *rois, dk_tensor *output,
                                               dk_tensor *argmax_y, dk_tensor *argmax_x, int64_t aligned_height,
                                               int64_t aligned_width, double spatial_scale, int64_t sampling_ratio,
@@ -75,7 +69,7 @@ extern "C" dk_status dk_roi_align_forward_gpu(const dk_tensor *input, const dk_t
     void *stream = dk_current_stream(input->device);
     DK_SWITCH_FLOAT(dk_tensor_dtype(input), st, dk__ra_gpu_forward,
                     (input, rois, output, argmax_y, argmax_x, &a, stream),
-                    st = dk__ra_gpu_unsupported("roi_align_forward", input))
+                    st = dk__gpu_unsupported("roi_align_forward", input))
     dk_device_guard_exit(&g);
     return st;
 }
@@ -96,7 +90,7 @@ extern "C" dk_status dk_roi_align_backward_gpu(const dk_tensor *grad_output, con
     void *stream = dk_current_stream(grad_input->device);
     DK_SWITCH_FLOAT(dk_tensor_dtype(grad_output), st, dk__ra_gpu_backward,
                     (grad_output, rois, argmax_y, argmax_x, grad_input, &a, deterministic, stream),
-                    st = dk__ra_gpu_unsupported("roi_align_backward", grad_output))
+                    st = dk__gpu_unsupported("roi_align_backward", grad_output))
     dk_device_guard_exit(&g);
     return st;
 }

@@ -53,6 +53,20 @@ HIPCC_FLAGS := -x hip -std=c++17 -O3 -fPIC -fvisibility=hidden -Wall -Werror -Wn
                -Wno-unused-command-line-argument $(addprefix --offload-arch=,$(HIP_ARCH_LIST)) $(GPU_INCS)
 EMU_FLAGS   := -x c++ -std=c++17 -DDK_GPU_EMULATE -fPIC -O1 -g $(WARN) $(GPU_INCS) -Itests/c
 
+# Note [Exact box arithmetic]
+# nvcc fuses a multiplication and an addition into one fma by default (-fmad=true), and hipcc
+# (clang, -ffp-contract=fast for HIP) likewise; the host compilers, in ISO C/C++ mode, never do.
+# A fused result is rounded once instead of twice, so the same expression gives other bits on the
+# GPU than on the CPU. The box kernels (IoU values, NMS and Soft-NMS decisions and decayed
+# scores) promise the CPU kernel's results, and a bit at a threshold decides which boxes are
+# kept; so they are compiled without contraction: every +, -, *, / and sqrt is then the IEEE
+# operation the CPU performs. Only the device's sin, cos, atan and exp can still differ from the
+# C library's (by an ulp or two). roi_align promises a tolerance (its sums are ordered
+# differently anyway) and keeps the fused multiply-adds.
+GPU_EXACT_SRCS := nms_gpu nms_rotated_gpu soft_nms_gpu box_iou_gpu box_iou_rotated_gpu
+$(addprefix $(BUILD)/cuda/,$(addsuffix .o,$(GPU_EXACT_SRCS))): NVCC_FLAGS += -fmad=false
+$(addprefix $(BUILD)/hip/,$(addsuffix .o,$(GPU_EXACT_SRCS))): HIPCC_FLAGS += -ffp-contract=off
+
 $(BUILD)/cuda/%.o: csrc/cuda/%.cu $(GPU_HEADERS)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCC_FLAGS) -DDK_GPU_ARCHS='"$(CUDA_ARCHS_TEXT)"' -c $< -o $@

@@ -40,6 +40,29 @@ def test_built_backends_are_loaded_and_described(name):
         assert b.devices == 0
 
 
+# Every op the GPU backends serve with kernels of their own; the rest of dkit's ops are composites.
+GPU_KERNELS = ("roi_align_forward", "roi_align_backward", "nms", "soft_nms", "box_iou", "nms_rotated", "box_iou_rotated")
+
+
+@pytest.mark.parametrize("name", ["cuda", "hip"])
+def test_built_backends_have_a_kernel_for_every_op(name):
+    """The project's rule: an op is done when every backend dkit builds runs it. Each op with a
+    CPU kernel has one of the GPU backend's own (registered at load, without a driver), and
+    every composite over such ops serves the backend too."""
+    if not BUILT[name]:
+        pytest.skip(f"libdkit_{name}.so was not built (no {'nvcc' if name == 'cuda' else 'hipcc'})")
+    for op in dkit.dispatch.ops():
+        slots = {s.key: s for s in dkit.dispatch.table(op)}
+        cpu, gpu = slots.get("cpu"), slots.get(name)
+        assert gpu is not None and gpu.kernel, (op, name, slots)
+        if cpu.provenance == "kernel":
+            assert gpu.provenance == "kernel" and gpu.kernel == f"dk_{op}_{name}", (op, gpu)
+            assert op in GPU_KERNELS, op  # a new op: list it above once it has GPU kernels
+        else:
+            assert gpu.provenance == cpu.provenance and gpu.kernel == cpu.kernel, (op, gpu, cpu)
+    assert set(GPU_KERNELS) <= set(dkit.dispatch.ops())
+
+
 @pytest.mark.parametrize("name", ["cuda", "hip"])
 def test_a_tensor_on_an_unavailable_backend_gets_its_reason(name):
     b = _backend(name)

@@ -50,6 +50,7 @@
 #ifndef DK_KERNELS_ROTATED_BOX_MATH_H
 #define DK_KERNELS_ROTATED_BOX_MATH_H
 
+#include <float.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -66,5 +67,15 @@ enum { DK_RBOX_IOU = 0, DK_RBOX_IOF = 1 };
 #define DK_TEMPLATE "kernels/rotated_box_math_tmpl.h"
 #define DK_TEMPLATE_TYPES DK_TYPES_COMPUTE
 #include "dk_instantiate.h"
+
+/* nms_rotated's threshold as MMCV compares it: a C float (its binding casts; out-of-range values
+ * become +-inf, NaN stays NaN). */
+DK_HD DK_INLINE double dk_rbox_nms_threshold(double t)
+{
+    if (t != t) return t;
+    if (t > FLT_MAX) return INFINITY;
+    if (t < -FLT_MAX) return -INFINITY;
+    return (double)(float)t;
+}
 
 #endif /* DK_KERNELS_ROTATED_BOX_MATH_H */

@@ -42,10 +42,7 @@ dk_status dk_box_iou_cpu(const dk_tensor *boxes1, const dk_tensor *boxes2, dk_te
     if (n == 0 || m == 0) return DK_OK; /* nothing to write (aligned: n == m) */
     const dk_dtype dt = dk_tensor_dtype(boxes1);
     const bool integer = dt == DK_INT32 || dt == DK_INT64;
-    /* Note [16-bit boxes] in kernels/box_math.h: which kinds round what to 16 bits */
-    int narrow = 0;
-    if (kind == DK_BOX_IOU || kind == DK_BOX_GIOU || kind == DK_BOX_MMCV_IOU || kind == DK_BOX_MMCV_IOF)
-        narrow = dt == DK_FLOAT16 ? 1 : dt == DK_BFLOAT16 ? 2 : 0;
+    const int narrow = dk_box_iou_narrow(kind, dt); /* Note [16-bit boxes] in kernels/box_math.h */
     const size_t esz = integer || dt == DK_FLOAT64 ? 8 : 4; /* compute (SoA) element */
     /* n, m < 2^31 (ops/box_iou.c): pairs < 2^62, and twice that fits int64 */
     const int64_t pairs = aligned ? n : n * m;

@@ -5,50 +5,14 @@
  */
 #include "nms_rotated_cpu.h"
 
-#include <string.h>
-
 #include "dk_registry.h"
 #include "kernels/dk_half.h"
 #include "kernels/dk_template.h"
+#include "kernels/sort_key.h"
 
 #define DK_TEMPLATE "nms_rotated/nms_rotated_tmpl.h"
 #define DK_TEMPLATE_TYPES DK_TYPES_FLOAT
 #include "kernels/dk_instantiate.h"
-
-/* A label as a key: equal keys, equal categories. Integers as they are; floats by the bits of
- * their double value, with -0 as +0 and every NaN as one NaN (ops/nms_rotated.h). */
-static uint64_t dk__nmsr_float_key(double v)
-{
-    if (v != v) v = NAN;
-    if (v == 0) v = 0;
-    uint64_t k;
-    memcpy(&k, &v, sizeof k);
-    return k;
-}
-
-static uint64_t dk__nmsr_label(const dk_tensor *t, int64_t i)
-{
-    const char *p = (const char *)dk_tensor_data(t);
-    const int64_t o = i * dk_tensor_stride(t, 0);
-    switch (dk_tensor_dtype(t)) {
-    case DK_INT64: return (uint64_t)((const int64_t *)p)[o];
-    case DK_INT32: return (uint64_t)(int64_t)((const int32_t *)p)[o];
-    case DK_FLOAT32: return dk__nmsr_float_key(((const float *)p)[o]);
-    case DK_FLOAT64: return dk__nmsr_float_key(((const double *)p)[o]);
-    case DK_FLOAT16: return dk__nmsr_float_key(dk_half_to_float(((const uint16_t *)p)[o]));
-    case DK_BFLOAT16: return dk__nmsr_float_key(dk_bfloat16_to_float(((const uint16_t *)p)[o]));
-    default: return 0; /* refused by ops/nms_rotated.c */
-    }
-}
-
-/* MMCV takes the threshold as a C float (its binding casts; out-of-range values become +-inf). */
-static double dk__nmsr_threshold(double t)
-{
-    if (t != t) return t;
-    if (t > FLT_MAX) return INFINITY;
-    if (t < -FLT_MAX) return -INFINITY;
-    return (double)(float)t;
-}
 
 dk_status dk_nms_rotated_cpu(const dk_tensor *dets, const dk_tensor *scores, const dk_tensor *labels, dk_tensor *keep,
                              dk_tensor *num, double iou_threshold, bool clockwise)
@@ -60,14 +24,14 @@ dk_status dk_nms_rotated_cpu(const dk_tensor *dets, const dk_tensor *scores, con
         return DK_OK;
     }
     DK_ARENA_ON_STACK(ar); /* Note [Scratch arena] */
-    dk__nmsr_ctx cx = {.n = n, .thr = dk__nmsr_threshold(iou_threshold), .clockwise = clockwise, .ar = &ar};
+    dk__nmsr_ctx cx = {.n = n, .thr = dk_rbox_nms_threshold(iou_threshold), .clockwise = clockwise, .ar = &ar};
     dk_status st = DK_OK;
     cx.order = (int64_t *)dk_arena_take_n(&ar, (size_t)n, sizeof *cx.order);
     if (!cx.order) st = dk_error(DK_ENOMEM, "nms_rotated: out of memory for %lld boxes", (long long)n);
     if (!st && labels) {
         uint64_t *lab = (uint64_t *)dk_arena_take_n(&ar, (size_t)n, sizeof *lab);
         if (!lab) st = dk_error(DK_ENOMEM, "nms_rotated: out of memory for %lld labels", (long long)n);
-        for (int64_t i = 0; !st && i < n; i++) lab[i] = dk__nmsr_label(labels, i);
+        for (int64_t i = 0; !st && i < n; i++) lab[i] = dk_label_key(dk_tensor_data(labels), i * dk_tensor_stride(labels, 0), (int)dk_tensor_dtype(labels));
         cx.label = lab;
     }
     cx.keep = (int64_t *)dk_tensor_data(keep);

@@ -85,4 +85,55 @@ static inline void dkg_release(dkg_tensor *g)
     g->mem = NULL;
 }
 
+/* n boxes [n, 4] in a few clusters (so that many overlap) and their scores, with ties and a
+ * NaN or two; `hostile` adds NaN and infinite boxes, negative scores and -0. */
+static inline void dkg_clustered_boxes(dkk_tensor *b, dkk_tensor *s, dkk_rng *r, int64_t n, bool hostile)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const double cx = 40.0 * (double)(dkk_u64(r) % 4) + dkk_uniform(r, 0, 12);
+        const double cy = 40.0 * (double)(dkk_u64(r) % 3) + dkk_uniform(r, 0, 12);
+        const double w = dkk_uniform(r, 4, 30), h = dkk_uniform(r, 4, 30);
+        double v[4] = {cx, cy, cx + w, cy + h};
+        if (hostile && i % 89 == 17) v[i % 4] = i % 2 ? NAN : INFINITY;
+        for (int d = 0; d < 4; d++) dkk_set(b, (int64_t[]){i, d}, v[d]);
+        double sc = (double)(dkk_u64(r) % 50) / 50.0; /* ties */
+        if (i % 97 == 13) sc = NAN;
+        if (hostile && i % 61 == 7) sc = -0.25;
+        if (hostile && i % 71 == 9) sc = -0.0;
+        dkk_set(s, (int64_t[]){i}, sc);
+    }
+}
+
+/* keep[0:num] and num from the GPU equal to the CPU's (Note [Data-dependent output sizes] in
+ * ops/nms.h): the same boxes, in the same order. */
+static inline void dkg_assert_same_keep(const dkk_tensor *keep, const dkk_tensor *num, const dkk_tensor *gkeep,
+                                        const dkk_tensor *gnum, const char *what)
+{
+    const int64_t m = ((const int64_t *)num->mem)[0], gm = ((const int64_t *)gnum->mem)[0];
+    if (m != gm) fail_msg("%s: the GPU kept %lld boxes, the CPU %lld", what, (long long)gm, (long long)m);
+    for (int64_t i = 0; i < m; i++) {
+        const int64_t c = (int64_t)dkk_get(keep, (int64_t[]){i}), g = (int64_t)dkk_get(gkeep, (int64_t[]){i});
+        if (c != g) fail_msg("%s: keep[%lld] is %lld on the GPU, %lld on the CPU", what, (long long)i, (long long)g, (long long)c);
+    }
+}
+
+/*
+ * The GPU's values against the CPU's. Emulated, the GPU kernels run the shared math with the
+ * host's compiler and C library, so every bit must agree. On a real GPU the device's libraries
+ * compute sin, cos, atan and exp to within an ulp or two of the C library's, so values that go
+ * through them are compared within `tol` (relative and absolute); all else is still exact there
+ * (the box kernels are built without contraction: Note [Exact box arithmetic] in
+ * csrc/cuda/rules.mk), and callers pass tol 0 for it.
+ */
+static inline void dkg_assert_same_values(const dkk_tensor *gpu, const dkk_tensor *cpu, double tol, const char *what)
+{
+#ifdef DKT_GPU_EMULATED
+    (void)tol;
+    dkk_assert_identical(gpu, cpu, what);
+#else
+    if (tol == 0) dkk_assert_identical(gpu, cpu, what);
+    else dkk_assert_close(gpu, cpu, tol, tol, what);
+#endif
+}
+
 #endif /* DK_GPU_TEST_H */

@@ -19,28 +19,13 @@
 #define GPU_NMS dk_nms
 #endif
 
-/* n boxes in a few clusters (so that many overlap), scores with ties and a NaN or two. */
-static void make_boxes(dkk_tensor *b, dkk_tensor *s, dkk_rng *r, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++) {
-        const double cx = 40.0 * (double)(dkk_u64(r) % 4) + dkk_uniform(r, 0, 12);
-        const double cy = 40.0 * (double)(dkk_u64(r) % 3) + dkk_uniform(r, 0, 12);
-        const double w = dkk_uniform(r, 4, 30), h = dkk_uniform(r, 4, 30);
-        const double v[4] = {cx, cy, cx + w, cy + h};
-        for (int d = 0; d < 4; d++) dkk_set(b, (int64_t[]){i, d}, v[d]);
-        double sc = (double)(dkk_u64(r) % 50) / 50.0; /* ties */
-        if (i % 97 == 13) sc = NAN;
-        dkk_set(s, (int64_t[]){i}, sc);
-    }
-}
-
 static void check(dk_dtype dt, int64_t n, double thr, int64_t offset, int cats, dkk_rng *r)
 {
     char what[200];
     snprintf(what, sizeof what, "%s, n %lld, threshold %g, offset %lld, categories %d", dk_dtype_name(dt),
              (long long)n, thr, (long long)offset, cats);
     dkk_tensor *b = dkk_new(dt, 2, (int64_t[]){n, 4}, NULL, 0), *s = dkk_new(dt, 1, (int64_t[]){n}, NULL, 0);
-    make_boxes(b, s, r, n);
+    dkg_clustered_boxes(b, s, r, n, false);
     dkk_tensor *idx = NULL;
     if (cats) {
         idx = dkk_new(cats == 1 ? DK_INT32 : DK_INT64, 1, (int64_t[]){n}, NULL, 0);
@@ -54,12 +39,7 @@ static void check(dk_dtype dt, int64_t n, double thr, int64_t offset, int cats, 
     if (idx) dkg_up(&di, idx);
     assert_ok(GPU_NMS(&db.dev, &ds.dev, idx ? &di.dev : NULL, &dk.dev, &dn.dev, thr, offset));
     dkg_down(&dk), dkg_down(&dn);
-    const int64_t m = ((int64_t *)num->mem)[0], gm = ((int64_t *)gnum->mem)[0];
-    if (m != gm) fail_msg("%s: the GPU kept %lld boxes, the CPU %lld", what, (long long)gm, (long long)m);
-    for (int64_t i = 0; i < m; i++)
-        if (((int64_t *)keep->mem)[i] != ((int64_t *)gkeep->mem)[i])
-            fail_msg("%s: keep[%lld] is %lld on the GPU, %lld on the CPU", what, (long long)i,
-                     (long long)((int64_t *)gkeep->mem)[i], (long long)((int64_t *)keep->mem)[i]);
+    dkg_assert_same_keep(keep, num, gkeep, gnum, what);
     dkg_release(&db), dkg_release(&ds), dkg_release(&dk), dkg_release(&dn);
     if (idx) dkg_release(&di);
     dkk_free(b), dkk_free(s), dkk_free(idx), dkk_free(keep), dkk_free(num), dkk_free(gkeep), dkk_free(gnum);

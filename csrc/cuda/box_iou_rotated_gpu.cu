@@ -1,0 +1,32 @@
+/*
+ * box_iou_rotated_gpu.cu — box_iou_rotated on CUDA and HIP (and on the host, for the tests): the
+ * entry point the backend registers and its dtype switch. The kernel is
+ * box_iou_rotated_gpu_tmpl.cuh; box_iou_rotated_gpu.h has the Note.
+ */
+#include "box_iou_rotated_gpu.h"
+
+#include "dk_gpu_status.h"
+#include "gpu/dk_gpu.h"
+#include "kernels/rotated_box_math.h"
+
+#define DK_TEMPLATE "box_iou_rotated_gpu_tmpl.cuh"
+#define DK_TEMPLATE_TYPES DK_TYPES_FLOAT
+#include "kernels/dk_instantiate.h"
+
+extern "C" dk_status dk_box_iou_rotated_gpu(const dk_tensor *boxes1, const dk_tensor *boxes2, dk_tensor *ious,
+                                            int64_t mode, bool aligned, bool clockwise)
+{
+    dk__bir_gpu_args a;
+    a.pairs = dk_gpu_pairs_of(boxes1, boxes2, ious, aligned);
+    a.mode = (int)mode;
+    a.clockwise = clockwise;
+    if (dk_gpu_pairs_count(&a.pairs) == 0) return DK_OK; /* nothing to write */
+    dk_device_guard g;
+    dk_status st = dk__gpu_enter(&g, boxes1->device);
+    if (st) return st;
+    void *stream = dk_current_stream(boxes1->device);
+    DK_SWITCH_FLOAT(dk_tensor_dtype(boxes1), st, dk__bir_gpu, (boxes1, boxes2, ious, &a, stream),
+                    st = dk__gpu_unsupported("box_iou_rotated", boxes1))
+    dk_device_guard_exit(&g);
+    return st;
+}
