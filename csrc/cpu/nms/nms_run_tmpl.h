@@ -53,6 +53,8 @@ static void DK_TFN(dk__nms_quadratic)(const DK_T *x, const DK_T *area, int64_t n
     }
 }
 
+/* The kind of box i (Note [What can suppress what]; Note [Reach] says why a grid box must be
+ * upright, large enough and within 2^40 of the origin). */
 static int DK_TFN(dk__nms_kind)(const DK_T *x, const DK_T *area, int64_t n, int64_t i, DK_T off)
 {
     const DK_T c[4] = {X1(i), Y1(i), X2(i), Y2(i)};
@@ -64,6 +66,7 @@ static int DK_TFN(dk__nms_kind)(const DK_T *x, const DK_T *area, int64_t n, int6
     const double big = 1099511627776.0; /* 2^40 */
     for (int d = 0; d < 4; d++)
         if (fabs((double)c[d]) >= big) return DK__NMS_LOOSE;
+    if (c[2] < c[0] || c[3] < c[1] || !((double)area[i] >= 0x1p-60)) return DK__NMS_LOOSE;
     return DK__NMS_GRID;
 }
 
@@ -90,90 +93,141 @@ static double DK_TFN(dk__nms_select)(double *v, int64_t m, int64_t k)
     return v[k];
 }
 
-/*
- * One category: the candidates ord[0 .. m) in score order; kept[] is written for each. scratch
- * comes from the arena, sized for the largest category (dk__nms_run).
- */
-/* A kept box in one cell of the grid: its coordinates and area inline, so that testing a
- * candidate against a cell reads one entry after another instead of five arrays at random. */
+/* A kept box in the cell of its centre: what the pair test reads, in one entry, so that a cell
+ * is read entry after entry instead of from five arrays at random. */
 typedef struct {
-    DK_T c[5];        /* x1, y1, x2, y2, area: copies, so the references' arithmetic is unchanged */
-    int32_t next;     /* the cell's next entry, -1 at the end */
-    int32_t cx0, cy0; /* the box's lowest cell (Note [One test per pair]) */
+    double sx, sy; /* twice the centre of the extent: x1 + x2 + offset, y1 + y2 + offset */
+    double rx, ry; /* reach along x and y (Note [Reach]) */
+    DK_T c[5];     /* x1, y1, x2, y2, area: copies, so the references' arithmetic is unchanged */
 } DK_TFN(dk__nms_entry);
 
+/* A candidate's centre and reach, by its position in the category. */
 typedef struct {
-    unsigned char *kind; /* per box */
-    int64_t *cell_lo, *cell_hi; /* per box: cx0, cy0 / cx1, cy1 packed as 2 x int32 */
-    int32_t *head;       /* per cell: first entry, -1 if none */
-    DK_TFN(dk__nms_entry) *ent;
-    int64_t *grid_kept;  /* kept grid boxes of the category (for loose candidates) */
-    int64_t *loose_kept; /* kept loose boxes */
-    double *tmp;         /* extents, for the cell size */
+    double sx, sy, rx, ry;
+} DK_TFN(dk__nms_geo);
+
+typedef struct {
+    unsigned char *kind;        /* per position */
+    DK_TFN(dk__nms_geo) *geo;   /* per position */
+    int32_t *cell;              /* per position: the cell of a grid box's centre */
+    int32_t *slot;              /* per cell (and one more): where its entries begin, then end */
+    DK_TFN(dk__nms_entry) *ent; /* each cell's room: as many entries as grid boxes centred there */
+    int64_t *grid_kept;         /* kept grid boxes of the category (for loose candidates) */
+    int64_t *loose_kept;        /* kept loose boxes */
+    double *tmp;                /* extents, for the cell size */
 } DK_TFN(dk__nms_scratch);
 
+/*
+ * Note [Reach]
+ * A kept box i suppresses candidate j when their overlap, computed as the references compute
+ * it, exceeds t. For t >= 0 that needs w > 0, which for boxes i and j with extents Ex (x2 - x1 +
+ * offset) and twice-centres Sx (x1 + x2 + offset) means, exactly, |Sx_i - Sx_j| < Ex_i + Ex_j.
+ * A larger t bounds much more: the overlap exceeds t only if w > t' max(Ex_i, Ex_j), with
+ * t' = t (1 - 2^-16) - 2^-16 (the references' rounding, float's included, costs less than that:
+ * the intersection is at most either area, exactly, in their arithmetic, and the union at least
+ * the larger area but for a few roundings; grid boxes are upright, at least 2^-60 in area and
+ * within 2^40 of the origin, so that none of it underflows and an offset of 1 adds little
+ * error). With w <= min(Ex_i, Ex_j) and w <= (Ex_i + Ex_j - |Sx_i - Sx_j|) / 2 that gives
+ *     |Sx_i - Sx_j| < 2 rho(t') min(Ex_i, Ex_j),   rho = 1 - t' (t' >= 1/2), 1/(2t') - 1/2 (below)
+ * and likewise along y: at the usual t = 0.5, each box's centre lies inside the other's extent,
+ * and the two extents differ less than twofold. So each box gets a reach per axis,
+ *     r = min(2 rho E, E + Emax) (1 + 2^-20) + 2^-48 (|S| + E)
+ * (Emax: the largest extent of the category's grid boxes; the last terms cover the rounding of
+ * S, E and r in double), and a pair can suppress only if |Sx_i - Sx_j| < min(rx_i, rx_j) and
+ * likewise along y, computed in double: a test of a few instructions that rejects nearly every
+ * pair before the references' division, and that no pair they would suppress fails. A t' above
+ * 1 suppresses nothing (r < 0); below 2^-20, rho is infinite and only the overlap bound remains.
+ *
+ * Note [Cell size]
+ * Each kept grid box sits in one cell, the one of its centre; a candidate visits the cells its
+ * reach covers. Smaller cells mean fewer kept boxes met that cannot suppress, more cells visited
+ * for each: measured on the benchmark's boxes (bench/bench_nms_cg.c), 0.55 of the median extent
+ * is best; where boxes are sparse (one category of many, batched_nms), at least the side of the
+ * area per box, so that a cell is not nearly always empty. For thresholds below 1/2 the reach
+ * grows with Emax, so there boxes wider than 4 cells are "loose" (tested against every kept box
+ * of their category, and every candidate against them) and leave Emax to the others.
+ */
 static void DK_TFN(dk__nms_category)(const DK_T *x, const DK_T *area, int64_t n, const int64_t *ord, int64_t m,
                                      DK_T off, double thr, unsigned char *kept, DK_TFN(dk__nms_scratch) *sc)
 {
-    /* cell size from the extents of the grid boxes (Note [Cell size]), origin: their lowest corner */
+    const double offd = (double)off;
+    /* Note [Reach]: rho of the threshold (negative: nothing suppresses; infinite: overlap only) */
+    const double tq = thr * (1.0 - 0x1p-16) - 0x1p-16;
+    const double rho = tq >= 0.5 ? 1.0 - tq : tq > 0x1p-20 ? 0.5 / tq - 0.5 : INFINITY;
+    /* kinds, centres and extents; cell size from the extents (Note [Cell size]), origin: the
+     * lowest centre */
     int64_t ng = 0;
     double ox = INFINITY, oy = INFINITY, ex = -INFINITY, ey = -INFINITY;
     for (int64_t a = 0; a < m; a++) {
         const int64_t i = ord[a];
-        sc->kind[i] = (unsigned char)DK_TFN(dk__nms_kind)(x, area, n, i, off);
-        if (sc->kind[i] != DK__NMS_GRID) continue;
-        const double w = (double)X2(i) + (double)off - (double)X1(i), h = (double)Y2(i) + (double)off - (double)Y1(i);
-        sc->tmp[ng++] = w > h ? w : h;
-        ox = fmin(ox, (double)X1(i));
-        oy = fmin(oy, (double)Y1(i));
-        ex = fmax(ex, (double)X2(i) + (double)off);
-        ey = fmax(ey, (double)Y2(i) + (double)off);
+        const int kind = DK_TFN(dk__nms_kind)(x, area, n, i, off);
+        sc->kind[a] = (unsigned char)kind;
+        if (kind != DK__NMS_GRID) continue;
+        DK_TFN(dk__nms_geo) *g = &sc->geo[a];
+        g->sx = (double)X1(i) + (double)X2(i) + offd;
+        g->sy = (double)Y1(i) + (double)Y2(i) + offd;
+        g->rx = (double)X2(i) - (double)X1(i) + offd; /* the extents, for now */
+        g->ry = (double)Y2(i) - (double)Y1(i) + offd;
+        sc->tmp[ng++] = g->rx > g->ry ? g->rx : g->ry;
+        ox = g->sx < ox ? g->sx : ox;
+        oy = g->sy < oy ? g->sy : oy;
+        ex = g->sx > ex ? g->sx : ex;
+        ey = g->sy > ey ? g->sy : ey;
     }
-    /* Note [Cell size]: smaller cells mean fewer kept boxes met that cannot overlap; a box that
-     * spans more than 4 cells along an axis becomes loose (tested against everything), so the
-     * cells stay wide enough for nearly all boxes: 0.55 of the median extent (measured: 25% fewer
-     * instructions than the median itself on the benchmark's boxes), but at least 1/3.5 of the
-     * 95th percentile; and where boxes are sparse (one category of many, batched_nms), at least
-     * the side of the area per box, so that a box sits in few cells (9% fewer instructions for
-     * 20,000 boxes in 80 categories). */
     double s = 1.0;
     if (ng) {
         const double median = DK_TFN(dk__nms_select)(sc->tmp, ng, ng / 2);
-        const double p95 = DK_TFN(dk__nms_select)(sc->tmp, ng, ng - 1 - ng / 20);
-        s = fmax(fmax(0.55 * median, p95 / 3.5), sqrt((ex - ox) * (ey - oy) / (double)ng));
+        s = 0.55 * median;
+        const double sparse = sqrt((ex - ox) * (ey - oy) / (double)ng) * 0.5;
+        s = s > sparse ? s : sparse;
     }
     if (!(s > 0)) s = 1.0;
-    /* at most about 4 cells per grid box in all (and at least the span / 2^20 per cell) */
-    double gx = ng ? floor((ex - ox) / s) + 1 : 1, gy = ng ? floor((ey - oy) / s) + 1 : 1;
-    const double most = 4.0 * (double)ng + 16.0;
-    while (gx * gy > most) {
-        s *= 1.5;
-        gx = floor((ex - ox) / s) + 1;
-        gy = floor((ey - oy) / s) + 1;
-    }
-    const int64_t GX = (int64_t)gx, GY = (int64_t)gy;
-    /* each grid box's cell range; a box wider than 4 cells along an axis is loose */
-    int64_t entries = 0;
+    /* wide boxes are loose where the reach grows with Emax (Note [Cell size]) */
+    double emx = 0, emy = 0;
     for (int64_t a = 0; a < m; a++) {
-        const int64_t i = ord[a];
-        if (sc->kind[i] != DK__NMS_GRID) continue;
-        const int64_t cx0 = (int64_t)floor(((double)X1(i) - ox) / s), cy0 = (int64_t)floor(((double)Y1(i) - oy) / s);
-        const int64_t cx1 = (int64_t)floor(((double)X2(i) + (double)off - ox) / s);
-        const int64_t cy1 = (int64_t)floor(((double)Y2(i) + (double)off - oy) / s);
-        if (cx1 - cx0 >= 4 || cy1 - cy0 >= 4) {
-            sc->kind[i] = DK__NMS_LOOSE;
+        if (sc->kind[a] != DK__NMS_GRID) continue;
+        const DK_TFN(dk__nms_geo) *g = &sc->geo[a];
+        if (rho > 0.5 && (g->rx > 4 * s || g->ry > 4 * s)) {
+            sc->kind[a] = DK__NMS_LOOSE;
             continue;
         }
-        sc->cell_lo[i] = cx0 | cy0 << 32;
-        sc->cell_hi[i] = cx1 | cy1 << 32;
-        entries += (cx1 - cx0 + 1) * (cy1 - cy0 + 1);
+        emx = g->rx > emx ? g->rx : emx;
+        emy = g->ry > emy ? g->ry : emy;
     }
-    (void)entries; /* bounded by 16 per box: the caller sized the pool so */
-    for (int64_t c = 0; c < GX * GY; c++) sc->head[c] = -1;
-    int64_t nent = 0, ngk = 0, nlk = 0;
+    /* cells of side s in centre coordinates, 2s in the doubled ones; at most about 4 per box */
+    double S = 2 * s, gx = 1, gy = 1;
+    if (ng) {
+        gx = floor((ex - ox) / S) + 1, gy = floor((ey - oy) / S) + 1;
+        while (gx * gy > 4.0 * (double)ng + 16.0) {
+            S *= 1.5;
+            gx = floor((ex - ox) / S) + 1;
+            gy = floor((ey - oy) / S) + 1;
+        }
+    }
+    const int32_t GX = (int32_t)gx, GY = (int32_t)gy;
+    /* reaches, cells, and each cell's room */
+    for (int64_t c = 0; c <= (int64_t)GX * GY; c++) sc->slot[c] = 0;
+    for (int64_t a = 0; a < m; a++) {
+        if (sc->kind[a] != DK__NMS_GRID) continue;
+        DK_TFN(dk__nms_geo) *g = &sc->geo[a];
+        const double rx = 2 * rho * g->rx < g->rx + emx ? 2 * rho * g->rx : g->rx + emx;
+        const double ry = 2 * rho * g->ry < g->ry + emy ? 2 * rho * g->ry : g->ry + emy;
+        g->rx = rx * (1 + 0x1p-20) + 0x1p-48 * (fabs(g->sx) + g->rx);
+        g->ry = ry * (1 + 0x1p-20) + 0x1p-48 * (fabs(g->sy) + g->ry);
+        const int32_t cx = (int32_t)((g->sx - ox) / S), cy = (int32_t)((g->sy - oy) / S);
+        const int32_t c = (cy < GY ? cy : GY - 1) * GX + (cx < GX ? cx : GX - 1);
+        sc->cell[a] = c;
+        sc->slot[c + 1]++;
+    }
+    for (int64_t c = 0; c < (int64_t)GX * GY; c++) sc->slot[c + 1] += sc->slot[c];
+    /* slot[c] now where cell c's entries begin; as boxes are kept it moves to where they end,
+     * and cell c's entries are those from slot[c - 1]'s start ... kept in `fill` order */
+    int32_t *beg = sc->slot, *end = sc->slot + (int64_t)GX * GY + 1;
+    for (int64_t c = 0; c < (int64_t)GX * GY; c++) end[c] = beg[c];
+    int64_t ngk = 0, nlk = 0;
     for (int64_t a = 0; a < m; a++) {
         const int64_t j = ord[a];
-        const int kind = sc->kind[j];
+        const int kind = sc->kind[a];
         if (kind == DK__NMS_ISOLATED) {
             kept[j] = 1;
             continue;
@@ -182,23 +236,20 @@ static void DK_TFN(dk__nms_category)(const DK_T *x, const DK_T *area, int64_t n,
         for (int64_t b = 0; b < nlk && !sup; b++) sup = DK_TFN(dk__nms_suppresses)(x, area, n, sc->loose_kept[b], j, off, thr);
         if (!sup && kind == DK__NMS_LOOSE) {
             for (int64_t b = 0; b < ngk && !sup; b++) sup = DK_TFN(dk__nms_suppresses)(x, area, n, sc->grid_kept[b], j, off, thr);
-        } else if (!sup) {
-            /* Note [One test per pair]: a kept box sits in every cell its extent covers, so it
-             * can meet the candidate in several cells; the pair is tested only in the lowest
-             * cell the two share, (max of the cx0s, max of the cy0s), which both cover. */
-            const int32_t cx0 = (int32_t)sc->cell_lo[j], cy0 = (int32_t)(sc->cell_lo[j] >> 32);
-            const int32_t cx1 = (int32_t)sc->cell_hi[j], cy1 = (int32_t)(sc->cell_hi[j] >> 32);
+        } else if (!sup && sc->geo[a].rx > 0 && sc->geo[a].ry > 0) {
+            const DK_TFN(dk__nms_geo) g = sc->geo[a];
+            /* the cells the reach covers, clamped to the grid (every centre is inside it) */
+            double lo = (g.sx - g.rx - ox) / S, hi = (g.sx + g.rx - ox) / S;
+            const int32_t cx0 = lo > 0 ? (int32_t)lo : 0, cx1 = hi < gx - 1 ? (int32_t)hi : GX - 1;
+            lo = (g.sy - g.ry - oy) / S, hi = (g.sy + g.ry - oy) / S;
+            const int32_t cy0 = lo > 0 ? (int32_t)lo : 0, cy1 = hi < gy - 1 ? (int32_t)hi : GY - 1;
             const DK_T jx1 = X1(j), jy1 = Y1(j), jx2 = X2(j), jy2 = Y2(j), ja = area[j];
             for (int32_t cy = cy0; cy <= cy1 && !sup; cy++)
-                for (int32_t cx = cx0; cx <= cx1 && !sup; cx++)
-                    for (int32_t e = sc->head[(int64_t)cy * GX + cx]; e >= 0; e = sc->ent[e].next) {
+                for (int32_t c = cy * GX + cx0; c <= cy * GX + cx1 && !sup; c++)
+                    for (int32_t e = beg[c]; e < end[c]; e++) {
                         const DK_TFN(dk__nms_entry) *k = &sc->ent[e];
-                        if ((k->cx0 > cx0 ? k->cx0 : cx0) != cx || (k->cy0 > cy0 ? k->cy0 : cy0) != cy) continue;
-                        /* w <= 0 or h <= 0 makes the overlap 0 (or NaN), never above a threshold
-                         * >= 0: the references' own first steps, taken alone, reject most pairs
-                         * before the division */
-                        if (!(DK_TFN(dk_box_std_min)(k->c[2], jx2) - DK_TFN(dk_box_std_max)(k->c[0], jx1) + off > (DK_T)0) ||
-                            !(DK_TFN(dk_box_std_min)(k->c[3], jy2) - DK_TFN(dk_box_std_max)(k->c[1], jy1) + off > (DK_T)0))
+                        if (!(fabs(k->sx - g.sx) < (k->rx < g.rx ? k->rx : g.rx)) ||
+                            !(fabs(k->sy - g.sy) < (k->ry < g.ry ? k->ry : g.ry)))
                             continue;
                         const DK_T ovr = DK_TFN(dk_box_nms_overlap)(k->c[0], k->c[1], k->c[2], k->c[3], k->c[4], jx1,
                                                                      jy1, jx2, jy2, ja, off);
@@ -215,16 +266,9 @@ static void DK_TFN(dk__nms_category)(const DK_T *x, const DK_T *area, int64_t n,
             continue;
         }
         sc->grid_kept[ngk++] = j;
-        const int64_t cx0 = (int32_t)sc->cell_lo[j], cy0 = sc->cell_lo[j] >> 32;
-        const int64_t cx1 = (int32_t)sc->cell_hi[j], cy1 = sc->cell_hi[j] >> 32;
-        for (int64_t cy = cy0; cy <= cy1; cy++)
-            for (int64_t cx = cx0; cx <= cx1; cx++) {
-                DK_TFN(dk__nms_entry) *en = &sc->ent[nent];
-                en->c[0] = X1(j), en->c[1] = Y1(j), en->c[2] = X2(j), en->c[3] = Y2(j), en->c[4] = area[j];
-                en->cx0 = (int32_t)cx0, en->cy0 = (int32_t)cy0;
-                en->next = sc->head[cy * GX + cx];
-                sc->head[cy * GX + cx] = (int32_t)nent++;
-            }
+        DK_TFN(dk__nms_entry) *en = &sc->ent[end[sc->cell[a]]++];
+        en->sx = sc->geo[a].sx, en->sy = sc->geo[a].sy, en->rx = sc->geo[a].rx, en->ry = sc->geo[a].ry;
+        en->c[0] = X1(j), en->c[1] = Y1(j), en->c[2] = X2(j), en->c[3] = Y2(j), en->c[4] = area[j];
     }
 }
 
@@ -280,16 +324,15 @@ static dk_status DK_TFN(dk__nms_run)(dk__nms_ctx *cx, const DK_T *x, const DK_T 
     } else {
         DK_TFN(dk__nms_scratch) sc;
         const size_t L = (size_t)largest;
-        sc.kind = (unsigned char *)dk_arena_take_n(cx->ar, (size_t)n, 1);
-        sc.cell_lo = (int64_t *)dk_arena_take_n(cx->ar, (size_t)n, sizeof(int64_t));
-        sc.cell_hi = (int64_t *)dk_arena_take_n(cx->ar, (size_t)n, sizeof(int64_t));
-        sc.head = (int32_t *)dk_arena_take_n(cx->ar, 4 * L + 16, sizeof(int32_t));
-        sc.ent = (DK_TFN(dk__nms_entry) *)dk_arena_take_n(cx->ar, 16 * L + 1, sizeof(DK_TFN(dk__nms_entry)));
+        sc.kind = (unsigned char *)dk_arena_take_n(cx->ar, L + 1, 1);
+        sc.geo = (DK_TFN(dk__nms_geo) *)dk_arena_take_n(cx->ar, L + 1, sizeof *sc.geo);
+        sc.cell = (int32_t *)dk_arena_take_n(cx->ar, L + 1, sizeof(int32_t));
+        sc.slot = (int32_t *)dk_arena_take_n(cx->ar, 2 * (4 * L + 16) + 2, sizeof(int32_t));
+        sc.ent = (DK_TFN(dk__nms_entry) *)dk_arena_take_n(cx->ar, L + 1, sizeof(DK_TFN(dk__nms_entry)));
         sc.grid_kept = (int64_t *)dk_arena_take_n(cx->ar, L + 1, sizeof(int64_t));
         sc.loose_kept = (int64_t *)dk_arena_take_n(cx->ar, L + 1, sizeof(int64_t));
         sc.tmp = (double *)dk_arena_take_n(cx->ar, L + 1, sizeof(double));
-        if (!sc.kind || !sc.cell_lo || !sc.cell_hi || !sc.head || !sc.ent || !sc.grid_kept ||
-            !sc.loose_kept || !sc.tmp)
+        if (!sc.kind || !sc.geo || !sc.cell || !sc.slot || !sc.ent || !sc.grid_kept || !sc.loose_kept || !sc.tmp)
             goto oom;
         for (int64_t g = 0; g < nseg; g++)
             DK_TFN(dk__nms_category)(x, area, n, seg_ord + seg_beg[g], seg_beg[g + 1] - seg_beg[g], off, cx->thr, kept,
