@@ -72,16 +72,24 @@ static inline uint64_t dk__desc_key_f64(double f)
     return ~u + 1u;
 }
 
-/* Stable LSD radix sort of (key, index) pairs by key, `bits` bits of key, 11 bits a pass. */
+/* Stable LSD radix sort of (key, index) pairs by key, `bits` bits of key, 11 bits a pass. A
+ * pass whose digit is the same in every key would move nothing and is skipped (class labels
+ * below 2^11 take one pass of the six, scores in [0, 1) all three); the passes alternate between
+ * the arrays and the buffers, with one copy at the end when the result is in the buffers. */
 #define DK__RADIX_BITS 11
 #define DK__RADIX (1 << DK__RADIX_BITS)
 
 static void dk__radix_u64(uint64_t *key, int64_t *idx, uint64_t *k2, int64_t *i2, int64_t n, int bits)
 {
     int64_t count[DK__RADIX];
+    uint64_t differ = 0;
+    for (int64_t i = 1; i < n; i++) differ |= key[i] ^ key[0];
+    uint64_t *ks = key, *kd = k2;
+    int64_t *is = idx, *id = i2;
     for (int shift = 0; shift < bits; shift += DK__RADIX_BITS) {
+        if (!((differ >> shift) & (DK__RADIX - 1))) continue;
         memset(count, 0, sizeof count);
-        for (int64_t i = 0; i < n; i++) count[(key[i] >> shift) & (DK__RADIX - 1)]++;
+        for (int64_t i = 0; i < n; i++) count[(ks[i] >> shift) & (DK__RADIX - 1)]++;
         int64_t sum = 0;
         for (int b = 0; b < DK__RADIX; b++) {
             const int64_t c = count[b];
@@ -89,12 +97,18 @@ static void dk__radix_u64(uint64_t *key, int64_t *idx, uint64_t *k2, int64_t *i2
             sum += c;
         }
         for (int64_t i = 0; i < n; i++) {
-            const int64_t at = count[(key[i] >> shift) & (DK__RADIX - 1)]++;
-            k2[at] = key[i];
-            i2[at] = idx[i];
+            const int64_t at = count[(ks[i] >> shift) & (DK__RADIX - 1)]++;
+            kd[at] = ks[i];
+            id[at] = is[i];
         }
-        memcpy(key, k2, (size_t)n * sizeof *key);
-        memcpy(idx, i2, (size_t)n * sizeof *idx);
+        uint64_t *kt = ks;
+        ks = kd, kd = kt;
+        int64_t *it = is;
+        is = id, id = it;
+    }
+    if (ks != key) {
+        memcpy(key, ks, (size_t)n * sizeof *key);
+        memcpy(idx, is, (size_t)n * sizeof *idx);
     }
 }
 

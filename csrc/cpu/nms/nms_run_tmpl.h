@@ -58,16 +58,17 @@ static void DK_TFN(dk__nms_quadratic)(const DK_T *x, const DK_T *area, int64_t n
 static int DK_TFN(dk__nms_kind)(const DK_T *x, const DK_T *area, int64_t n, int64_t i, DK_T off)
 {
     const DK_T c[4] = {X1(i), Y1(i), X2(i), Y2(i)};
+    const double big = 1099511627776.0; /* 2^40; NaN and infinities are not below it */
+    const bool near = fabs((double)c[0]) < big && fabs((double)c[1]) < big && fabs((double)c[2]) < big &&
+                      fabs((double)c[3]) < big;
+    /* an empty extent: w (or h) is <= 0 against any box (monotone arithmetic) */
+    const bool extent = c[2] - c[0] + off > (DK_T)0 && c[3] - c[1] + off > (DK_T)0;
+    if (near && extent && c[2] >= c[0] && c[3] >= c[1] && (double)area[i] >= 0x1p-60 && (double)area[i] <= DBL_MAX)
+        return DK__NMS_GRID;
     for (int d = 0; d < 4; d++)
         if (!isfinite((double)c[d])) return DK__NMS_ISOLATED;
-    if (!isfinite((double)area[i])) return DK__NMS_ISOLATED;
-    /* an empty extent: w (or h) is <= 0 against any box (monotone arithmetic) */
-    if (!(c[2] - c[0] + off > (DK_T)0) || !(c[3] - c[1] + off > (DK_T)0)) return DK__NMS_ISOLATED;
-    const double big = 1099511627776.0; /* 2^40 */
-    for (int d = 0; d < 4; d++)
-        if (fabs((double)c[d]) >= big) return DK__NMS_LOOSE;
-    if (c[2] < c[0] || c[3] < c[1] || !((double)area[i] >= 0x1p-60)) return DK__NMS_LOOSE;
-    return DK__NMS_GRID;
+    if (!isfinite((double)area[i]) || !extent) return DK__NMS_ISOLATED;
+    return DK__NMS_LOOSE;
 }
 
 /* The k-th smallest of v[0 .. m) (v is reordered). */
@@ -93,28 +94,31 @@ static double DK_TFN(dk__nms_select)(double *v, int64_t m, int64_t k)
     return v[k];
 }
 
+/* A box's centre and reach (Note [Reach]). */
+typedef struct {
+    double sx, sy; /* twice the centre of the extent: x1 + x2 + offset, y1 + y2 + offset */
+    double rx, ry; /* reach along x and y */
+} DK_TFN(dk__nms_geo);
+
 /* A kept box in the cell of its centre: what the pair test reads, in one entry, so that a cell
  * is read entry after entry instead of from five arrays at random. */
 typedef struct {
-    double sx, sy; /* twice the centre of the extent: x1 + x2 + offset, y1 + y2 + offset */
-    double rx, ry; /* reach along x and y (Note [Reach]) */
-    DK_T c[5];     /* x1, y1, x2, y2, area: copies, so the references' arithmetic is unchanged */
+    DK_TFN(dk__nms_geo) g;
+    DK_T c[5]; /* x1, y1, x2, y2, area: copies, so the references' arithmetic is unchanged */
 } DK_TFN(dk__nms_entry);
 
-/* A candidate's centre and reach, by its position in the category. */
+/* One call's grid (Note [Cell size]), shared by its categories, and its scratch. */
 typedef struct {
-    double sx, sy, rx, ry;
-} DK_TFN(dk__nms_geo);
-
-typedef struct {
-    unsigned char *kind;        /* per position */
-    DK_TFN(dk__nms_geo) *geo;   /* per position */
-    int32_t *cell;              /* per position: the cell of a grid box's centre */
-    int32_t *slot;              /* per cell (and one more): where its entries begin, then end */
-    DK_TFN(dk__nms_entry) *ent; /* each cell's room: as many entries as grid boxes centred there */
+    unsigned char *kind;        /* per box */
+    DK_TFN(dk__nms_geo) *geo;   /* per box (grid boxes) */
+    int32_t *cell;              /* per box: the cell of a grid box's centre */
+    int32_t *count;             /* per cell: grid boxes of the category centred there, else 0 */
+    int32_t *span;              /* per cell: its kept entries, ent[span[2c] .. span[2c + 1]) */
+    DK_TFN(dk__nms_entry) *ent; /* each cell's room: as many entries as its category's grid boxes */
     int64_t *grid_kept;         /* kept grid boxes of the category (for loose candidates) */
     int64_t *loose_kept;        /* kept loose boxes */
-    double *tmp;                /* extents, for the cell size */
+    double ox, oy, inv;         /* the lowest centre (doubled), 1 / the side of a cell (doubled) */
+    int32_t gx, gy;             /* cells along x and y */
 } DK_TFN(dk__nms_scratch);
 
 /*
@@ -132,69 +136,72 @@ typedef struct {
  * and likewise along y: at the usual t = 0.5, each box's centre lies inside the other's extent,
  * and the two extents differ less than twofold. So each box gets a reach per axis,
  *     r = min(2 rho E, E + Emax) (1 + 2^-20) + 2^-48 (|S| + E)
- * (Emax: the largest extent of the category's grid boxes; the last terms cover the rounding of
- * S, E and r in double), and a pair can suppress only if |Sx_i - Sx_j| < min(rx_i, rx_j) and
- * likewise along y, computed in double: a test of a few instructions that rejects nearly every
- * pair before the references' division, and that no pair they would suppress fails. A t' above
- * 1 suppresses nothing (r < 0); below 2^-20, rho is infinite and only the overlap bound remains.
+ * (Emax: the largest extent of the grid boxes; the last terms cover the rounding of S, E and r in
+ * double), and a pair can suppress only if |Sx_i - Sx_j| < min(rx_i, rx_j) and likewise along y,
+ * computed in double: a test of a few instructions that rejects nearly every pair before the
+ * references' division, and that no pair they would suppress fails. A t' above 1 suppresses
+ * nothing (r < 0); below 2^-20, rho is infinite and only the overlap bound remains.
  *
  * Note [Cell size]
  * Each kept grid box sits in one cell, the one of its centre; a candidate visits the cells its
  * reach covers. Smaller cells mean fewer kept boxes met that cannot suppress, more cells visited
  * for each: measured on the benchmark's boxes (bench/bench_nms_cg.c), 0.55 of the median extent
- * is best; where boxes are sparse (one category of many, batched_nms), at least the side of the
- * area per box, so that a cell is not nearly always empty. For thresholds below 1/2 the reach
- * grows with Emax, so there boxes wider than 4 cells are "loose" (tested against every kept box
- * of their category, and every candidate against them) and leave Emax to the others.
+ * (of up to 1024 boxes spread over the call) is about best, and the count is flat around it;
+ * where boxes are sparse (the categories of batched_nms), at least 0.7 of the side of the area
+ * per box of the largest category, so that cells are not nearly all empty. One grid serves
+ * every category: a category fills and then empties only the cells of its own boxes, so its
+ * cost is its boxes', whatever the grid's size. Where the reach grows with Emax (thresholds
+ * below about 0.2), boxes wider than 4 cells are "loose" (tested against every kept box of their
+ * category, and every candidate against them) and leave Emax to the others.
  */
-static void DK_TFN(dk__nms_category)(const DK_T *x, const DK_T *area, int64_t n, const int64_t *ord, int64_t m,
-                                     DK_T off, double thr, unsigned char *kept, DK_TFN(dk__nms_scratch) *sc)
+static void DK_TFN(dk__nms_grid)(const DK_T *x, const DK_T *area, int64_t n, DK_T off, double thr, int64_t largest,
+                                 DK_TFN(dk__nms_scratch) *sc)
 {
     const double offd = (double)off;
-    /* Note [Reach]: rho of the threshold (negative: nothing suppresses; infinite: overlap only) */
     const double tq = thr * (1.0 - 0x1p-16) - 0x1p-16;
     const double rho = tq >= 0.5 ? 1.0 - tq : tq > 0x1p-20 ? 0.5 / tq - 0.5 : INFINITY;
-    /* kinds, centres and extents; cell size from the extents (Note [Cell size]), origin: the
-     * lowest centre */
+    /* kinds, centres, extents (in rx, ry for now); the lowest and highest centres */
     int64_t ng = 0;
     double ox = INFINITY, oy = INFINITY, ex = -INFINITY, ey = -INFINITY;
-    for (int64_t a = 0; a < m; a++) {
-        const int64_t i = ord[a];
+    for (int64_t i = 0; i < n; i++) {
         const int kind = DK_TFN(dk__nms_kind)(x, area, n, i, off);
-        sc->kind[a] = (unsigned char)kind;
+        sc->kind[i] = (unsigned char)kind;
         if (kind != DK__NMS_GRID) continue;
-        DK_TFN(dk__nms_geo) *g = &sc->geo[a];
+        DK_TFN(dk__nms_geo) *g = &sc->geo[i];
         g->sx = (double)X1(i) + (double)X2(i) + offd;
         g->sy = (double)Y1(i) + (double)Y2(i) + offd;
-        g->rx = (double)X2(i) - (double)X1(i) + offd; /* the extents, for now */
+        g->rx = (double)X2(i) - (double)X1(i) + offd;
         g->ry = (double)Y2(i) - (double)Y1(i) + offd;
-        sc->tmp[ng++] = g->rx > g->ry ? g->rx : g->ry;
         ox = g->sx < ox ? g->sx : ox;
         oy = g->sy < oy ? g->sy : oy;
         ex = g->sx > ex ? g->sx : ex;
         ey = g->sy > ey ? g->sy : ey;
+        ng++;
     }
-    double s = 1.0;
+    double s = 1.0; /* the side of a cell in centre coordinates */
     if (ng) {
-        const double median = DK_TFN(dk__nms_select)(sc->tmp, ng, ng / 2);
-        s = 0.55 * median;
-        const double sparse = sqrt((ex - ox) * (ey - oy) / (double)ng) * 0.5;
-        s = s > sparse ? s : sparse;
+        double sample[1024];
+        int64_t k = 0;
+        const int64_t step = n / 1024 + 1;
+        for (int64_t i = 0; i < n && k < 1024; i += step)
+            if (sc->kind[i] == DK__NMS_GRID) sample[k++] = sc->geo[i].rx > sc->geo[i].ry ? sc->geo[i].rx : sc->geo[i].ry;
+        const double median = k ? DK_TFN(dk__nms_select)(sample, k, k / 2) : 1.0;
+        const double sparse = 0.35 * sqrt((ex - ox) * (ey - oy) / (double)(largest < ng ? largest : ng));
+        s = 0.55 * median > sparse ? 0.55 * median : sparse;
     }
     if (!(s > 0)) s = 1.0;
-    /* wide boxes are loose where the reach grows with Emax (Note [Cell size]) */
     double emx = 0, emy = 0;
-    for (int64_t a = 0; a < m; a++) {
-        if (sc->kind[a] != DK__NMS_GRID) continue;
-        const DK_TFN(dk__nms_geo) *g = &sc->geo[a];
-        if (rho > 0.5 && (g->rx > 4 * s || g->ry > 4 * s)) {
-            sc->kind[a] = DK__NMS_LOOSE;
+    for (int64_t i = 0; i < n && rho > 0.5; i++) { /* Emax, for the overlap bound */
+        if (sc->kind[i] != DK__NMS_GRID) continue;
+        const DK_TFN(dk__nms_geo) *g = &sc->geo[i];
+        if (rho > 2 && (g->rx > 4 * s || g->ry > 4 * s)) {
+            sc->kind[i] = DK__NMS_LOOSE; /* wide (Note [Cell size]) */
             continue;
         }
         emx = g->rx > emx ? g->rx : emx;
         emy = g->ry > emy ? g->ry : emy;
     }
-    /* cells of side s in centre coordinates, 2s in the doubled ones; at most about 4 per box */
+    /* cells of side 2s in the doubled coordinates, at most about 4 per grid box */
     double S = 2 * s, gx = 1, gy = 1;
     if (ng) {
         gx = floor((ex - ox) / S) + 1, gy = floor((ey - oy) / S) + 1;
@@ -204,30 +211,44 @@ static void DK_TFN(dk__nms_category)(const DK_T *x, const DK_T *area, int64_t n,
             gy = floor((ey - oy) / S) + 1;
         }
     }
-    const int32_t GX = (int32_t)gx, GY = (int32_t)gy;
-    /* reaches, cells, and each cell's room */
-    for (int64_t c = 0; c <= (int64_t)GX * GY; c++) sc->slot[c] = 0;
-    for (int64_t a = 0; a < m; a++) {
-        if (sc->kind[a] != DK__NMS_GRID) continue;
-        DK_TFN(dk__nms_geo) *g = &sc->geo[a];
+    sc->ox = ox, sc->oy = oy, sc->inv = 1.0 / S, sc->gx = (int32_t)gx, sc->gy = (int32_t)gy;
+    /* reaches and cells; x * inv is monotone in x, so a centre inside a reach is in its cells */
+    const double inv = sc->inv;
+    for (int64_t i = 0; i < n; i++) {
+        if (sc->kind[i] != DK__NMS_GRID) continue;
+        DK_TFN(dk__nms_geo) *g = &sc->geo[i];
         const double rx = 2 * rho * g->rx < g->rx + emx ? 2 * rho * g->rx : g->rx + emx;
         const double ry = 2 * rho * g->ry < g->ry + emy ? 2 * rho * g->ry : g->ry + emy;
         g->rx = rx * (1 + 0x1p-20) + 0x1p-48 * (fabs(g->sx) + g->rx);
         g->ry = ry * (1 + 0x1p-20) + 0x1p-48 * (fabs(g->sy) + g->ry);
-        const int32_t cx = (int32_t)((g->sx - ox) / S), cy = (int32_t)((g->sy - oy) / S);
-        const int32_t c = (cy < GY ? cy : GY - 1) * GX + (cx < GX ? cx : GX - 1);
-        sc->cell[a] = c;
-        sc->slot[c + 1]++;
+        const int32_t cx = (int32_t)((g->sx - ox) * inv), cy = (int32_t)((g->sy - oy) * inv);
+        sc->cell[i] = (cy < sc->gy ? cy : sc->gy - 1) * sc->gx + (cx < sc->gx ? cx : sc->gx - 1);
     }
-    for (int64_t c = 0; c < (int64_t)GX * GY; c++) sc->slot[c + 1] += sc->slot[c];
-    /* slot[c] now where cell c's entries begin; as boxes are kept it moves to where they end,
-     * and cell c's entries are those from slot[c - 1]'s start ... kept in `fill` order */
-    int32_t *beg = sc->slot, *end = sc->slot + (int64_t)GX * GY + 1;
-    for (int64_t c = 0; c < (int64_t)GX * GY; c++) end[c] = beg[c];
+    memset(sc->count, 0, (size_t)sc->gx * (size_t)sc->gy * sizeof *sc->count);
+    memset(sc->span, 0, 2 * (size_t)sc->gx * (size_t)sc->gy * sizeof *sc->span);
+}
+
+/* One category: the candidates ord[0 .. m) in score order; kept[] is written for each. */
+static void DK_TFN(dk__nms_category)(const DK_T *x, const DK_T *area, int64_t n, const int64_t *ord, int64_t m,
+                                     DK_T off, double thr, unsigned char *kept, DK_TFN(dk__nms_scratch) *sc)
+{
+    /* each cell of the category's grid boxes gets room for them all, in one array */
+    for (int64_t a = 0; a < m; a++)
+        if (sc->kind[ord[a]] == DK__NMS_GRID) sc->count[sc->cell[ord[a]]]++;
+    int32_t room = 0;
+    for (int64_t a = 0; a < m; a++) {
+        if (sc->kind[ord[a]] != DK__NMS_GRID) continue;
+        const int32_t c = sc->cell[ord[a]];
+        if (!sc->count[c]) continue;
+        sc->span[2 * c] = sc->span[2 * c + 1] = room;
+        room += sc->count[c];
+        sc->count[c] = 0;
+    }
+    const double ox = sc->ox, oy = sc->oy, inv = sc->inv, gxm = sc->gx - 1, gym = sc->gy - 1;
     int64_t ngk = 0, nlk = 0;
     for (int64_t a = 0; a < m; a++) {
         const int64_t j = ord[a];
-        const int kind = sc->kind[a];
+        const int kind = sc->kind[j];
         if (kind == DK__NMS_ISOLATED) {
             kept[j] = 1;
             continue;
@@ -236,29 +257,32 @@ static void DK_TFN(dk__nms_category)(const DK_T *x, const DK_T *area, int64_t n,
         for (int64_t b = 0; b < nlk && !sup; b++) sup = DK_TFN(dk__nms_suppresses)(x, area, n, sc->loose_kept[b], j, off, thr);
         if (!sup && kind == DK__NMS_LOOSE) {
             for (int64_t b = 0; b < ngk && !sup; b++) sup = DK_TFN(dk__nms_suppresses)(x, area, n, sc->grid_kept[b], j, off, thr);
-        } else if (!sup && sc->geo[a].rx > 0 && sc->geo[a].ry > 0) {
-            const DK_TFN(dk__nms_geo) g = sc->geo[a];
+        } else if (!sup && sc->geo[j].rx > 0 && sc->geo[j].ry > 0) {
+            const DK_TFN(dk__nms_geo) g = sc->geo[j];
             /* the cells the reach covers, clamped to the grid (every centre is inside it) */
-            double lo = (g.sx - g.rx - ox) / S, hi = (g.sx + g.rx - ox) / S;
-            const int32_t cx0 = lo > 0 ? (int32_t)lo : 0, cx1 = hi < gx - 1 ? (int32_t)hi : GX - 1;
-            lo = (g.sy - g.ry - oy) / S, hi = (g.sy + g.ry - oy) / S;
-            const int32_t cy0 = lo > 0 ? (int32_t)lo : 0, cy1 = hi < gy - 1 ? (int32_t)hi : GY - 1;
+            double lo = (g.sx - g.rx - ox) * inv, hi = (g.sx + g.rx - ox) * inv;
+            const int32_t cx0 = lo > 0 ? (int32_t)lo : 0, cx1 = hi < gxm ? (int32_t)hi : (int32_t)gxm;
+            lo = (g.sy - g.ry - oy) * inv, hi = (g.sy + g.ry - oy) * inv;
+            const int32_t cy0 = lo > 0 ? (int32_t)lo : 0, cy1 = hi < gym ? (int32_t)hi : (int32_t)gym;
             const DK_T jx1 = X1(j), jy1 = Y1(j), jx2 = X2(j), jy2 = Y2(j), ja = area[j];
-            for (int32_t cy = cy0; cy <= cy1 && !sup; cy++)
-                for (int32_t c = cy * GX + cx0; c <= cy * GX + cx1 && !sup; c++)
-                    for (int32_t e = beg[c]; e < end[c]; e++) {
+            for (int32_t cy = cy0; cy <= cy1; cy++) {
+                const int32_t *p = sc->span + 2 * ((int64_t)cy * sc->gx + cx0), *pe = p + 2 * (cx1 - cx0 + 1);
+                for (; p < pe; p += 2)
+                    for (int32_t e = p[0]; e < p[1]; e++) {
                         const DK_TFN(dk__nms_entry) *k = &sc->ent[e];
-                        if (!(fabs(k->sx - g.sx) < (k->rx < g.rx ? k->rx : g.rx)) ||
-                            !(fabs(k->sy - g.sy) < (k->ry < g.ry ? k->ry : g.ry)))
+                        if (!(fabs(k->g.sx - g.sx) < (k->g.rx < g.rx ? k->g.rx : g.rx)) ||
+                            !(fabs(k->g.sy - g.sy) < (k->g.ry < g.ry ? k->g.ry : g.ry)))
                             continue;
                         const DK_T ovr = DK_TFN(dk_box_nms_overlap)(k->c[0], k->c[1], k->c[2], k->c[3], k->c[4], jx1,
                                                                      jy1, jx2, jy2, ja, off);
                         if ((double)ovr > thr) {
                             sup = true;
-                            break;
+                            goto done;
                         }
                     }
+            }
         }
+    done:
         kept[j] = !sup;
         if (sup) continue;
         if (kind == DK__NMS_LOOSE) {
@@ -266,10 +290,13 @@ static void DK_TFN(dk__nms_category)(const DK_T *x, const DK_T *area, int64_t n,
             continue;
         }
         sc->grid_kept[ngk++] = j;
-        DK_TFN(dk__nms_entry) *en = &sc->ent[end[sc->cell[a]]++];
-        en->sx = sc->geo[a].sx, en->sy = sc->geo[a].sy, en->rx = sc->geo[a].rx, en->ry = sc->geo[a].ry;
+        DK_TFN(dk__nms_entry) *en = &sc->ent[sc->span[2 * sc->cell[j] + 1]++];
+        en->g = sc->geo[j];
         en->c[0] = X1(j), en->c[1] = Y1(j), en->c[2] = X2(j), en->c[3] = Y2(j), en->c[4] = area[j];
     }
+    /* empty the category's cells again for the next */
+    for (int64_t a = 0; a < m; a++)
+        if (sc->kind[ord[a]] == DK__NMS_GRID) sc->span[2 * sc->cell[ord[a]] + 1] = sc->span[2 * sc->cell[ord[a]]];
 }
 
 /* All categories; writes the kept indices in score order into cx->keep. */
@@ -278,8 +305,9 @@ static dk_status DK_TFN(dk__nms_run)(dk__nms_ctx *cx, const DK_T *x, const DK_T 
     const int64_t n = cx->n;
     const DK_T off = (DK_T)cx->offset;
     unsigned char *kept = (unsigned char *)dk_arena_take_n(cx->ar, (size_t)n, 1);
-    /* Categories: each box's segment, and each segment's candidates in score order. */
-    int64_t *seg_of = NULL, *seg_beg = NULL, *seg_ord = NULL, nseg = 1;
+    /* Categories: each box's segment, and each segment's candidates in score order (one
+     * category: the score order itself). */
+    int64_t *seg_of = NULL, *seg_beg = NULL, *seg_ord = cx->order, nseg = 1, largest = n;
     if (!kept) goto oom;
     if (cx->cls) {
         int64_t *by_cls = (int64_t *)dk_arena_take_n(cx->ar, (size_t)n, sizeof *by_cls);
@@ -298,42 +326,42 @@ static dk_status DK_TFN(dk__nms_run)(dk__nms_ctx *cx, const DK_T *x, const DK_T 
             seg_of[by_cls[a]] = nseg;
         }
         nseg = n ? nseg + 1 : 0;
-    }
-    seg_beg = (int64_t *)dk_arena_take_n(cx->ar, (size_t)nseg + 1, sizeof *seg_beg);
-    seg_ord = (int64_t *)dk_arena_take_n(cx->ar, (size_t)n, sizeof *seg_ord);
-    if (!seg_beg || !seg_ord) goto oom;
-    memset(seg_beg, 0, ((size_t)nseg + 1) * sizeof *seg_beg);
-    for (int64_t i = 0; i < n; i++) seg_beg[(seg_of ? seg_of[i] : 0) + 1]++;
-    int64_t largest = 0;
-    for (int64_t g = 0; g < nseg; g++) {
-        largest = seg_beg[g + 1] > largest ? seg_beg[g + 1] : largest;
-        seg_beg[g + 1] += seg_beg[g];
-    }
-    {
+        seg_beg = (int64_t *)dk_arena_take_n(cx->ar, (size_t)nseg + 1, sizeof *seg_beg);
+        seg_ord = (int64_t *)dk_arena_take_n(cx->ar, (size_t)n, sizeof *seg_ord);
         int64_t *fill = (int64_t *)dk_arena_take_n(cx->ar, (size_t)nseg + 1, sizeof *fill);
-        if (!fill) goto oom;
-        memcpy(fill, seg_beg, ((size_t)nseg + 1) * sizeof *fill);
-        for (int64_t a = 0; a < n; a++) { /* stable: each segment in score order */
-            const int64_t i = cx->order[a];
-            seg_ord[fill[seg_of ? seg_of[i] : 0]++] = i;
+        if (!seg_beg || !seg_ord || !fill) goto oom;
+        memset(seg_beg, 0, ((size_t)nseg + 1) * sizeof *seg_beg);
+        for (int64_t i = 0; i < n; i++) seg_beg[seg_of[i] + 1]++;
+        largest = 0;
+        for (int64_t g = 0; g < nseg; g++) {
+            largest = seg_beg[g + 1] > largest ? seg_beg[g + 1] : largest;
+            seg_beg[g + 1] += seg_beg[g];
         }
+        memcpy(fill, seg_beg, ((size_t)nseg + 1) * sizeof *fill);
+        for (int64_t a = 0; a < n; a++) /* stable: each segment in score order */
+            seg_ord[fill[seg_of[cx->order[a]]]++] = cx->order[a];
+    } else {
+        seg_beg = (int64_t *)dk_arena_take_n(cx->ar, 2, sizeof *seg_beg);
+        if (!seg_beg) goto oom;
+        seg_beg[0] = 0, seg_beg[1] = n;
     }
     if (!(cx->thr >= 0)) {
         for (int64_t g = 0; g < nseg; g++)
             DK_TFN(dk__nms_quadratic)(x, area, n, seg_ord + seg_beg[g], seg_beg[g + 1] - seg_beg[g], off, cx->thr, kept);
     } else {
         DK_TFN(dk__nms_scratch) sc;
-        const size_t L = (size_t)largest;
-        sc.kind = (unsigned char *)dk_arena_take_n(cx->ar, L + 1, 1);
-        sc.geo = (DK_TFN(dk__nms_geo) *)dk_arena_take_n(cx->ar, L + 1, sizeof *sc.geo);
-        sc.cell = (int32_t *)dk_arena_take_n(cx->ar, L + 1, sizeof(int32_t));
-        sc.slot = (int32_t *)dk_arena_take_n(cx->ar, 2 * (4 * L + 16) + 2, sizeof(int32_t));
-        sc.ent = (DK_TFN(dk__nms_entry) *)dk_arena_take_n(cx->ar, L + 1, sizeof(DK_TFN(dk__nms_entry)));
-        sc.grid_kept = (int64_t *)dk_arena_take_n(cx->ar, L + 1, sizeof(int64_t));
-        sc.loose_kept = (int64_t *)dk_arena_take_n(cx->ar, L + 1, sizeof(int64_t));
-        sc.tmp = (double *)dk_arena_take_n(cx->ar, L + 1, sizeof(double));
-        if (!sc.kind || !sc.geo || !sc.cell || !sc.slot || !sc.ent || !sc.grid_kept || !sc.loose_kept || !sc.tmp)
+        const size_t N = (size_t)n, L = (size_t)largest, cells = 4 * N + 16;
+        sc.kind = (unsigned char *)dk_arena_take_n(cx->ar, N, 1);
+        sc.geo = (DK_TFN(dk__nms_geo) *)dk_arena_take_n(cx->ar, N, sizeof *sc.geo);
+        sc.cell = (int32_t *)dk_arena_take_n(cx->ar, N, sizeof(int32_t));
+        sc.count = (int32_t *)dk_arena_take_n(cx->ar, cells, sizeof(int32_t));
+        sc.span = (int32_t *)dk_arena_take_n(cx->ar, 2 * cells, sizeof(int32_t));
+        sc.ent = (DK_TFN(dk__nms_entry) *)dk_arena_take_n(cx->ar, L, sizeof(DK_TFN(dk__nms_entry)));
+        sc.grid_kept = (int64_t *)dk_arena_take_n(cx->ar, L, sizeof(int64_t));
+        sc.loose_kept = (int64_t *)dk_arena_take_n(cx->ar, L, sizeof(int64_t));
+        if (!sc.kind || !sc.geo || !sc.cell || !sc.count || !sc.span || !sc.ent || !sc.grid_kept || !sc.loose_kept)
             goto oom;
+        DK_TFN(dk__nms_grid)(x, area, n, off, cx->thr, largest, &sc);
         for (int64_t g = 0; g < nseg; g++)
             DK_TFN(dk__nms_category)(x, area, n, seg_ord + seg_beg[g], seg_beg[g + 1] - seg_beg[g], off, cx->thr, kept,
                                      &sc);
