@@ -53,17 +53,20 @@ static void DK_TFN(dk__nms_quadratic)(const DK_T *x, const DK_T *area, int64_t n
     }
 }
 
+/* The largest finite value of the compute type. */
+static inline DK_T DK_TFN(dk__nms_big)(void) { return sizeof(DK_T) == sizeof(float) ? (DK_T)FLT_MAX : (DK_T)DBL_MAX; }
+
 /* The kind of box i (Note [What can suppress what]; Note [Reach] says why a grid box must be
  * upright, large enough and within 2^40 of the origin). */
 static int DK_TFN(dk__nms_kind)(const DK_T *x, const DK_T *area, int64_t n, int64_t i, DK_T off)
 {
     const DK_T c[4] = {X1(i), Y1(i), X2(i), Y2(i)};
-    const double big = 1099511627776.0; /* 2^40; NaN and infinities are not below it */
-    const bool near = fabs((double)c[0]) < big && fabs((double)c[1]) < big && fabs((double)c[2]) < big &&
-                      fabs((double)c[3]) < big;
+    const DK_T big = (DK_T)1099511627776.0; /* 2^40, exact in any compute type; NaN is not below it */
+    const bool near = (c[0] < big) & (c[0] > -big) & (c[1] < big) & (c[1] > -big) & (c[2] < big) & (c[3] < big);
     /* an empty extent: w (or h) is <= 0 against any box (monotone arithmetic) */
-    const bool extent = c[2] - c[0] + off > (DK_T)0 && c[3] - c[1] + off > (DK_T)0;
-    if (near && extent && c[2] >= c[0] && c[3] >= c[1] && (double)area[i] >= 0x1p-60 && (double)area[i] <= DBL_MAX)
+    const bool extent = (c[2] - c[0] + off > (DK_T)0) & (c[3] - c[1] + off > (DK_T)0);
+    /* upright (x2 >= x1 > -2^40, so x2 > -2^40 too), finite area of at least 2^-60 */
+    if (near & extent & (c[2] >= c[0]) & (c[3] >= c[1]) & (area[i] >= (DK_T)0x1p-60) & (area[i] <= DK_TFN(dk__nms_big)()))
         return DK__NMS_GRID;
     for (int d = 0; d < 4; d++)
         if (!isfinite((double)c[d])) return DK__NMS_ISOLATED;
@@ -191,7 +194,7 @@ static void DK_TFN(dk__nms_grid)(const DK_T *x, const DK_T *area, int64_t n, DK_
     }
     if (!(s > 0)) s = 1.0;
     double emx = 0, emy = 0;
-    for (int64_t i = 0; i < n && rho > 0.5; i++) { /* Emax, for the overlap bound */
+    for (int64_t i = 0; i < n && rho > 1; i++) { /* Emax: the overlap bound, where it can be the lower */
         if (sc->kind[i] != DK__NMS_GRID) continue;
         const DK_TFN(dk__nms_geo) *g = &sc->geo[i];
         if (rho > 2 && (g->rx > 4 * s || g->ry > 4 * s)) {
@@ -217,8 +220,8 @@ static void DK_TFN(dk__nms_grid)(const DK_T *x, const DK_T *area, int64_t n, DK_
     for (int64_t i = 0; i < n; i++) {
         if (sc->kind[i] != DK__NMS_GRID) continue;
         DK_TFN(dk__nms_geo) *g = &sc->geo[i];
-        const double rx = 2 * rho * g->rx < g->rx + emx ? 2 * rho * g->rx : g->rx + emx;
-        const double ry = 2 * rho * g->ry < g->ry + emy ? 2 * rho * g->ry : g->ry + emy;
+        const double rx = rho <= 1 || 2 * rho * g->rx < g->rx + emx ? 2 * rho * g->rx : g->rx + emx;
+        const double ry = rho <= 1 || 2 * rho * g->ry < g->ry + emy ? 2 * rho * g->ry : g->ry + emy;
         g->rx = rx * (1 + 0x1p-20) + 0x1p-48 * (fabs(g->sx) + g->rx);
         g->ry = ry * (1 + 0x1p-20) + 0x1p-48 * (fabs(g->sy) + g->ry);
         const int32_t cx = (int32_t)((g->sx - ox) * inv), cy = (int32_t)((g->sy - oy) * inv);
@@ -226,6 +229,23 @@ static void DK_TFN(dk__nms_grid)(const DK_T *x, const DK_T *area, int64_t n, DK_
     }
     memset(sc->count, 0, (size_t)sc->gx * (size_t)sc->gy * sizeof *sc->count);
     memset(sc->span, 0, 2 * (size_t)sc->gx * (size_t)sc->gy * sizeof *sc->span);
+}
+
+/* Does a kept box of ent[e0 .. e1) suppress the candidate (its reach g, its box jb: x1, y1, x2,
+ * y2, area)? The reach test (Note [Reach]) first, then the references' own. */
+static inline bool DK_TFN(dk__nms_scan)(const DK_TFN(dk__nms_entry) *ent, int32_t e0, int32_t e1,
+                                        const DK_TFN(dk__nms_geo) *g, const DK_T *jb, DK_T off, double thr)
+{
+    for (int32_t e = e0; e < e1; e++) {
+        const DK_TFN(dk__nms_entry) *k = &ent[e];
+        if (!(fabs(k->g.sx - g->sx) < (k->g.rx < g->rx ? k->g.rx : g->rx)) ||
+            !(fabs(k->g.sy - g->sy) < (k->g.ry < g->ry ? k->g.ry : g->ry)))
+            continue;
+        const DK_T ovr = DK_TFN(dk_box_nms_overlap)(k->c[0], k->c[1], k->c[2], k->c[3], k->c[4], jb[0], jb[1], jb[2],
+                                                     jb[3], jb[4], off);
+        if ((double)ovr > thr) return true;
+    }
+    return false;
 }
 
 /* One category: the candidates ord[0 .. m) in score order; kept[] is written for each. */
@@ -245,7 +265,7 @@ static void DK_TFN(dk__nms_category)(const DK_T *x, const DK_T *area, int64_t n,
         sc->count[c] = 0;
     }
     const double ox = sc->ox, oy = sc->oy, inv = sc->inv, gxm = sc->gx - 1, gym = sc->gy - 1;
-    int64_t ngk = 0, nlk = 0;
+    int64_t ngk = 0, nlk = 0, nkept = 0;
     for (int64_t a = 0; a < m; a++) {
         const int64_t j = ord[a];
         const int kind = sc->kind[j];
@@ -264,27 +284,33 @@ static void DK_TFN(dk__nms_category)(const DK_T *x, const DK_T *area, int64_t n,
             const int32_t cx0 = lo > 0 ? (int32_t)lo : 0, cx1 = hi < gxm ? (int32_t)hi : (int32_t)gxm;
             lo = (g.sy - g.ry - oy) * inv, hi = (g.sy + g.ry - oy) * inv;
             const int32_t cy0 = lo > 0 ? (int32_t)lo : 0, cy1 = hi < gym ? (int32_t)hi : (int32_t)gym;
-            const DK_T jx1 = X1(j), jy1 = Y1(j), jx2 = X2(j), jy2 = Y2(j), ja = area[j];
-            for (int32_t cy = cy0; cy <= cy1; cy++) {
-                const int32_t *p = sc->span + 2 * ((int64_t)cy * sc->gx + cx0), *pe = p + 2 * (cx1 - cx0 + 1);
-                for (; p < pe; p += 2)
-                    for (int32_t e = p[0]; e < p[1]; e++) {
-                        const DK_TFN(dk__nms_entry) *k = &sc->ent[e];
-                        if (!(fabs(k->g.sx - g.sx) < (k->g.rx < g.rx ? k->g.rx : g.rx)) ||
-                            !(fabs(k->g.sy - g.sy) < (k->g.ry < g.ry ? k->g.ry : g.ry)))
-                            continue;
-                        const DK_T ovr = DK_TFN(dk_box_nms_overlap)(k->c[0], k->c[1], k->c[2], k->c[3], k->c[4], jx1,
-                                                                     jy1, jx2, jy2, ja, off);
-                        if ((double)ovr > thr) {
+            const DK_T jb[5] = {X1(j), Y1(j), X2(j), Y2(j), area[j]};
+            /* Where most candidates so far were suppressed, the candidate's own cell first: a
+             * suppressor is likeliest there (its centre inside the candidate's extent, Note
+             * [Reach]), and finding it ends the search. Where most were kept, every cell is
+             * searched anyway, once each. (The decision does not depend on the order.) */
+            const int32_t own = sc->cell[j];
+            const bool first = a - nkept > nkept;
+            if (first) {
+                sup = DK_TFN(dk__nms_scan)(sc->ent, sc->span[2 * own], sc->span[2 * own + 1], &g, jb, off, thr);
+                for (int32_t cy = cy0; cy <= cy1 && !sup; cy++)
+                    for (int32_t c = cy * sc->gx + cx0; c <= cy * sc->gx + cx1 && !sup; c++)
+                        sup = c != own && DK_TFN(dk__nms_scan)(sc->ent, sc->span[2 * c], sc->span[2 * c + 1], &g, jb, off, thr);
+            } else {
+                for (int32_t cy = cy0; cy <= cy1; cy++) {
+                    const int32_t *p = sc->span + 2 * ((int64_t)cy * sc->gx + cx0), *pe = p + 2 * (cx1 - cx0 + 1);
+                    for (; p < pe; p += 2)
+                        if (DK_TFN(dk__nms_scan)(sc->ent, p[0], p[1], &g, jb, off, thr)) {
                             sup = true;
-                            goto done;
+                            goto searched;
                         }
-                    }
+                }
+            searched:;
             }
         }
-    done:
         kept[j] = !sup;
         if (sup) continue;
+        nkept++;
         if (kind == DK__NMS_LOOSE) {
             sc->loose_kept[nlk++] = j;
             continue;
