@@ -1,6 +1,6 @@
 /*
  * bench/bench_nms_cg.c — the CPU nms kernel on bench_nms.py's problems, for counting
- * instructions with callgrind (bench/callgrind_nms.sh), where the Python bench's timings are
+ * instructions with callgrind (bench/callgrind.sh), where the Python bench's timings are
  * noisy.
  *
  *   bench_nms_cg --case C --iters N     C: 1k, 10k (uniform boxes), clustered, batched

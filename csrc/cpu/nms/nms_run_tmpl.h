@@ -10,19 +10,22 @@
  * extents [x1, x2 + offset] x [y1, y2 + offset] overlap: a box meets only the kept boxes near it.
  * And a box with a non-finite coordinate or area, or an empty extent, neither suppresses nor is
  * suppressed (its overlap with anything is 0 or NaN, never above a threshold >= 0): it is simply
- * kept. So the kept boxes go into a uniform grid of cells about the size of a typical box; a
- * candidate is tested against the kept boxes of the cells its extent covers, with the
- * references' own arithmetic (dk_box_nms_overlap), in the references' order (score order, each
- * candidate against the boxes kept before it). The decisions, and so the kept set and its order,
- * are theirs exactly; the work is about N times the few boxes near each one. Boxes far larger
- * than the cells, or with coordinates beyond 2^40 (where cell arithmetic in double could round),
- * are "loose": tested against every kept box of their category, and every candidate against
- * them. A NaN or negative threshold changes what can suppress what (0 > -0.5), and takes the
- * references' double loop.
+ * kept. A larger threshold confines it much further (Note [Reach]): at 0.5, a box suppresses
+ * another only if each one's centre lies inside the other's extent. So each kept box goes into
+ * one cell of a uniform grid, the cell of its centre (cells about half a typical box wide,
+ * Note [Cell size]); a candidate is tested against the kept boxes of the cells its reach covers,
+ * first by a few comparisons of centres and reaches, then with the references' own arithmetic
+ * (dk_box_nms_overlap), in the references' order (score order, each candidate against the boxes
+ * kept before it). The decisions, and so the kept set and its order, are theirs exactly; the work
+ * is about N times the few boxes near each one. Boxes that are inverted (x2 < x1, possible with
+ * an offset of 1), smaller than 2^-60 in area, or with coordinates beyond 2^40 (where the cell
+ * arithmetic in double could round) are "loose": tested against every kept box of their
+ * category, and every candidate against them. A NaN or negative threshold changes what can
+ * suppress what (0 > -0.5), and takes the references' double loop.
  *
  * Categories (batched_nms): boxes of different categories never interact, so each category is
- * suppressed on its own, with its own grid; the kept set is then reported in the global score
- * order, as torchvision reports batched_nms.
+ * suppressed on its own, in the one grid of the call; the kept set is then reported in the global
+ * score order, as torchvision reports batched_nms.
  */
 #if DK_TMPL_PASS == DK_TMPL_COMPUTE
 
