@@ -29,7 +29,7 @@ DEB_PKGS  := gcc make libcmocka-dev python3-dev python3-setuptools python3-numpy
              python3-torch python3-torchvision valgrind \
              g++ libtorch-dev python3-venv python3-pip clang libclang-rt-14-dev
 
-.PHONY: all lib deps test test-c test-c-asan test-c-tsan test-python test-python-asan test-python-tsan demo bench bench-python bench-box-iou bench-callgrind vendor-example clean python
+.PHONY: all lib deps test test-c test-c-asan test-c-tsan test-python test-python-asan test-python-tsan demo bench bench-python bench-box-iou bench-callgrind bench-nms-callgrind vendor-example clean python
 all: lib
 
 # ---------------------------------------------------------------------------------------------
@@ -214,6 +214,13 @@ $(BUILD)/bench_dispatch: bench/bench_dispatch.c $(BUILD)/libdkit.so
 # Instructions per call of each dispatch path, counted by valgrind's callgrind.
 bench-callgrind: deps $(BUILD)/bench_dispatch
 	sh bench/callgrind.sh $(BUILD)/bench_dispatch
+
+# Instructions per call of the CPU nms on bench_nms.py's problems, counted the same way.
+$(BUILD)/bench_nms_cg: bench/bench_nms_cg.c $(BUILD)/libdkit.so
+	$(CC) $(TEST_CFLAGS) -O2 $< -o $@ -L$(BUILD) -ldkit -Wl,-rpath,$(abspath $(BUILD)) -lm
+
+bench-nms-callgrind: deps $(BUILD)/bench_nms_cg
+	sh bench/callgrind.sh $(BUILD)/bench_nms_cg
 
 # The out-of-tree vendor backend, built against build/ the way a vendor builds against an
 # install, then checked: ops on its device must equal the CPU results.

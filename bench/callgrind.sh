@@ -1,7 +1,9 @@
 #!/bin/sh
-# bench/callgrind.sh — instructions per call of each dispatch path, counted by callgrind.
+# bench/callgrind.sh — instructions per call of each dispatch path, counted by callgrind; or,
+# given bench_nms_cg, of the CPU nms on bench_nms.py's problems (bench/bench_nms_cg.c).
 #
 #   bench/callgrind.sh [path/to/bench_dispatch] [iters]        (make bench-callgrind runs it)
+#   bench/callgrind.sh build/bench_nms_cg [calls]              (make bench-nms-callgrind)
 #
 # Callgrind counts every instruction the process executes (start-up, loader, registration), so
 # for each path this runs the bench twice, with N calls and with 0, and reports
@@ -12,7 +14,10 @@
 set -eu
 
 BIN=${1:-build/bench_dispatch}
-ITERS=${2:-100000}
+case $BIN in
+*bench_nms_cg) FLAG=--case ITERS=${2:-3} ;;
+*) FLAG=--variant ITERS=${2:-100000} ;;
+esac
 
 if ! command -v valgrind >/dev/null 2>&1; then
     echo "callgrind.sh: valgrind is not installed (apt-get install valgrind)" >&2
@@ -30,9 +35,9 @@ trap 'rm -rf "$TMP"' EXIT
 ir_of() {
     out="$TMP/cg.$1.$2"
     LD_BIND_NOW=1 valgrind --tool=callgrind --callgrind-out-file="$out" \
-        "$BIN" --variant "$1" --iters "$2" >"$TMP/log" 2>&1 || {
-        echo "callgrind.sh: '$BIN --variant $1 --iters $2' failed:" >&2
-        cat "$TMP/log" >&2
+        "$BIN" $FLAG "$1" --iters "$2" >"$TMP/log.$1.$2" 2>&1 || {
+        echo "callgrind.sh: '$BIN $FLAG $1 --iters $2' failed:" >&2
+        cat "$TMP/log.$1.$2" >&2
         exit 1
     }
     sed -n -e 's/^summary: *\([0-9]*\).*/\1/p' -e 's/^totals: *\([0-9]*\).*/\1/p' "$out" | head -n 1
@@ -44,6 +49,14 @@ per_call() {
     # awk for the division: POSIX sh has integer arithmetic only.
     awk -v f="$full" -v b="$base" -v n="$ITERS" 'BEGIN { printf "%.1f", (f - b) / n }'
 }
+
+if [ "$FLAG" = --case ]; then
+    echo "instructions per nms call (valgrind --tool=callgrind, $ITERS calls, minus a 0-call run)"
+    for c in 1k 10k clustered batched; do
+        printf '%-10s %12s   %s\n' "$c" "$(per_call "$c")" "$(grep kept "$TMP/log.$c.$ITERS")"
+    done
+    exit 0
+fi
 
 echo "instructions per call (valgrind --tool=callgrind, $ITERS calls, minus a 0-call run)"
 printf '%-40s %12s %10s\n' "path" "instr/call" "- (a)"

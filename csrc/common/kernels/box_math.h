@@ -13,7 +13,7 @@
  *   where max(a, b) = a < b ? b : a and min(a, b) = b < a ? b : a, C++'s std::max/std::min, whose
  *   treatment of NaN (the first argument wins a comparison with NaN) decides NaN inputs exactly as
  *   the references do; box i is the kept box, j the candidate. Consequences NMS relies on
- *   (Note [What can suppress what] in csrc/cpu/nms/nms_cpu.c): for a threshold >= 0, two boxes
+ *   (Note [What can suppress what] in csrc/cpu/nms/nms_run_tmpl.h): for a threshold >= 0, two boxes
  *   whose offset extents do not overlap never suppress each other, nor does a box with a
  *   non-finite area.
  *

@@ -10,6 +10,7 @@
 #ifndef DK_NMS_CPU_H
 #define DK_NMS_CPU_H
 
+#include <float.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
