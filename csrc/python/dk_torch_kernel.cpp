@@ -9,7 +9,8 @@
  * error indicator is still set and the original exception reaches the caller. Called from the
  * TorchScript interpreter, which rethrows with e.what(), the user gets "RuntimeError: " and no
  * message: a scripted model that calls dkit with a bad box would say nothing about it. This
- * holder persists the error before throwing it, so that what() is the message ("rois[0] has
+ * holder fetches the error into the python_error it throws and builds what() itself (Note
+ * [Kernel errors under TorchScript]), so that what() is the message ("rois[0] has
  * batch index 3, which is not an integer in [0, 1)" under TorchScript) and an eager caller
  * still gets the original exception object (DkitIndexError), which torch's translation of
  * python_error restores.
@@ -25,11 +26,91 @@
 #include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/library.h>
 
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace {
+
+/* Note [Kernel errors under TorchScript]
+ * What TorchScript shows of a kernel's exception is python_error::what() alone, as a
+ * RuntimeError. torch's own python_error::build_message() leaves "python_error" there when str()
+ * of the exception raises or is not valid UTF-8 (a lone surrogate), and "" for an exception
+ * without arguments (KeyboardInterrupt()), so the message is built here instead: str() of the
+ * exception, its non-UTF-8 characters escaped; prefixed with the exception's type name when it
+ * is not a RuntimeError (every dkit error is one, and its message already names the op), so
+ * that a KeyboardInterrupt or a ValueError stays recognisable in a RuntimeError; the type name
+ * alone when str() is empty or fails. Eager callers get the original exception object either
+ * way (torch restores it). */
+std::string dk_message(PyObject *type, PyObject *value)
+{
+    std::string text;
+    bool ok = false;
+    PyObject *str = value ? PyObject_Str(value) : nullptr;
+    if (str) {
+        PyObject *bytes = PyUnicode_AsEncodedString(str, "utf-8", "backslashreplace");
+        if (bytes) {
+            text.assign(PyBytes_AS_STRING(bytes), static_cast<size_t>(PyBytes_GET_SIZE(bytes)));
+            ok = true;
+            Py_DECREF(bytes);
+        }
+        Py_DECREF(str);
+    }
+    PyErr_Clear(); /* whatever str() or the encoding raised */
+    const char *name = (type && PyExceptionClass_Check(type)) ? PyExceptionClass_Name(type) : "exception";
+    const char *dot = strrchr(name, '.');
+    std::string tname = dot ? dot + 1 : name;
+    if (!ok) return tname + " (str() of the exception failed)";
+    if (text.empty()) return tname;
+    if (type && PyErr_GivenExceptionMatches(type, PyExc_RuntimeError)) return text;
+    return tname + ": " + text;
+}
+
+/* The Python error now set, as a python_error whose what() is its message (Note [Why dkit has
+ * its own kernel holder], Note [Kernel errors under TorchScript]). GIL held. */
+[[noreturn]] void dk_throw_python_error()
+{
+    python_error e;
+    PyErr_Fetch(&e.type, &e.value, &e.traceback);
+    PyErr_NormalizeException(&e.type, &e.value, &e.traceback);
+    if (e.traceback && e.value) PyException_SetTraceback(e.value, e.traceback);
+    e.message = dk_message(e.type, e.value);
+    throw e;
+}
+
+/* Note [Checked kernel results]
+ * torch's converters take more than they should from a kernel's result: None becomes an
+ * undefined Tensor (which later code reads as a tensor), and a tensor or any iterable becomes a
+ * tuple of its elements (a tensor of two rows "is" a pair of tensors). A kernel that returns the
+ * wrong thing must fail at the op, naming it, so a result has exactly the schema's shape: one
+ * value per return, a tuple of exactly that many for several, None only where the schema
+ * allows it. GIL held. */
+[[noreturn]] void dk_bad_result(const c10::FunctionSchema &schema, PyObject *result, const char *why)
+{
+    std::string expected;
+    for (size_t i = 0; i < schema.returns().size(); i++) {
+        if (i) expected += ", ";
+        expected += schema.returns()[i].type()->str();
+    }
+    if (schema.returns().size() != 1) expected = "(" + expected + ")";
+    PyErr_Format(PyExc_TypeError, "%s: the kernel returned %s%s, expected %s", schema.name().c_str(),
+                 Py_TYPE(result)->tp_name, why, expected.c_str());
+    dk_throw_python_error();
+}
+
+c10::IValue dk_to_ivalue(const c10::FunctionSchema &schema, PyObject *value, const c10::TypePtr &type)
+{
+    if (value == Py_None && type->kind() != c10::TypeKind::OptionalType && type->kind() != c10::TypeKind::NoneType)
+        dk_bad_result(schema, value, "");
+    try {
+        return torch::jit::toIValue(pybind11::handle(value), type);
+    } catch (const pybind11::error_already_set &) {
+        throw; /* a Python error, which torch translates */
+    } catch (const std::exception &e) {
+        dk_bad_result(schema, value, (std::string(" (") + e.what() + ")").c_str());
+    }
+}
 
 class dk_kernel_holder final : public c10::OperatorKernel {
   public:
@@ -41,25 +122,29 @@ class dk_kernel_holder final : public c10::OperatorKernel {
         std::vector<c10::IValue> args = torch::jit::pop(*stack, schema.arguments().size());
         pybind11::gil_scoped_acquire gil;
         PyObject *tuple = PyTuple_New(static_cast<Py_ssize_t>(args.size()));
-        if (!tuple) throw python_error();
+        if (!tuple) dk_throw_python_error();
         for (size_t i = 0; i < args.size(); i++) {
             pybind11::object value = torch::jit::toPyObject(std::move(args[i]));
             PyTuple_SET_ITEM(tuple, static_cast<Py_ssize_t>(i), value.release().ptr());
         }
         PyObject *out = PyObject_Call(fn_, tuple, nullptr);
         Py_DECREF(tuple);
-        if (!out) {
-            python_error e; /* Note [Why dkit has its own kernel holder] */
-            e.persist();
-            throw e;
-        }
+        if (!out) dk_throw_python_error(); /* Note [Why dkit has its own kernel holder] */
         pybind11::object result = pybind11::reinterpret_steal<pybind11::object>(out);
         const auto &returns = schema.returns();
         if (returns.size() == 1) {
-            torch::jit::push(stack, torch::jit::toIValue(result, returns[0].type()));
-        } else if (!returns.empty()) {
-            pybind11::tuple outs = result.cast<pybind11::tuple>();
-            for (size_t i = 0; i < returns.size(); i++) torch::jit::push(stack, torch::jit::toIValue(outs[i], returns[i].type()));
+            torch::jit::push(stack, dk_to_ivalue(schema, out, returns[0].type()));
+        } else if (returns.empty()) {
+            if (out != Py_None) dk_bad_result(schema, out, "");
+        } else { /* Note [Checked kernel results] */
+            if (!PyTuple_Check(out)) dk_bad_result(schema, out, "");
+            if (static_cast<size_t>(PyTuple_GET_SIZE(out)) != returns.size()) {
+                std::string why = " of " + std::to_string(PyTuple_GET_SIZE(out)) + " values";
+                dk_bad_result(schema, out, why.c_str());
+            }
+            for (size_t i = 0; i < returns.size(); i++)
+                torch::jit::push(stack, dk_to_ivalue(schema, PyTuple_GET_ITEM(out, static_cast<Py_ssize_t>(i)),
+                                                     returns[i].type()));
         }
     }
 
