@@ -55,10 +55,25 @@ module for the life of the process: torch drops a library's registrations when i
 collected.
 """
 
-import torch
-import torch.jit._builtins
+# Note [Registration requested while this module loads]
+# `import dkit._torch_library` before torch is imported runs dkit's import hook from the
+# `import torch` below (dkit/__init__.py), which calls sync() on this module while it is only
+# partly loaded. That call is recorded here and served when the module has loaded (at its end).
+# On importlib.reload the module's namespace is kept, so the registration state below is kept
+# too instead of being reset, and sync() stays idempotent: a second Library and a second round
+# of kernels would replace the first ones, with torch's warnings for every op.
+_sync_requested = False
 
-from dkit import _C
+
+def sync():  # replaced by the real sync() below once this module has loaded
+    global _sync_requested
+    _sync_requested = True
+
+
+import torch  # noqa: E402
+import torch.jit._builtins  # noqa: E402
+
+from dkit import _C  # noqa: E402
 
 try:  # Note [Why dkit has its own kernel holder] in csrc/python/dk_torch_kernel.cpp
     from dkit._torch_kernel import impl as _holder_impl
@@ -80,9 +95,10 @@ _BACKEND_KEYS = ("CPU", "CUDA", "QuantizedCPU")
 # kernel runs, too) instead of torch's "could not run ... with arguments from the QuantizedCPU
 # backend".
 
-_library = None
-_core_done = set()  # core op names registered as <name>.out
-_public_done = set()  # public functions registered (by qualified name)
+# Kept across importlib.reload (Note [Registration requested while this module loads]).
+_library = globals().get("_library")
+_core_done = globals().get("_core_done", set())  # core op names registered as <name>.out
+_public_done = globals().get("_public_done", set())  # public functions registered (by qualified name)
 
 
 def _out_kernel(fn, outs):
@@ -164,7 +180,7 @@ def current_stream(device_id):
     return torch.cuda.current_stream(device_id).cuda_stream
 
 
-def sync():
+def sync():  # noqa: F811 - the placeholder above, replaced
     """Registers every dkit op not yet registered with torch (all of them the first time; later,
     the ops a loaded backend added). Idempotent and cheap when nothing is new."""
     global _library
@@ -196,3 +212,8 @@ def _fx_wrap_public():
             exec(code, namespace)
         finally:
             del namespace["_dkit_name"]
+
+
+if _sync_requested:  # Note [Registration requested while this module loads]
+    _sync_requested = False
+    sync()
