@@ -84,8 +84,21 @@ def tensor(fw, x, what, op, layout=""):
     return t
 
 
+def framework(x, what, op):
+    """The framework of x's type (the slow path behind BY_TYPE's lookup), or a DkitTypeError
+    naming the op and the argument: x is the argument whose framework serves the call, so a
+    caller's None there must say which argument it was, as every other check does."""
+    try:
+        return _framework_of(x)
+    except _C.DkitTypeError:
+        raise _C.DkitTypeError(
+            f"{op}: '{what}': expected a torch.Tensor, a numpy.ndarray or an object with __dlpack__, "
+            f"got {type(x).__name__}"
+        ) from None
+
+
 def tensor_pair(op, a, what_a, b, what_b, layout=""):
     """(fw, a, b): a and b as tensors of a's framework, the one that allocates the outputs (one
     dict lookup per call for a known type, Note [The framework protocol])."""
-    fw = _framework_of_type(type(a)) or _framework_of(a)
+    fw = _framework_of_type(type(a)) or framework(a, what_a, op)
     return fw, tensor(fw, a, what_a, op, layout), tensor(fw, b, what_b, op, layout)

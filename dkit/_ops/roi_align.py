@@ -33,7 +33,7 @@ import math
 
 from dkit import _C, _frameworks
 from dkit._ops import Differentiable, torch_op
-from dkit._ops._args import to_bool, to_float, to_int, to_pair
+from dkit._ops._args import framework, to_bool, to_float, to_int, to_pair
 
 __all__ = ["roi_align"]
 
@@ -56,7 +56,6 @@ _backward_kernel = _C.ops.roi_align_backward
 # itself, as a plain global. (Python 3.11 compiles `name.get(x)` to LOAD_ATTR, which makes a
 # bound method per call, instead of LOAD_METHOD when `name` was bound by an import statement.)
 _framework_of_type = _frameworks.BY_TYPE.get
-_framework_of = _frameworks.of
 
 
 @torch_op(
@@ -113,7 +112,7 @@ def roi_align(input, boxes, output_size, spatial_scale=1.0, sampling_ratio=0, po
     tp = type(input)
     fw = _framework_of_type(tp)
     if fw is None:
-        fw = _framework_of(input)
+        fw = framework(input, "input", OP)
     if tp is not fw.AS_IS:
         input = fw.as_tensor(input, "input", OP)
     if type(output_size) is int and 0 < output_size < _LIMIT:

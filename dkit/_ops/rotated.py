@@ -15,9 +15,9 @@ output is allocated (keep is sized to N) and before a read-only NumPy array woul
 view of 2^31 rows must be refused at the cost of a shape lookup, not of a 40 GB allocation.
 """
 
-from dkit import _C, _frameworks
+from dkit import _C
 from dkit._ops import torch_op
-from dkit._ops._args import tensor, to_bool, to_float
+from dkit._ops._args import framework, tensor, to_bool, to_float
 
 __all__ = ["box_iou_rotated", "nms_rotated"]
 
@@ -28,7 +28,6 @@ _MODES = {"iou": 0, "iof": 1}
 
 _iou_kernel = _C.ops.box_iou_rotated
 _nms_kernel = _C.ops.nms_rotated
-_framework_of = _frameworks.of
 
 
 @torch_op(
@@ -70,7 +69,7 @@ def box_iou_rotated(bboxes1, bboxes2, mode="iou", aligned=False, clockwise=True)
     clockwise = to_bool(clockwise, "clockwise", op)
     _check_count(bboxes1, "bboxes1", op)
     _check_count(bboxes2, "bboxes2", op)
-    fw = _framework_of(bboxes1)
+    fw = framework(bboxes1, "bboxes1", op)
     b1 = tensor(fw, bboxes1, "bboxes1", op)
     b2 = tensor(fw, bboxes2, "bboxes2", op)
     _check_boxes(b1, "bboxes1", op)
@@ -115,7 +114,7 @@ def nms_rotated(dets, scores, iou_threshold, labels=None, clockwise=True):
     thr = iou_threshold if type(iou_threshold) is float else to_float(iou_threshold, "iou_threshold", op)
     clockwise = to_bool(clockwise, "clockwise", op)
     _check_count(dets, "dets", op)
-    fw = _framework_of(dets)
+    fw = framework(dets, "dets", op)
     d = tensor(fw, dets, "dets", op)
     s = tensor(fw, scores, "scores", op)
     lab = None if labels is None else _labels(fw, tensor(fw, labels, "labels", op), d)
