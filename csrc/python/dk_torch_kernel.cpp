@@ -112,6 +112,23 @@ c10::IValue dk_to_ivalue(const c10::FunctionSchema &schema, PyObject *value, con
     }
 }
 
+/* Note [Outputs written in place]
+ * A .out op writes its Tensor(a!) arguments in place, which torch's autograd must learn of, as
+ * it does for its own out= and in-place ops (their ADInplaceOrView kernels): each written tensor's
+ * version is bumped, so that a tensor saved for a backward and overwritten since makes that
+ * backward fail ("modified by an inplace operation") instead of computing a wrong gradient from
+ * the new values, and an inference tensor is refused outside inference mode, with torch's own
+ * error. Bumped before the kernel runs, so that a refused output is left as it was. */
+void dk_bump_versions(const c10::FunctionSchema &schema, const std::vector<c10::IValue> &args)
+{
+    const auto &arguments = schema.arguments();
+    for (size_t i = 0; i < args.size() && i < arguments.size(); i++) {
+        const c10::AliasInfo *alias = arguments[i].alias_info();
+        if (alias && alias->isWrite() && args[i].isTensor() && args[i].toTensor().defined())
+            args[i].toTensor().unsafeGetTensorImpl()->bump_version();
+    }
+}
+
 class dk_kernel_holder final : public c10::OperatorKernel {
   public:
     explicit dk_kernel_holder(PyObject *fn) : fn_(fn) { Py_INCREF(fn); } /* never released */
@@ -120,6 +137,7 @@ class dk_kernel_holder final : public c10::OperatorKernel {
     {
         const c10::FunctionSchema &schema = op.schema();
         std::vector<c10::IValue> args = torch::jit::pop(*stack, schema.arguments().size());
+        dk_bump_versions(schema, args);
         pybind11::gil_scoped_acquire gil;
         PyObject *tuple = PyTuple_New(static_cast<Py_ssize_t>(args.size()));
         if (!tuple) dk_throw_python_error();
