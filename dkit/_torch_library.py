@@ -16,7 +16,7 @@ Two kinds of torch op are registered, both without any code written per op:
   torch.ops.dkit.<op>       every public function of dkit.ops (roi_align, nms, box_iou, ...),
                             with the schema its module declares with @torch_op (dkit/_ops/):
                             the function's own arguments and defaults, and its results. Its
-                            kernel, at the CPU, CUDA and Autograd keys, is the function itself:
+                            kernel, at the CPU, CUDA, Meta and Autograd keys, is the function itself:
                             the argument checks, the output allocation and (for roi_align) the
                             autograd Function are the ones dkit.ops runs, so a torch op and an
                             eager call cannot disagree. Autograd is thereby registered with
@@ -75,6 +75,9 @@ import torch.jit._builtins  # noqa: E402
 
 from dkit import _C  # noqa: E402
 
+_Tensor = torch.Tensor
+_grad_enabled = torch.is_grad_enabled
+
 try:  # Note [Why dkit has its own kernel holder] in csrc/python/dk_torch_kernel.cpp
     from dkit._torch_kernel import impl as _holder_impl
 except ImportError:  # built without torch's C++ headers: torch's own Python kernels
@@ -85,7 +88,18 @@ NAMESPACE = "dkit"
 # Dispatch keys served by a kernel that is a Python function. CUDA serves the GPU backends'
 # tensors (torch's ROCm builds call HIP devices "cuda" too); the kernel finds the backend.
 # QuantizedCPU: Note [Quantized tensors].
-_BACKEND_KEYS = ("CPU", "CUDA", "QuantizedCPU")
+# Meta: Note [Meta tensors].
+_BACKEND_KEYS = ("CPU", "CUDA", "QuantizedCPU", "Meta")
+# The .out ops have no Autograd kernel (Note [The .out ops and autograd]); torch 1.13 has no
+# autograd fallthrough for meta tensors, so AutogradMeta is served too.
+_OUT_KEYS = _BACKEND_KEYS + ("AutogradMeta",)
+
+# Note [Meta tensors]
+# dkit has no meta kernels (a meta tensor has no memory; dkit.ops raises DkitNotImplementedError
+# for one, as torchvision raises NotImplementedError). The torch ops send meta tensors to the
+# same kernels, so that they meet that error in every mode: without a Meta kernel, a call under
+# inference_mode (where the Autograd kernel does not run) and every .out call got torch's
+# "Could not run 'dkit::roi_align' with arguments from the 'Meta' backend" instead.
 
 # Note [Quantized tensors]
 # dkit computes in floating point and refuses quantized tensors with an error that names the op
@@ -101,22 +115,38 @@ _core_done = globals().get("_core_done", set())  # core op names registered as <
 _public_done = globals().get("_public_done", set())  # public functions registered (by qualified name)
 
 
-def _out_kernel(fn, outs):
+def _out_kernel(name, fn, outs, arg_names):
     """The kernel of a core op's .out overload: runs dkit._C.ops.<op> and returns its outputs."""
-    if len(outs) == 1:
-        (i,) = outs
+    single = outs[0] if len(outs) == 1 else None
 
-        def kernel(*args):
-            fn(*args)
-            return args[i]
-
-    else:
-
-        def kernel(*args):
-            fn(*args)
-            return tuple(args[i] for i in outs)
+    def kernel(*args):
+        if _grad_enabled():  # Note [The .out ops and autograd]
+            for i, a in enumerate(args):
+                if isinstance(a, _Tensor) and a.requires_grad:  # nn.Parameter too
+                    _refuse_grad(name, arg_names[i])
+        fn(*args)
+        if single is not None:
+            return args[single]
+        return tuple(args[i] for i in outs)
 
     return kernel
+
+
+# Note [The .out ops and autograd]
+# A .out op has no derivative: it writes tensors the caller allocated, as torch's out= variants
+# do, and like them it refuses, in grad mode, every tensor argument that requires grad, instead
+# of computing a result that is silently cut off from the graph (an output that requires grad
+# would otherwise meet only the DLPack export's "Can't export tensors that require gradient").
+# The differentiable form of every op is its public function (torch.ops.dkit.roi_align). The
+# outputs' versions are bumped by the kernel holder (Note [Outputs written in place] in
+# csrc/python/dk_torch_kernel.cpp; not where it is not built, and torch's own Python kernels
+# serve).
+def _refuse_grad(name, arg):
+    raise _C.DkitError(
+        f"dkit::{name}.out: functions with out=... arguments don't support automatic differentiation, "
+        f"but argument '{arg}' requires grad (the public op, e.g. torch.ops.dkit.roi_align, is "
+        f"differentiable; or run it under torch.no_grad())"
+    )
 
 
 def out_schema(core_schema):
@@ -147,8 +177,9 @@ def _impl(lib, overload, kernel, key):
 def _register_core_op(lib, name):
     schema, outs = out_schema(_C.schema(name))
     lib.define(schema)
-    kernel = _out_kernel(getattr(_C.ops, name), outs)
-    for key in _BACKEND_KEYS:
+    arg_names = [a.name for a in torch._C.parse_schema(_C.schema(name)).arguments]
+    kernel = _out_kernel(name, getattr(_C.ops, name), outs, arg_names)
+    for key in _OUT_KEYS:
         _impl(lib, f"{name}.out", kernel, key)
 
 
