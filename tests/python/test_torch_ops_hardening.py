@@ -549,3 +549,110 @@ def test_mmcv_compat_scripted_errors_are_dkits():
     with pytest.raises(RuntimeError) as info:
         scripted(b.long(), s, 0.5)
     assert str(info.value).rstrip().endswith(message)
+
+
+# ------------------------------------------------------------------------------------------
+# The .out ops: outputs of every wrong kind
+
+
+def _roi_out(out, argmax_y=None, argmax_x=None, mode=1, x=None, rois=None):
+    fx, frois = _feature()
+    x = fx if x is None else x
+    rois = frois if rois is None else rois
+    return T.roi_align_forward.out(x, rois, out, argmax_y, argmax_x, 2, 2, 1.0, 0, mode, True)
+
+
+def test_out_ops_refuse_wrong_outputs_with_the_cores_message():
+    x, rois = _feature()
+    b, s = _boxes(10)
+    keep, num = torch.empty(10, dtype=torch.int64), torch.empty(1, dtype=torch.int64)
+    square = torch.rand(3, 3, 2, 2)
+    for call, error, message in [
+        (lambda: _roi_out(torch.empty(3, 3, 2, 3)), _C.DkitValueError, r"'output' must have shape \[3, 3, 2, 2\]"),
+        (lambda: _roi_out(torch.empty(1)), _C.DkitValueError, r"'output' must have shape"),
+        (lambda: _roi_out(torch.empty(3, 3, 2, 2, dtype=torch.float64)), _C.DkitTypeError, "'output' must be float32"),
+        (lambda: _roi_out(torch.empty(1, 3, 2, 2).expand(3, 3, 2, 2)), _C.DkitValueError, "repeats its elements"),
+        (lambda: _roi_out(torch.empty(3, 3, 2, 2), mode=0), _C.DkitValueError, "max pooling needs 'argmax_y'"),
+        (lambda: _roi_out(square, x=square, rois=rois), _C.DkitValueError, "'output' overlaps argument 'input'"),
+        (lambda: _roi_out(rois.view(-1)[:12].view(3, 1, 2, 2), x=x[:, :1], rois=rois),
+         _C.DkitValueError, "overlaps argument 'rois'"),
+        (lambda: T.nms.out(b, s, None, keep[:3], num, 0.5, 0), _C.DkitValueError, r"'keep' must have shape \[10\]"),
+        (lambda: T.nms.out(b, s, None, keep.int(), num, 0.5, 0), _C.DkitTypeError, "'keep' must be int64"),
+        (lambda: T.nms.out(b, s, None, keep, keep[:1], 0.5, 0), _C.DkitValueError, "'keep' overlaps output 'num'"),
+        (lambda: T.nms.out(b, s, None, keep, num, 0.5, 2), _C.DkitValueError, "offset must be 0 or 1"),
+    ]:
+        with pytest.raises(error, match=message):
+            call()
+
+
+def test_out_ops_write_strided_and_negated_views_correctly():
+    x, rois = _feature()
+    expect = dkit.ops.roi_align(x, rois, 2)
+    strided = torch.zeros(3, 3, 2, 4)[..., ::2]
+    assert _roi_out(strided) is strided and torch.equal(strided, expect)
+    negated = torch.zeros(3, 3, 2, 2)._neg_view()  # torch's dispatcher resolves it around the kernel
+    _roi_out(negated)
+    assert torch.equal(negated, expect)
+
+
+def test_out_ops_tell_autograd_of_their_writes():
+    # Note [Outputs written in place] in dk_torch_kernel.cpp
+    q = torch.rand(3, 3, 2, 2, requires_grad=True)
+    out = torch.zeros(3, 3, 2, 2)
+    y = (q * out).sum()  # mul saves `out` for q's gradient
+    version = out._version
+    _roi_out(out)
+    assert out._version > version
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward()  # instead of a gradient computed from the overwritten values
+    with torch.inference_mode():
+        inference = torch.zeros(3, 3, 2, 2)
+    with pytest.raises(RuntimeError, match="Inplace update to inference tensor outside InferenceMode"):
+        _roi_out(inference)
+    assert torch.equal(inference, torch.zeros(3, 3, 2, 2))  # refused before anything is written
+    with torch.inference_mode():
+        assert torch.equal(_roi_out(inference), dkit.ops.roi_align(*_feature(), 2))
+
+
+def test_out_ops_refuse_arguments_that_require_grad():
+    # Note [The .out ops and autograd] in dkit/_torch_library.py
+    x, rois = _feature()
+    b, s = _boxes(10)
+    keep, num = torch.empty(10, dtype=torch.int64), torch.empty(1, dtype=torch.int64)
+    for call, arg in [
+        (lambda: _roi_out(torch.empty(3, 3, 2, 2), x=x.clone().requires_grad_()), "input"),
+        (lambda: _roi_out(torch.empty(3, 3, 2, 2, requires_grad=True)), "output"),
+        (lambda: T.nms.out(b, s.clone().requires_grad_(), None, keep, num, 0.5, 0), "scores"),
+        (lambda: T.nms.out(torch.nn.Parameter(b), s, None, keep, num, 0.5, 0), "boxes"),
+    ]:
+        with pytest.raises(_C.DkitError, match=rf"\.out: functions with out=.*argument '{arg}' requires grad"):
+            call()
+        if arg != "output":  # an output that requires grad is not written even then (dkit._C refuses it)
+            with torch.no_grad():
+                call()
+    cu = torch.jit.CompilationUnit(
+        "def f(x: Tensor, rois: Tensor, out: Tensor):\n"
+        "    return torch.ops.dkit.roi_align_forward(x, rois, out, None, None, 2, 2, 1.0, 0, 1, True)\n"
+    )
+    with pytest.raises(RuntimeError, match="argument 'input' requires grad"):
+        cu.f(x.clone().requires_grad_(), rois, torch.empty(3, 3, 2, 2))
+
+
+def test_meta_tensors_meet_dkits_error_in_every_mode():
+    # Note [Meta tensors] in dkit/_torch_library.py
+    x, rois = _feature()
+    mx, mrois = x.to("meta"), rois.to("meta")
+    b, s = _boxes(10)
+    calls = [
+        lambda: dkit.ops.roi_align(mx, mrois, 2),
+        lambda: T.roi_align(mx, mrois, [2, 2]),
+        lambda: T.nms(b.to("meta"), s.to("meta"), 0.5),
+        lambda: T.nms.out(b, s, None, torch.empty(10, dtype=torch.int64, device="meta"),
+                          torch.empty(1, dtype=torch.int64), 0.5, 0),  # fmt: skip
+        lambda: _roi_out(torch.empty(3, 3, 2, 2, device="meta")),
+    ]
+    for call in calls:
+        with pytest.raises(_C.DkitNotImplementedError, match="meta"):
+            call()
+        with torch.inference_mode(), pytest.raises(_C.DkitNotImplementedError, match="meta"):
+            call()
