@@ -23,6 +23,10 @@ def config():
             cfg[mod] = getattr(m, "__version__", "?")
     if "torch" in sys.modules:  # Note [torch reader] in csrc/python/dk_pytorch.h
         cfg["torch_reader"] = _C._torch_reader()
+    bridge = sys.modules.get("dkit._torch_library")  # Note [dkit ops in torch]
+    if bridge is not None:
+        holder = "dkit._torch_kernel" if bridge._holder_impl is not None else "torch.library (terse errors in TorchScript)"
+        cfg["torch_ops"] = f"{len(bridge._core_done) + len(bridge._public_done)} ops as torch.ops.dkit.*, kernels by {holder}"
     return cfg
 
 

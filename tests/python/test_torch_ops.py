@@ -137,12 +137,23 @@ def test_registration_is_once_and_sync_is_idempotent():
     assert _torch_library._core_done == set(_C.op_names())
 
 
+def test_the_kernel_holder_is_built_where_torchs_headers_are():
+    headers = os.path.join(os.path.dirname(torch.__file__), "include", "torch", "csrc", "autograd", "python_variable.h")
+    if not os.path.isfile(headers):
+        pytest.skip("torch's C++ headers are not installed: dkit._torch_kernel is not built")
+    assert _torch_library._holder_impl is not None
+    cfg = dkit.show_config(file=open(os.devnull, "w"))
+    assert cfg["torch_ops"] == f"{len(_C.op_names()) + len(dkit.ops.__all__)} ops as torch.ops.dkit.*, kernels by dkit._torch_kernel"
+
+
 def test_kernels_keep_their_error_messages():
     x, rois = _feature()
     bad = rois.clone()
     bad[0, 0] = 7
     with pytest.raises(_C.DkitIndexError, match="batch index 7"):
         torch.ops.dkit.roi_align(x, bad, [2, 2])  # eager: the original exception object
+    if _torch_library._holder_impl is None:
+        pytest.skip("dkit._torch_kernel not built: torch's Python kernels lose messages in TorchScript")
     scripted = torch.jit.script(dk_tv.roi_align)
     with pytest.raises(RuntimeError, match="batch index 7"):  # TorchScript: the message survives
         scripted(x, bad, 2)
