@@ -60,7 +60,8 @@ def roi_align(
     'avg' or 'max'. Differentiable with respect to input. See dkit.ops.roi_align."""
     if not torch.jit.is_scripting():  # Note [Compat under TorchScript] in dkit/compat/torchvision.py
         return _roi_align_eager(input, rois, output_size, spatial_scale, sampling_ratio, pool_mode, aligned)
-    torch._assert(pool_mode == "max" or pool_mode == "avg", "pool_mode must be 'max' or 'avg'")
+    if pool_mode != "max" and pool_mode != "avg":  # _assertion_error's text (Note [Scripted errors])
+        raise AssertionError("pool_mode must be 'max' or 'avg', got " + _quoted(pool_mode))
     torch._assert(rois.dim() >= 2 and rois.size(1) == 5, "RoI must be (idx, x1, y1, x2, y2)!")
     return torch.ops.dkit.roi_align(input, rois, output_size, spatial_scale, sampling_ratio, pool_mode, aligned)
 
@@ -182,25 +183,41 @@ def _float32(x: float) -> float:
     return float(torch.tensor(x, dtype=torch.float64).to(torch.float32).item())
 
 
-def _nms_inputs(boxes, scores):
+def _nms_inputs(boxes, scores, op="nms"):
     """MMCV's assertions on nms' inputs, in its order."""
     if not isinstance(boxes, (torch.Tensor, np.ndarray)):
-        raise DkitAssertionError(f"nms: boxes must be a torch.Tensor or a numpy.ndarray, got {type(boxes).__name__}")
+        raise DkitAssertionError(f"{op}: boxes must be a torch.Tensor or a numpy.ndarray, got {type(boxes).__name__}")
     if not isinstance(scores, (torch.Tensor, np.ndarray)):
-        raise DkitAssertionError(f"nms: scores must be a torch.Tensor or a numpy.ndarray, got {type(scores).__name__}")
+        raise DkitAssertionError(f"{op}: scores must be a torch.Tensor or a numpy.ndarray, got {type(scores).__name__}")
     if isinstance(boxes, np.ndarray) != isinstance(scores, np.ndarray):  # MMCV converts both to torch
         boxes, scores = torch.as_tensor(boxes), torch.as_tensor(scores)
     if boxes.ndim < 2 or boxes.shape[1] != 4:
-        raise DkitAssertionError(f"nms: boxes must be [N, 4], got {list(boxes.shape)}")
+        raise DkitAssertionError(f"{op}: boxes must be [N, 4], got {list(boxes.shape)}")
     if scores.ndim < 1 or boxes.shape[0] != scores.shape[0]:
-        raise DkitAssertionError(f"nms: boxes and scores must have as many rows, got {list(boxes.shape)} and {list(scores.shape)}")
+        raise DkitAssertionError(f"{op}: boxes and scores must have as many rows, got {list(boxes.shape)} and {list(scores.shape)}")
     return boxes, scores
 
 
+# Note [Scripted errors]
+# A TorchScript branch raises what its eager branch raises, with the same text (TorchScript
+# then reports it as "AssertionError: <text>"), so that a scripted model fails as the eager one
+# does. The details are built only once the check has failed: `if not ...: raise`, not
+# torch._assert, whose message TorchScript would build on every call.
+
+
+def _quoted(text: str) -> str:
+    """repr() of a str as TorchScript can write it (no quotes or escapes inside)."""
+    return "'" + text + "'"
+
+
 def _nms_shapes(boxes: Tensor, scores: Tensor, op: str):
-    """MMCV's assertions on the shapes of nms' inputs (TorchScript's half of _nms_inputs)."""
-    torch._assert(boxes.dim() >= 2 and boxes.size(1) == 4, op + ": boxes must be [N, 4]")
-    torch._assert(scores.dim() >= 1 and boxes.size(0) == scores.size(0), op + ": boxes and scores must have as many rows")
+    """MMCV's assertions on the shapes of nms' inputs (TorchScript's half of _nms_inputs, with
+    its text: Note [Scripted errors])."""
+    if boxes.dim() < 2 or boxes.size(1) != 4:
+        raise AssertionError(op + ": boxes must be [N, 4], got " + str(boxes.size()))
+    if scores.dim() < 1 or boxes.size(0) != scores.size(0):
+        raise AssertionError(op + ": boxes and scores must have as many rows, got " + str(boxes.size()) + " and "
+                             + str(scores.size()))  # fmt: skip
 
 
 def _filtered_nms(
@@ -281,7 +298,7 @@ def soft_nms(
     arrays (the results are then NumPy arrays).
     """
     if not torch.jit.is_scripting():
-        boxes, scores = _nms_inputs(boxes, scores)
+        boxes, scores = _nms_inputs(boxes, scores, "soft_nms")
     else:
         _nms_shapes(boxes, scores, "soft_nms")
     if offset != 0 and offset != 1:
@@ -423,12 +440,19 @@ def bbox_overlaps(bboxes1: Tensor, bboxes2: Tensor, mode: str = "iou", aligned: 
     """
     if not torch.jit.is_scripting():  # Note [Compat under TorchScript] in dkit/compat/torchvision.py
         return _bbox_overlaps_eager(bboxes1, bboxes2, mode, aligned, offset)
-    torch._assert(mode == "iou" or mode == "iof", "bbox_overlaps: mode must be 'iou' or 'iof'")
-    torch._assert(bboxes1.size(-1) == 4 or bboxes1.size(0) == 0, "bbox_overlaps: the boxes' last dimension must be 4")
-    torch._assert(bboxes2.size(-1) == 4 or bboxes2.size(0) == 0, "bbox_overlaps: the boxes' last dimension must be 4")
-    torch._assert(offset == 1 or offset == 0, "bbox_overlaps: offset must be 0 or 1")
-    if aligned:
-        torch._assert(bboxes1.size(0) == bboxes2.size(0), "bbox_overlaps: aligned boxes must be as many in bboxes2")
+    # _bbox_assertion_error's checks and text, in its order (Note [Scripted errors])
+    if mode != "iou" and mode != "iof":
+        raise AssertionError("bbox_overlaps: mode must be 'iou' or 'iof', got " + _quoted(mode))
+    for b in (bboxes1, bboxes2):
+        if b.dim() >= 1 and not (b.size(-1) == 4 or b.size(0) == 0):
+            raise AssertionError("bbox_overlaps: the boxes' last dimension must be 4 (or the boxes empty)")
+    if offset != 1 and offset != 0:
+        raise AssertionError("bbox_overlaps: offset must be 0 or 1, got " + str(offset))
+    if aligned and bboxes1.dim() >= 1 and bboxes2.dim() >= 1 and bboxes1.size(0) != bboxes2.size(0):
+        raise AssertionError("bbox_overlaps: aligned boxes must be as many in bboxes2 as in bboxes1")
+    for b in (bboxes1, bboxes2):
+        if b.dim() < 2 and not (b.dim() == 1 and b.size(0) == 0):
+            raise IndexError("bbox_overlaps: too many indices for tensor of dimension " + str(b.dim()))
     return torch.ops.dkit.bbox_overlaps(bboxes1, bboxes2, mode, aligned, offset)
 
 

@@ -207,6 +207,14 @@ def batched_nms(boxes: Tensor, scores: Tensor, idxs: Tensor, iou_threshold: floa
 # turned into torchvision's IndexError here, once dkit has failed (Note [Compat fast path]).
 
 
+def _script_box_index_check(op: str, boxes1: Tensor, boxes2: Tensor):
+    """_box_index_error's IndexError, in a TorchScript branch (Note [Scripted errors] in
+    dkit/compat/mmcv.py)."""
+    for b in (boxes1, boxes2):
+        if b.dim() < 2:
+            raise IndexError(op + ": too many indices for tensor of dimension " + str(b.dim()))
+
+
 def _box_index_error(op, *boxes):
     for b in boxes:
         shape = getattr(b, "shape", None)
@@ -242,6 +250,7 @@ def box_iou(boxes1: Tensor, boxes2: Tensor) -> Tensor:
     """
     if not torch.jit.is_scripting():
         return _overlaps(_box_iou.box_iou, boxes1, boxes2)
+    _script_box_index_check("box_iou", boxes1, boxes2)
     return torch.ops.dkit.box_iou(boxes1, boxes2)
 
 
@@ -254,6 +263,7 @@ def generalized_box_iou(boxes1: Tensor, boxes2: Tensor) -> Tensor:
     """
     if not torch.jit.is_scripting():
         return _overlaps(_box_iou.generalized_box_iou, boxes1, boxes2)
+    _script_box_index_check("generalized_box_iou", boxes1, boxes2)
     return torch.ops.dkit.generalized_box_iou(boxes1, boxes2)
 
 
@@ -269,6 +279,7 @@ def complete_box_iou(boxes1: Tensor, boxes2: Tensor, eps: float = 1e-7) -> Tenso
     """
     if not torch.jit.is_scripting():
         return _overlaps(_box_iou.complete_box_iou, boxes1, boxes2, eps)
+    _script_box_index_check("complete_box_iou", boxes1, boxes2)
     return torch.ops.dkit.complete_box_iou(boxes1, boxes2, eps)
 
 
@@ -284,4 +295,5 @@ def distance_box_iou(boxes1: Tensor, boxes2: Tensor, eps: float = 1e-7) -> Tenso
     """
     if not torch.jit.is_scripting():
         return _overlaps(_box_iou.distance_box_iou, boxes1, boxes2, eps)
+    _script_box_index_check("distance_box_iou", boxes1, boxes2)
     return torch.ops.dkit.distance_box_iou(boxes1, boxes2, eps)
