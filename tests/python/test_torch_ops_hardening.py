@@ -656,3 +656,74 @@ def test_meta_tensors_meet_dkits_error_in_every_mode():
             call()
         with torch.inference_mode(), pytest.raises(_C.DkitNotImplementedError, match="meta"):
             call()
+
+
+# ------------------------------------------------------------------------------------------
+# Scripted compat functions fail as their eager branches do (Note [Scripted errors] in
+# dkit/compat/mmcv.py)
+
+
+def _compat_cases():
+    x, rois = _feature()
+    b, s = _boxes(10)
+    r5 = torch.cat([b[:, :2], b[:, 2:] - b[:, :2], torch.rand(10, 1, generator=torch.Generator().manual_seed(2))], 1)
+    long_idxs = torch.zeros(10, dtype=torch.int64)
+    return [
+        (dk_tv.roi_align, (x, rois, [2**40, 2])),
+        (dk_tv.roi_align, (x, rois, 2, float("nan"))),
+        (dk_tv.roi_align, (x.half(), rois.half(), 2)),
+        (dk_tv.roi_align, (x.to(memory_format=torch.channels_last), rois, 2)),
+        (dk_tv.roi_align, (x, rois[:, :4], 2)),
+        (dk_tv.roi_align, (x, rois[0], 2)),
+        (dk_tv.roi_align, (x, [rois[:, 1:3]], 2)),
+        (dk_tv.roi_align, (x, rois, 2, 1.0, -2)),
+        (dk_tv.roi_align, (x.double(), rois, 2)),
+        (dk_tv.roi_align, (x, torch.zeros(0, 5), 2)),
+        (dk_tv.nms, (b, s, float("nan"))),
+        (dk_tv.nms, (b[:, :3], s, 0.5)),
+        (dk_tv.nms, (b.half(), s.half(), 0.5)),
+        (dk_tv.nms, (b, s.double(), 0.5)),
+        (dk_tv.nms, (torch.zeros(0, 4), torch.zeros(0), 0.5)),
+        (dk_tv.batched_nms, (b, s, torch.zeros(10), 0.5)),
+        (dk_tv.batched_nms, (b, s, long_idxs[:3], 0.5)),
+        (dk_tv.batched_nms, (b[:, :3], s, long_idxs, 0.5)),
+        (dk_tv.box_iou, (b[0], b)),
+        (dk_tv.box_iou, (b, b[0])),
+        (dk_tv.box_iou, (b.long(), b.long())),
+        (dk_tv.box_iou, (b, b.double())),
+        (dk_tv.generalized_box_iou, (b[0], b)),
+        (dk_tv.complete_box_iou, (b, b[0])),
+        (dk_tv.distance_box_iou, (torch.tensor(1.0), b)),
+        (dk_mmcv.roi_align, (x, rois, 2, 1.0, 0, "median", True)),
+        (dk_mmcv.roi_align, (x, rois, [2**40, 2])),
+        (dk_mmcv.roi_align, (x, rois[:, :4], 2)),
+        (dk_mmcv.nms, (b, s, 0.5, 2)),
+        (dk_mmcv.nms, (b[:, :3], s, 0.5)),
+        (dk_mmcv.nms, (b, s[:4], 0.5)),
+        (dk_mmcv.nms, (b, s, 0.5, 0, float("nan"), 3)),
+        (dk_mmcv.soft_nms, (b[:, :3], s)),
+        (dk_mmcv.soft_nms, (b, s, 0.3, 0.5, 1e-3, "cubic")),
+        (dk_mmcv.bbox_overlaps, (b, b, "dice")),
+        (dk_mmcv.bbox_overlaps, (b[:3], b, "iou", True)),
+        (dk_mmcv.bbox_overlaps, (b, b, "iou", False, 2)),
+        (dk_mmcv.bbox_overlaps, (b[:, :3], b)),
+        (dk_mmcv.bbox_overlaps, (b[0], b)),
+        (dk_mmcv.box_iou_rotated, (r5[:, :4], r5)),
+        (dk_mmcv.nms_rotated, (r5, s, float("nan"))),
+        (dk_mmcv.nms_rotated, (r5[:, :4], s, 0.5)),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_compat_cases())))
+def test_scripted_compat_answers_as_its_eager_branch(case):
+    fn, args = _compat_cases()[case]
+    expect, expect_error = _outcome(lambda: fn(*args))
+    got, error = _outcome(lambda: torch.jit.script(fn)(*args))
+    if expect_error is None:
+        assert error is None, error
+        for a, b in zip(*((v,) if isinstance(v, Tensor) else v for v in (got, expect))):
+            assert (a is None and b is None) or torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(), b.nan_to_num())
+    else:
+        assert error is not None, (fn.__name__, expect_error)
+        assert error[0] in (RuntimeError, torch.jit.Error), error
+        assert _last_line(error[1]).endswith(expect_error[1]), (error[1], expect_error)
