@@ -727,3 +727,52 @@ def test_scripted_compat_answers_as_its_eager_branch(case):
         assert error is not None, (fn.__name__, expect_error)
         assert error[0] in (RuntimeError, torch.jit.Error), error
         assert _last_line(error[1]).endswith(expect_error[1]), (error[1], expect_error)
+
+
+# ------------------------------------------------------------------------------------------
+# torch.jit.trace, freeze: the routes that record dkit's ops. (Tracing an eager call of
+# dkit.ops.roi_align records only its output allocation, as for any Python code torch does not
+# see; scripting, or a scripted submodule in the traced model, is the route for dkit's ops.)
+
+
+def test_trace_records_the_torch_op_and_scripted_submodules():
+    x, rois = _feature()
+    x2 = torch.rand(2, 3, 12, 12, generator=torch.Generator().manual_seed(5))
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.pool = torch.jit.script(dk_tv.RoIAlign(2, 1.0, 2))
+
+        def forward(self, x, rois):
+            return self.pool(x, rois) * 2
+
+    traced = torch.jit.trace(Model(), (x, rois))
+    assert "dkit::roi_align" in str(traced.inlined_graph)
+    assert torch.equal(traced(x2, rois), Model()(x2, rois))  # new values, not the traced ones
+    traced = torch.jit.trace(lambda x, r: torch.ops.dkit.roi_align(x, r, [2, 2]) * 2, (x, rois))
+    assert "dkit::roi_align" in str(traced.graph)
+    assert torch.equal(traced(x2, rois), dkit.ops.roi_align(x2, rois, 2) * 2)
+
+
+def test_frozen_and_optimized_scripted_models():
+    x, rois = _feature()
+    b, s = _boxes(50)
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 3, 1)
+            self.pool = dk_tv.RoIAlign(2, 0.5, 2)
+
+        def forward(self, x: Tensor, rois: Tensor, b: Tensor, s: Tensor):
+            return self.pool(self.conv(x), rois), dk_tv.nms(b, s, 0.5), dk_tv.nms(b, s, 0.5)
+
+    model = Model().eval()
+    with torch.no_grad():
+        expect = model(x, rois, b, s)
+        for compiled in (torch.jit.freeze(torch.jit.script(model)),
+                         torch.jit.optimize_for_inference(torch.jit.script(model))):  # fmt: skip
+            got = compiled(x, rois, b, s)
+            torch.testing.assert_close(got[0], expect[0])
+            assert torch.equal(got[1], expect[1]) and torch.equal(got[2], expect[2])
