@@ -776,3 +776,55 @@ def test_frozen_and_optimized_scripted_models():
             got = compiled(x, rois, b, s)
             torch.testing.assert_close(got[0], expect[0])
             assert torch.equal(got[1], expect[1]) and torch.equal(got[2], expect[2])
+
+
+# ------------------------------------------------------------------------------------------
+# Tensors without memory of their own: functorch's BatchedTensor, wrapper subclasses, fake
+# tensors. dkit's readers refuse them with errors that name the op and argument; vmap of the
+# torch op runs it per sample (torch's batching fallback).
+
+
+class _Wrapper(Tensor):
+    @staticmethod
+    def __new__(cls, elem):
+        return Tensor._make_wrapper_subclass(cls, elem.size(), strides=elem.stride(), dtype=elem.dtype,
+                                             device=elem.device)  # fmt: skip
+
+    def __init__(self, elem):
+        self.elem = elem
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        from torch.utils._pytree import tree_map
+
+        def unwrap(x):
+            return x.elem if isinstance(x, _Wrapper) else x
+
+        out = func(*tree_map(unwrap, args), **tree_map(unwrap, kwargs or {}))
+        return tree_map(lambda x: _Wrapper(x) if isinstance(x, Tensor) else x, out)
+
+
+def test_tensors_without_memory_are_refused_clearly():
+    b, s = _boxes(10)
+    for call in (lambda: dkit.ops.nms(_Wrapper(b), _Wrapper(s), 0.5), lambda: T.nms(_Wrapper(b), _Wrapper(s), 0.5),
+                 lambda: dkit.ops.box_iou(_Wrapper(b), b)):  # fmt: skip
+        with pytest.raises(_C.DkitBufferError, match="parameter '(boxes|boxes1)' has elements but no memory"):
+            call()
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        fb, fs = torch.rand(10, 4), torch.rand(10)
+        for call in (lambda: dkit.ops.nms(fb, fs, 0.5), lambda: T.nms(fb, fs, 0.5)):
+            with pytest.raises(_C.DkitBufferError, match="nms: parameter 'boxes' \\(FakeTensor"):
+                call()
+
+
+def test_vmap():
+    functorch = pytest.importorskip("functorch")
+    b = torch.stack([_boxes(10, seed)[0] for seed in range(3)])
+    with pytest.raises(_C.DkitBufferError, match="box_iou: parameter 'boxes1'"):
+        functorch.vmap(dkit.ops.box_iou)(b, b)
+    got = functorch.vmap(T.box_iou)(b, b)
+    assert torch.equal(got, torch.stack([dkit.ops.box_iou(x, x) for x in b]))
