@@ -115,8 +115,16 @@ $(BUILD)/tests/gpu/%: tests/c/gpu/%.c $(BUILD)/libdkit.so $(GPU_TEST_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) -Icsrc/cuda -O2 $< -o $@ -L$(BUILD) -ldkit -Wl,-rpath,$(abspath $(BUILD)) -lcmocka -lm
 
-test-gpu-emu: $(addprefix $(BUILD)/tests/emu/,$(GPU_TESTS))
-	@set -e; for t in $(GPU_TESTS); do echo "== $$t (GPU kernels emulated on the host)"; $(BUILD)/tests/emu/$$t; done
+# The emulation's own tests (its warps: Note [Emulated warps] in tests/c/dk_gpu_emu.h), with
+# kernels of their own: emulation only.
+GPU_EMU_TESTS := $(patsubst tests/c/gpu/%.cpp,%,$(wildcard tests/c/gpu/test_*.cpp))
+$(BUILD)/tests/emu/%: tests/c/gpu/%.cpp $(GPU_TEST_HDRS) csrc/common/gpu/dk_gpu.h
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_FLAGS) $< -o $@ -lcmocka
+
+test-gpu-emu: $(addprefix $(BUILD)/tests/emu/,$(GPU_TESTS) $(GPU_EMU_TESTS))
+	@set -e; for t in $(GPU_EMU_TESTS) $(GPU_TESTS); do echo "== $$t (GPU kernels emulated on the host)"; \
+	  $(BUILD)/tests/emu/$$t; done
 
 # On a machine with a GPU: every GPU kernel on device tensors against the CPU kernel. Without a
 # GPU (or a backend library) each test says so and passes: SKIPPED.

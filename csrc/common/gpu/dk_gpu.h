@@ -26,6 +26,7 @@
 #define DK_GPU_BACKEND_NAME "emu"
 #define DK_GPU_DEVICE_TYPE kDLCPU
 #define DK_GPU_KEY DK_KEY_CPU
+#define DK_GPU_WARP dk_emu_warp_size /* 32, or 64 for a test of gfx9's wavefronts */
 
 #elif defined(__HIPCC__)
 #include <hip/hip_runtime.h>
@@ -93,6 +94,29 @@ typedef cudaStream_t dkgStream_t;
 #define DK_GPU_LAUNCH(kernel, grid, block, stream, ...)                                         \
     kernel<<<(grid), (block), 0, (dkgStream_t)(stream)>>>(__VA_ARGS__)
 #endif
+
+/*
+ * Note [Warp shuffles]
+ * One spelling for the warp-level exchanges, on every runtime: CUDA's _sync forms with the full
+ * mask (the emulation provides them, Note [Emulated warps] in tests/c/dk_gpu_emu.h), HIP's
+ * mask-free forms (ROCm 5.2 has no _sync variants; a wavefront always runs converged there).
+ * Only whole warps shuffle: every lane of the warp calls them, with the same arguments' shape.
+ * Warps are DK_GPU_WARP lanes: 32 on NVIDIA, 64 on gfx9; a kernel that reduces across a warp
+ * loops up to warpSize, never a constant, so that both are right. Lanes count from threadIdx.x
+ * (1-d blocks).
+ */
+#if defined(__HIPCC__)
+#define DK_GPU_SHFL(v, src) __shfl((v), (src))
+#define DK_GPU_SHFL_DOWN(v, delta) __shfl_down((v), (delta))
+#define DK_GPU_SHFL_XOR(v, mask) __shfl_xor((v), (mask))
+#define DK_GPU_BALLOT(pred) ((unsigned long long)__ballot(pred))
+#else
+#define DK_GPU_SHFL(v, src) __shfl_sync(0xffffffffu, (v), (src))
+#define DK_GPU_SHFL_DOWN(v, delta) __shfl_down_sync(0xffffffffu, (v), (delta))
+#define DK_GPU_SHFL_XOR(v, mask) __shfl_xor_sync(0xffffffffu, (v), (mask))
+#define DK_GPU_BALLOT(pred) ((unsigned long long)__ballot_sync(0xffffffffu, (pred)))
+#endif
+#define DK_GPU_LANE() ((int)(threadIdx.x % (unsigned)warpSize))
 
 /* Threads per block of dkit's elementwise kernels, and the most blocks a grid-stride launch asks
  * for: enough to fill any current GPU several times over (132 SMs x 2048 threads / 256 = 1056
