@@ -501,6 +501,13 @@ static int dk__import_torch(dk_py_state *s, PyObject *obj, int writable, const c
             goto done;
         }
         if (r == DK_PY_TORCH_NEG) return dk__refuse_neg(s, op, arg);
+        if (r == DK_PY_TORCH_TRACING) {
+            dk_py_raise_fmt(s, DK_ENOTIMPL,
+                            "%s: torch.jit.trace cannot record a dkit call made outside a torch op (the trace "
+                            "would keep only its output's allocation): call torch.ops.dkit.<op> in the traced "
+                            "code, or use torch.jit.script, which compiles dkit's calls to those ops", op);
+            return -1;
+        }
         if (r == DK_PY_TORCH_SHORT) {
             dk_py_raise_fmt(s, DK_EBUFFER,
                             "%s: parameter '%s' has elements past the end of its storage (its storage was "

@@ -9,7 +9,9 @@
  */
 #include "dk_pytorch.h"
 
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/jit/frontend/tracer.h>
 #include <torch/version.h>
 
 namespace {
@@ -37,11 +39,29 @@ bool dk_dl_dtype(c10::ScalarType st, DLDataType *out)
     return true;
 }
 
+/*
+ * Note [Eager calls under torch.jit.trace]
+ * torch.jit.trace records the torch ops a function runs. dkit's eager path is not one (it calls
+ * dkit._C directly, Note [dkit ops in torch] in dkit/_torch_library.py), so a trace of
+ * dkit.ops.roi_align would record only the allocation of its output, and the traced model would
+ * return that memory uninitialised, with at most a TracerWarning from check_trace. So a torch
+ * tensor read while this thread is being traced is refused with an error that says what to do
+ * (call torch.ops.dkit.<op>, which the tracer records, or script the module). Inside a torch op
+ * (torch.ops.dkit.*, called by the tracer or a scripted model), the tracer has excluded its own
+ * dispatch key: that call is recorded, and reads as usual. The check is two thread-local reads.
+ * Without the reader (torch's C++ headers absent) the refusal does not happen.
+ */
+static bool dk_traced_outside_an_op() noexcept
+{
+    return torch::jit::tracer::isTracing() && !c10::impl::tls_is_dispatch_key_excluded(c10::DispatchKey::Tracer);
+}
+
 int dk_read(PyObject *obj, int writable, int max_ndim, DLTensor *t, int64_t *shape,
             int64_t *strides, void **keep) noexcept
 {
     try {
         if (!THPVariable_Check(obj)) return 1;
+        if (dk_traced_outside_an_op()) return DK_PY_TORCH_TRACING;
         const c10::TensorImpl *impl = THPVariable_Unpack(obj).unsafeGetTensorImpl();
         /* Sparse, mkldnn, nested, meta, functorch wrappers and Python-dispatch tensors all fail
          * one of these; their errors are torch's own, raised on the general path. */

@@ -26,6 +26,7 @@
 #define DK_PY_TORCH_READER_ABI 3
 #define DK_PY_TORCH_NEG 2   /* read(): a tensor with torch's negative bit */
 #define DK_PY_TORCH_SHORT 3 /* read(): elements past the end of the tensor's storage */
+#define DK_PY_TORCH_TRACING 4 /* read(): torch.jit.trace is recording this thread (Note [Eager calls under torch.jit.trace]) */
 
 #ifdef __cplusplus
 extern "C" {
@@ -42,7 +43,9 @@ typedef struct {
      * may run Python code). Returns DK_PY_TORCH_NEG for a tensor with torch's negative bit (a
      * lazily negated view: its memory holds the values un-negated), which _C refuses, and
      * DK_PY_TORCH_SHORT for one whose sizes reach past the end of its storage, e.g. after
-     * storage().resize_(), which _C refuses too. Returns 1
+     * storage().resize_(), which _C refuses too; DK_PY_TORCH_TRACING while torch.jit.trace
+     * records the calling thread outside a torch op, which _C refuses (Note [Eager calls under
+     * torch.jit.trace] in dk_pytorch.cpp). Returns 1
      * for anything else: the caller then takes the general path, which gives the same answer
      * as without the reader. Never raises. */
     int (*read)(PyObject *obj, int writable, int max_ndim, DLTensor *t, int64_t *shape,

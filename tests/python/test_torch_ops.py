@@ -497,3 +497,28 @@ def test_bench_torch_ops_runs():
     for route in routes:
         assert re.search(rf"^{re.escape(route)}\s+\d+\.\d+ us\s+\d+\.\d+x$", r.stdout, re.M), r.stdout
     assert re.search(r"registration of \d+ torch ops: \d+\.\d+ ms", r.stdout), r.stdout
+
+
+def test_jit_trace_refuses_eager_calls_and_records_torch_ops():
+    """Note [Eager calls under torch.jit.trace] in csrc/python/dk_pytorch.cpp: an eager dkit call
+    inside torch.jit.trace would leave an uninitialised output in the trace; it is refused, and
+    the torch op is recorded."""
+    if _C._torch_reader() is None:
+        pytest.skip("dkit._torch_reader not built: the refusal needs it")
+    x, rois = _feature()
+
+    class Eager(torch.nn.Module):
+        def forward(self, x, rois):
+            return dkit.ops.roi_align(x, rois, 2)
+
+    class ThroughTheOp(torch.nn.Module):
+        def forward(self, x, rois):
+            return torch.ops.dkit.roi_align(x, rois, [2, 2])
+
+    with pytest.raises(_C.DkitNotImplementedError, match="torch.jit.trace cannot record"):
+        torch.jit.trace(Eager(), (x, rois))
+    traced = torch.jit.trace(ThroughTheOp(), (x, rois))
+    assert "dkit::roi_align" in str(traced.graph)
+    x2, rois2 = _feature(seed=5)
+    assert torch.equal(traced(x2, rois2), dkit.ops.roi_align(x2, rois2, 2))
+    assert torch.equal(Eager()(x, rois), traced(x, rois))  # outside the trace, the eager path as ever
