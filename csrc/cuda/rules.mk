@@ -122,9 +122,11 @@ $(BUILD)/tests/emu/%: tests/c/gpu/%.cpp $(GPU_TEST_HDRS) csrc/common/gpu/dk_gpu.
 	@mkdir -p $(dir $@)
 	$(CXX) $(EMU_FLAGS) $< -o $@ -lcmocka
 
+# Every kernel runs in warps of 32 lanes (NVIDIA) and of 64 (gfx9's wavefronts).
 test-gpu-emu: $(addprefix $(BUILD)/tests/emu/,$(GPU_TESTS) $(GPU_EMU_TESTS))
-	@set -e; for t in $(GPU_EMU_TESTS) $(GPU_TESTS); do echo "== $$t (GPU kernels emulated on the host)"; \
-	  $(BUILD)/tests/emu/$$t; done
+	@set -e; for t in $(GPU_EMU_TESTS); do echo "== $$t (the emulation's warps)"; $(BUILD)/tests/emu/$$t; done; \
+	for w in 32 64; do for t in $(GPU_TESTS); do \
+	  echo "== $$t (GPU kernels emulated on the host, warps of $$w)"; DK_EMU_WARP=$$w $(BUILD)/tests/emu/$$t; done; done
 
 # On a machine with a GPU: every GPU kernel on device tensors against the CPU kernel. Without a
 # GPU (or a backend library) each test says so and passes: SKIPPED.

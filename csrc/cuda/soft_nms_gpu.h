@@ -25,8 +25,8 @@
  *      of its rank. Reads (above n') and writes (holes below n') never meet;
  *   5. the argmax of the live scores for step i + 1, as the CPU's scan finds it: the first
  *      position of the largest non-NaN score, or position i + 1 itself when its score is NaN;
- *      each thread's candidate from its run (with the positions after the moves), then a tree
- *      reduction in shared memory.
+ *      each thread's candidate from its run (with the positions after the moves), reduced
+ *      within each warp by shuffles, then across the warps through shared memory.
  * Per step that is O((n - i) / threads) work per thread and a few dozen barriers; the whole is
  * the references' O(n^2) comparisons, spread over one block. One block because every step
  * depends on the previous one: a grid would need a grid-wide barrier per step (cooperative

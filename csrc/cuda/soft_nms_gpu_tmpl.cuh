@@ -56,15 +56,23 @@ __device__ DK_INLINE void DK_TFN(dk__snms_gpu_better)(DK_T *v, int64_t *p, DK_T 
 __device__ DK_INLINE int64_t DK_TFN(dk__snms_gpu_argmax)(DK_T v, int64_t p, DK_T *s_v, int64_t *s_p, const DK_T *sc,
                                                int64_t first, int64_t end)
 {
-    const int t = (int)threadIdx.x;
-    s_v[t] = v;
-    s_p[t] = p;
-    __syncthreads();
-    for (int s = (int)blockDim.x / 2; s > 0; s >>= 1) {
-        if (t < s) DK_TFN(dk__snms_gpu_better)(&s_v[t], &s_p[t], s_v[t + s], s_p[t + s]);
-        __syncthreads();
+    /* "better" is a total order (score, then position; NaN never enters), so any tree gives the
+     * CPU's answer: within each warp an xor butterfly of shuffles (Note [Warp shuffles]), then
+     * every thread reduces the warps' results from shared memory itself. Two barriers, where a
+     * tree in shared memory took one per level (10 at 512 threads). */
+    const int t = (int)threadIdx.x, T = (int)blockDim.x, W = T < warpSize ? T : warpSize;
+    for (int m = W / 2; m > 0; m >>= 1) {
+        const DK_T v2 = DK_GPU_SHFL_XOR(v, m);
+        const int64_t p2 = DK_GPU_SHFL_XOR(p, m);
+        DK_TFN(dk__snms_gpu_better)(&v, &p, v2, p2);
     }
-    const int64_t best = first >= end ? -1 : sc[first] != sc[first] ? first : s_p[0];
+    if (t % W == 0) {
+        s_v[t / W] = v;
+        s_p[t / W] = p;
+    }
+    __syncthreads();
+    for (int w = 0; w < T / W; w++) DK_TFN(dk__snms_gpu_better)(&v, &p, s_v[w], s_p[w]);
+    const int64_t best = first >= end ? -1 : sc[first] != sc[first] ? first : p;
     __syncthreads(); /* s_v and s_p are written again by the next call */
     return best;
 }

@@ -83,7 +83,13 @@ struct dk_emu_block {
     int current = -1;
 };
 inline thread_local dk_emu_block *dk_emu_current_block = nullptr;
-inline thread_local int dk_emu_warp_size = 32; /* Note [Emulated warps] */
+/* Note [Emulated warps]: 32 lanes, or DK_EMU_WARP=64 in the environment (gfx9's wavefronts) */
+inline int dk_emu_warp_from_env()
+{
+    const char *w = getenv("DK_EMU_WARP");
+    return w && !strcmp(w, "64") ? 64 : 32;
+}
+inline thread_local int dk_emu_warp_size = dk_emu_warp_from_env();
 #define warpSize dk_emu_warp_size
 
 /*
