@@ -267,8 +267,9 @@ def _torch_reader_ext():
     """dkit._torch_reader (Note [torch reader] in csrc/python/dk_pytorch.h) and dkit._torch_kernel
     (Note [Why dkit has its own kernel holder] in csrc/python/dk_torch_kernel.cpp), when torch
     and its C++ headers are installed; dkit works the same without them, only slower with torch
-    tensors and with terser errors from scripted models. DKIT_TORCH_READER=0 skips both. torch is imported here (as torch's own cpp_extension does) to
-    find its headers, libraries and C++ ABI."""
+    tensors and with terser errors from scripted models. DKIT_TORCH_READER=0 skips both. torch
+    is imported here (as torch's own cpp_extension does) to find its headers, libraries and C++
+    ABI."""
     if os.environ.get("DKIT_TORCH_READER", "1") == "0":
         return []
     try:
@@ -311,6 +312,14 @@ def _torch_reader_ext():
 
 
 setup(
+    name="dkit",
+    version=_read_version(),
+    description="Vision operators (roi_align, ...) written once in C11 and served on many devices",
+    long_description=open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    if os.path.exists(os.path.join(ROOT, "README.md"))
+    else "",
+    long_description_content_type="text/markdown",
+    packages=find_packages(include=["dkit", "dkit.*"]),
     ext_modules=[ext] + _torch_reader_ext(),
     cmdclass={"build_ext": BuildExt},
     python_requires=">=3.10",
