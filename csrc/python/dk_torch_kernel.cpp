@@ -198,9 +198,30 @@ PyMethodDef dk_methods[] = {
     {nullptr, nullptr, 0, nullptr},
 };
 
+/* pybind11 (which torch's converters and python_error use inside this module) sets up its
+ * per-module state on first use, and gil_scoped_acquire reads it before it takes the GIL: two
+ * threads entering their first kernel at once (TorchScript runs without the GIL) would race on
+ * that first write (ThreadSanitizer found it). So it is set up here, at import, with the GIL
+ * held; afterwards every kernel only reads it. */
+int dk_exec(PyObject *)
+{
+    try {
+        (void)pybind11::detail::get_internals();
+    } catch (const std::exception &e) {
+        PyErr_SetString(PyExc_ImportError, e.what());
+        return -1;
+    }
+    return 0;
+}
+
+PyModuleDef_Slot dk_slots[] = {
+    {Py_mod_exec, reinterpret_cast<void *>(dk_exec)},
+    {0, nullptr},
+};
+
 PyModuleDef dk_module = {
     PyModuleDef_HEAD_INIT, "dkit._torch_kernel", "Python callables as torch kernels whose errors keep their messages.",
-    0, dk_methods, nullptr, nullptr, nullptr, nullptr,
+    0, dk_methods, dk_slots, nullptr, nullptr, nullptr,
 };
 
 } // namespace
