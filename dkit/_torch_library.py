@@ -206,7 +206,7 @@ def _public_functions():
 def current_stream(device_id):
     """torch's current stream on CUDA device `device_id` (a pointer value): the stream dkit's
     kernels run on for torch tensors when dkit has none set for the device (Note [The
-    consumer's stream] in csrc/python/dk_pydlpack.c), so that they are ordered with torch's own
+    consumer's stream] in csrc/python/dk_pystream.c), so that they are ordered with torch's own
     work as a torch op would be. Called only for tensors on a device with streams."""
     return torch.cuda.current_stream(device_id).cuda_stream
 

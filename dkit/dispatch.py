@@ -151,7 +151,7 @@ def stream(device, stream):
     """Run dkit's kernels for `device` on `stream` in this block, on this thread (Note [The
     current stream] in csrc/common/dk_backend.h): the kernels are queued there, and producers of
     DLPack tensors are asked to make their data ready for it (`__dlpack__(stream=...)`, Note
-    [The consumer's stream] in csrc/python/dk_pydlpack.c). Without it, dkit uses the device's
+    [The consumer's stream] in csrc/python/dk_pystream.c). Without it, dkit uses the device's
     default stream.
 
         with dkit.stream(x.device, torch.cuda.current_stream(x.device)):

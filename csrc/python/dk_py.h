@@ -5,6 +5,7 @@
  *   dk_pymodule.c      module definition, multi-phase init, module state
  *   dk_pyerrors.c      the exception classes, and raising them from a dk_status
  *   dk_pydlpack.c      DLPack import: producers, capsules, ownership (dk_pydlpack.h)
+ *   dk_pystream.c      the stream a GPU tensor is asked for, dkit's current stream for a call
  *   dk_pyops.c         the op callables generated from the registered schemas (_C.ops)
  *   dk_pyintrospect.c  op_names, schema, table, dump, keys, TLS, profile, backends, config
  *   dk_pychecked.c     dlpack_checked: a foreign tensor validated before NumPy or torch reads it
@@ -85,7 +86,7 @@ typedef struct {
     dk_py_type_entry types[DK_PY_TYPE_CACHE];
 
     /* type -> callable(device_id) -> the framework's current stream for its tensors on a
-     * device with streams (Note [The consumer's stream] in dk_pydlpack.c); NULL until set. */
+     * device with streams (Note [The consumer's stream] in dk_pystream.c); NULL until set. */
     PyObject *stream_getters;
 } dk_py_state;
 

@@ -70,65 +70,6 @@ static const char dk__cap_used_legacy[] = "used_dltensor";
 static const char dk__cap_used_versioned[] = "used_dltensor_versioned";
 
 /*
- * Note [The consumer's stream]
- * A producer on a device with streams is asked for its tensor with `__dlpack__(stream=S)`, S
- * being the stream dkit's kernel will run on, the first of:
- *   1. the calling thread's current stream for that device (dk_current_stream; dkit.stream()
- *      sets it);
- *   2. the producer's framework's current stream, where the framework told _C how to find it
- *      (set_stream_getter(type, fn): torch.Tensor -> torch.cuda.current_stream(i), set by
- *      dkit/_torch_library.py). It becomes dkit's current stream for this call only (restored
- *      by dk_py_owners_release), so the kernel runs where torch's next op will read its output,
- *      as a torch op would;
- *   3. the device's default stream (CUDA: 1, the protocol's "legacy default stream"; ROCm: 0).
- * The producer then makes its pending work on the tensor visible to S (torch records an event
- * on its current stream and makes S wait for it, nothing when S is its current stream), so the
- * kernel reads finished data without a device-wide synchronisation.
- * Returns 1 with *stream set, 0 for devices without streams (no stream argument is passed), -1
- * with an exception set when the framework's getter fails.
- */
-static int dk__stream_for(dk_py_state *s, PyObject *obj, int64_t device_type, int64_t device_id, dk_py_owners *owners,
-                          const char *op, const char *arg, long *stream)
-{
-    long fallback;
-    switch (device_type) {
-    case kDLCUDA:
-    case kDLCUDAManaged: fallback = 1; break;
-    case kDLROCM: fallback = 0; break;
-    default: return 0;
-    }
-    const DLDevice device = {(DLDeviceType)device_type, (int32_t)device_id};
-    void *current = dk_current_stream(device);
-    if (!current && s->stream_getters) {
-        PyObject *mro = Py_TYPE(obj)->tp_mro, *getter = NULL;
-        for (Py_ssize_t i = 0; !getter && mro && i < PyTuple_GET_SIZE(mro); i++)
-            getter = PyDict_GetItemWithError(s->stream_getters, PyTuple_GET_ITEM(mro, i)); /* borrowed */
-        if (PyErr_Occurred()) return -1;
-        if (getter) {
-            PyObject *r = PyObject_CallFunction(getter, "L", (long long)device_id);
-            void *ptr = r && PyLong_Check(r) ? PyLong_AsVoidPtr(r) : NULL;
-            if (r && !PyLong_Check(r))
-                PyErr_Format(PyExc_TypeError, "the current stream must be an int, got %s", Py_TYPE(r)->tp_name);
-            Py_XDECREF(r);
-            if (PyErr_Occurred()) {
-                dk_py_raise_fmt(s, DK_ETYPE, "%s: parameter '%s': cannot find its framework's current stream", op, arg);
-                return -1;
-            }
-            void *previous = NULL;
-            if (ptr && owners->nstreams < DK_STACK_MAX &&
-                dk_set_current_stream(device, ptr, &previous) == DK_OK) {
-                owners->streams[owners->nstreams].device = device;
-                owners->streams[owners->nstreams].previous = previous;
-                owners->nstreams++;
-                current = ptr;
-            }
-        }
-    }
-    *stream = current ? (long)(intptr_t)current : fallback;
-    return 1;
-}
-
-/*
  * Note [NULL data]
  * A tensor with elements but a NULL data pointer has no memory behind it. torch makes such
  * tensors (efficient zero tensors: torch._efficientzerotensor, which autograd creates for
@@ -188,21 +129,13 @@ static int dk__take_capsule(dk_py_state *s, PyObject *cap, int writable, const c
     return 0;
 }
 
-/* The current streams set for the call (Note [The consumer's stream]) back to what they were. */
-static void dk__restore_streams(dk_py_owners *owners)
-{
-    for (int i = owners->nstreams - 1; i >= 0; i--)
-        (void)dk_set_current_stream(owners->streams[i].device, owners->streams[i].previous, NULL);
-    owners->nstreams = 0;
-}
-
 void dk_py_owners_release(dk_py_owners *owners)
 {
     /* Newest first, like a stack unwinding; each deleter once. The GIL is held, which the
      * deleters of Python producers (numpy's) need and the others do not mind. A deleter or a
      * decref may run Python code, which must not see (or clobber) the exception this call is
      * about to raise, so it is set aside meanwhile. */
-    dk__restore_streams(owners); /* first: they hold no Python objects */
+    dk_py_restore_streams(owners); /* first: they hold no Python objects */
     if (owners->n == 0) return;
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
@@ -749,8 +682,8 @@ static int dk__import_protocol(dk_py_state *s, PyObject *obj, int kind, int writ
     int64_t dev = dk__device_type(s, obj, op, arg, &dev_id);
     if (dev == -2) return -1;
     long stream = 0;
-    int has_stream = dev >= 0 ? dk__stream_for(s, obj, dev, dev_id, owners, op, arg, &stream) : 0;
-    if (has_stream < 0) return -1; /* Note [The consumer's stream] */
+    int has_stream = dev >= 0 ? dk_py_consumer_stream(s, obj, dev, dev_id, owners, op, arg, &stream) : 0;
+    if (has_stream < 0) return -1; /* Note [The consumer's stream] in dk_pystream.c */
 
     PyObject *cap = NULL;
     if (kind != DK_PY_PROD_LEGACY) {
@@ -867,7 +800,7 @@ int dk_py_dlpack_take(dk_py_state *s, PyObject *obj, const char *op, const char 
         int kind = dk__cache_find(s, Py_TYPE(obj));
         rc = dk__import_protocol(s, obj, kind == DK_PY_PROD_TORCH ? -1 : kind, 0, op, arg, &owners, &t);
     }
-    dk__restore_streams(&owners); /* no kernel runs here */
+    dk_py_restore_streams(&owners); /* no kernel runs here */
     if (rc < 0) return -1;
     /* The capsule is renamed "used_*": dropping it leaves the managed tensor to the caller. */
     *managed = owners.o[0].managed;

@@ -92,6 +92,14 @@ int dk_py_dlpack_take(dk_py_state *s, PyObject *obj, const char *op, const char 
 /* Calls each owned deleter once (newest first) and drops the references. Needs the GIL. */
 void dk_py_owners_release(dk_py_owners *owners);
 
+/* dk_pystream.c (Note [The consumer's stream]): the stream to ask `obj`'s producer for on
+ * device (device_type, device_id): 1 with *stream set, 0 for a device without streams, -1 with
+ * an exception set. A framework's current stream taken for the call is recorded in `owners`;
+ * dk_py_restore_streams (also run by dk_py_owners_release) puts the previous ones back. */
+int dk_py_consumer_stream(dk_py_state *s, PyObject *obj, int64_t device_type, int64_t device_id, dk_py_owners *owners,
+                          const char *op, const char *arg, long *stream);
+void dk_py_restore_streams(dk_py_owners *owners);
+
 /* Drops the producer cache's type references (module clear / free). */
 /* The torch reader (Note [torch reader] in dk_pytorch.h): with on = 0 or 1, turns its use off or
  * on; with on = -1, only asks. Returns 1 when in use, 0 when loaded but off, -1 when there is

@@ -439,7 +439,7 @@ static PyObject *dk__set_current_stream(PyObject *m, PyObject *const *args, Py_s
     return PyLong_FromVoidPtr(previous);
 }
 
-/* set_stream_getter(type, fn or None): Note [The consumer's stream] in dk_pydlpack.c. */
+/* set_stream_getter(type, fn or None): Note [The consumer's stream] in dk_pystream.c. */
 static PyObject *dk__set_stream_getter(PyObject *m, PyObject *const *args, Py_ssize_t n)
 {
     dk_py_state *s = DK__STATE(m);

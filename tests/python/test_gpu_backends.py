@@ -87,7 +87,7 @@ def test_gpu_backends_can_be_switched_off():
 
 
 # ------------------------------------------------------------------------------------------
-# The DLPack stream handshake (Note [The consumer's stream] in csrc/python/dk_pydlpack.c)
+# The DLPack stream handshake (Note [The consumer's stream] in csrc/python/dk_pystream.c)
 
 
 class StreamRecorder(CtypesProducer):
