@@ -150,8 +150,8 @@ def _refuse_grad(name, arg):
 
 
 def out_schema(core_schema):
-    """The .out overload's schema (without namespace) from a core schema, and the positions of
-    the outputs it returns."""
+    """The .out overload's schema (without namespace) from a core schema, the positions of the
+    outputs it returns, and the names of all its arguments."""
     parsed = torch._C.parse_schema(core_schema)
     outs, returns = [], []
     for i, a in enumerate(parsed.arguments):
@@ -164,7 +164,7 @@ def out_schema(core_schema):
         raise _C.DkitValueError(f"dkit ops in torch: unexpected core schema {core_schema!r}")
     ret = returns[0] if len(returns) == 1 else "(" + ", ".join(returns) + ")"
     name, rest = core_schema.split("::", 1)[1].split("(", 1)
-    return f"{name}.out({rest[: -len('-> ()')]}-> {ret}", outs
+    return f"{name}.out({rest[: -len('-> ()')]}-> {ret}", outs, [a.name for a in parsed.arguments]
 
 
 def _impl(lib, overload, kernel, key):
@@ -175,9 +175,8 @@ def _impl(lib, overload, kernel, key):
 
 
 def _register_core_op(lib, name):
-    schema, outs = out_schema(_C.schema(name))
+    schema, outs, arg_names = out_schema(_C.schema(name))
     lib.define(schema)
-    arg_names = [a.name for a in torch._C.parse_schema(_C.schema(name)).arguments]
     kernel = _out_kernel(name, getattr(_C.ops, name), outs, arg_names)
     for key in _OUT_KEYS:
         _impl(lib, f"{name}.out", kernel, key)

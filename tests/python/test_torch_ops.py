@@ -102,9 +102,10 @@ def test_every_core_op_is_a_torch_out_op():
     assert {"roi_align_forward", "roi_align_backward", "nms", "batched_nms", "box_iou"} <= set(core)
     for name, schema in core.items():
         op = getattr(torch.ops.dkit, name).out
-        expected, outs = _torch_library.out_schema(schema)
+        expected, outs, names = _torch_library.out_schema(schema)
         assert str(op._schema) == "dkit::" + expected
         args = op._schema.arguments
+        assert [a.name for a in args] == names
         assert [args[i].alias_info.is_write for i in outs] == [True] * len(outs)
         assert len(op._schema.returns) == len(outs) and all(r.alias_info.is_write for r in op._schema.returns)
 
