@@ -333,6 +333,35 @@ static void staged_writes_of_a_fresh_large_output(void **state)
     dkk_free(one), dkk_free(rois), dkk_free(x);
 }
 
+/* Regression: the stage of Note [Faulting in the shadow] holds whole iterations, 2 * PH * PW
+ * values per RoI of the busiest image; with 61 RoIs at 7x7 that is no multiple of 8, and the
+ * next thread's scratch started 8 bytes off V4 alignment: SIGSEGV on an aligned vector store in
+ * thread 1 (every 2-thread call of this shape into a fresh output of a few MB). */
+static void staged_writes_with_an_odd_stage(void **state)
+{
+    (void)state;
+    set("parallel.min_work", 0);
+    set("large_output.min_bytes", 0);
+    set("large_output.stage_bytes", 1 << 20);
+    enum { KK = 61, CC = 512, P = 7 }; /* output: 6 MiB, two huge pages at least */
+    dkk_rng rng = {13};
+    dkk_tensor *rois = make_rois(DK_FLOAT32, &rng, KK);
+    for (int64_t i = 0; i < KK; i++) dkk_set(rois, (int64_t[]){i, 0}, 0.0); /* one image: 61 RoIs */
+    dkk_tensor *x = dkk_new(DK_FLOAT32, 4, (int64_t[]){N, CC, H, W}, NULL, 0);
+    dkk_fill_uniform(x, &rng, -1, 1);
+    dkk_tensor *one = dkk_new(DK_FLOAT32, 4, (int64_t[]){KK, CC, P, P}, NULL, 0);
+    assert_ok(dk_set_num_threads(1));
+    assert_ok(dk_roi_align_forward(&x->t, &rois->t, &one->t, NULL, NULL, P, P, SCALE, 2, DK_POOL_AVG, true));
+    for (int t = 2; t <= 4; t++) {
+        assert_ok(dk_set_num_threads(t));
+        dkk_tensor *fresh = dkk_new(DK_FLOAT32, 4, (int64_t[]){KK, CC, P, P}, NULL, 0);
+        assert_ok(dk_roi_align_forward(&x->t, &rois->t, &fresh->t, NULL, NULL, P, P, SCALE, 2, DK_POOL_AVG, true));
+        dkk_assert_identical(fresh, one, "threads staging an odd stage vs 1 thread");
+        dkk_free(fresh);
+    }
+    dkk_free(one), dkk_free(rois), dkk_free(x);
+}
+
 /* Regression (fuzz_roi_align, tests/fuzz/regressions/fuzz_roi_align/): an input without elements
  * (H or W is 0) may have no memory at all (data NULL, Note [Untrusted tensors]). Forward with
  * boxes still has work, and its plane loops formed each plane's address as NULL + offset,
@@ -398,6 +427,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(three_threads_and_large_output_paths_on_small_calls, reset, reset),
         cmocka_unit_test_setup_teardown(results_do_not_depend_on_the_thread_count, reset, reset),
         cmocka_unit_test_setup_teardown(staged_writes_of_a_fresh_large_output, reset, reset),
+        cmocka_unit_test_setup_teardown(staged_writes_with_an_odd_stage, reset, reset),
         cmocka_unit_test_setup_teardown(empty_input_without_memory, reset, reset),
         cmocka_unit_test_setup_teardown(tunables_are_named_and_bounded, reset, reset),
     };

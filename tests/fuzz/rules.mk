@@ -41,7 +41,7 @@ FUZZ_BUILD         := $(BUILD)/fuzz
 FUZZ_NAMES         := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_TARGETS       := $(addprefix fuzz_,$(FUZZ_NAMES))
 FUZZ_SAN           := -fsanitize=address,undefined -fno-sanitize-recover=undefined
-FUZZ_CFLAGS        := -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer-no-link $(FUZZ_SAN) \
+FUZZ_CFLAGS        := -std=c11 -D_GNU_SOURCE -g -O2 -fno-omit-frame-pointer -fsanitize=fuzzer-no-link $(FUZZ_SAN) \
                       $(INCS) $(WARN)
 FUZZ_OBJS          := $(patsubst %.c,$(FUZZ_BUILD)/obj/%.o,$(CORE_SRCS))
 # Kept between builds: make would otherwise delete them as intermediates of the pattern rule
@@ -56,9 +56,9 @@ FUZZ_MAX_LEN_roi_align := 8192
 FUZZ_MAX_LEN_backend   := 32768
 FUZZ_LDFLAGS_backend   := -Wl,--wrap=dlopen -Wl,--wrap=dlerror
 
-.PHONY: fuzz fuzz-smoke fuzz-build $(addprefix fuzz-,$(FUZZ_NAMES)) $(addprefix fuzz-smoke-,$(FUZZ_NAMES))
+.PHONY: fuzz fuzz-smoke fuzz-build fuzz-ledger $(addprefix fuzz-,$(FUZZ_NAMES)) $(addprefix fuzz-smoke-,$(FUZZ_NAMES))
 
-$(FUZZ_BUILD)/obj/%.o: %.c $(HEADERS)
+$(FUZZ_BUILD)/obj/%.o: %.c $(HEADERS) tests/fuzz/rules.mk
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
 
@@ -102,3 +102,7 @@ fuzz: fuzz-build
 	$(call fuzz_all,fuzz-)
 fuzz-smoke: fuzz-build
 	$(call fuzz_all,fuzz-smoke-)
+
+# The campaign so far: every run's executions and findings, summed per target.
+fuzz-ledger:
+	@sh tests/fuzz/ledger.sh $(FUZZ_BUILD)/campaign.log

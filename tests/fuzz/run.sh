@@ -30,9 +30,11 @@ if [ -d "$reg" ] && [ -n "$(ls -A "$reg" 2>/dev/null)" ]; then
     echo "$name: replayed $n regression inputs from $reg: ok"
 fi
 
+start=$(date +%s)
 # shellcheck disable=SC2086
 "$bin" $opts -max_total_time="$secs" "$@" >"$log" 2>&1
 rc=$?
+secs=$(( $(date +%s) - start )) # what it ran: a finding ends a run early
 final_stat() { sed -n "s/^stat::$1: *//p" "$log" | tail -1; }
 execs=$(final_stat number_of_executed_units)
 speed=$(final_stat average_exec_per_sec)
@@ -40,7 +42,11 @@ rss=$(final_stat peak_rss_mb)
 corpus=$(ls "$1" | wc -l)
 found=$(( $(count_findings) - before ))
 [ "$rc" -ne 0 ] && [ "$found" -eq 0 ] && found=1
-echo "$name: ${execs:-?} executions in ${secs} s (${speed:-?} exec/s, peak RSS ${rss:-?} MB), corpus $corpus inputs, $found findings"
+summary="$name: ${execs:-?} executions in ${secs} s (${speed:-?} exec/s, peak RSS ${rss:-?} MB), corpus $corpus inputs, $found findings"
+echo "$summary"
+# The campaign's ledger, next to the binaries: one line per run (seeded smoke runs included, marked),
+# so that a campaign spread over many runs adds up (tests/fuzz/ledger.sh sums it per target).
+echo "$(date -u +%Y-%m-%dT%H:%M:%SZ) seed=${FUZZ_SEED:-random} $summary" >>"$(dirname "$bin")/campaign.log"
 if [ "$rc" -ne 0 ]; then
     echo "$name: FAILED (exit $rc); log: $log; inputs: $art"
     grep -E 'ERROR|runtime error|contract broken|SUMMARY|Test unit written' "$log" | tail -20

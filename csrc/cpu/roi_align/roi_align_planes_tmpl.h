@@ -121,14 +121,15 @@ static inline void DK_SFN(dk__ra_unzip)(S *restrict a, S *restrict b, const T *r
 
 /*
  * Channels [c, c + 2 * np) of image `img` (rows r0..r1; channel stride is[1], row is[2], column
- * is[3]) into np pair buffers (buf + q * stride), interleaved (Note [Channel pairs]) and
- * converted to T; a channel index past C repeats C - 1. With channels as the minor dimension
- * (channels-last) all channels of a pixel are one cache line, so the copy goes pixel by pixel,
- * channels inside, prefetching a few pixels ahead; otherwise row by row.
+ * is[3]) into np pair buffers (buf + q * stride, whose first row is rbase <= r0), interleaved
+ * (Note [Channel pairs]) and converted to T; a channel index past C repeats C - 1. With
+ * channels as the minor dimension (channels-last) all channels of a pixel are one cache line,
+ * so the copy goes pixel by pixel, channels inside, prefetching a few pixels ahead; otherwise
+ * row by row.
  */
 static bool DK_SFN(dk__ra_pairs_in)(T *restrict buf, size_t stride, const S *img,
                                         const int64_t *is, int64_t c, int64_t np, int64_t C,
-                                        int64_t r0, int64_t r1, int64_t W)
+                                        int64_t rbase, int64_t r0, int64_t r1, int64_t W)
 {
     const int64_t sc = is[1], sx = is[3];
     /* Rows that follow each other in memory are copied as one (NCHW: the whole band). */
@@ -137,7 +138,7 @@ static bool DK_SFN(dk__ra_pairs_in)(T *restrict buf, size_t stride, const S *img
     T z = (T)0;
     for (int64_t r = r0; r <= (one ? r0 : r1); ++r) {
         const S *row = img + r * is[2];
-        T *restrict d = buf + (size_t)((r - r0) * 2 * W);
+        T *restrict d = buf + (size_t)((r - rbase) * 2 * W);
         if (sc < sx) {
             for (int64_t x = 0; x < W; ++x) {
                 if (x + 8 < W) __builtin_prefetch(row + (x + 8) * sx + c * sc, 0, 3);

@@ -62,6 +62,7 @@ typedef struct {
     int32_t *c0, *span;   /* per RoI: first column and width of the columns its x taps use */
     unsigned char *dense; /* per RoI: evaluation order */
     int32_t *rlo, *rhi;   /* per image: rows used by any of its RoIs (rlo > rhi: none) */
+    int32_t *yhi;         /* per slot: the last row the RoI reads (-1: none; Note [RoIs in row order]) */
     int64_t max_ny;       /* most y taps of one bin row */
     int64_t max_pairs;    /* most pairs of one RoI */
 } TABLES;
@@ -328,12 +329,15 @@ static void DK_TFN(dk__ra_row_ranges)(TABLES *tb, const dk__ra_shape *sh,
     for (int64_t n = 0; n < sh->N; ++n) {
         int32_t lo = INT32_MAX, hi = -1;
         for (int64_t j = gr->beg[n]; j < gr->beg[n + 1]; ++j) {
-            const int64_t *yb = tb->ybeg + gr->order[j] * PH;
+            const int64_t *yb = tb->ybeg + j * PH; /* tables are by slot (dk__ra_prepare) */
+            int32_t last = -1;
             for (int64_t ph = 0; ph < PH; ++ph) { /* a bin's taps are ascending */
                 if (yb[ph] == yb[ph + 1]) continue;
                 lo = tb->yidx[yb[ph]] < lo ? tb->yidx[yb[ph]] : lo;
-                hi = tb->yidx[yb[ph + 1] - 1] > hi ? tb->yidx[yb[ph + 1] - 1] : hi;
+                last = tb->yidx[yb[ph + 1] - 1] > last ? tb->yidx[yb[ph + 1] - 1] : last;
             }
+            tb->yhi[j] = last;
+            hi = last > hi ? last : hi;
         }
         tb->rlo[n] = hi >= 0 ? lo : 0;
         tb->rhi[n] = hi;
@@ -358,7 +362,8 @@ static dk_status DK_TFN(dk__ra_tables_build)(dk_arena *ar, TABLES *tb,
     tb->dense = (unsigned char *)dk_arena_take_n(ar, K, 1);
     tb->rlo = (int32_t *)dk_arena_take_n(ar, N, sizeof *tb->rlo);
     tb->rhi = (int32_t *)dk_arena_take_n(ar, N, sizeof *tb->rhi);
-    if (!tb->c0 || !tb->span || !tb->dense || !tb->rlo || !tb->rhi)
+    tb->yhi = (int32_t *)dk_arena_take_n(ar, K, sizeof *tb->yhi);
+    if (!tb->c0 || !tb->span || !tb->dense || !tb->rlo || !tb->rhi || !tb->yhi)
         return dk_error(DK_ENOMEM, "roi_align: out of memory for the weight tables");
     if ((st = DK_TFN(dk__ra_pair_tables)(ar, tb, sh)) != DK_OK) return st;
     DK_TFN(dk__ra_row_ranges)(tb, sh, gr);
