@@ -128,6 +128,68 @@ static inline void DK_TFN(dk__ra_bin_row)(T *restrict acc2, const PAIR *pr, cons
     }
 }
 
+/* One bin row of both channels in one pass, for at most four y taps (rows idx, weights w; row r
+ * at buf + (r - rbase) * sy): for each bin, sum over its pairs of the pair's weights times the
+ * y-weighted sum of its four lanes, which dk__ra_sparse_rows and dk__ra_bin_row do in two
+ * passes through a per-pair buffer. acc2 as in dk__ra_bin_row. The taps' offsets and weights
+ * stay in registers for the whole row; each pair costs its loads and multiply-adds only. */
+static inline void DK_TFN(dk__ra_sparse_bin_row)(T *restrict acc2, const PAIR *pr,
+                                                     const int64_t *pb, int64_t PW, const T *buf,
+                                                     int64_t sy, int64_t rbase,
+                                                     const int32_t *idx, const T *w, int64_t nr)
+{
+    int64_t o[4];
+    T wt[4];
+    for (int i = 0; i < 4; ++i) {
+        o[i] = (idx[i < nr ? i : 0] - rbase) * sy;
+        wt[i] = i < nr ? w[i] : (T)0;
+    }
+#define DK__RA_TAP(i) DK_TFN(dk_ld4)(&x, pa + o##i); v += w##i * x;
+#define DK__RA_BIN(s, p0, p1, TAPS)                                                             \
+    do {                                                                                        \
+        V4 a = {0, 0, 0, 0}, x, pwt;                                                            \
+        for (int64_t p = (p0); p < (p1); ++p) {                                                 \
+            const T *pa = buf + 2 * (int64_t)pr[p].a;                                           \
+            V4 v = {0, 0, 0, 0};                                                                \
+            TAPS                                                                                \
+            DK_TFN(dk_ld4)(&pwt, pr[p].w);                                                      \
+            a += pwt * v;                                                                       \
+        }                                                                                       \
+        s = a;                                                                                  \
+    } while (0)
+#define DK__RA_ROW(TAPS)                                                                        \
+    do {                                                                                        \
+        int64_t pw = 0;                                                                         \
+        for (; pw + 2 <= PW; pw += 2) {                                                         \
+            V4 s0, s1;                                                                          \
+            DK__RA_BIN(s0, pb[pw], pb[pw + 1], TAPS);                                           \
+            DK__RA_BIN(s1, pb[pw + 1], pb[pw + 2], TAPS);                                       \
+            const V4 r = DK_SHUF(s0, s1, 0, 1, 4, 5) + DK_SHUF(s0, s1, 2, 3, 6, 7);             \
+            DK_TFN(dk_st4)(acc2 + 2 * pw, &r);                                                  \
+        }                                                                                       \
+        if (pw < PW) {                                                                          \
+            V4 s;                                                                               \
+            DK__RA_BIN(s, pb[pw], pb[pw + 1], TAPS);                                            \
+            acc2[2 * pw] = s[0] + s[2];                                                         \
+            acc2[2 * pw + 1] = s[1] + s[3];                                                     \
+        }                                                                                       \
+    } while (0)
+    const int64_t o0 = o[0], o1 = o[1], o2 = o[2], o3 = o[3];
+    const T w0 = wt[0], w1 = wt[1], w2 = wt[2], w3 = wt[3];
+    if (nr >= 4)
+        DK__RA_ROW(DK__RA_TAP(0) DK__RA_TAP(1) DK__RA_TAP(2) DK__RA_TAP(3));
+    else if (nr == 3)
+        DK__RA_ROW(DK__RA_TAP(0) DK__RA_TAP(1) DK__RA_TAP(2));
+    else if (nr == 2)
+        DK__RA_ROW(DK__RA_TAP(0) DK__RA_TAP(1));
+    else
+        DK__RA_ROW(DK__RA_TAP(0));
+    (void)o1, (void)o2, (void)o3, (void)w1, (void)w2, (void)w3;
+#undef DK__RA_ROW
+#undef DK__RA_BIN
+#undef DK__RA_TAP
+}
+
 /*
  * Forward of RoI k on one channel pair: sc->acc[2 * (ph * PW + pw) + ch] = out[ph, pw]. buf is
  * the interleaved band (Note [Channel pairs]): row r at buf + (r - rbase) * 2W.
@@ -157,6 +219,11 @@ static void DK_TFN(dk__ra_forward_roi)(const TABLES *tb, int64_t k, int64_t PH, 
             const int64_t e0 = yb[ph], ny = yb[ph + 1] - e0;
             if (ny == 0) {
                 memset(acc + 2 * ph * PW, 0, (size_t)(2 * PW) * sizeof *acc);
+                continue;
+            }
+            if (ny <= 4) {
+                DK_TFN(dk__ra_sparse_bin_row)(acc + 2 * ph * PW, pr, pb, PW, buf, sy, rbase,
+                                                  tb->yidx + e0, tb->yw + e0, ny);
                 continue;
             }
             for (int64_t i = 0; i < ny; i += 4)
