@@ -88,6 +88,9 @@ dk_status dk_box_iou_cpu(const dk_tensor *boxes1, const dk_tensor *boxes2, dk_te
     dk_large_output lo;
     dk_large_output_prepare(&lo, cx.out, out->ndim, out->shape, aligned ? &cx.os0 : (const int64_t[]){cx.os0, cx.os1},
                             dk_dtype_size(cx.odt), false);
+    /* Note [Streaming rows]: several threads, a large output, rows 16-byte aligned. */
+    cx.stream = nthreads > 1 && lo.large && !aligned && cx.os1 == 1 && (uintptr_t)cx.out % 16 == 0 &&
+                cx.os0 * (int64_t)dk_dtype_size(cx.odt) % 16 == 0 && (dt == DK_FLOAT32 || dt == DK_FLOAT64);
     if (integer) {
         DK_SWITCH_INT(dt, st, dk__box_iou_run, (&cx, nthreads, boxes2), st = dk_error(DK_ETYPE, "box_iou: unsupported dtype"))
     } else {

@@ -66,16 +66,27 @@ static void DK_SFN(dk__box_iou_worker)(void *p, int tid)
             for (int64_t i = r0; i < r1; i++) {
                 DK_T a[4];
                 DK_SFN(dk__box_iou_row)(cx->boxes1, i, a);
-                DK_T *dst = direct ? (DK_T *)(void *)cx->out + i * cx->os0 + c0 : buf;
+                DK_T *const to = (DK_T *)(void *)cx->out + i * cx->os0 + c0;
+                DK_T *dst = direct && !cx->stream ? to : buf;
 #if DK__BOX_IOU_AVX2
                 if (cx->avx2) DK_TFN(dk__box_iou_span_avx2)(a, soa, m, c0, cnt, dst, cx->kind, eps, off, cx->narrow);
                 else
 #endif
                     DK_TFN(dk__box_iou_span)(a, soa, m, c0, cnt, dst, cx->kind, eps, off, cx->narrow);
-                if (!direct) DK_SFN(dk__box_iou_put)(cx, i * cx->os0 + c0 * cx->os1, cx->os1, buf, cnt);
+                if (direct && cx->stream) {
+                    int64_t j = 0;
+                    for (; j + 4 <= cnt; j += 4) {
+                        DK_TFN(dk_v4) v;
+                        DK_TFN(dk_ld4)(&v, buf + j);
+                        DK_TFN(dk_stream4)(to + j, &v);
+                    }
+                    for (; j < cnt; j++) to[j] = buf[j];
+                } else if (!direct)
+                    DK_SFN(dk__box_iou_put)(cx, i * cx->os0 + c0 * cx->os1, cx->os1, buf, cnt);
             }
         }
     }
+    if (cx->stream) dk_sfence();
 }
 
 static dk_status DK_SFN(dk__box_iou_run)(dk__box_iou_ctx *cx, int nthreads, const dk_tensor *boxes2)
