@@ -736,3 +736,35 @@ def test_large_fresh_outputs_with_threads_equal_one_thread(dtype, threads):
     assert not np.isnan(want).any()
     ref = roi_align_ref.roi_align(x[:, :2].astype(np.float64), rois[:64].astype(np.float64), 7, 0.25, 2, "avg", True)
     np.testing.assert_allclose(want[:64, :2], ref, rtol=1e-5, atol=1e-5)
+
+
+# Regression: the stage of Note [Faulting in the shadow] holds whole iterations (2 * 7 * 7 values
+# per RoI of the busiest image); a stage that was no multiple of 8 elements put the next
+# thread's scratch off its vector alignment, and 2 threads into a fresh large output died with
+# SIGSEGV (999 RoIs in one image at 7x7 on the benchmark's feature map did). Odd counts of RoIs
+# in one image give odd stage sizes; run in a child process, so that a crash fails this test.
+_ODD_STAGES_SCRIPT = textwrap.dedent(
+    """
+    import numpy as np
+    import dkit
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 64, 48, 56)).astype(np.float32)
+    for k in range(671, 733, 2):  # outputs of 8.4-9.2 MB: large, so staged with 2 threads
+        xy = rng.uniform(0, 150, (k, 2))
+        wh = rng.uniform(8, 80, (k, 2))
+        rois = np.concatenate([np.zeros((k, 1)), xy, xy + wh], 1).astype(np.float32)
+        dkit.set_num_threads(1)
+        want = dkit.ops.roi_align(x, rois, 7, 0.25, 2)
+        dkit.set_num_threads(2)
+        got = dkit.ops.roi_align(x, rois, 7, 0.25, 2)
+        assert np.array_equal(got, want), k
+    print("ok")
+    """
+)
+
+
+@pytest.mark.threads
+def test_two_threads_with_odd_stage_sizes_do_not_crash():
+    env = dict(os.environ, PYTHONPATH=PKG_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, "-c", _ODD_STAGES_SCRIPT], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", (r.returncode, r.stderr[-2000:])
