@@ -692,7 +692,7 @@ def test_backward_is_deterministic_in_process():
 
 
 # ------------------------------------------------------------------------------------------
-# Large fresh outputs with several threads (Note [Faulting in the shadow] in roi_align_cpu.c):
+# Large fresh outputs with several threads (Note [Faulting in the shadow] in csrc/cpu/dk_large_output.h):
 # one thread faults the output in while the others stage their first results; whatever the
 # interleaving, the output must equal the one-thread result bit for bit.
 
