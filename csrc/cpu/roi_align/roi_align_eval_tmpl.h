@@ -241,6 +241,53 @@ static inline void DK_TFN(dk__ra_g2)(V4 *g2, const T *g)
     *g2 = r;
 }
 
+/* The sparse backward of one bin row with at most four y taps (rows idx, weights w; row r at
+ * buf + r * sy): for each pair of each bin, its weights times the bin's g2, added to its four
+ * lanes in each tap row. The same operations in the same order as the general loop of
+ * dk__ra_backward_roi (so the same bits), with the taps' offsets and weights in registers and
+ * no per-pair buffer. Pairs may overlap (the edge case of Note [Pairs]): each update is a
+ * complete load-add-store before the next. */
+static inline void DK_TFN(dk__ra_sparse_bwd_row)(T *buf, const PAIR *pr, const int64_t *pb,
+                                                     int64_t PW, const T *g, int64_t sy,
+                                                     const int32_t *idx, const T *w, int64_t nr)
+{
+    int64_t o[4];
+    T wt[4];
+    for (int i = 0; i < 4; ++i) {
+        o[i] = (int64_t)idx[i < nr ? i : 0] * sy;
+        wt[i] = i < nr ? w[i] : (T)0;
+    }
+#define DK__RA_TAP(i)                                                                           \
+    DK_TFN(dk_ld4)(&x, pa + o##i);                                                              \
+    x += w##i * v;                                                                              \
+    DK_TFN(dk_st4)(pa + o##i, &x);
+#define DK__RA_ROW(TAPS)                                                                        \
+    for (int64_t pw = 0; pw < PW; ++pw) {                                                       \
+        V4 g2, pwt, v, x;                                                                       \
+        DK_TFN(dk__ra_g2)(&g2, g + 2 * pw);                                                     \
+        for (int64_t p = pb[pw]; p < pb[pw + 1]; ++p) {                                         \
+            T *pa = buf + 2 * (int64_t)pr[p].a;                                                 \
+            DK_TFN(dk_ld4)(&pwt, pr[p].w);                                                      \
+            v = pwt * g2;                                                                       \
+            TAPS                                                                                \
+        }                                                                                       \
+    }
+    const int64_t o0 = o[0], o1 = o[1], o2 = o[2], o3 = o[3];
+    const T w0 = wt[0], w1 = wt[1], w2 = wt[2], w3 = wt[3];
+    if (nr >= 4) {
+        DK__RA_ROW(DK__RA_TAP(0) DK__RA_TAP(1) DK__RA_TAP(2) DK__RA_TAP(3))
+    } else if (nr == 3) {
+        DK__RA_ROW(DK__RA_TAP(0) DK__RA_TAP(1) DK__RA_TAP(2))
+    } else if (nr == 2) {
+        DK__RA_ROW(DK__RA_TAP(0) DK__RA_TAP(1))
+    } else {
+        DK__RA_ROW(DK__RA_TAP(0))
+    }
+    (void)o1, (void)o2, (void)o3, (void)w1, (void)w2, (void)w3;
+#undef DK__RA_ROW
+#undef DK__RA_TAP
+}
+
 /*
  * Backward of RoI k on one channel pair: buf[r, x, ch] += sum over (ph, pw) of
  * g[ph, pw, ch] times the separable weight, in a fixed order (Note [Deterministic backward]);
@@ -285,6 +332,11 @@ static void DK_TFN(dk__ra_backward_roi)(const TABLES *tb, int64_t k, int64_t PH,
         for (int64_t ph = 0; ph < PH; ++ph) {
             const int64_t e0 = yb[ph], ny = yb[ph + 1] - e0;
             if (ny == 0) continue;
+            if (ny <= 4) {
+                DK_TFN(dk__ra_sparse_bwd_row)(buf, pr, pb, PW, g + 2 * ph * PW, sy,
+                                                  tb->yidx + e0, tb->yw + e0, ny);
+                continue;
+            }
             for (int64_t i = 0; i < ny; ++i) off[i] = tb->yidx[e0 + i] * sy;
             for (int64_t pw = 0; pw < PW; ++pw) {
                 V4 g2, w;
