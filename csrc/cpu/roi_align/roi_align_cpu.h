@@ -124,7 +124,7 @@ typedef struct {
     dk__ra_ctx *cx;
     const void *tb;              /* the weight tables (average pooling) */
     const void *plan;            /* and the sizes of its plane loop */
-    const void *ay, *ax;         /* per-RoI geometry */
+    const void *ay, *ax;         /* per-RoI geometry, by slot (Note [RoIs in row order]) */
     const void *src;             /* input (forward) or grad_output (backward) */
     void *dst;                   /* output (forward) or grad_input (backward) */
     void *amy, *amx;             /* argmax_y / argmax_x written by forward max pooling */

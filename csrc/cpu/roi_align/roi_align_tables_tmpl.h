@@ -50,13 +50,15 @@ typedef struct {
     int32_t a;
 } PAIR;
 
+/* Every per-RoI entry is indexed by the RoI's slot (Note [RoIs in row order]): slot j is RoI
+ * gr->order[j], the RoIs of each image in the order they are evaluated. */
 typedef struct {
-    /* Merged taps (Note [Separable weight tables]); RoI k, bin p: [beg[k * P + p], beg[.. + 1]),
+    /* Merged taps (Note [Separable weight tables]); slot k, bin p: [beg[k * P + p], beg[.. + 1]),
      * indices ascending within a bin. */
     int64_t *ybeg, *xbeg;
     int32_t *yidx, *xidx;
     T *yw, *xw;
-    /* The x taps as pairs (Note [Pairs]): RoI k, bin pw: [pbeg[k * PW + pw], pbeg[.. + 1]). */
+    /* The x taps as pairs (Note [Pairs]): slot k, bin pw: [pbeg[k * PW + pw], pbeg[.. + 1]). */
     int64_t *pbeg;
     PAIR *pairs;
     int32_t *c0, *span;   /* per RoI: first column and width of the columns its x taps use */
