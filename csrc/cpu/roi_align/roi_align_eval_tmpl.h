@@ -128,6 +128,18 @@ static inline void DK_TFN(dk__ra_bin_row)(T *restrict acc2, const PAIR *pr, cons
     }
 }
 
+/* A bin row's first four y taps as buffer offsets and weights (rows idx, weights w, nr of them;
+ * row r at buf + (r - rbase) * sy), padded with the first row at weight 0: the one-pass rows
+ * below keep them in registers. */
+static inline void DK_TFN(dk__ra_taps4)(const int32_t *idx, const T *w, int64_t nr, int64_t rbase,
+                                            int64_t sy, int64_t o[4], T wt[4])
+{
+    for (int i = 0; i < 4; ++i) {
+        o[i] = ((int64_t)idx[i < nr ? i : 0] - rbase) * sy;
+        wt[i] = i < nr ? w[i] : (T)0;
+    }
+}
+
 /* One bin row of both channels in one pass, for at most four y taps (rows idx, weights w; row r
  * at buf + (r - rbase) * sy): for each bin, sum over its pairs of the pair's weights times the
  * y-weighted sum of its four lanes, which dk__ra_sparse_rows and dk__ra_bin_row do in two
@@ -140,10 +152,7 @@ static inline void DK_TFN(dk__ra_sparse_bin_row)(T *restrict acc2, const PAIR *p
 {
     int64_t o[4];
     T wt[4];
-    for (int i = 0; i < 4; ++i) {
-        o[i] = (idx[i < nr ? i : 0] - rbase) * sy;
-        wt[i] = i < nr ? w[i] : (T)0;
-    }
+    DK_TFN(dk__ra_taps4)(idx, w, nr, rbase, sy, o, wt);
 #define DK__RA_TAP(i) DK_TFN(dk_ld4)(&x, pa + o##i); v += w##i * x;
 #define DK__RA_BIN(s, p0, p1, TAPS)                                                             \
     do {                                                                                        \
@@ -253,10 +262,7 @@ static inline void DK_TFN(dk__ra_sparse_bwd_row)(T *buf, const PAIR *pr, const i
 {
     int64_t o[4];
     T wt[4];
-    for (int i = 0; i < 4; ++i) {
-        o[i] = (int64_t)idx[i < nr ? i : 0] * sy;
-        wt[i] = i < nr ? w[i] : (T)0;
-    }
+    DK_TFN(dk__ra_taps4)(idx, w, nr, 0, sy, o, wt);
 #define DK__RA_TAP(i)                                                                           \
     DK_TFN(dk_ld4)(&x, pa + o##i);                                                              \
     x += w##i * v;                                                                              \
