@@ -122,7 +122,7 @@ static DLDataType fz_any_dtype(fz_in *in)
 }
 
 /* Plausible box rows: [K, 5] rois (a batch index, then corners) or [N, 4] boxes. */
-FZ_HARNESS static void fz_box_values(fz_tensor *f, fz_in *in)
+FZ_HARNESS_LOOP static void fz_box_values(fz_tensor *f, fz_in *in)
 {
     const int64_t n = f->shape[0], w = f->shape[1];
     for (int64_t k = 0; k < n; k++) {

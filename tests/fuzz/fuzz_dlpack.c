@@ -120,7 +120,7 @@ static int64_t fz_stride(fz_in *in, int64_t compact)
 /* The element range in elements, below and above the first element, as the spec defines it
  * (NULL strides: row-major). 1: it has elements, 0: it has none (a size <= 0), -1: an offset
  * overflows 64 bits. Written from the spec, not from dk_tensor_extent. */
-FZ_HARNESS static int fz_range_of(int32_t ndim, const int64_t *shape, const int64_t *strides, int64_t es,
+FZ_HARNESS_LOOP static int fz_range_of(int32_t ndim, const int64_t *shape, const int64_t *strides, int64_t es,
                                   int64_t *below_bytes, int64_t *above_bytes)
 {
     *below_bytes = *above_bytes = 0;
@@ -297,7 +297,7 @@ static void fz_dl_build(fz_dl *p, fz_in *in, bool writable)
 
 /* Wraps an accepted host tensor with at most FZ_MAX_NDIM dims and FZ_DL_MAX_NUMEL elements;
  * false when it does not qualify. The fz_tensor takes the block. */
-FZ_HARNESS static bool fz_wrap(fz_tensor *f, fz_dl *p, fz_in *in)
+FZ_HARNESS_LOOP static bool fz_wrap(fz_tensor *f, fz_dl *p, fz_in *in)
 {
     const DLTensor *t = p->dl;
     if (!p->backed || t->ndim > FZ_MAX_NDIM || t->device.device_type != kDLCPU) return false;
