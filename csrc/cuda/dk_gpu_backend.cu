@@ -41,14 +41,6 @@
 extern "C" DK_API const char *dk_gpu_archs(void);
 extern "C" DK_API const char *dk_gpu_archs(void) { return DK_GPU_ARCHS; }
 
-#if defined(__HIPCC__)
-#define DK__GPU_RUNTIME "HIP"
-#define DK__GPU_DRIVER "no ROCm driver (amdgpu kernel driver / HSA runtime)"
-#else
-#define DK__GPU_RUNTIME "CUDA"
-#define DK__GPU_DRIVER "no CUDA driver"
-#endif
-
 static dk_status dk__gpu_available(void *ctx, char *why, size_t n)
 {
     (void)ctx;
@@ -59,14 +51,14 @@ static dk_status dk__gpu_available(void *ctx, char *why, size_t n)
         int version = 0;
         /* a driver that is present but older than the runtime also answers "insufficient" */
         if (dkgDriverGetVersion(&version) == dkgSuccess && version > 0)
-            snprintf(why, n, "the %s driver (version %d) is older than the runtime dkit was built with", DK__GPU_RUNTIME,
+            snprintf(why, n, "the %s driver (version %d) is older than the runtime dkit was built with", DK_GPU_RUNTIME_NAME,
                      version);
         else
-            snprintf(why, n, "%s", DK__GPU_DRIVER);
+            snprintf(why, n, "%s", DK_GPU_NO_DRIVER);
     } else if (e == dkgErrorNoDevice || (e == dkgSuccess && count == 0)) {
-        snprintf(why, n, "no %s device", DK__GPU_RUNTIME);
+        snprintf(why, n, "no %s device", DK_GPU_RUNTIME_NAME);
     } else {
-        snprintf(why, n, "%s error %d: %s", DK__GPU_RUNTIME, (int)e, dkgGetErrorString(e));
+        snprintf(why, n, "%s error %d: %s", DK_GPU_RUNTIME_NAME, (int)e, dkgGetErrorString(e));
     }
     (void)dkgGetLastError(); /* the runtime keeps the failure as its sticky "last error": clear it */
     return DK_ENOTIMPL;

@@ -2,7 +2,8 @@
 #
 # One source (Note [One source for CUDA and HIP] in csrc/common/gpu/dk_gpu.h), three builds:
 #   $(BUILD)/libdkit_cuda.so   nvcc, every .cu file of csrc/cuda, for DKIT_CUDA_ARCHS (+ PTX)
-#   $(BUILD)/libdkit_hip.so    hipcc -x hip, the same files, for DKIT_HIP_ARCHS
+#   $(BUILD)/libdkit_hip.so    hipcc -x hip, the same files, for DKIT_HIP_ARCHS (csrc/hip/rules.mk,
+#                              included below, with what is HIP's own in csrc/hip/)
 #   $(BUILD)/emu/*.o           g++ -DDK_GPU_EMULATE, the kernel files (not the backend object),
 #                              linked into the tests of tests/c/gpu (Note [Emulating a GPU on the
 #                              host] in tests/c/dk_gpu_emu.h); run by `make test-c`
@@ -12,45 +13,31 @@
 # error), 0 (skipped), or unset (built when nvcc / hipcc is found). `make gpu` builds them in a
 # sub-make, so a compiler that `deps` has just installed is found.
 
-HIPCC           ?= hipcc
 DKIT_CUDA_ARCHS ?= 80;90
-DKIT_HIP_ARCHS  ?= gfx90a
-
-# `deps` installs Debian's HIP compiler and runtime unless HIP is switched off (nvcc is not a
-# Debian package: it comes with the CUDA toolkit, /usr/local/cuda/bin).
-DKIT_GPU_DEB_PKGS := $(if $(filter 0,$(DKIT_WITH_HIP)),,hipcc libamdhip64-dev)
-DEB_PKGS += $(DKIT_GPU_DEB_PKGS)
 
 ifeq ($(origin DKIT_WITH_CUDA),undefined)
 DKIT_WITH_CUDA := $(if $(shell command -v $(NVCC) 2>/dev/null),1,0)
 endif
-ifeq ($(origin DKIT_WITH_HIP),undefined)
-DKIT_WITH_HIP := $(if $(shell command -v $(HIPCC) 2>/dev/null),1,0)
-endif
 
 GPU_SRCS        := $(sort $(wildcard csrc/cuda/*.cu))
 GPU_KERNEL_SRCS := $(filter-out csrc/cuda/dk_gpu_backend.cu,$(GPU_SRCS)) # the emulation has no runtime
-GPU_HEADERS     := $(HEADERS) $(wildcard csrc/cuda/*.h csrc/cuda/*.cuh csrc/common/gpu/*.h)
-GPU_INCS        := $(INCS) -Icsrc/cuda
+GPU_HEADERS     := $(HEADERS) $(wildcard csrc/cuda/*.h csrc/cuda/*.cuh csrc/hip/*.h csrc/common/gpu/*.h)
+GPU_INCS        := $(INCS) -Icsrc/cuda -Icsrc/hip
 
 , := ,
 empty :=
 space := $(empty) $(empty)
 CUDA_ARCH_LIST  := $(subst ;,$(space),$(DKIT_CUDA_ARCHS))
 CUDA_PTX_ARCH   := $(lastword $(CUDA_ARCH_LIST))
-HIP_ARCH_LIST   := $(subst ;,$(space),$(DKIT_HIP_ARCHS))
 # Real code for every listed architecture, and PTX for the newest, which the driver compiles for
 # any later GPU.
 CUDA_GENCODE    := $(foreach a,$(CUDA_ARCH_LIST),-gencode arch=compute_$(a)$(,)code=sm_$(a)) \
                    -gencode arch=compute_$(CUDA_PTX_ARCH)$(,)code=compute_$(CUDA_PTX_ARCH)
 CUDA_ARCHS_TEXT := $(subst $(space),$(,) ,$(addprefix sm_,$(CUDA_ARCH_LIST))) (+ PTX compute_$(CUDA_PTX_ARCH))
-HIP_ARCHS_TEXT  := $(subst $(space),$(,) ,$(HIP_ARCH_LIST))
 
 # dk_tls.h's tls_model attribute is for the host compiler; nvcc's front end notes it (#1835).
 NVCC_FLAGS  := -std=c++17 -O3 -Xcompiler -fPIC$(,)-fvisibility=hidden$(,)-Wall -diag-suppress 1835 \
                -Werror all-warnings $(CUDA_GENCODE) $(GPU_INCS)
-HIPCC_FLAGS := -x hip -std=c++17 -O3 -fPIC -fvisibility=hidden -Wall -Werror -Wno-unused-parameter \
-               -Wno-unused-command-line-argument $(addprefix --offload-arch=,$(HIP_ARCH_LIST)) $(GPU_INCS)
 EMU_FLAGS   := -x c++ -std=c++17 -DDK_GPU_EMULATE -fPIC -O1 -g $(WARN) $(GPU_INCS) -Itests/c
 
 # Note [Exact box arithmetic]
@@ -65,7 +52,6 @@ EMU_FLAGS   := -x c++ -std=c++17 -DDK_GPU_EMULATE -fPIC -O1 -g $(WARN) $(GPU_INC
 # differently anyway) and keeps the fused multiply-adds.
 GPU_EXACT_SRCS := nms_gpu nms_rotated_gpu soft_nms_gpu box_iou_gpu box_iou_rotated_gpu
 $(addprefix $(BUILD)/cuda/,$(addsuffix .o,$(GPU_EXACT_SRCS))): NVCC_FLAGS += -fmad=false
-$(addprefix $(BUILD)/hip/,$(addsuffix .o,$(GPU_EXACT_SRCS))): HIPCC_FLAGS += -ffp-contract=off
 
 $(BUILD)/cuda/%.o: csrc/cuda/%.cu $(GPU_HEADERS)
 	@mkdir -p $(dir $@)
@@ -74,18 +60,7 @@ $(BUILD)/cuda/%.o: csrc/cuda/%.cu $(GPU_HEADERS)
 $(BUILD)/libdkit_cuda.so: $(patsubst csrc/cuda/%.cu,$(BUILD)/cuda/%.o,$(GPU_SRCS)) $(BUILD)/libdkit.so
 	$(NVCC) -shared -o $@ $(filter %.o,$^) -L$(BUILD) -ldkit -Xlinker -rpath,'$$ORIGIN'
 
-# hipcc runs rocm_agent_enumerator to list the local GPUs even with --offload-arch; with no
-# GPU it prints a Python traceback. ROCM_TARGET_LST hands it the list to print instead.
-HIP_ENV := ROCM_TARGET_LST=$(abspath $(BUILD))/hip/targets.lst
-$(BUILD)/hip/targets.lst:
-	@mkdir -p $(dir $@)
-	printf '%s\n' $(HIP_ARCH_LIST) >$@
-
-$(BUILD)/hip/%.o: csrc/cuda/%.cu $(GPU_HEADERS) | $(BUILD)/hip/targets.lst
-	$(HIP_ENV) $(HIPCC) $(HIPCC_FLAGS) -DDK_GPU_ARCHS='"$(HIP_ARCHS_TEXT)"' -c $< -o $@
-
-$(BUILD)/libdkit_hip.so: $(patsubst csrc/cuda/%.cu,$(BUILD)/hip/%.o,$(GPU_SRCS)) $(BUILD)/libdkit.so
-	$(HIP_ENV) $(HIPCC) -shared -fPIC -o $@ $(filter %.o,$^) -L$(BUILD) -ldkit -Wl,-rpath,'$$ORIGIN'
+include csrc/hip/rules.mk
 
 GPU_LIBS := $(if $(filter 1,$(DKIT_WITH_CUDA)),$(BUILD)/libdkit_cuda.so) $(if $(filter 1,$(DKIT_WITH_HIP)),$(BUILD)/libdkit_hip.so)
 

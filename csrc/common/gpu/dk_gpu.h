@@ -10,7 +10,9 @@
  * nvcc builds them into libdkit_cuda.so, hipcc (-x hip) the same files into libdkit_hip.so,
  * and g++ with DK_GPU_EMULATE (tests only, tests/c/dk_gpu_emu.h) into the tests that run every
  * kernel on the host. There is no hipify step and no copy to keep in step: a name that differs
- * between the runtimes gets one line here, and only here.
+ * between the runtimes gets one line in each runtime's header, and only there:
+ * csrc/cuda/dk_cuda_runtime.h and csrc/hip/dk_hip_runtime.h (which also say how the backend
+ * names its runtime in messages, DK_GPU_RUNTIME_NAME and DK_GPU_NO_DRIVER).
  *
  * DK_GPU_BACKEND_NAME is "cuda" or "hip"; DK_GPU_DEVICE_TYPE the DLPack device type of its
  * tensors; DK_GPU_KEY its dispatch key.
@@ -27,62 +29,17 @@
 #define DK_GPU_DEVICE_TYPE kDLCPU
 #define DK_GPU_KEY DK_KEY_CPU
 #define DK_GPU_WARP dk_emu_warp_size /* 32, or 64 for a test of gfx9's wavefronts */
+/* Note [Warp shuffles]: CUDA's spelling, which the emulation provides (Note [Emulated warps]). */
+#define DK_GPU_SHFL(v, src) __shfl_sync(0xffffffffu, (v), (src))
+#define DK_GPU_SHFL_DOWN(v, delta) __shfl_down_sync(0xffffffffu, (v), (delta))
+#define DK_GPU_SHFL_XOR(v, mask) __shfl_xor_sync(0xffffffffu, (v), (mask))
+#define DK_GPU_BALLOT(pred) ((unsigned long long)__ballot_sync(0xffffffffu, (pred)))
 
 #elif defined(__HIPCC__)
-#include <hip/hip_runtime.h>
-#define DK_GPU_BACKEND_NAME "hip"
-#define DK_GPU_DEVICE_TYPE kDLROCM
-#define DK_GPU_KEY DK_KEY_HIP
-typedef hipError_t dkgError_t;
-typedef hipStream_t dkgStream_t;
-#define dkgSuccess hipSuccess
-#define dkgErrorNoDevice hipErrorNoDevice
-#define dkgErrorInsufficientDriver hipErrorInsufficientDriver
-#define dkgGetErrorString hipGetErrorString
-#define dkgGetLastError hipGetLastError
-#define dkgGetDeviceCount hipGetDeviceCount
-#define dkgGetDevice hipGetDevice
-#define dkgSetDevice hipSetDevice
-#define dkgDriverGetVersion hipDriverGetVersion
-#define dkgStreamSynchronize hipStreamSynchronize
-#define dkgDeviceSynchronize hipDeviceSynchronize
-#define dkgMallocAsync hipMallocAsync
-#define dkgFreeAsync hipFreeAsync
-#define dkgMemsetAsync hipMemsetAsync
-#define dkgMemcpyAsync hipMemcpyAsync
-#define dkgMemcpyHostToDevice hipMemcpyHostToDevice
-#define dkgMemcpyDeviceToHost hipMemcpyDeviceToHost
-#define dkgMemcpyDeviceToDevice hipMemcpyDeviceToDevice
-#define dkgMemcpyDefault hipMemcpyDefault
-#define DK_GPU_WARP 64 /* gfx9 (gfx90a, MI200) wavefronts; the kernels do not depend on it */
+#include "dk_hip_runtime.h" /* csrc/hip */
 
 #elif defined(__CUDACC__)
-#include <cuda_runtime.h>
-#define DK_GPU_BACKEND_NAME "cuda"
-#define DK_GPU_DEVICE_TYPE kDLCUDA
-#define DK_GPU_KEY DK_KEY_CUDA
-typedef cudaError_t dkgError_t;
-typedef cudaStream_t dkgStream_t;
-#define dkgSuccess cudaSuccess
-#define dkgErrorNoDevice cudaErrorNoDevice
-#define dkgErrorInsufficientDriver cudaErrorInsufficientDriver
-#define dkgGetErrorString cudaGetErrorString
-#define dkgGetLastError cudaGetLastError
-#define dkgGetDeviceCount cudaGetDeviceCount
-#define dkgGetDevice cudaGetDevice
-#define dkgSetDevice cudaSetDevice
-#define dkgDriverGetVersion cudaDriverGetVersion
-#define dkgStreamSynchronize cudaStreamSynchronize
-#define dkgDeviceSynchronize cudaDeviceSynchronize
-#define dkgMallocAsync cudaMallocAsync
-#define dkgFreeAsync cudaFreeAsync
-#define dkgMemsetAsync cudaMemsetAsync
-#define dkgMemcpyAsync cudaMemcpyAsync
-#define dkgMemcpyHostToDevice cudaMemcpyHostToDevice
-#define dkgMemcpyDeviceToHost cudaMemcpyDeviceToHost
-#define dkgMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
-#define dkgMemcpyDefault cudaMemcpyDefault
-#define DK_GPU_WARP 32
+#include "dk_cuda_runtime.h" /* csrc/cuda */
 
 #else
 #error "gpu/dk_gpu.h is for nvcc, hipcc, or the host emulation of the tests (DK_GPU_EMULATE)"
@@ -97,25 +54,16 @@ typedef cudaStream_t dkgStream_t;
 
 /*
  * Note [Warp shuffles]
- * One spelling for the warp-level exchanges, on every runtime: CUDA's _sync forms with the full
- * mask (the emulation provides them, Note [Emulated warps] in tests/c/dk_gpu_emu.h), HIP's
- * mask-free forms (ROCm 5.2 has no _sync variants; a wavefront always runs converged there).
+ * One spelling for the warp-level exchanges, on every runtime (DK_GPU_SHFL, DK_GPU_SHFL_DOWN,
+ * DK_GPU_SHFL_XOR, DK_GPU_BALLOT, defined with each runtime's names above): CUDA's _sync forms
+ * with the full mask (the emulation provides them, Note [Emulated warps] in
+ * tests/c/dk_gpu_emu.h), HIP's mask-free forms (ROCm 5.2 has no _sync variants; a wavefront
+ * always runs converged there).
  * Only whole warps shuffle: every lane of the warp calls them, with the same arguments' shape.
  * Warps are DK_GPU_WARP lanes: 32 on NVIDIA, 64 on gfx9; a kernel that reduces across a warp
  * loops up to warpSize, never a constant, so that both are right. Lanes count from threadIdx.x
  * (1-d blocks).
  */
-#if defined(__HIPCC__)
-#define DK_GPU_SHFL(v, src) __shfl((v), (src))
-#define DK_GPU_SHFL_DOWN(v, delta) __shfl_down((v), (delta))
-#define DK_GPU_SHFL_XOR(v, mask) __shfl_xor((v), (mask))
-#define DK_GPU_BALLOT(pred) ((unsigned long long)__ballot(pred))
-#else
-#define DK_GPU_SHFL(v, src) __shfl_sync(0xffffffffu, (v), (src))
-#define DK_GPU_SHFL_DOWN(v, delta) __shfl_down_sync(0xffffffffu, (v), (delta))
-#define DK_GPU_SHFL_XOR(v, mask) __shfl_xor_sync(0xffffffffu, (v), (mask))
-#define DK_GPU_BALLOT(pred) ((unsigned long long)__ballot_sync(0xffffffffu, (pred)))
-#endif
 #define DK_GPU_LANE() ((int)(threadIdx.x % (unsigned)warpSize))
 
 /* Threads per block of dkit's elementwise kernels, and the most blocks a grid-stride launch asks
