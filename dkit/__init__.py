@@ -36,6 +36,8 @@ __all__ = [
     "show_config",
     "set_num_threads",
     "get_num_threads",
+    "empty_cache",
+    "host_cache_stats",
     "get_include",
     "get_library",
     "DkitError",
@@ -53,6 +55,9 @@ _LAZY = {
     "show_config": ("dkit._config", "show_config"),
     "set_num_threads": ("dkit._C", "set_num_threads"),
     "get_num_threads": ("dkit._C", "get_num_threads"),
+    # Note [Host output cache] in csrc/cpu/dk_host_cache.h
+    "empty_cache": ("dkit._C", "empty_cache"),
+    "host_cache_stats": ("dkit._C", "host_cache_stats"),
     "get_include": ("dkit._paths", "get_include"),
     "get_library": ("dkit._paths", "get_library"),
 }

@@ -7,7 +7,9 @@
  * or a size bound. Each such choice is a tunable with a name, a default and a range: tests set it
  * to force every path on small inputs and compare each with the reference, so that no path is
  * only reached by inputs too large to test; benchmarks may explore it. One build serves all of
- * it. Reading a tunable is one relaxed atomic load.
+ * it. Reading a tunable is one relaxed atomic load. DKIT_TUNE="name=value,..." in the
+ * environment sets them at load (Note [DKIT_TUNE] in dk_tunables.c); dkit._C.tunable(name[,
+ * value]) reads and sets them from Python.
  *
  *     DK_TUNABLE(dk__ra_order, "roi_align.order", -1, -1, 1, "evaluation order: -1 cost model, 0 sparse, 1 dense");
  *     ... if (dk_tunable(&dk__ra_order) ...
@@ -45,6 +47,9 @@ DK_API dk_status dk_tunable_set(const char *name, int64_t value, int64_t *previo
 DK_API dk_status dk_tunable_get(const char *name, int64_t *value);
 /* Every tunable back to its default. */
 DK_API void dk_tunables_reset(void);
+/* Reports on stderr each name in DKIT_TUNE that no tunable has (Note [DKIT_TUNE] in
+ * dk_tunables.c); returns how many. */
+DK_API int dk_tunables_check_env(void);
 
 DK_API void dk__tunable_register(dk_tunable_def *t);
 

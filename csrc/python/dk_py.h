@@ -115,6 +115,10 @@ int dk_py_ops_refresh(dk_py_state *s);
 
 /* dk_pychecked.c */
 int dk_py_checked_init(PyObject *module, dk_py_state *s);
+/* dk_pyhost_cache.c */
+int dk_py_host_cache_init(PyObject *module);
+/* dk_pytunables.c */
+int dk_py_tunables_init(PyObject *module);
 /* dk_pyintrospect.c */
 extern PyMethodDef dk_py_introspect_methods[];
 int dk_py_introspect_init(PyObject *module, dk_py_state *s);

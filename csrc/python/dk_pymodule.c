@@ -58,6 +58,8 @@ static int dk__exec(PyObject *m)
     if (dk_py_ops_init(m, s) < 0) return -1;
     if (dk_py_introspect_init(m, s) < 0) return -1;
     if (dk_py_checked_init(m, s) < 0) return -1;
+    if (dk_py_host_cache_init(m) < 0) return -1;
+    if (dk_py_tunables_init(m) < 0) return -1;
     return 0;
 }
 
