@@ -100,7 +100,8 @@ def _problem(torch, quick):
 
 def _scaling_cases(torch, dkit, x, rois, g, scale, out):
     """dkit alone, as {name: (setup, run)}: run(setup()) is timed, setup is not (None: nothing).
-    end to end = dkit.ops, torch allocating the output per call (backward: the graph is built by
+    end to end = dkit.ops, allocating the output per call (from dkit's host output cache, Note
+    [Host output cache] in csrc/cpu/dk_host_cache.h; backward: the graph is built by
     setup); kernel = dkit._C.ops into outputs allocated (and touched) once, dkit's work only.
     (A fresh output is first touched inside the timed call: on a VM that hands freed memory back
     to its host, bench/README.md, that is host work no thread count speeds up.)"""
@@ -432,10 +433,10 @@ def main():
             rows.append((case, measure, _fmt_ms(r["one"]), str(r["threads"]), _fmt_ms(r["many"]),
                          f"{r['speedup']:.2f}x", f"{r['ceiling']:.2f}x", f"{r['of ceiling']:.0%}"))  # fmt: skip
         rows.sort(key=lambda row: ("forward sr=2", "backward sr=2", "forward sr=0").index(row[0]))
-        print("\ndkit's scaling with threads, dkit alone; end to end = dkit.ops with torch allocating the output")
-        print("per call; kernel = dkit._C.ops into outputs allocated once. ceiling = the speed-up of as many")
-        print("1-thread processes running the same call at once, one per core: what perfectly parallel")
-        print("threads would reach at that moment (Note [Machine ceiling]):")
+        print("\ndkit's scaling with threads, dkit alone; end to end = dkit.ops allocating the output per")
+        print("call (host output cache); kernel = dkit._C.ops into outputs allocated once. ceiling = the")
+        print("speed-up of as many 1-thread processes running the same call at once, one per core: what")
+        print("perfectly parallel threads would reach at that moment (Note [Machine ceiling]):")
         table(("case", "measure", "1 thread", "threads", "time", "speed-up", "ceiling", "of ceiling"), rows)
         print("(medians over reps; each rep's figures are taken within a second of each other)")
     tiny = res["cases"].get("tiny call", {}).get(1, {})
