@@ -12,7 +12,7 @@
  * two: the page clearing, which no thread count speeds up, was most of its time.
  *
  * So large CPU outputs of calls on torch tensors (at least large_output.min_bytes, 8 MiB; NumPy
- * arrays keep np.empty, as NumPy 1.24 cannot take a bare capsule) come from here:
+ * arrays keep np.empty: NumPy 1.24 makes arrays it takes through DLPack read-only) come from here:
  * blocks of whole 2 MiB huge pages, hinted for huge pages, that go back to a free list when
  * their tensor dies and are handed out again for an output of about the same size (a block is
  * reused for a request it exceeds by at most an eighth). A training loop, which asks for the
