@@ -32,6 +32,10 @@
 DK_TUNABLE(dk__box_iou_isa, "box_iou.isa", 1, 0, 1,
            "1: the AVX2 span where the CPU has AVX2, 0: the baseline (x86-64-v2) span (Note [AVX2 spans])")
 
+DK_TUNABLE(dk__box_iou_stream, "box_iou.stream", -1, -1, 1,
+           "-1: rows stream when several threads write a large fresh output, 0: never, 1: whenever they can "
+           "(Note [Streaming rows])")
+
 /* Work units of one pair, for dk_parallel_threads_for (about a roi_align sample's). */
 #define DK__BOX_IOU_PAIR_WORK 2
 
@@ -87,10 +91,12 @@ dk_status dk_box_iou_cpu(const dk_tensor *boxes1, const dk_tensor *boxes2, dk_te
      * pages for large outputs] in dk_large_output.h) */
     dk_large_output lo;
     dk_large_output_prepare(&lo, cx.out, out->ndim, out->shape, aligned ? &cx.os0 : (const int64_t[]){cx.os0, cx.os1},
-                            dk_dtype_size(cx.odt), false);
+                            dk_dtype_size(cx.odt), true); /* lo.fill: not faulted in yet */
     /* Note [Streaming rows]: several threads, a large output, rows 16-byte aligned. */
-    cx.stream = nthreads > 1 && lo.large && !aligned && cx.os1 == 1 && (uintptr_t)cx.out % 16 == 0 &&
-                cx.os0 * (int64_t)dk_dtype_size(cx.odt) % 16 == 0 && (dt == DK_FLOAT32 || dt == DK_FLOAT64);
+    const int64_t stream = dk_tunable(&dk__box_iou_stream);
+    cx.stream = (stream == 1 || (stream == -1 && nthreads > 1 && lo.fill)) && !aligned && cx.os1 == 1 &&
+                (uintptr_t)cx.out % 16 == 0 && cx.os0 * (int64_t)dk_dtype_size(cx.odt) % 16 == 0 &&
+                (dt == DK_FLOAT32 || dt == DK_FLOAT64);
     if (integer) {
         DK_SWITCH_INT(dt, st, dk__box_iou_run, (&cx, nthreads, boxes2), st = dk_error(DK_ETYPE, "box_iou: unsupported dtype"))
     } else {
