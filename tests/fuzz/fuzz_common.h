@@ -365,9 +365,14 @@ FZ_HARNESS_LOOP static inline void fz_fill(fz_tensor *f, fz_in *in)
         default: v = (double)(i % 7); break;
         }
         fz_store(f, dt, base + off * es, v);
+        /* Steps only between offsets of real elements, so a stride of any size (a fuzzed
+         * extent-1 dimension with stride -2^63) never overflows. */
         for (int d = ndim - 1; d >= 0; d--) {
-            off += f->strides[d];
-            if (++idx[d] < f->shape[d]) break;
+            if (idx[d] + 1 < f->shape[d]) {
+                off += f->strides[d];
+                idx[d]++;
+                break;
+            }
             off -= idx[d] * f->strides[d];
             idx[d] = 0;
         }
