@@ -25,11 +25,16 @@ CORE_SRCS := $(sort $(shell find $(CORE_DIRS) -name '*.c'))
 HEADERS   := $(sort $(shell find $(CORE_DIRS) -name '*.h'))
 
 C_TESTS   := $(patsubst tests/c/%.c,%,$(wildcard tests/c/test_*.c))
+# libclang-rt-<clang's version>-dev: libFuzzer and clang's sanitizer runtimes (tests/fuzz),
+# named for the release's clang (14 on Debian 12, 19 on Debian 13).
+HOST_CODENAME := $(shell . /etc/os-release 2>/dev/null; echo $$VERSION_CODENAME)
+CLANG_RT  := $(if $(filter trixie,$(HOST_CODENAME)),19,14)
 DEB_PKGS  := gcc make libcmocka-dev python3-dev python3-setuptools python3-numpy python3-pytest \
              python3-torch python3-torchvision valgrind \
-             g++ libtorch-dev python3-venv python3-pip clang libclang-rt-14-dev
+             g++ libtorch-dev pybind11-dev python3-venv python3-pip clang libclang-rt-$(CLANG_RT)-dev \
+             debootstrap
 
-.PHONY: all lib deps test test-c test-c-asan test-c-tsan test-python test-python-asan test-python-tsan demo bench bench-python bench-box-iou bench-callgrind bench-nms-callgrind vendor-example clean python
+.PHONY: all lib deps test test-c test-c-asan test-c-tsan test-python test-python-asan test-python-tsan demo bench bench-python bench-box-iou bench-callgrind bench-nms-callgrind vendor-example clean python test-installed test-debian13
 all: lib
 
 # ---------------------------------------------------------------------------------------------
@@ -103,7 +108,8 @@ test-c-tsan: deps $(addprefix $(BUILD)/tsan/tests/,$(TSAN_TESTS))
 	@set -e; for t in $(TSAN_TESTS); do echo "== tsan $$t"; \
 	  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(BUILD)/tsan/tests/$$t; done
 
-test: deps test-c test-c-asan test-c-tsan fuzz-smoke vendor-example gpu test-python test-python-asan test-python-tsan
+test: deps test-c test-c-asan test-c-tsan fuzz-smoke vendor-example gpu test-python test-python-asan test-python-tsan \
+      test-debian13
 
 # ---------------------------------------------------------------------------------------------
 # Python
@@ -115,8 +121,30 @@ python: deps lib gpu
 
 test-python: python
 	@if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then \
-	  $(PYTHON) -m pytest -q tests/python; \
+	  $(PYTHON) -m pytest -q tests/python $(PYTEST_ARGS); \
 	else echo "no Python tests yet"; fi
+
+# PYTEST_ARGS: more arguments for pytest (make test-python PYTEST_ARGS="-k autocast -x").
+# dkit as its users install it: `pip install .` into a fresh venv that sees the system's torch
+# and NumPy (no registry: --no-index, and the system's setuptools: --no-build-isolation), then
+# the Python suite from outside the source tree against that copy (DKIT_IMPORT_INSTALLED=1,
+# tests/python/conftest.py). The venv is $(BUILD)/venv, made afresh each time.
+VENV := $(BUILD)/venv
+test-installed: deps
+	rm -rf $(VENV)
+	$(PYTHON) -m venv --system-site-packages $(VENV)
+	$(VENV)/bin/python -m pip install -q --no-build-isolation --no-deps --no-index .
+	cd $(VENV) && DKIT_IMPORT_INSTALLED=1 bin/python -m pytest -q -p no:cacheprovider $(abspath tests/python) $(PYTEST_ARGS)
+
+# ---------------------------------------------------------------------------------------------
+# The current stack: the C tests and the Python suite (against a pip-installed dkit) once more in
+# a Debian 13 root with Python 3.13, torch 2.6, torchvision 0.21, numpy 2.x, setuptools 78 and
+# GCC 14 (Note [The Debian 13 root] in tests/debian13/run.sh). Its objects go to
+# $(BUILD)/debian13. On a Debian 13 host the suites above already ran there.
+test-debian13: deps
+	@if [ "$(HOST_CODENAME)" = trixie ]; then echo "test-debian13: this host is Debian 13, whose suites make test ran"; \
+	else sh tests/debian13/run.sh make --no-print-directory -o deps BUILD=$(BUILD)/debian13 PYTHON=/usr/bin/python3 \
+	  DKIT_WITH_CUDA=0 DKIT_WITH_HIP=0 test-c test-installed; fi
 
 # ---------------------------------------------------------------------------------------------
 # The Python suite under sanitizers. Each flavour is a package of its own, $(BUILD)/<flavour>-py/dkit:

@@ -27,6 +27,7 @@ setuptools only; nothing else is needed to build (numpy and torch are optional a
 import os
 import re
 import shutil
+import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
 from setuptools import Extension, find_packages, setup
@@ -110,6 +111,23 @@ CORE_CFLAGS = [
 ]  # fmt: skip
 CORE_LDFLAGS = ["-fopenmp", "-ldl", "-lpthread", "-lm"]
 
+
+# Note [No private distutils API]
+# The core is compiled with exactly the Makefile's flags, not through a distutils compiler object:
+# customize_compiler would add Python's own CFLAGS (-O2 -g -fwrapv ...), and distutils'
+# new_compiler() is private API whose arguments changed under setuptools (its dry_run argument is
+# gone from current releases: "new_compiler() got an unexpected keyword argument 'dry_run'"). A
+# compiler command run directly is the same on setuptools 66 (Debian 12), 78 (Debian 13) and
+# today's. The same goes for the in-place copy below (no _get_inplace_equivalent).
+def _cc():
+    return os.environ.get("CC", "gcc")
+
+
+def _run(cmd):
+    print(" ".join(cmd))
+    subprocess.run(cmd, check=True)
+
+
 # The GPU backends the Makefile builds (csrc/cuda/rules.mk, csrc/hip/rules.mk), shipped beside
 # _C when present.
 GPU_LIBS = ("libdkit_cuda.so", "libdkit_hip.so")
@@ -133,24 +151,8 @@ class BuildExt(build_ext):
 
     # -- the core library --------------------------------------------------------------------
 
-    def _core_compiler(self):
-        """A compiler with exactly the Makefile's flags: not customize_compiler, which would add
-        Python's own CFLAGS (-O2 -g -fwrapv ...) to the core."""
-        from distutils.ccompiler import new_compiler
-
-        cc = os.environ.get("CC", "gcc")
-        comp = new_compiler(verbose=self.verbose, dry_run=self.dry_run, force=self.force)
-        comp.set_executables(
-            compiler=[cc] + CORE_CFLAGS,
-            compiler_so=[cc] + CORE_CFLAGS,
-            linker_so=[cc, "-shared"],
-            linker_exe=[cc],
-        )
-        return comp
-
     def _build_core(self, pkg_dir):
         srcs = _core_sources()
-        comp = self._core_compiler()
         # `make python` passes the objects it has just compiled for build/libdkit.so, with the
         # same flags, so the core is compiled once; they are only linked here.
         made = os.environ.get("DKIT_CORE_OBJECTS")
@@ -159,7 +161,7 @@ class BuildExt(build_ext):
             absent = [o for o in objects if not os.path.isfile(o)]
             if absent:
                 raise RuntimeError(f"setup.py: DKIT_CORE_OBJECTS={made} lacks {absent}")
-            return self._link_core(comp, objects, pkg_dir, todo=False)
+            return self._link_core(objects, pkg_dir, todo=False)
         obj_dir = os.path.join(self.build_temp, "core")
         headers = [h for folder in CORE_DIRS for h in _walk_headers(folder)]
         newest_header = max((os.path.getmtime(os.path.join(ROOT, h)) for h in headers), default=0)
@@ -178,20 +180,22 @@ class BuildExt(build_ext):
         todo = [s for s in srcs if stale(s)]
 
         def compile_one(src):
-            comp.compile([src], output_dir=obj_dir, depends=headers)
+            obj = obj_of(src)
+            os.makedirs(os.path.dirname(obj), exist_ok=True)
+            _run([_cc(), *CORE_CFLAGS, "-c", src, "-o", obj])
 
-        # Sources compile in parallel (the kernels dominate); distutils' compile is serial.
+        # Sources compile in parallel (the kernels dominate).
         if todo:
             with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
                 for f in [pool.submit(compile_one, s) for s in todo]:
                     f.result()
-        return self._link_core(comp, [obj_of(s) for s in srcs], pkg_dir, todo=bool(todo))
+        return self._link_core([obj_of(s) for s in srcs], pkg_dir, todo=bool(todo))
 
-    def _link_core(self, comp, objects, pkg_dir, todo):
+    def _link_core(self, objects, pkg_dir, todo):
         lib = os.path.join(pkg_dir, "libdkit.so")
         if todo or not os.path.exists(lib) or self.force or any(os.path.getmtime(o) > os.path.getmtime(lib) for o in objects):
             # -soname: _C records "libdkit.so" as its DT_NEEDED, found through its $ORIGIN rpath.
-            comp.link_shared_object(objects, lib, extra_postargs=["-Wl,-soname,libdkit.so"] + CORE_LDFLAGS)
+            _run([_cc(), "-shared", "-o", lib, *objects, "-Wl,-soname,libdkit.so", *CORE_LDFLAGS])
         return lib
 
     # -- GPU backends --------------------------------------------------------------------------
@@ -230,8 +234,10 @@ class BuildExt(build_ext):
         # (on whole-second times too); libdkit.so and the headers must follow _C there.
         build_py = self.get_finalized_command("build_py")
         for ext in self.extensions:
-            inplace_file, regular_file = self._get_inplace_equivalent(build_py, ext)
-            _replace(regular_file, inplace_file)
+            fullname = self.get_ext_fullname(ext.name)
+            filename = self.get_ext_filename(fullname)
+            package_dir = build_py.get_package_dir(fullname.rpartition(".")[0])
+            _replace(os.path.join(self.build_lib, filename), os.path.join(package_dir, os.path.basename(filename)))
         built = os.path.join(self.build_lib, "dkit")
         dest = os.path.dirname(self.get_ext_fullpath("dkit._C"))  # self.inplace is set again here
         _replace(os.path.join(built, "libdkit.so"), os.path.join(dest, "libdkit.so"))

@@ -28,7 +28,7 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from _dkit_path import child_env, use_checkout  # noqa: E402
 
 CASES = ("box_iou", "generalized_box_iou", "distance_box_iou", "complete_box_iou")
 
@@ -44,7 +44,7 @@ def worker(threads, reps, n):
     import torch
     import torchvision.ops as tvops
 
-    sys.path.insert(0, ROOT)
+    use_checkout()
     import dkit
 
     b1, b2 = _boxes(torch, n, 0), _boxes(torch, n, 1)
@@ -94,7 +94,7 @@ def run_worker(threads, reps, n):
     env = dict(os.environ, OMP_NUM_THREADS=str(max(threads)))
     env.setdefault("OMP_PROC_BIND", "true")  # Note [Binding] in bench/bench_roi_align.py
     env.setdefault("OMP_PLACES", "cores")
-    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    env = child_env(env)
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--threads", ",".join(map(str, threads)),
            "--reps", str(reps), "--n", str(n)]  # fmt: skip
     r = subprocess.run(cmd, env=env, capture_output=True, text=True)

@@ -116,6 +116,9 @@ def main():
     import torch
     import torchvision
 
+    from _dkit_path import use_checkout
+
+    use_checkout()
     import dkit
 
     torch.set_num_threads(1)

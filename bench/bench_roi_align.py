@@ -40,7 +40,7 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from _dkit_path import child_env, use_checkout  # noqa: E402
 
 
 # ------------------------------------------------------------------------------------------
@@ -151,7 +151,7 @@ def partner(cpu, quick):
     os.sched_setaffinity(0, {cpu})
     import torch
 
-    sys.path.insert(0, ROOT)
+    use_checkout()
     import dkit
 
     dkit.set_num_threads(1)
@@ -168,7 +168,7 @@ def partner(cpu, quick):
 
 def _partners(cores, quick):
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    env = child_env(env)
     procs = []
     for cpu in cores:
         cmd = [sys.executable, os.path.abspath(__file__), "--partner", str(cpu)] + (["--quick"] if quick else [])
@@ -221,7 +221,7 @@ def worker(threads, reps, quick):
     cores = sorted(os.sched_getaffinity(0))  # before libgomp binds this thread (Note [Binding])
     import torch
 
-    sys.path.insert(0, ROOT)
+    use_checkout()
     import dkit
     from dkit import _C
 
@@ -355,7 +355,7 @@ def run_worker(threads, reps, quick):
     env = dict(os.environ, OMP_NUM_THREADS=str(max(threads)))
     env.setdefault("OMP_PROC_BIND", "true")
     env.setdefault("OMP_PLACES", "cores")
-    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    env = child_env(env)
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--threads", ",".join(map(str, threads)),
            "--reps", str(reps)]  # fmt: skip
     if quick:

@@ -31,8 +31,9 @@ import statistics
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from _dkit_path import use_checkout  # noqa: E402
+
+use_checkout()
 
 
 def boxes(torch, n, seed):

@@ -31,8 +31,9 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from _dkit_path import child_env, use_checkout  # noqa: E402
+
+use_checkout()
 
 # dkit before torch, with dkit's import hook taken out, so that the registration can be timed
 # alone: the extension, the op modules and torch are loaded before the clock starts.
@@ -96,10 +97,13 @@ def main():
         t = statistics.median(times[name])
         print(f"{name:<22}{t * 1e6:>9.2f} us{t / base:>8.2f}x")
 
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = child_env()
     samples = []
     for _ in range(3):
-        r = subprocess.run([sys.executable, "-c", _REGISTRATION], env=env, capture_output=True, text=True, timeout=120)
+        # from bench/, so that `-c`'s first path entry (the working directory) holds no dkit: the
+        # child imports the one child_env() names
+        r = subprocess.run([sys.executable, "-c", _REGISTRATION], env=env, capture_output=True, text=True, timeout=120,
+                           cwd=os.path.dirname(os.path.abspath(__file__)))
         if r.returncode != 0:
             sys.exit(f"bench_torch_ops: registration run failed: {r.stderr}")
         samples.append([float(v) for v in r.stdout.split()])

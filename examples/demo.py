@@ -14,9 +14,15 @@ Works with torch (forward + backward) or with NumPy alone (forward only).
 import os
 import statistics
 import sys
+import sysconfig
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The checkout's dkit where `make python` built it for this Python, else the installed one.
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if os.environ.get("DKIT_IMPORT_INSTALLED") != "1" and os.path.isfile(
+    os.path.join(_ROOT, "dkit", "_C" + sysconfig.get_config_var("EXT_SUFFIX"))
+):
+    sys.path.insert(0, _ROOT)
 
 import dkit  # noqa: E402
 

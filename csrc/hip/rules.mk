@@ -1,6 +1,6 @@
 # csrc/hip/rules.mk — the HIP backend, libdkit_hip.so, included by csrc/cuda/rules.mk (which has
 # the CUDA backend, the emulated kernel tests and what both backends share: GPU_SRCS,
-# GPU_HEADERS, GPU_INCS, GPU_EXACT_SRCS).
+# GPU_HEADERS, GPU_INCS).
 #
 # hipcc (-x hip) compiles the .cu files of csrc/cuda/, the same sources nvcc compiles (Note [One
 # source for CUDA and HIP] in csrc/common/gpu/dk_gpu.h): no hipify step, no copies. What is HIP's
@@ -22,8 +22,8 @@ HIP_ARCHS_TEXT := $(subst $(space),$(,) ,$(HIP_ARCH_LIST))
 HIPCC_FLAGS    := -x hip -std=c++17 -O3 -fPIC -fvisibility=hidden -Wall -Werror -Wno-unused-parameter \
                   -Wno-unused-command-line-argument $(addprefix --offload-arch=,$(HIP_ARCH_LIST)) $(GPU_INCS)
 
-# Note [Exact box arithmetic] in csrc/cuda/rules.mk: hipcc contracts a*b+c into an fma by default.
-$(addprefix $(BUILD)/hip/,$(addsuffix .o,$(GPU_EXACT_SRCS))): HIPCC_FLAGS += -ffp-contract=off
+# Note [Exact GPU arithmetic] in csrc/cuda/rules.mk: hipcc contracts a*b+c into an fma by default.
+HIPCC_FLAGS    += -ffp-contract=off
 
 # hipcc runs rocm_agent_enumerator to list the local GPUs even with --offload-arch; with no
 # GPU it prints a Python traceback. ROCM_TARGET_LST hands it the list to print instead.

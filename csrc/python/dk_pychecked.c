@@ -23,10 +23,11 @@
  * Either the consumer (through the capsule) or the object (when never exported) calls the
  * producer's deleter, once.
  */
+#include "dk_py.h" /* first: Python.h must precede every system header (CPython's rule) */
+
 #include <stdlib.h>
 #include <string.h>
 
-#include "dk_py.h"
 #include "dk_pydlpack.h"
 
 typedef struct {

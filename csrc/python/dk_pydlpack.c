@@ -51,10 +51,14 @@
  *     dkit refuses such a tensor with a DkitValueError that says to pass .resolve_neg() of it,
  *     rather than compute with the wrong signs.
  *   - Lifetime: the tensor's storage is referenced until after the call (the getters take
- *     Tensor._storage(); the reader holds the StorageImpl), as a torch op holds it. Holding only
- *     the tensor object is not enough: Python code that runs while later arguments are
- *     converted (__index__, another producer's __dlpack__), or another thread once the GIL is
- *     released, may give the tensor other memory (set_(), .data =) and free the old one.
+ *     Tensor.untyped_storage(), _storage() in torch 1.13; the reader holds the StorageImpl), as a
+ *     torch op holds it. Holding only the tensor object is not enough: Python code that runs
+ *     while later arguments are converted (__index__, another producer's __dlpack__), or another
+ *     thread once the GIL is released, may give the tensor other memory (set_(), .data =) and
+ *     free the old one.
+ *   - This path is a shortcut, never the only way in: without it (a torch whose getters changed
+ *     shape, a tensor it declines) the protocol path gives the same answer, inputs that require
+ *     grad included (Note [Inputs that require grad]).
  *   - Faster still: where dkit._torch_reader was built, its C++ function reads the same five
  *     facts from the at::Tensor in ~10 ns instead of ~140 ns (Note [torch reader] in
  *     dk_pytorch.h); whatever it declines (the cases above) comes here, to the getters.
@@ -233,21 +237,31 @@ static PyObject *dk__unwrap_method(PyObject *obj, const char *name)
     return a;
 }
 
-/* The attributes the fast path reads, with the descriptor kind each must be. */
+/* The attributes the fast path reads, with the descriptor kind each must be. The storage getter
+ * is Tensor._storage() in torch 1.13 and Tensor.untyped_storage() from torch 2.0 on (the first
+ * name of the two that torch's tensor base has is read). */
 static const struct {
-    const char *name;
+    const char *name, *alt;
     size_t offset;
     int getset; /* 1: getset descriptor, 0: method descriptor */
 } dk__torch_attrs[] = {
-    {"is_cpu", offsetof(dk_py_torch, d_is_cpu), 1},
-    {"requires_grad", offsetof(dk_py_torch, d_requires_grad), 1},
-    {"dtype", offsetof(dk_py_torch, d_dtype), 1},
-    {"shape", offsetof(dk_py_torch, d_shape), 1},
-    {"data_ptr", offsetof(dk_py_torch, d_data_ptr), 0},
-    {"stride", offsetof(dk_py_torch, d_stride), 0},
-    {"is_neg", offsetof(dk_py_torch, d_is_neg), 0},
-    {"_storage", offsetof(dk_py_torch, d_storage), 0},
+    {"is_cpu", NULL, offsetof(dk_py_torch, d_is_cpu), 1},
+    {"requires_grad", NULL, offsetof(dk_py_torch, d_requires_grad), 1},
+    {"dtype", NULL, offsetof(dk_py_torch, d_dtype), 1},
+    {"shape", NULL, offsetof(dk_py_torch, d_shape), 1},
+    {"data_ptr", NULL, offsetof(dk_py_torch, d_data_ptr), 0},
+    {"stride", NULL, offsetof(dk_py_torch, d_stride), 0},
+    {"is_neg", NULL, offsetof(dk_py_torch, d_is_neg), 0},
+    {"untyped_storage", "_storage", offsetof(dk_py_torch, d_storage), 0},
 };
+
+/* The name of attribute i on torch's tensor base: its own or, where that is absent, its alt. */
+static const char *dk__torch_attr_name(PyObject *base, size_t i)
+{
+    const char *name = dk__torch_attrs[i].name;
+    if (dk__torch_attrs[i].alt && !PyObject_HasAttrString(base, name)) name = dk__torch_attrs[i].alt;
+    return name;
+}
 
 /* torch dtypes with a DLPack code dkit's kernels may understand (dk_tensor.h); any other dtype
  * takes the protocol path and gets torch's own DLPack code. */
@@ -282,7 +296,9 @@ static int dk__torch_fill(dk_py_torch *t, PyObject *torch)
 {
     PyObject *c = PyObject_GetAttrString(torch, "_C");
     if (!c) return -1;
-    PyObject *base = PyObject_GetAttrString(c, "_TensorBase");
+    /* torch.Tensor's C base: torch._C.TensorBase from torch 2.1 on (_TensorBase before) */
+    PyObject *base = PyObject_HasAttrString(c, "TensorBase") ? PyObject_GetAttrString(c, "TensorBase")
+                                                               : PyObject_GetAttrString(c, "_TensorBase");
     PyObject *tensor = PyObject_GetAttrString(torch, "Tensor");
     t->to_dlpack = PyObject_GetAttrString(c, "_to_dlpack");
     t->tf_disabled = PyObject_GetAttrString(c, "_disabled_torch_function_impl");
@@ -294,7 +310,7 @@ static int dk__torch_fill(dk_py_torch *t, PyObject *torch)
     if (!(t->td_default = dk__unwrap_method(tensor, "__torch_dispatch__"))) goto done;
     if (!(t->dlpack_fn = dk__unwrap_method(tensor, "__dlpack__"))) goto done;
     for (size_t i = 0; i < DK_COUNTOF(dk__torch_attrs); i++) {
-        PyObject *d = PyObject_GetAttrString(base, dk__torch_attrs[i].name);
+        PyObject *d = PyObject_GetAttrString(base, dk__torch_attr_name(base, i));
         if (!d) goto done;
         *(PyObject **)((char *)t + dk__torch_attrs[i].offset) = d;
         PyTypeObject *want = dk__torch_attrs[i].getset ? &PyGetSetDescr_Type : &PyMethodDescr_Type;
@@ -369,7 +385,7 @@ static int dk__torch_kind(dk_py_state *s, PyTypeObject *tp)
         Py_XDECREF(f);
     }
     for (size_t i = 0; plain && i < DK_COUNTOF(dk__torch_attrs); i++) {
-        PyObject *d = PyObject_GetAttrString((PyObject *)tp, dk__torch_attrs[i].name);
+        PyObject *d = PyObject_GetAttrString((PyObject *)tp, dk__torch_attr_name((PyObject *)tp, i));
         PyErr_Clear();
         plain = d == *(PyObject **)((char *)t + dk__torch_attrs[i].offset);
         Py_XDECREF(d);
@@ -713,6 +729,32 @@ static int dk__import_protocol(dk_py_state *s, PyObject *obj, int kind, int writ
     return rc;
 }
 
+/*
+ * Note [Inputs that require grad]
+ * torch's __dlpack__ refuses a tensor that requires grad ("Can't export tensors that require
+ * gradient, use tensor.detach()"), on every torch version and device. dkit only reads its
+ * inputs, and the autograd wrapper around a kernel (dkit/_frameworks/torch.py) records the graph
+ * itself, so an input torch tensor (plain or a subclass) that requires grad is exported as its
+ * .detach(): the same memory, without the autograd history. The CPU fast path reads such tensors
+ * directly (Note [torch fast path]); this is the path of every other device (CUDA, ROCm), of
+ * CPU tensors the fast path declines, and of a torch whose getters changed shape. An output that
+ * requires grad is never detached: dkit refuses to write into a tensor autograd tracks, and
+ * torch's own refusal reaches the caller. *out is NULL (and nothing raised) for anything else.
+ */
+static int dk__torch_detached(dk_py_state *s, PyObject *obj, PyObject **out)
+{
+    *out = NULL;
+    dk_py_torch *t = &s->torch;
+    if (!t->found || !PyObject_TypeCheck(obj, t->tensor)) return 0;
+    PyObject *v = dk__get(t->d_requires_grad, obj);
+    if (!v) return -1;
+    const int tracked = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    if (tracked <= 0) return tracked;
+    *out = PyObject_CallMethod(obj, "detach", NULL);
+    return *out ? 0 : -1;
+}
+
 /* The producer kind of obj's type (a dk_py_producer_kind), or -1 when not known yet; learned
  * once per type (Note [Producer cache]). */
 static int dk__kind_of(dk_py_state *s, PyTypeObject *tp)
@@ -745,7 +787,11 @@ int dk_py_dlpack_import(dk_py_state *s, PyObject *obj, int writable, const char 
         kind = -1; /* asked each time: torch >= 2.4 takes max_version, 1.13 raises TypeError */
     }
     *ran_python = 1; /* __dlpack_device__ and __dlpack__ are the producer's code */
-    return dk__import_protocol(s, obj, kind, writable, op, arg, owners, out);
+    PyObject *detached = NULL;
+    if (!writable && dk__torch_detached(s, obj, &detached) < 0) return -1;
+    const int rc = dk__import_protocol(s, detached ? detached : obj, kind, writable, op, arg, owners, out);
+    Py_XDECREF(detached); /* a consumed capsule holds the tensor's memory itself */
+    return rc;
 }
 
 int dk_py_dlpack_recheck(dk_py_state *s, PyObject *obj, const DLTensor *t, const char *op, const char *arg)

@@ -2,10 +2,10 @@
  * dk_pyerrors.c — dkit's exception classes and raising them: every file of the extension reports
  * errors through here (a leaf: it calls nothing else of the extension).
  */
+#include "dk_py.h" /* first: Python.h must precede every system header (CPython's rule) */
+
 #include <stdarg.h>
 #include <string.h>
-
-#include "dk_py.h"
 
 /* From the one table in dk_status.h: the name of the builtin each status maps to. */
 static const char *const dk__py_base_name[DK_STATUS_COUNT] = {

@@ -12,13 +12,13 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* dladdr */
 #endif
+#include "dk_py.h" /* first: Python.h must precede every system header (CPython's rule) */
+
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#include "dk_py.h"
 
 int dk_py_load_gpu_backends(void)
 {

@@ -8,6 +8,8 @@
  * deleter takes no Python lock: torch calls it wherever the tensor dies, autograd threads
  * included.
  */
+#include "dk_py.h" /* first: Python.h must precede every system header (CPython's rule) */
+
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +17,6 @@
 #include "dk_check.h"
 #include "dk_host_cache.h"
 #include "dk_large_output.h"
-#include "dk_py.h"
 
 typedef struct {
     DLManagedTensor m;

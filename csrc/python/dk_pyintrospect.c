@@ -5,9 +5,10 @@
  * These are thin: each converts arguments, calls one core function and converts the result.
  * None of them is on a hot path, so they favour plain METH_FASTCALL and clear messages.
  */
+#include "dk_py.h" /* first: Python.h must precede every system header (CPython's rule) */
+
 #include <string.h>
 
-#include "dk_py.h"
 #include "dk_pydlpack.h"
 
 #ifdef _OPENMP

@@ -10,10 +10,11 @@
  * constructors when the dynamic loader maps it, i.e. before dk__exec runs; the op callables
  * are therefore generated from a complete registry.
  */
+#include "dk_py.h" /* first: Python.h must precede every system header (CPython's rule) */
+
 #include <stdarg.h>
 #include <string.h>
 
-#include "dk_py.h"
 #include "dk_pydlpack.h"
 
 /* ------------------------------------------------------------------------------------------ */

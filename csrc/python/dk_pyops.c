@@ -16,9 +16,10 @@
  * every Python object has been converted, and re-taken before any deleter runs (Note [DLPack
  * ownership] in dk_pydlpack.c).
  */
+#include "dk_py.h" /* first: Python.h must precede every system header (CPython's rule) */
+
 #include <string.h>
 
-#include "dk_py.h"
 #include <structmember.h> /* PyMemberDef, T_OBJECT (in Python.h itself only from 3.12) */
 #include "dk_pydlpack.h"
 
@@ -31,7 +32,6 @@ typedef struct {
     PyObject *argnames;  /* tuple of interned str, schema order */
     PyObject *args_info; /* tuple of (name, kind, out) */
 } dk_py_op;
-
 
 /* ------------------------------------------------------------------------------------------ */
 /* Argument binding                                                                           */

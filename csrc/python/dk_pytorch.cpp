@@ -14,6 +14,9 @@
 #include <torch/csrc/jit/frontend/tracer.h>
 #include <torch/version.h>
 
+#include <type_traits>
+#include <utility>
+
 namespace {
 
 /* The dtypes of _C's torch table (dk_pydlpack.c); anything else takes the general path. */
@@ -56,6 +59,22 @@ static bool dk_traced_outside_an_op() noexcept
     return torch::jit::tracer::isTracing() && !c10::impl::tls_is_dispatch_key_excluded(c10::DispatchKey::Tracer);
 }
 
+/* Whether TensorImpl has mutable_data() (torch 2.x, with copy-on-write storages). */
+template <class T, class = void> struct dk_has_mutable_data : std::false_type {};
+template <class T>
+struct dk_has_mutable_data<T, std::void_t<decltype(std::declval<T &>().mutable_data())>> : std::true_type {};
+
+/* The tensor's first element. torch 2.x's data() is const: a storage may be a lazy
+ * (copy-on-write) clone shared with another tensor, and a writer must call mutable_data(), which
+ * materialises its own copy first, as a torch op's output would. torch 1.13 has only data(). */
+template <class Impl> void *dk_data(const Impl *impl, int writable)
+{
+    if constexpr (dk_has_mutable_data<Impl>::value) {
+        if (writable) return const_cast<Impl *>(impl)->mutable_data();
+    }
+    return const_cast<void *>(static_cast<const void *>(impl->data()));
+}
+
 int dk_read(PyObject *obj, int writable, int max_ndim, DLTensor *t, int64_t *shape,
             int64_t *strides, void **keep) noexcept
 {
@@ -93,7 +112,7 @@ int dk_read(PyObject *obj, int writable, int max_ndim, DLTensor *t, int64_t *sha
             /* (a storage without memory is _C's "no memory" refusal, Note [NULL data]) */
             if (impl->storage().data() && need > (int64_t)impl->storage().nbytes()) return DK_PY_TORCH_SHORT;
         }
-        t->data = impl->data(); /* includes the storage offset, like Tensor.data_ptr() */
+        t->data = dk_data(impl, writable); /* includes the storage offset, like Tensor.data_ptr() */
         t->device.device_type = kDLCPU;
         t->device.device_id = 0;
         t->ndim = (int32_t)nd;

@@ -59,6 +59,12 @@ Every framework module defines the names in PROTOCOL (a test checks that each do
                               autograd records it; built once per op (torch: one
                               torch.autograd.Function per op). Frameworks without autograd
                               raise DkitNotImplementedError (wants_grad never sends them here).
+  autocast(x)                 x as the framework's mixed-precision mode hands it to an op that
+                              computes in float32 (torch.autocast: a float16 or bfloat16 tensor
+                              cast to float32 when autocast is on for its device, Note
+                              [Autocast] in dkit/_ops/__init__.py); x itself otherwise, and always
+                              in frameworks without such a mode.
+  to_dtype(x, dtype)          x converted to dtype (by name); x itself when it has it.
 """
 
 import importlib
@@ -79,6 +85,8 @@ PROTOCOL = (
     "category_codes",
     "wants_grad",
     "apply",
+    "autocast",
+    "to_dtype",
 )
 
 # type(x) -> framework module. Ops read it directly (one dict lookup per call); of() fills it.

@@ -30,3 +30,5 @@ first_rows = _numpy.first_rows
 category_codes = _numpy.category_codes
 wants_grad = _numpy.wants_grad
 apply = _numpy.apply
+autocast = _numpy.autocast
+to_dtype = _numpy.to_dtype

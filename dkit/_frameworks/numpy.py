@@ -68,6 +68,14 @@ def apply(op, *args):
     raise _C.DkitNotImplementedError(f"{op.name}: NumPy has no autograd")
 
 
+def autocast(x):
+    return x  # NumPy has no mixed-precision mode
+
+
+def to_dtype(x, dtype):
+    return x if x.dtype.name == dtype else x.astype(dtype)
+
+
 # DLPack device types whose memory the host can read: CPU, CUDA host, ROCm host, CUDA managed.
 _HOST_DEVICES = (1, 3, 11, 13)
 

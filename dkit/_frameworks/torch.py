@@ -116,6 +116,46 @@ def wants_grad(x):
     return x.requires_grad and _grad_enabled()
 
 
+def _autocast_probe():
+    """A function telling whether torch.autocast is on for a tensor's device."""
+    try:  # torch >= 2.4: one function for every device type
+        torch.is_autocast_enabled("cpu")
+    except TypeError:  # torch 1.13: CUDA's and the CPU's own
+
+        def on(x):
+            kind = x.device.type
+            if kind == "cuda":
+                return torch.is_autocast_enabled()
+            return kind == "cpu" and torch.is_autocast_cpu_enabled()
+
+        return on
+
+    def on(x):
+        try:
+            return torch.is_autocast_enabled(x.device.type)
+        except RuntimeError:  # a device type autocast does not know (meta, ...)
+            return False
+
+    return on
+
+
+_autocasting = _autocast_probe()
+_AUTOCAST_UP = (torch.float16, torch.bfloat16)
+
+
+def autocast(x):
+    # Note [Autocast] in dkit/_ops/__init__.py: as torch's cached_cast to float32 for the ops
+    # torchvision runs in float32 (float64 and integer tensors are left as they are)
+    if x.dtype in _AUTOCAST_UP and _autocasting(x):
+        return x.float()
+    return x
+
+
+def to_dtype(x, dtype):
+    dt = _DTYPES[dtype]
+    return x if x.dtype == dt else x.to(dt)
+
+
 # ------------------------------------------------------------------------------------------
 # Autograd
 

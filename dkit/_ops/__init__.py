@@ -31,6 +31,33 @@ def torch_op(*schemas):
     return declare
 
 
+# Note [Autocast]
+# Under torch.autocast, torchvision runs roi_align (and roi_pool, ps_roi_*, deform_conv2d) and
+# nms in float32: their autocast kernels cast every float16 or bfloat16 argument to float32
+# (float64 and integers as they are), compute, and give roi_align's result the input's dtype.
+# Mixed-precision training relies on it: float16 features with float32 boxes, or the reverse. The
+# torch ops that dkit's ops would be in torch's dispatcher are not on dkit's eager path (Note
+# [dkit ops in torch] in dkit/_torch_library.py), so dkit's ops do the same themselves, at no cost
+# to a call that does not need it:
+#   - an op of that list runs as it is whenever it can: with 16-bit tensors of one dtype it
+#     already computes in float32 and rounds once at the end, as torchvision's float32 kernel and
+#     the cast back do;
+#   - when the core refuses the arguments' dtypes (DkitTypeError: float16 features with float32
+#     boxes, say), autocast_args() asks the framework how autocast would hand the tensors to a
+#     float32 op (fw.autocast: torch.autocast on for their device, else unchanged), and the op
+#     runs again on those, its result converted back to the input's dtype as torchvision's is.
+#     Without autocast (or when nothing would change), the core's error stands.
+# The torch ops' kernels are these same functions (torch.ops.dkit.roi_align under autocast, and
+# scripted models, behave the same way).
+
+
+def autocast_args(fw, *tensors):
+    """The tensors as autocast hands them to a float32 op (Note [Autocast]), or None when that
+    changes none of them (autocast off, or nothing to cast)."""
+    cast = tuple(fw.autocast(t) for t in tensors)
+    return None if all(c is t for c, t in zip(cast, tensors)) else cast
+
+
 class Differentiable:
     """An op with a backward, declared once and run by every framework that has autograd
     (fw.apply(op, *args); torch builds one torch.autograd.Function from it).

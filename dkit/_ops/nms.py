@@ -17,7 +17,7 @@ argument types and what it needs to allocate.
 """
 
 from dkit import _C
-from dkit._ops import torch_op
+from dkit._ops import autocast_args, torch_op
 from dkit._ops._args import tensor, tensor_pair, to_float
 
 __all__ = ["nms", "batched_nms", "soft_nms"]
@@ -94,7 +94,13 @@ def nms(boxes, scores, iou_threshold, idxs=None, offset=0):
     n = _count(boxes, "nms")
     keep = fw.empty(boxes, (n,), "int64")
     num = fw.empty(boxes, (1,), "int64")
-    _nms_kernel(boxes, scores, idxs, keep, num, iou_threshold, offset)
+    try:
+        _nms_kernel(boxes, scores, idxs, keep, num, iou_threshold, offset)
+    except _C.DkitTypeError:
+        cast = autocast_args(fw, boxes, scores)  # Note [Autocast] in dkit/_ops/__init__.py
+        if cast is None:
+            raise
+        return nms(cast[0], cast[1], iou_threshold, idxs, offset)
     return fw.first_rows(keep, num)
 
 
@@ -117,7 +123,13 @@ def batched_nms(boxes, scores, idxs, iou_threshold):
     n = _count(boxes, "batched_nms")
     keep = fw.empty(boxes, (n,), "int64")
     num = fw.empty(boxes, (1,), "int64")
-    _batched_nms_kernel(boxes, scores, idxs, keep, num, iou_threshold)
+    try:
+        _batched_nms_kernel(boxes, scores, idxs, keep, num, iou_threshold)
+    except _C.DkitTypeError:
+        cast = autocast_args(fw, boxes, scores)  # Note [Autocast] in dkit/_ops/__init__.py
+        if cast is None:
+            raise
+        return batched_nms(cast[0], cast[1], idxs, iou_threshold)
     return fw.first_rows(keep, num)
 
 

@@ -32,7 +32,7 @@ core's own rules.
 import math
 
 from dkit import _C, _frameworks
-from dkit._ops import Differentiable, torch_op
+from dkit._ops import Differentiable, autocast_args, torch_op
 from dkit._ops._args import framework, to_bool, to_float, to_int, to_pair
 
 __all__ = ["roi_align"]
@@ -134,9 +134,16 @@ def roi_align(input, boxes, output_size, spatial_scale=1.0, sampling_ratio=0, po
         aligned = to_bool(aligned, "aligned", OP)
     if type(boxes) is not fw.AS_IS:
         boxes = _rois(fw, boxes, input)
-    if fw.wants_grad(input):
-        return fw.apply(ROI_ALIGN, input, boxes, ph, pw, spatial_scale, sampling_ratio, mode, aligned)
-    return _forward(None, fw, input, boxes, ph, pw, spatial_scale, sampling_ratio, mode, aligned)
+    try:
+        if fw.wants_grad(input):
+            return fw.apply(ROI_ALIGN, input, boxes, ph, pw, spatial_scale, sampling_ratio, mode, aligned)
+        return _forward(None, fw, input, boxes, ph, pw, spatial_scale, sampling_ratio, mode, aligned)
+    except _C.DkitTypeError:
+        cast = autocast_args(fw, input, boxes)  # Note [Autocast] in dkit/_ops/__init__.py
+        if cast is None:
+            raise
+    out = roi_align(cast[0], cast[1], (ph, pw), spatial_scale, sampling_ratio, pool_mode, aligned)
+    return fw.to_dtype(out, fw.dtype_name(input))
 
 
 # ------------------------------------------------------------------------------------------

@@ -184,6 +184,43 @@ static inline void dkk_assert_close(const dkk_tensor *actual, const dkk_tensor *
     }
 }
 
+/* Whether the element at p (dtype dt) is a NaN. */
+static inline bool dkk_is_nan_at(const void *p, dk_dtype dt)
+{
+    uint64_t bits = 0;
+    const size_t es = dk_dtype_size(dt);
+    memcpy(&bits, p, es); /* little-endian: the low es bytes */
+    switch (dt) {
+    case DK_FLOAT64: return (bits & 0x7fffffffffffffffull) > 0x7ff0000000000000ull;
+    case DK_FLOAT32: return (bits & 0x7fffffffu) > 0x7f800000u;
+    case DK_FLOAT16: return (bits & 0x7fffu) > 0x7c00u;
+    case DK_BFLOAT16: return (bits & 0x7fffu) > 0x7f80u;
+    default: return false;
+    }
+}
+
+/*
+ * The same values, bit for bit, except that any NaN equals any NaN: IEEE 754 leaves a NaN's
+ * sign and payload to the hardware (an x86 CPU's default NaN is negative, an NVIDIA GPU's
+ * canonical NaN positive, and each propagates an input NaN's payload its own way), and no kernel
+ * of dkit promises them. Everything else, the sign of zero and infinities included, must match.
+ */
+static inline void dkk_assert_same_values(const dkk_tensor *a, const dkk_tensor *b, const char *what)
+{
+    assert_int_equal(a->t.ndim, b->t.ndim);
+    if (dk_tensor_numel(&a->t) == 0) return;
+    const dk_dtype dt = dk_tensor_dtype(&a->t);
+    const size_t es = dk_dtype_size(dt);
+    int64_t idx[8] = {0};
+    do {
+        const char *pa = (const char *)a->mem + dkk_offset(a, idx) * (int64_t)es;
+        const char *pb = (const char *)b->mem + dkk_offset(b, idx) * (int64_t)es;
+        if (memcmp(pa, pb, es) == 0 || (dkk_is_nan_at(pa, dt) && dkk_is_nan_at(pb, dt))) continue;
+        fail_msg("%s: the values differ at flat index %lld: %.9g, expected %.9g", what, (long long)dkk_offset(a, idx),
+                 dkk_get(a, idx), dkk_get(b, idx));
+    } while (dkk_next(a, idx));
+}
+
 /* Bitwise equality of two tensors' elements (same dtype): for determinism checks. */
 static inline void dkk_assert_identical(const dkk_tensor *a, const dkk_tensor *b, const char *what)
 {

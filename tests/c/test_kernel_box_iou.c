@@ -311,6 +311,32 @@ static void bad_input(void **state)
     dkk_free(u3), dkk_free(o32d), dkk_free(big), dkk_free(obig);
 }
 
+/* The comparison test_gpu_box_iou makes on a real GPU (dkk_assert_same_values): a NaN of any sign
+ * and payload is that NaN, in every float dtype; everything else is compared by its bits. */
+static void nan_bits_are_the_hardwares(void **state)
+{
+    (void)state;
+    const uint64_t f64[] = {0x7ff8000000000000ull, 0xfff8000000000000ull, 0x7ff0000000000001ull};
+    const uint32_t f32[] = {0x7fc00000u, 0xffc00000u, 0x7fffffffu};
+    const uint16_t f16[] = {0x7e00u, 0xfe00u, 0x7c01u}, bf16[] = {0x7fc0u, 0xffc0u, 0x7f81u};
+    for (int i = 0; i < 3; i++) {
+        assert_true(dkk_is_nan_at(&f64[i], DK_FLOAT64) && dkk_is_nan_at(&f32[i], DK_FLOAT32));
+        assert_true(dkk_is_nan_at(&f16[i], DK_FLOAT16) && dkk_is_nan_at(&bf16[i], DK_BFLOAT16));
+    }
+    const uint32_t inf = 0x7f800000u, one = 0x3f800000u;
+    const uint16_t inf16 = 0x7c00u, binf = 0x7f80u;
+    assert_false(dkk_is_nan_at(&inf, DK_FLOAT32) || dkk_is_nan_at(&one, DK_FLOAT32));
+    assert_false(dkk_is_nan_at(&inf16, DK_FLOAT16) || dkk_is_nan_at(&binf, DK_BFLOAT16));
+    dkk_tensor *a = dkk_new(DK_FLOAT32, 1, (int64_t[]){3}, NULL, 0), *b = dkk_new(DK_FLOAT32, 1, (int64_t[]){3}, NULL, 1);
+    const uint32_t va[] = {0x7fc00000u, 0x80000000u, 0x3f800000u}, vb[] = {0xffc00001u, 0x80000000u, 0x3f800000u};
+    for (int i = 0; i < 3; i++) {
+        memcpy((char *)a->mem + 4 * (size_t)dkk_offset(a, (int64_t[]){i}), &va[i], 4);
+        memcpy((char *)b->mem + 4 * (size_t)dkk_offset(b, (int64_t[]){i}), &vb[i], 4);
+    }
+    dkk_assert_same_values(a, b, "NaNs of other bits, -0 and 1"); /* passes: NaN is NaN */
+    dkk_free(a), dkk_free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -319,6 +345,7 @@ int main(void)
         cmocka_unit_test(streamed_rows_same_bits),
         cmocka_unit_test(empty_inputs),
         cmocka_unit_test(bad_input),
+        cmocka_unit_test(nan_bits_are_the_hardwares),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,9 @@
 """Shared helpers for dkit's Python tests.
 
-The tests import dkit from the source tree (built in place by `make python`), and the naive
-reference roi_align_ref.py from this folder.
+The tests import dkit from the source tree (built in place by `make python`), from a sanitizer
+flavour's copy (DKIT_TEST_PACKAGE_ROOT), or, with DKIT_IMPORT_INSTALLED=1, the copy pip installed
+(`make test-installed`, run from outside the source tree); and the naive reference
+roi_align_ref.py from this folder.
 """
 
 import os
@@ -16,6 +18,20 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # build's own copy (`make test-python-asan`, `make test-python-tsan` set it). Child processes
 # the tests start import it from there too.
 PKG_ROOT = os.environ.get("DKIT_TEST_PACKAGE_ROOT") or ROOT
+# Testing an installed dkit (`make test-installed`): the folder that holds the installed package,
+# never the source tree (which may hold an in-place build for another Python, or none). The
+# variable stays set for the processes tests start: the checkout's scripts (bench/, examples/)
+# then import the installed dkit too.
+INSTALLED = os.environ.get("DKIT_IMPORT_INSTALLED") == "1"
+if INSTALLED:
+    import importlib.util
+
+    _spec = importlib.util.find_spec("dkit")
+    if _spec is None or _spec.origin is None:
+        raise RuntimeError("DKIT_IMPORT_INSTALLED=1, but no dkit is installed for " + sys.executable)
+    PKG_ROOT = os.path.dirname(os.path.dirname(_spec.origin))
+    if os.path.realpath(PKG_ROOT) == os.path.realpath(ROOT):
+        raise RuntimeError("DKIT_IMPORT_INSTALLED=1, but dkit is imported from the source tree: run from outside it")
 # `make test-python-asan` preloads GCC's AddressSanitizer runtime. Its allocator (GCC 12's
 # libsanitizer) takes no lock around fork(): a child forked while another thread is inside
 # malloc inherits the allocator's region mutex held and waits on it forever (seen in CI: the

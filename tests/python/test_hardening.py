@@ -196,6 +196,12 @@ _FORK_SETUP = """
     x, b = case(0)
     ours, ref = both(x, b)  # a parallel call: libgomp's pool of 2 threads now exists in the parent
     torch.testing.assert_close(ours, ref)
+    # A child forked from here (os.fork(), not a DataLoader worker) calls torch.set_num_threads(1)
+    # before any torch op, as torch's DataLoader does in its workers: torch's own parallel ops
+    # (torch.equal, isfinite, ...) wait forever in a child forked after libgomp started its pool,
+    # which libgomp does not survive fork() (seen with torch 2.6 on Debian 13, where torch uses 2
+    # threads here; Debian 12's torch 1.13 uses 1 and never starts one). dkit's own ops need no
+    # such call (Note [Fork safety]): the children check exactly that.
 """
 
 
@@ -232,6 +238,7 @@ def test_bare_fork_child_calls_ops_at_any_thread_count():
     if pid == 0:
         code = 1
         try:
+            torch.set_num_threads(1)  # for torch's own ops (_FORK_SETUP's note); dkit needs nothing
             assert dkit.get_num_threads() == 1
             a = dkit.ops.roi_align(x, b, 7, 0.5, 2, aligned=True)
             dkit.set_num_threads(2)  # no OpenMP region in a child: threads of its own
@@ -272,6 +279,7 @@ def test_fork_while_another_thread_calls_in_a_profile_loop():
             if pid == 0:
                 code = 1
                 try:
+                    torch.set_num_threads(1)  # for torch's own ops (_FORK_SETUP's note)
                     with dkit.profile() as prof:
                         y = dkit.ops.roi_align(small_x, small_b, 2)
                         with dkit.dispatch.include("Profile"):
