@@ -40,7 +40,7 @@ use_checkout()
 _REGISTRATION = r"""
 import sys, time
 import dkit, dkit._C, dkit.ops
-sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != "_AfterTorchImport"]
+sys.meta_path[:] = [f for f in sys.meta_path if getattr(f, "name", None) != "torch"]
 import torch, torch.library, torch.fx
 t0 = time.perf_counter()
 import dkit._torch_library as bridge

@@ -105,24 +105,31 @@ def _register_with_torch():
     _torch_library.sync()
 
 
-class _AfterTorchImport:
-    """A one-shot import hook: lets torch's own import run, then registers dkit's ops with it."""
+class _AfterImport:
+    """A one-shot import hook: lets the import of module `name` run, then calls `callback()`.
+    Used for torch (dkit's ops become torch ops) and torch._dynamo (Note [dkit ops under
+    torch.compile] in dkit/_torch_library.py), so that `import dkit` imports neither."""
+
+    def __init__(self, name, callback):
+        self.name = name
+        self.callback = callback
 
     def find_spec(self, name, path=None, target=None):
-        if name != "torch":
+        if name != self.name:
             return None
         _sys.meta_path.remove(self)
         import importlib.util
 
-        spec = importlib.util.find_spec("torch")
+        spec = importlib.util.find_spec(name)
         if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
-            spec.loader = _RegisterAfter(spec.loader)
+            spec.loader = _RunAfter(spec.loader, self.callback)
         return spec
 
 
-class _RegisterAfter:
-    def __init__(self, loader):
+class _RunAfter:
+    def __init__(self, loader, callback):
         self._loader = loader
+        self._callback = callback
 
     def __getattr__(self, name):  # everything else of the real loader (get_resource_reader, ...)
         return getattr(self._loader, name)
@@ -132,10 +139,15 @@ class _RegisterAfter:
 
     def exec_module(self, module):
         self._loader.exec_module(module)
-        _register_with_torch()
+        self._callback()
 
 
-if _sys.modules.get("torch") is not None:
-    _register_with_torch()
-elif "torch" not in _sys.modules:  # None there means "importing torch fails" (tests use it)
-    _sys.meta_path.insert(0, _AfterTorchImport())
+def _after_import(name, callback):
+    """callback() now if module `name` is imported, else right after its import (once)."""
+    if _sys.modules.get(name) is not None:
+        callback()
+    elif name not in _sys.modules:  # None there means "importing it fails" (tests use it for torch)
+        _sys.meta_path.insert(0, _AfterImport(name, callback))
+
+
+_after_import("torch", _register_with_torch)

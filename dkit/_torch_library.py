@@ -70,10 +70,13 @@ def sync():  # replaced by the real sync() below once this module has loaded
     _sync_requested = True
 
 
+import sys  # noqa: E402
+
 import torch  # noqa: E402
 import torch.jit._builtins  # noqa: E402
 
 from dkit import _C  # noqa: E402
+from dkit._frameworks import torch as _torch_fw  # noqa: E402
 
 _Tensor = torch.Tensor
 _grad_enabled = torch.is_grad_enabled
@@ -85,21 +88,28 @@ except ImportError:  # built without torch's C++ headers: torch's own Python ker
 
 NAMESPACE = "dkit"
 
+# torch's way to give an op a fake (shape-only) implementation: register_fake (torch >= 2.4),
+# impl_abstract (2.1 to 2.3); None before, where the Meta key serves (Note [Meta tensors]).
+_REGISTER_FAKE = getattr(torch.library, "register_fake", None) or getattr(torch.library, "impl_abstract", None)
+
 # Dispatch keys served by a kernel that is a Python function. CUDA serves the GPU backends'
 # tensors (torch's ROCm builds call HIP devices "cuda" too); the kernel finds the backend.
 # QuantizedCPU: Note [Quantized tensors].
-# Meta: Note [Meta tensors].
-_BACKEND_KEYS = ("CPU", "CUDA", "QuantizedCPU", "Meta")
+_BACKEND_KEYS = ("CPU", "CUDA", "QuantizedCPU")
 # The .out ops have no Autograd kernel (Note [The .out ops and autograd]); torch 1.13 has no
 # autograd fallthrough for meta tensors, so AutogradMeta is served too.
-_OUT_KEYS = _BACKEND_KEYS + ("AutogradMeta",)
+_OUT_KEYS = _BACKEND_KEYS + ("Meta", "AutogradMeta")
 
 # Note [Meta tensors]
-# dkit has no meta kernels (a meta tensor has no memory; dkit.ops raises DkitNotImplementedError
-# for one, as torchvision raises NotImplementedError). The torch ops send meta tensors to the
-# same kernels, so that they meet that error in every mode: without a Meta kernel, a call under
-# inference_mode (where the Autograd kernel does not run) and every .out call got torch's
-# "Could not run 'dkit::roi_align' with arguments from the 'Meta' backend" instead.
+# A meta tensor has a shape and a dtype but no memory; torch uses it to ask what an op returns.
+# dkit answers as torchvision's meta registrations do: the op's outputs, allocated on the meta
+# device by its Python function as usual, with no kernel run (the core's calls take meta tensors
+# as shapes only: Note [Meta tensors in the core's calls] in csrc/python/dk_pydlpack.h). That
+# holds for dkit.ops and for the torch ops alike. An op whose output size depends on the values
+# (nms) cannot answer without them: fw.first_rows raises DkitNotImplementedError for a meta
+# count, as torchvision's meta nms raises. Where torch has fake implementations, the fake
+# implementation (Note [dkit ops under torch.compile]) serves the Meta key as well; before that,
+# the op's function itself does.
 
 # Note [Quantized tensors]
 # dkit computes in floating point and refuses quantized tensors with an error that names the op
@@ -113,6 +123,8 @@ _OUT_KEYS = _BACKEND_KEYS + ("AutogradMeta",)
 _library = globals().get("_library")
 _core_done = globals().get("_core_done", set())  # core op names registered as <name>.out
 _public_done = globals().get("_public_done", set())  # public functions registered (by qualified name)
+_differentiable_done = globals().get("_differentiable_done", set())  # Differentiable ops registered (by name)
+_polyfilled = globals().get("_polyfilled", set())  # public functions given a dynamo polyfill (by qualified name)
 
 
 def _out_kernel(name, fn, outs, arg_names):
@@ -182,15 +194,276 @@ def _register_core_op(lib, name):
         _impl(lib, f"{name}.out", kernel, key)
 
 
+# Note [dkit ops under torch.compile]
+# torch.compile traces Python, but a tracer cannot see into dkit's C calls: a graph made from
+# dkit.ops' Python code would lose the kernels. So under torch.compile (and torch.export) dkit's
+# functions are replaced by their torch ops, which the graph records as one node each, and
+# every torch op has what torch needs to trace around it:
+#   - A polyfill: torch.compiler.substitute_in_graph (torch >= 2.5) tells dynamo to trace each
+#     public function of dkit.ops as a call of its torch op, torch.ops.dkit.<name>. Eager calls
+#     do not change. It is registered once torch._dynamo is imported (its import costs ~0.7 s,
+#     which `import dkit` must not pay). The compat functions and dkit.nn are plain Python over
+#     dkit.ops and are traced through to it.
+#   - A fake implementation per op: the op's own Python function, run with this thread's
+#     shape-only flag (Note [Shape-only calls] in csrc/python/dk_pyops.c), so that the outputs
+#     are sized and allocated as always (as FakeTensors) and no kernel runs. An output whose size
+#     depends on the values (nms) gets a size torch names symbolically
+#     (torch.library.get_ctx().new_dynamic_size(), fw.first_rows), torch's rule for such ops.
+#   - Autograd made of torch ops: each dkit._ops.Differentiable is two torch ops,
+#     dkit::_<name>_forward and dkit::_<name>_backward (its forward and backward, with fake
+#     implementations as above), and the forward op's Autograd kernel is a torch.autograd.Function
+#     whose backward calls the backward op. Inside a torch op's kernel, fw.apply() goes through
+#     the forward op (Note [Calls inside dkit's torch ops] in dkit/_frameworks/torch.py), so the
+#     graph holds the forward and backward kernels as ops; AOTAutograd partitions them as it does
+#     torchvision's roi_align and _roi_align_backward.
+# The same structure serves TorchScript and torch.fx, on every torch version: only the polyfill
+# and the fake registration need torch 2.x.
+
+
+def _in_torch_op(fn):
+    """fn as the kernel of its torch op: with this thread's ROUTE flag set (Note [Calls inside
+    dkit's torch ops] in dkit/_frameworks/torch.py)."""
+    route = _torch_fw.ROUTE
+
+    def kernel(*args, **kwargs):
+        previous = getattr(route, "torch_ops", False)
+        route.torch_ops = True
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            route.torch_ops = previous
+
+    kernel.__name__ = kernel.__qualname__ = fn.__name__
+    return kernel
+
+
+def _shape_only(fn):
+    """fn as a fake implementation: it sizes and allocates every output, and runs no kernel
+    (Note [Shape-only calls] in csrc/python/dk_pyops.c); no autograd is recorded."""
+
+    def fake(*args, **kwargs):
+        previous = _C._shape_only(True)
+        try:
+            with torch.no_grad():
+                return fn(*args, **kwargs)
+        finally:
+            _C._shape_only(previous)
+
+    fake.__name__ = fake.__qualname__ = fn.__name__
+    return fake
+
+
+def _register_fake(lib, overload, fn):
+    """fn's shape-only form as the fake implementation of dkit::<overload> (torch >= 2.1), or as
+    its Meta kernel (torch 1.13 and 2.0: Note [Meta tensors])."""
+    fake = _shape_only(fn)
+    if _REGISTER_FAKE is not None:
+        _REGISTER_FAKE(f"{NAMESPACE}::{overload}", fake, lib=lib)
+    else:
+        _impl(lib, overload, fake, "Meta")
+
+
 def _register_public_op(lib, fn):
     schemas = fn.__dkit_torch_schemas__
+    kernel = _in_torch_op(fn)
     for schema in schemas:
         lib.define(schema)
         overload = schema.split("(", 1)[0]
-        for key in (*_BACKEND_KEYS, "Autograd"):
-            _impl(lib, overload, fn, key)
+        for key in _BACKEND_KEYS:
+            _impl(lib, overload, kernel, key)
+        _impl(lib, overload, _autograd_kernel(overload, kernel if fn.__dkit_differentiable__ else None), "Autograd")
+        if fn.__dkit_autocast__:
+            for device, key in (("cpu", "AutocastCPU"), ("cuda", "AutocastCUDA")):
+                _impl(lib, overload, _autocast_kernel(overload, device), key)
+        _register_fake(lib, overload, fn)
     # TorchScript compiles a call of fn to the op (all of its overloads)
     torch.jit._builtins._register_builtin(fn, f"{NAMESPACE}::{fn.__name__}")
+
+
+def _autograd_kernel(overload, kernel):
+    """The Autograd kernel of a public op. When autograd must record the call (grad mode, a
+    tensor that requires grad, an op declared differentiable), `kernel` runs here and records it
+    through the Differentiable's torch ops; otherwise the call goes below autograd, to the backend
+    kernel, or to the fake implementation while torch.compile traces (where no kernel may run)."""
+    name, _, variant = overload.partition(".")
+    # looked up at the first call: torch.ops.dkit.<name> made during registration would not know
+    # the overloads defined after it (the core op's .out, of the same name)
+    target = []
+
+    def autograd(*args, **kwargs):
+        if kernel is not None and _grad_enabled() and _any_requires_grad(args, kwargs):
+            return kernel(*args, **kwargs)
+        if not target:
+            target.append(getattr(getattr(getattr(torch.ops, NAMESPACE), name), variant or "default"))
+        with _BelowAutograd():
+            return target[0](*args, **kwargs)
+
+    autograd.__name__ = autograd.__qualname__ = name
+    return autograd
+
+
+def _autocast_kernel(overload, device):
+    """The Autocast kernel of a public op that runs in float32 under autocast, as torchvision's
+    (Note [Autocast] in dkit/_ops/__init__.py): float16 and bfloat16 tensors cast to float32, the
+    op called with autocast off, a floating result given the first tensor's dtype."""
+    name, _, variant = overload.partition(".")
+    target = []  # looked up at the first call, as in _autograd_kernel
+
+    def cast(a):
+        if isinstance(a, _Tensor):
+            return a.float() if a.dtype in _AUTOCAST_UP else a
+        if isinstance(a, (list, tuple)):
+            return type(a)(cast(t) for t in a)
+        return a
+
+    def autocast(*args, **kwargs):
+        if not target:
+            target.append(getattr(getattr(getattr(torch.ops, NAMESPACE), name), variant or "default"))
+        first = next(a for a in (*args, *kwargs.values()) if isinstance(a, _Tensor))
+        with torch.autocast(device, enabled=False):
+            out = target[0](*(cast(a) for a in args), **{k: cast(v) for k, v in kwargs.items()})
+        return out.to(first.dtype) if out.is_floating_point() else out
+
+    autocast.__name__ = autocast.__qualname__ = name
+    return autocast
+
+
+_AUTOCAST_UP = (torch.float16, torch.bfloat16)
+
+
+def _any_requires_grad(args, kwargs):
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, _Tensor):
+            if a.requires_grad:
+                return True
+        elif isinstance(a, (list, tuple)) and any(isinstance(t, _Tensor) and t.requires_grad for t in a):
+            return True
+    return False
+
+
+def _register_differentiable(lib, op):
+    """dkit::_<name>_forward and dkit::_<name>_backward of a Differentiable, with their kernels,
+    fake implementations and autograd (Note [dkit ops under torch.compile])."""
+    fw = _torch_fw
+    forward, backward = f"_{op.name}_forward", f"_{op.name}_backward"
+    lib.define(forward + op.forward_schema)
+    lib.define(backward + op.backward_schema)
+
+    def forward_kernel(*args):
+        return tuple(op.forward(fw, *args))
+
+    def backward_kernel(*args):
+        grads = fw.run_backward(op.backward, *args)
+        return grads[0] if len(grads) == 1 else tuple(grads)
+
+    forward_kernel.__name__, backward_kernel.__name__ = forward, backward
+    for key in _BACKEND_KEYS:
+        _impl(lib, forward, forward_kernel, key)
+        _impl(lib, backward, backward_kernel, key)
+    _register_fake(lib, forward, forward_kernel)
+    _register_fake(lib, backward, backward_kernel)
+    forward_autograd, backward_autograd = _autograd_kernels(op)
+    _impl(lib, forward, forward_autograd, "Autograd")
+    _impl(lib, backward, backward_autograd, "Autograd")
+
+
+class _BelowAutograd:
+    """Dispatch below the Autograd keys for the block, as an autograd kernel redispatches: torch's
+    guard is active from its construction (torch 1.13 has no context-manager form of it)."""
+
+    __slots__ = ("_guard",)
+
+    def __enter__(self):
+        self._guard = torch._C._AutoDispatchBelowAutograd()
+
+    def __exit__(self, *exc):
+        del self._guard
+
+
+def _autograd_kernels(op):
+    """The Autograd kernels of a Differentiable's two torch ops: the forward op's records a
+    Function whose backward is the backward op; the backward op's records one that refuses to be
+    differentiated (Note [Double backward] in dkit/_frameworks/torch.py)."""
+    fw = _torch_fw
+    n = op.results
+    ns = getattr(torch.ops, NAMESPACE)
+    below = _BelowAutograd
+
+    def backward_forward(ctx, *args):
+        with below():
+            return getattr(ns, f"_{op.name}_backward")(*args)
+
+    def anchored_forward(ctx, anchor, *args):
+        with below():
+            return getattr(ns, f"_{op.name}_backward")(*args)
+
+    def backward_backward(ctx, *grads):
+        raise fw.double_backward_error(op.name)
+
+    # the backward op's own Autograd kernel, and the form with the anchor of Note [Double
+    # backward] that the forward's backward uses under create_graph=True
+    backward_fn = type(
+        f"{op.title}OpBackward",
+        (torch.autograd.Function,),
+        {"forward": staticmethod(backward_forward), "backward": staticmethod(backward_backward)},
+    )
+    anchored_fn = type(
+        f"{op.title}OpBackward",
+        (torch.autograd.Function,),
+        {"forward": staticmethod(anchored_forward), "backward": staticmethod(backward_backward)},
+    )
+
+    def function_forward(ctx, *args):
+        with below():
+            results = getattr(ns, f"_{op.name}_forward")(*args)
+        ctx.dkit_nargs = len(args)
+        fw.save(ctx, op.saved(args, results))
+        if len(results) > n:
+            ctx.mark_non_differentiable(*results[n:])
+        return tuple(results)
+
+    def function_backward(ctx, *grads):
+        args = (*grads[:n], *fw.saved(ctx))
+        if torch.is_grad_enabled():  # create_graph=True: Note [Double backward]
+            g = anchored_fn.apply(grads[0].new_empty(0).requires_grad_(), *args)
+        else:
+            g = getattr(ns, f"_{op.name}_backward")(*args)
+        g = g if isinstance(g, tuple) else (g,)
+        return (*g, *((None,) * (ctx.dkit_nargs - len(g))))
+
+    function = type(
+        f"{op.title}OpFunction",
+        (torch.autograd.Function,),
+        {"forward": staticmethod(function_forward), "backward": staticmethod(function_backward)},
+    )
+
+    def forward_autograd(*args):
+        return function.apply(*args)
+
+    def backward_autograd(*args):
+        return backward_fn.apply(*args)
+
+    return forward_autograd, backward_autograd
+
+
+def _register_polyfills():
+    """Under torch.compile, each public function of dkit.ops is traced as its torch op (Note
+    [dkit ops under torch.compile]); torch >= 2.5, once torch._dynamo is imported."""
+    substitute = getattr(torch.compiler, "substitute_in_graph", None) if hasattr(torch, "compiler") else None
+    if substitute is None:
+        return
+    for fn in _public_functions():
+        if fn.__qualname__ in _polyfilled:
+            continue
+        substitute(fn)(_polyfill(getattr(getattr(torch.ops, NAMESPACE), fn.__name__)))
+        _polyfilled.add(fn.__qualname__)
+
+
+def _polyfill(op):
+    def polyfill(*args, **kwargs):
+        return op(*args, **kwargs)
+
+    return polyfill
 
 
 def _public_functions():
@@ -200,6 +473,19 @@ def _public_functions():
         fn = getattr(ops, name)
         if hasattr(fn, "__dkit_torch_schemas__"):
             yield fn
+
+
+def _differentiables():
+    """Every dkit._ops.Differentiable of the modules that define dkit.ops' functions."""
+    from dkit._ops import Differentiable
+
+    seen = set()
+    for fn in _public_functions():
+        module = sys.modules[fn.__module__]
+        for value in vars(module).values():
+            if isinstance(value, Differentiable) and value.name not in seen:
+                seen.add(value.name)
+                yield value
 
 
 def current_stream(device_id):
@@ -219,8 +505,15 @@ def sync():  # noqa: F811 - the placeholder above, replaced
         for fn in _public_functions():
             _register_public_op(_library, fn)
             _public_done.add(fn.__qualname__)
+        for op in _differentiables():
+            if op.name not in _differentiable_done:
+                _register_differentiable(_library, op)
+                _differentiable_done.add(op.name)
         _fx_wrap_public()
         _C.set_stream_getter(torch.Tensor, current_stream)
+        import dkit
+
+        dkit._after_import("torch._dynamo", _register_polyfills)
     for name in _C.op_names():
         if name not in _core_done:
             _register_core_op(_library, name)

@@ -6,6 +6,7 @@
  */
 #include "roi_align_gpu.h"
 
+#include "dk_determinism.h"
 #include "dk_gpu_status.h"
 #include "dk_tunables.h"
 #include "gpu/dk_gpu.h"
@@ -84,7 +85,8 @@ extern "C" dk_status dk_roi_align_backward_gpu(const dk_tensor *grad_output, con
                                                  aligned_width, spatial_scale, sampling_ratio, pool_mode, aligned);
     dk_status st = dk__ra_gpu_sizes(&a, "roi_align_backward");
     if (st || a.N == 0 || a.C == 0 || a.H == 0 || a.W == 0) return st; /* nothing to write */
-    const bool deterministic = dk_tunable(&dk__ra_gpu_deterministic) != 0;
+    /* Note [Deterministic kernels] in dk_determinism.h: the caller's request, or the tunable */
+    const bool deterministic = dk_deterministic() || dk_tunable(&dk__ra_gpu_deterministic) != 0;
     dk_device_guard g;
     if ((st = dk__gpu_enter(&g, grad_input->device))) return st;
     void *stream = dk_current_stream(grad_input->device);

@@ -17,8 +17,9 @@
  * The default backward scatters every sample's four taps into grad_input with atomicAdd, one
  * thread per grad_output element: the fastest way, but floating-point addition is not
  * associative and the order of atomics varies from run to run, so the bits do too. With the
- * tunable roi_align.gpu_deterministic = 1 (DKIT_TUNE=roi_align.gpu_deterministic=1) backward
- * gathers instead: one thread per grad_input element visits the RoIs of its image in index
+ * tunable roi_align.gpu_deterministic = 1 (DKIT_TUNE=roi_align.gpu_deterministic=1), or when
+ * the calling thread asks for deterministic kernels (dk_set_deterministic: torch's
+ * use_deterministic_algorithms(True) through dkit's torch bridge), backward gathers instead: one thread per grad_input element visits the RoIs of its image in index
  * order, and within a RoI its bins and samples in order, and adds the taps that land on its own
  * element; then it writes it once. Every element is the same sum in the same order on every run,
  * and no scratch memory at all is needed (torchvision's deterministic fallback materialises

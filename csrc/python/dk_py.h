@@ -51,7 +51,7 @@ typedef struct {
     PyObject *td_default;      /* torch.Tensor.__torch_dispatch__ (torch's "disabled" marker) */
     PyObject *dlpack_fn;       /* torch.Tensor.__dlpack__ */
     /* _TensorBase's own descriptors, called directly (a type qualifies only if it inherits them) */
-    PyObject *d_is_cpu, *d_requires_grad, *d_dtype, *d_shape; /* getset descriptors */
+    PyObject *d_is_cpu, *d_requires_grad, *d_dtype, *d_shape, *d_is_meta; /* getset descriptors */
     PyObject *d_data_ptr, *d_stride, *d_is_neg, *d_storage;   /* method descriptors */
     PyObject *dtypes[DK_PY_TORCH_DTYPES];                     /* torch.float32, ... */
     DLDataType dl_dtypes[DK_PY_TORCH_DTYPES];
@@ -112,6 +112,8 @@ int dk_py_ops_init(PyObject *module, dk_py_state *s);
 /* Adds a callable to _C.ops for every registered op that has none yet (ops defined by a
  * backend library loaded after import). */
 int dk_py_ops_refresh(dk_py_state *s);
+/* _shape_only(on=None) -> bool: Note [Shape-only calls] in dk_pyops.c. */
+PyObject *dk_py_shape_only(PyObject *m, PyObject *const *args, Py_ssize_t n);
 
 /* dk_pychecked.c */
 int dk_py_checked_init(PyObject *module, dk_py_state *s);

@@ -191,7 +191,7 @@ static void dk__cache_add(dk_py_state *s, PyTypeObject *tp, dk_py_producer_kind 
     X((t)->tensor) X((t)->to_dlpack) X((t)->tf_default) X((t)->tf_disabled) X((t)->td_default) \
     X((t)->dlpack_fn)                                                                         \
     X((t)->d_is_cpu) X((t)->d_requires_grad) X((t)->d_dtype) X((t)->d_shape) X((t)->d_data_ptr) \
-    X((t)->d_stride) X((t)->d_is_neg) X((t)->d_storage) X((t)->reader_capsule)
+    X((t)->d_stride) X((t)->d_is_neg) X((t)->d_storage) X((t)->d_is_meta) X((t)->reader_capsule)
 
 static void dk__torch_clear(dk_py_torch *t)
 {
@@ -252,6 +252,7 @@ static const struct {
     {"data_ptr", NULL, offsetof(dk_py_torch, d_data_ptr), 0},
     {"stride", NULL, offsetof(dk_py_torch, d_stride), 0},
     {"is_neg", NULL, offsetof(dk_py_torch, d_is_neg), 0},
+    {"is_meta", NULL, offsetof(dk_py_torch, d_is_meta), 1},
     {"untyped_storage", "_storage", offsetof(dk_py_torch, d_storage), 0},
 };
 
@@ -787,6 +788,14 @@ int dk_py_dlpack_import(dk_py_state *s, PyObject *obj, int writable, const char 
         kind = -1; /* asked each time: torch >= 2.4 takes max_version, 1.13 raises TypeError */
     }
     *ran_python = 1; /* __dlpack_device__ and __dlpack__ are the producer's code */
+    if (kind < 0 && s->torch.found && PyObject_TypeCheck(obj, s->torch.tensor)) {
+        /* Note [Meta tensors in the core's calls]: asked only of tensors the fast path declined */
+        PyObject *v = dk__get(s->torch.d_is_meta, obj);
+        if (!v) return -1;
+        const int meta = v == Py_True;
+        Py_DECREF(v);
+        if (meta) return DK_PY_ABSTRACT;
+    }
     PyObject *detached = NULL;
     if (!writable && dk__torch_detached(s, obj, &detached) < 0) return -1;
     const int rc = dk__import_protocol(s, detached ? detached : obj, kind, writable, op, arg, owners, out);

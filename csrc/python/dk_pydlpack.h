@@ -55,6 +55,21 @@ int dk_py_dlpack_import(dk_py_state *s, PyObject *obj, int writable, const char 
                         dk_py_owners *owners, DLTensor **out, int *ran_python);
 
 /*
+ * Note [Meta tensors in the core's calls]
+ * A torch tensor on the meta device has a shape, strides and a dtype but no memory: it is how torch
+ * asks "what would this op return?" (torch.device("meta"), torchvision's meta registrations). A
+ * call of a core op whose tensors are all meta tensors therefore runs no kernel and returns, as
+ * the kernel would have, with its outputs (meta tensors the op's Python side allocated) untouched:
+ * the Python side has already given them their shapes and dtypes, which is all a meta tensor has.
+ * dk_py_dlpack_import answers DK_PY_ABSTRACT for a meta tensor (nothing owned, *out not set),
+ * and the call refuses a meta tensor beside tensors with memory, naming both, as torch does. The
+ * core's checks of values (boxes, batch indices) need memory and do not run; those of shapes
+ * run in Python where the outputs are sized. The question is asked only of torch tensors that
+ * the CPU fast path declined, so it costs a CPU call nothing.
+ */
+#define DK_PY_ABSTRACT 1
+
+/*
  * Note [Conversion order]
  * Converting a call's arguments may run the caller's Python code: an __index__ or __float__, a
  * producer's __dlpack__ (a torch subclass's __torch_function__ inside it). Such code may free

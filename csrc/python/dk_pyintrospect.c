@@ -405,6 +405,15 @@ static PyObject *dk___torch_reader(PyObject *m, PyObject *const *args, Py_ssize_
     return PyBool_FromLong(state);
 }
 
+/* set_deterministic(on) -> previous: Note [Deterministic kernels] in dk_determinism.h. */
+static PyObject *dk__set_deterministic(PyObject *m, PyObject *const *args, Py_ssize_t n)
+{
+    if (dk__check_nargs(DK__STATE(m), "set_deterministic", n, 1) < 0) return NULL;
+    const int on = PyObject_IsTrue(args[0]);
+    if (on < 0) return NULL;
+    return PyBool_FromLong(dk_set_deterministic(on != 0));
+}
+
 static PyObject *dk__set_num_threads(PyObject *m, PyObject *const *args, Py_ssize_t n)
 {
     dk_py_state *s = DK__STATE(m);
@@ -540,6 +549,11 @@ PyMethodDef dk_py_introspect_methods[] = {
     DK__FN(set_trace, "set_trace(on): print every dispatch decision to stderr."),
     DK__FN(_torch_reader, "_torch_reader(on=None) -> bool or None: whether _C reads torch tensors through "
                           "dkit._torch_reader; on=True/False turns that on/off (for tests); None if unavailable."),
+    {"_shape_only", DK_PY_FASTCALL(dk_py_shape_only), METH_FASTCALL,
+     "_shape_only(on=None) -> bool: whether this thread's op calls run no kernel (Note [Shape-only calls]); "
+     "on=True/False sets it and the previous value is returned."},
+    DK__FN(set_deterministic, "set_deterministic(on) -> previous: whether this thread's calls ask for deterministic "
+                              "kernels (a GPU backward without atomics: Note [Deterministic kernels])."),
     DK__FN(set_num_threads, "set_num_threads(n): CPU kernels use up to n threads, from any thread (0: OpenMP's default)."),
     DK__FN(get_num_threads, "get_num_threads() -> int: the threads a large CPU kernel call would use now."),
     DK__FN(set_stream_getter, "set_stream_getter(type, fn): fn(device_id) -> the current stream of the framework "

@@ -274,11 +274,13 @@ static int dk__convert(dk_py_state *s, const dk_op *op, const dk_arg_info *a, Py
     return -1;
 }
 
-/* The tensor arguments, in passes 2 and 3 of Note [Conversion order], and the check after them. */
+/* The tensor arguments, in passes 2 and 3 of Note [Conversion order], and the check after them.
+ * Returns 0, -1 with an exception set, or DK_PY_ABSTRACT when every tensor is a meta tensor (Note
+ * [Meta tensors in the core's calls]): the call then runs no kernel. */
 static int dk__convert_tensors(dk_py_state *s, const dk_op *op, PyObject *const *argv, dk_value *vals,
                                dk_py_owners *owners)
 {
-    int read = 0, risky = 0;
+    int read = 0, risky = 0, abstract = -1, real = -1; /* the index of a meta tensor, of a tensor with memory */
     for (int pass = 2; pass <= 3; pass++) {
         for (int i = 0; i < op->nargs; i++) {
             const dk_arg_info *a = &op->args[i];
@@ -290,11 +292,26 @@ static int dk__convert_tensors(dk_py_state *s, const dk_op *op, PyObject *const 
             if (dk_py_dlpack_reads_late(s, argv[i]) != (pass == 3)) continue;
             DLTensor *t;
             int ran_python = 0;
-            if (dk_py_dlpack_import(s, argv[i], a->out, op->name, a->name, owners, &t, &ran_python) < 0) return -1;
+            const int rc = dk_py_dlpack_import(s, argv[i], a->out, op->name, a->name, owners, &t, &ran_python);
+            if (rc < 0) return -1;
+            if (rc == DK_PY_ABSTRACT) { /* the first of each kind is named */
+                if (abstract < 0 || i < abstract) abstract = i;
+                vals[i] = dk_value_none();
+                continue;
+            }
             risky |= ran_python && read > 0; /* Python code ran after a pointer was read */
             read++;
+            if (real < 0 || i < real) real = i;
             vals[i] = dk_value_tensor(t);
         }
+    }
+    if (abstract >= 0) {
+        if (real < 0) return DK_PY_ABSTRACT;
+        dk_py_raise_fmt(s, DK_EINVAL,
+                        "%s: parameter '%s' is a meta tensor (no memory) and parameter '%s' is not: a call takes "
+                        "meta tensors only, or tensors with memory only",
+                        op->name, op->args[abstract].name, op->args[real].name);
+        return -1;
     }
     for (int i = 0; risky && i < op->nargs; i++)
         if (vals[i].tag == DK_TYPE_TENSOR &&
@@ -305,6 +322,36 @@ static int dk__convert_tensors(dk_py_state *s, const dk_op *op, PyObject *const 
 
 /* ------------------------------------------------------------------------------------------ */
 /* The call (Note [The call path])                                                            */
+
+/*
+ * Note [Shape-only calls]
+ * torch.compile asks every op of a graph for its results' shapes before anything runs: it calls
+ * the op's "fake" implementation with FakeTensors, which have shapes, strides, dtypes and devices
+ * but no memory. dkit's fake implementations are the ops' own Python functions (Note [dkit ops
+ * under torch.compile] in dkit/_torch_library.py), which size and allocate every output as usual;
+ * only the kernel must not run. While this thread's shape-only flag is set (_shape_only(True),
+ * which those functions set around themselves), a call of any core op converts its non-tensor
+ * arguments (so a bad int or str is still refused) and returns without reading a tensor or
+ * running a kernel. The flag is per thread: an eager call on another thread runs as usual. One
+ * thread-local read per call.
+ */
+static _Thread_local int dk__shape_only;
+
+PyObject *dk_py_shape_only(PyObject *m, PyObject *const *args, Py_ssize_t n)
+{
+    (void)m;
+    if (n > 1) {
+        PyErr_SetString(PyExc_TypeError, "_shape_only(on=None) takes at most one argument");
+        return NULL;
+    }
+    const int previous = dk__shape_only;
+    if (n == 1 && args[0] != Py_None) {
+        const int on = PyObject_IsTrue(args[0]);
+        if (on < 0) return NULL;
+        dk__shape_only = on;
+    }
+    return PyBool_FromLong(previous);
+}
 
 static PyObject *dk__op_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
@@ -330,7 +377,16 @@ static PyObject *dk__op_vectorcall(PyObject *callable, PyObject *const *args, si
     for (int i = 0; i < op->nargs; i++)
         if (!dk__is_tensor_arg(&op->args[i]) && dk__convert(s, op, &op->args[i], argv[i], &stack.v[i], &lists) < 0)
             goto cleanup;
-    if (dk__convert_tensors(s, op, argv, stack.v, &owners) < 0) goto cleanup;
+    if (dk__shape_only) { /* Note [Shape-only calls] */
+        result = Py_NewRef(Py_None);
+        goto cleanup;
+    }
+    const int conv = dk__convert_tensors(s, op, argv, stack.v, &owners);
+    if (conv < 0) goto cleanup;
+    if (conv == DK_PY_ABSTRACT) { /* Note [Meta tensors in the core's calls] */
+        result = Py_NewRef(Py_None);
+        goto cleanup;
+    }
     stack.size = op->nargs;
 
     dk_status st;

@@ -11,6 +11,7 @@ call. Outputs are always fresh tensors that do not require grad, so _C may write
 """
 
 import sys
+import threading
 from math import prod as _prod
 
 import torch
@@ -104,8 +105,31 @@ def rois_from_boxes(boxes, like):
 
 
 def first_rows(x, count):
-    # int() of a device tensor waits for it: the size of a result is host information.
-    return x.narrow(0, 0, int(count))
+    # count: an int, or the one-element tensor an op's kernel wrote (of the exact type
+    # torch.Tensor, as fw.empty made it) or a FakeTensor in its place
+    if type(count) is _Tensor or not isinstance(count, _Tensor):
+        try:
+            # int() of a device tensor waits for it: the size of a result is host information.
+            return x.narrow(0, 0, int(count))
+        except (RuntimeError, NotImplementedError):
+            if not getattr(count, "is_meta", False):
+                raise
+        # Note [Meta tensors] in dkit/_torch_library.py
+        raise _C.DkitNotImplementedError(
+            "the size of this result depends on the values of the inputs, which meta tensors do not have "
+            "(torch.compile's FakeTensors give it a symbolic size)"
+        )
+    # A FakeTensor: a shape-only call under torch.compile (Note [dkit ops under torch.compile] in
+    # dkit/_torch_library.py); the size is known when the kernel runs, at most x's rows.
+    return x.new_empty((_dynamic_size(x.shape[0]), *x.shape[1:]))
+
+
+def _dynamic_size(bound):
+    ctx = torch.library.get_ctx()
+    make = getattr(ctx, "new_dynamic_size", None)
+    if make is None:  # torch 2.1 to 2.3
+        return ctx.create_unbacked_symint()
+    return make(min=0, max=bound) if type(bound) is int else make(min=0)
 
 
 def category_codes(x):
@@ -161,9 +185,23 @@ def to_dtype(x, dtype):
 
 # dkit._ops.Differentiable -> its torch.autograd.Function, built on first use.
 _FUNCTIONS = {}
+_this = sys.modules[__name__]  # the `fw` every op is written against
+
+# Note [Calls inside dkit's torch ops]
+# dkit's eager path records autograd with one torch.autograd.Function per op (below): the
+# cheapest way torch has. A call made by one of dkit's torch ops instead (torch.ops.dkit.*, which
+# TorchScript, torch.compile and torch.fx run) must be made of torch ops all the way down, so that
+# a tracer sees the kernel and its backward as ops of its graph rather than as Python code it
+# cannot see into: there, apply() calls the Differentiable's forward torch op,
+# dkit::_<name>_forward, whose autograd runs dkit::_<name>_backward (Note [dkit ops under
+# torch.compile] in dkit/_torch_library.py). The torch ops' kernels set this thread's flag.
+ROUTE = threading.local()
 
 
 def apply(op, *args):
+    if getattr(ROUTE, "torch_ops", False):
+        results = getattr(torch.ops.dkit, f"_{op.name}_forward")(*args)
+        return results[0] if op.results == 1 else tuple(results[: op.results])
     fn = _FUNCTIONS.get(op)
     if fn is None:
         fn = _FUNCTIONS.setdefault(op, _function(op))
@@ -184,20 +222,54 @@ def apply(op, *args):
 # create_graph the backward runs directly, at no extra cost.
 
 
+def double_backward_error(name):
+    return _C.DkitNotImplementedError(
+        f"{name}: double backward is not supported: the backward of {name} is not differentiable "
+        f"(its gradients came from a backward pass with create_graph=True)"
+    )
+
+
+_deterministic_wanted = torch.are_deterministic_algorithms_enabled
+_set_deterministic = _C.set_deterministic
+
+
+def run_backward(backward, *args):
+    """backward(torch framework, *args), with this thread asking dkit for deterministic kernels
+    exactly when torch.use_deterministic_algorithms(True) asks torch's (Note [Deterministic
+    kernels] in csrc/common/dk_determinism.h): a GPU backward then gathers instead of adding
+    atomically, and gives the same bits on every run."""
+    previous = _set_deterministic(_deterministic_wanted())
+    try:
+        return backward(_this, *args)
+    finally:
+        _set_deterministic(previous)
+
+
+def save(ctx, state):
+    """Keeps a Differentiable's saved() state on an autograd context: tensors through
+    save_for_backward (autograd checks they were not modified in place), the rest as is."""
+    mask = tuple(isinstance(v, _Tensor) for v in state)
+    ctx.save_for_backward(*(v for v, t in zip(state, mask) if t))
+    ctx.dkit_state = tuple(None if t else v for v, t in zip(state, mask))
+    ctx.dkit_mask = mask
+
+
+def saved(ctx):
+    tensors = iter(ctx.saved_tensors)
+    return tuple(next(tensors) if t else v for v, t in zip(ctx.dkit_state, ctx.dkit_mask))
+
+
 def _function(op):
     """The torch.autograd.Function of a Differentiable op (and of its backward, Note [Double
     backward])."""
-    forward, backward, name = op.forward, op.backward, op.name
+    forward, backward, name, n = op.forward, op.backward, op.name, op.results
     fw = sys.modules[__name__]  # this module: the `fw` every op is written against
 
     def double_backward(ctx, *grads):
-        raise _C.DkitNotImplementedError(
-            f"{name}: double backward is not supported: the backward of {name} is not differentiable "
-            f"(its gradients came from a backward pass with create_graph=True)"
-        )
+        raise double_backward_error(name)
 
     def backward_forward(ctx, fctx, anchor, *grad_outputs):
-        return backward(fctx, fw, *grad_outputs)
+        return run_backward(backward, *grad_outputs, *saved(fctx))
 
     backward_fn = type(
         f"{op.title}BackwardFunction",
@@ -207,14 +279,18 @@ def _function(op):
 
     def function_forward(ctx, *args):
         ctx.dkit_nargs = len(args)
-        return forward(ctx, fw, *args)
+        results = forward(fw, *args)
+        save(ctx, op.saved(args, results))
+        return results[0] if n == 1 else tuple(results[:n])
 
     def function_backward(ctx, *grad_outputs):
         if _grad_enabled():  # create_graph=True: Note [Double backward]
             anchor = grad_outputs[0].new_empty(0).requires_grad_()
             grads = backward_fn.apply(ctx, anchor, *grad_outputs)
+            if not isinstance(grads, tuple):
+                grads = (grads,)
         else:
-            grads = backward(ctx, fw, *grad_outputs)
+            grads = run_backward(backward, *grad_outputs, *saved(ctx))
         # the op returns gradients for its leading arguments; the rest (rois, sizes, ...) get None
         return (*grads, *((None,) * (ctx.dkit_nargs - len(grads))))
 

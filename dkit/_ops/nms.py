@@ -59,6 +59,7 @@ def _categories(fw, idxs, op):
 
 @torch_op(
     "nms(Tensor boxes, Tensor scores, float iou_threshold, Tensor? idxs=None, int offset=0) -> Tensor",
+    autocast=True,
 )
 def nms(boxes, scores, iou_threshold, idxs=None, offset=0):
     """Non-maximum suppression, torchvision's rules.
@@ -106,6 +107,7 @@ def nms(boxes, scores, iou_threshold, idxs=None, offset=0):
 
 @torch_op(
     "batched_nms(Tensor boxes, Tensor scores, Tensor idxs, float iou_threshold) -> Tensor",
+    autocast=True,
 )
 def batched_nms(boxes, scores, idxs, iou_threshold):
     """NMS per category, in one call: torchvision.ops.batched_nms.

@@ -61,6 +61,8 @@ _framework_of_type = _frameworks.BY_TYPE.get
 @torch_op(
     "roi_align(Tensor input, Tensor boxes, int[2] output_size, float spatial_scale=1.0, int sampling_ratio=0, str pool_mode=\"avg\", bool aligned=True) -> Tensor",
     "roi_align.boxes_list(Tensor input, Tensor[] boxes, int[2] output_size, float spatial_scale=1.0, int sampling_ratio=0, str pool_mode=\"avg\", bool aligned=True) -> Tensor",
+    differentiable=True,
+    autocast=True,
 )
 def roi_align(input, boxes, output_size, spatial_scale=1.0, sampling_ratio=0, pool_mode="avg", aligned=True):
     """RoIAlign (Mask R-CNN) with MMCV's semantics and defaults.
@@ -137,7 +139,7 @@ def roi_align(input, boxes, output_size, spatial_scale=1.0, sampling_ratio=0, po
     try:
         if fw.wants_grad(input):
             return fw.apply(ROI_ALIGN, input, boxes, ph, pw, spatial_scale, sampling_ratio, mode, aligned)
-        return _forward(None, fw, input, boxes, ph, pw, spatial_scale, sampling_ratio, mode, aligned)
+        return _pooled(fw, input, boxes, ph, pw, spatial_scale, sampling_ratio, mode, aligned)[0]
     except _C.DkitTypeError:
         cast = autocast_args(fw, input, boxes)  # Note [Autocast] in dkit/_ops/__init__.py
         if cast is None:
@@ -156,7 +158,8 @@ def argmax_dtype(fw, input):
     return "float32" if fw.dtype_name(input) in _SIXTEEN_BIT else None
 
 
-def _forward(ctx, fw, input, rois, ph, pw, spatial_scale, sampling_ratio, mode, aligned):
+def _pooled(fw, input, rois, ph, pw, spatial_scale, sampling_ratio, mode, aligned):
+    """(output, argmax_y, argmax_x): the forward kernel's results; the argmax are None in avg mode."""
     # Ranks and widths are checked by the core, which names the parameter; here K and C only
     # need to exist.
     try:
@@ -166,39 +169,57 @@ def _forward(ctx, fw, input, rois, ph, pw, spatial_scale, sampling_ratio, mode, 
     out = fw.new_empty(input, shape)
     if mode:  # avg
         _forward_kernel(input, rois, out, None, None, ph, pw, spatial_scale, sampling_ratio, mode, aligned)
-        if ctx is None:
-            return out
-        ctx.save_for_backward(rois)
-    else:
-        adtype = argmax_dtype(fw, input)
-        argmax_y = fw.empty(input, shape, adtype)
-        argmax_x = fw.empty(input, shape, adtype)
-        _forward_kernel(input, rois, out, argmax_y, argmax_x, ph, pw, spatial_scale, sampling_ratio, mode, aligned)
-        if ctx is None:
-            return out
-        ctx.save_for_backward(rois, argmax_y, argmax_x)
-    ctx.dkit_args = (input.shape, ph, pw, spatial_scale, sampling_ratio, mode, aligned)
-    return out
+        return out, None, None
+    adtype = argmax_dtype(fw, input)
+    argmax_y = fw.empty(input, shape, adtype)
+    argmax_x = fw.empty(input, shape, adtype)
+    _forward_kernel(input, rois, out, argmax_y, argmax_x, ph, pw, spatial_scale, sampling_ratio, mode, aligned)
+    return out, argmax_y, argmax_x
 
 
-def _backward(ctx, fw, grad_output):
+def _forward(fw, input, rois, ph, pw, spatial_scale, sampling_ratio, mode, aligned):
+    """The differentiable forward: (output, argmax_y, argmax_x), the argmax empty in avg mode
+    (a torch op returns tensors only, Note [dkit ops under torch.compile])."""
+    out, argmax_y, argmax_x = _pooled(fw, input, rois, ph, pw, spatial_scale, sampling_ratio, mode, aligned)
+    if argmax_y is None:
+        argmax_y, argmax_x = fw.empty(input, (0,), None), fw.empty(input, (0,), None)
+    return out, argmax_y, argmax_x
+
+
+def _saved(args, results):
+    """What the backward reads: the rois, the argmax, the input's shape (not the input: its
+    memory is freed as soon as nothing else needs it) and the scalars."""
+    input, rois, ph, pw, spatial_scale, sampling_ratio, mode, aligned = args
+    _, argmax_y, argmax_x = results
+    return rois, argmax_y, argmax_x, tuple(input.shape), ph, pw, spatial_scale, sampling_ratio, mode, aligned
+
+
+def _backward(fw, grad_output, rois, argmax_y, argmax_x, input_shape, ph, pw, spatial_scale, sampling_ratio, mode,
+              aligned):  # fmt: skip
     """Gradient with respect to input only; boxes get None, as in torchvision and MMCV."""
-    input_shape, ph, pw, spatial_scale, sampling_ratio, mode, aligned = ctx.dkit_args
-    saved = ctx.saved_tensors
     # The core overwrites all of grad_input (ops/roi_align.h), so no zeroing; grad_output may
     # have any strides (e.g. the expanded ones of .sum().backward()).
-    grad_input = fw.new_empty(grad_output, input_shape)
-    if mode:
+    grad_input = fw.new_empty(grad_output, tuple(input_shape))
+    if mode:  # avg reads no argmax
         argmax_y = argmax_x = None
-    else:
-        argmax_y, argmax_x = saved[1], saved[2]
     _backward_kernel(
-        grad_output, saved[0], argmax_y, argmax_x, grad_input, ph, pw, spatial_scale, sampling_ratio, mode, aligned
+        grad_output, rois, argmax_y, argmax_x, grad_input, ph, pw, spatial_scale, sampling_ratio, mode, aligned
     )
     return (grad_input,)
 
 
-ROI_ALIGN = Differentiable(OP, "RoIAlign", _forward, _backward)
+ROI_ALIGN = Differentiable(
+    OP,
+    "RoIAlign",
+    forward=_forward,
+    saved=_saved,
+    backward=_backward,
+    results=1,
+    forward_schema="(Tensor input, Tensor rois, int ph, int pw, float spatial_scale, int sampling_ratio, int mode, "
+    "bool aligned) -> (Tensor, Tensor, Tensor)",
+    backward_schema="(Tensor grad_output, Tensor rois, Tensor argmax_y, Tensor argmax_x, SymInt[] input_shape, int ph, "
+    "int pw, float spatial_scale, int sampling_ratio, int mode, bool aligned) -> Tensor",
+)
 
 
 # ------------------------------------------------------------------------------------------

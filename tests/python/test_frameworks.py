@@ -182,21 +182,28 @@ def test_torch_wants_grad():
         assert not fw.wants_grad(leaf)
 
 
-def _double_forward(ctx, fw, x, factor):
+def _double_forward(fw, x, factor):
     out = fw.new_empty(x, x.shape)
     _np(out)[...] = _np(x) * factor
-    if ctx is not None:
-        ctx.dkit_factor = factor
-    return out
+    return (out,)
 
 
-def _double_backward(ctx, fw, grad):
+def _double_backward(fw, grad, factor):
     g = fw.new_empty(grad, grad.shape)
-    _np(g)[...] = _np(grad) * ctx.dkit_factor
+    _np(g)[...] = _np(grad) * factor
     return (g,)
 
 
-SCALE = Differentiable("scale", "Scale", _double_forward, _double_backward)
+SCALE = Differentiable(
+    "scale",
+    "Scale",
+    forward=_double_forward,
+    saved=lambda args, results: (args[1],),
+    backward=_double_backward,
+    results=1,
+    forward_schema="(Tensor x, float factor) -> Tensor",
+    backward_schema="(Tensor grad, float factor) -> Tensor",
+)
 
 
 def test_torch_apply_builds_one_function_per_op():
@@ -219,13 +226,6 @@ def test_torch_apply_builds_one_function_per_op():
 # roi_align's rules, the same in every framework
 
 
-class _RecordingCtx:
-    """Stands in for an autograd context: what the op's forward saves, for its backward."""
-
-    def save_for_backward(self, *tensors):
-        self.saved_tensors = tensors
-
-
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
 def test_argmax_dtype_rule_in_every_framework(name, dtype):
     if dtype == "bfloat16" and name != "torch":
@@ -238,10 +238,11 @@ def test_argmax_dtype_rule_in_every_framework(name, dtype):
         rt = fw.as_tensor(_make(name, rois), "boxes", "test")
     want = "float32" if dtype in ("float16", "bfloat16") else dtype
     assert roi_mod.argmax_dtype(fw, xt) == (None if want == dtype else want)
-    ctx = _RecordingCtx()
-    out = roi_mod.ROI_ALIGN.forward(ctx, fw, xt, rt, 2, 3, 1.0, 2, 0, True)
+    args = (xt, rt, 2, 3, 1.0, 2, 0, True)
+    results = roi_mod.ROI_ALIGN.forward(fw, *args)
+    out = results[0]
     assert fw.dtype_name(out) == dtype and tuple(out.shape) == (3, 3, 2, 3)
-    rois_saved, argmax_y, argmax_x = ctx.saved_tensors
+    rois_saved, argmax_y, argmax_x = roi_mod.ROI_ALIGN.saved(args, results)[:3]
     assert fw.dtype_name(argmax_y) == fw.dtype_name(argmax_x) == want
     assert tuple(argmax_y.shape) == tuple(out.shape)
     # with torch, the same in what autograd keeps for backward
@@ -256,10 +257,11 @@ def test_the_declared_backward_serves_numpy_too():
     x, rois = _case(np.float64)
     g = np.random.default_rng(1).standard_normal((3, 3, 2, 2))
     for mode in (1, 0):
-        ctx = _RecordingCtx()
         fw = _fw("numpy")
-        out = roi_mod.ROI_ALIGN.forward(ctx, fw, x, rois, 2, 2, 0.5, 0, mode, False)
-        (grad,) = roi_mod.ROI_ALIGN.backward(ctx, fw, g)
+        args = (x, rois, 2, 2, 0.5, 0, mode, False)
+        results = roi_mod.ROI_ALIGN.forward(fw, *args)
+        out = results[0]
+        (grad,) = roi_mod.ROI_ALIGN.backward(fw, g, *roi_mod.ROI_ALIGN.saved(args, results))
         xt = torch.from_numpy(x).requires_grad_()
         yt = dkit.ops.roi_align(xt, torch.from_numpy(rois), 2, 0.5, 0, ("max", "avg")[mode], False)
         yt.backward(torch.from_numpy(g))

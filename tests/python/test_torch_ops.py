@@ -299,8 +299,16 @@ def test_gradcheck_through_the_torch_op_and_script():
     x, rois = _feature(dtype=torch.float64, grad=True)
     for mode in ("avg", "max"):
         assert torch.autograd.gradcheck(lambda z: torch.ops.dkit.roi_align(z, rois, [2, 2], 1.0, 1, mode, True), (x,))
+    # through the torch op, autograd records the forward op, whose backward is the backward op
+    # (Note [dkit ops under torch.compile] in dkit/_torch_library.py); eagerly, dkit's own Function
     y = torch.ops.dkit.roi_align(x, rois, [2, 2])
-    assert type(y.grad_fn).__name__ == "RoIAlignFunctionBackward"
+    assert type(y.grad_fn).__name__ == "RoIAlignOpFunctionBackward"
+    assert type(dkit.ops.roi_align(x, rois, 2).grad_fn).__name__ == "RoIAlignFunctionBackward"
+    z = torch.ops.dkit._roi_align_forward(x, rois, 2, 2, 1.0, 1, 1, True)
+    assert [t.requires_grad for t in z] == [True, False, False]  # the argmax are not differentiable
+    (g,) = torch.autograd.grad(z[0].sum(), x)
+    (h,) = torch.autograd.grad(dkit.ops.roi_align(x, rois, 2, 1.0, 1).sum(), x)
+    assert torch.equal(g, h)
     scripted = torch.jit.script(dk_tv.roi_align)
     assert torch.autograd.gradcheck(lambda z: scripted(z, rois, 2, 1.0, 1), (x,))  # torchvision's test_backward
     module = torch.jit.script(dkit.nn.RoIAlign(2, 1.0, 1, "max"))

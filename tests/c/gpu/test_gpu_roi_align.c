@@ -51,7 +51,20 @@ static dkk_tensor *like4(dk_dtype dt, int64_t a, int64_t b, int64_t c, int64_t d
     return dkk_new(dt, 4, (int64_t[]){a, b, c, d}, order, gap);
 }
 
-static void set_deterministic(int on) { assert_ok(dk_tunable_set("roi_align.gpu_deterministic", on, NULL)); }
+/* Either way of asking for the deterministic backward (Note [Deterministic kernels] in
+ * dk_determinism.h): the tunable (process-wide), or the calling thread's request, taken in turn. */
+static void set_deterministic(int on)
+{
+    static int turn;
+    if (!on) {
+        assert_ok(dk_tunable_set("roi_align.gpu_deterministic", 0, NULL));
+        dk_set_deterministic(false);
+    } else if (turn++ % 2) {
+        assert_ok(dk_tunable_set("roi_align.gpu_deterministic", 1, NULL));
+    } else {
+        dk_set_deterministic(true);
+    }
+}
 
 /* GPU backward in one mode into a fresh tensor shaped like `like` (filled with garbage first:
  * backward must overwrite every element). */
