@@ -34,7 +34,7 @@ DEB_PKGS  := gcc make libcmocka-dev python3-dev python3-setuptools python3-numpy
              g++ libtorch-dev pybind11-dev python3-venv python3-pip clang libclang-rt-$(CLANG_RT)-dev \
              debootstrap
 
-.PHONY: all lib deps test test-c test-c-asan test-c-tsan test-python test-python-asan test-python-tsan demo bench bench-python bench-box-iou bench-callgrind bench-nms-callgrind vendor-example clean python test-installed test-debian13
+.PHONY: all lib deps test test-c test-c-asan test-c-tsan test-python test-python-asan test-python-tsan demo bench bench-python bench-box-iou bench-callgrind bench-nms-callgrind vendor-example clean python test-installed test-debian13 test-python-noreader
 all: lib
 
 # ---------------------------------------------------------------------------------------------
@@ -108,8 +108,8 @@ test-c-tsan: deps $(addprefix $(BUILD)/tsan/tests/,$(TSAN_TESTS))
 	@set -e; for t in $(TSAN_TESTS); do echo "== tsan $$t"; \
 	  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(BUILD)/tsan/tests/$$t; done
 
-test: deps test-c test-c-asan test-c-tsan fuzz-smoke vendor-example gpu test-python test-python-asan test-python-tsan \
-      test-debian13
+test: deps test-c test-c-asan test-c-tsan fuzz-smoke vendor-example gpu test-python test-python-noreader \
+      test-python-asan test-python-tsan test-debian13
 
 # ---------------------------------------------------------------------------------------------
 # Python
@@ -124,27 +124,39 @@ test-python: python
 	  $(PYTHON) -m pytest -q tests/python $(PYTEST_ARGS); \
 	else echo "no Python tests yet"; fi
 
+# The same suite with dkit._torch_reader not loaded (DKIT_TORCH_READER=0 at run time, Note [torch
+# reader] in csrc/python/dk_pytorch.h): the reader is a shortcut, and no result may depend on
+# it. Its own tests skip and say why.
+test-python-noreader: python
+	DKIT_TORCH_READER=0 $(PYTHON) -m pytest -q -p no:cacheprovider tests/python $(PYTEST_ARGS)
+
 # PYTEST_ARGS: more arguments for pytest (make test-python PYTEST_ARGS="-k autocast -x").
 # dkit as its users install it: `pip install .` into a fresh venv that sees the system's torch
 # and NumPy (no registry: --no-index, and the system's setuptools: --no-build-isolation), then
 # the Python suite from outside the source tree against that copy (DKIT_IMPORT_INSTALLED=1,
 # tests/python/conftest.py). The venv is $(BUILD)/venv, made afresh each time.
+# The GPU backends the Makefile built (make gpu) are installed with it (DKIT_GPU_LIBS, setup.py):
+# INSTALLED_GPU_LIBS names their folder, $(BUILD) by default.
 VENV := $(BUILD)/venv
-test-installed: deps
+INSTALLED_GPU_LIBS ?= $(BUILD)
+test-installed: deps gpu
 	rm -rf $(VENV)
 	$(PYTHON) -m venv --system-site-packages $(VENV)
-	$(VENV)/bin/python -m pip install -q --no-build-isolation --no-deps --no-index .
+	DKIT_GPU_LIBS=$(INSTALLED_GPU_LIBS) $(VENV)/bin/python -m pip install -q --no-build-isolation --no-deps --no-index .
 	cd $(VENV) && DKIT_IMPORT_INSTALLED=1 bin/python -m pytest -q -p no:cacheprovider $(abspath tests/python) $(PYTEST_ARGS)
 
 # ---------------------------------------------------------------------------------------------
 # The current stack: the C tests and the Python suite (against a pip-installed dkit) once more in
 # a Debian 13 root with Python 3.13, torch 2.6, torchvision 0.21, numpy 2.x, setuptools 78 and
 # GCC 14 (Note [The Debian 13 root] in tests/debian13/run.sh). Its objects go to
-# $(BUILD)/debian13. On a Debian 13 host the suites above already ran there.
-test-debian13: deps
+# $(BUILD)/debian13. The root has no nvcc or hipcc: the GPU backends built here (by Debian 12's
+# compilers, against the same core ABI) are installed there, so that the GPU tests without a
+# GPU (loading, registration, errors) run on both stacks. On a Debian 13 host the suites above
+# already ran there.
+test-debian13: deps gpu
 	@if [ "$(HOST_CODENAME)" = trixie ]; then echo "test-debian13: this host is Debian 13, whose suites make test ran"; \
-	else sh tests/debian13/run.sh make --no-print-directory -o deps BUILD=$(BUILD)/debian13 PYTHON=/usr/bin/python3 \
-	  DKIT_WITH_CUDA=0 DKIT_WITH_HIP=0 test-c test-installed; fi
+	else sh tests/debian13/run.sh make --no-print-directory -o deps -o gpu BUILD=$(BUILD)/debian13 PYTHON=/usr/bin/python3 \
+	  DKIT_WITH_CUDA=0 DKIT_WITH_HIP=0 INSTALLED_GPU_LIBS=$(abspath $(BUILD)) test-c test-installed; fi
 
 # ---------------------------------------------------------------------------------------------
 # The Python suite under sanitizers. Each flavour is a package of its own, $(BUILD)/<flavour>-py/dkit:

@@ -65,6 +65,7 @@
  */
 #include "dk_pydlpack.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* PyCapsule_SetName keeps the pointer, so the names must have static storage. */
@@ -276,9 +277,14 @@ static const struct {
 };
 
 /* dkit._torch_reader's function, if that module was built and loads (it refuses a torch other
- * than the one it was built for); silently none otherwise (Note [torch reader]). */
+ * than the one it was built for); silently none otherwise (Note [torch reader]). With
+ * DKIT_TORCH_READER=0 in the environment it is not loaded even where it was built: `make test`
+ * runs the Python suite once that way (test-python-noreader), because correctness must never
+ * depend on the reader. */
 static void dk__torch_reader_load(dk_py_torch *t)
 {
+    const char *env = getenv("DKIT_TORCH_READER");
+    if (env && strcmp(env, "0") == 0) return;
     PyObject *m = PyImport_ImportModule("dkit._torch_reader");
     t->reader_capsule = m ? PyObject_GetAttrString(m, "reader") : NULL;
     Py_XDECREF(m);

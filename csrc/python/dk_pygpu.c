@@ -9,10 +9,10 @@
  * loaded (its runtime, libamdhip64, is not installed here) gives a RuntimeWarning naming it,
  * and dkit goes on without it. DKIT_GPU_BACKENDS=0 loads none.
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* dladdr */
-#endif
-#include "dk_py.h" /* first: Python.h must precede every system header (CPython's rule) */
+/* first: Python.h must precede every system header (CPython's rule); its pyconfig.h defines
+ * _GNU_SOURCE, which dladdr needs (a definition of our own here would clash with CPython
+ * builds whose pyconfig.h defines it to 1) */
+#include "dk_py.h"
 
 #include <dlfcn.h>
 #include <stdio.h>

@@ -78,7 +78,7 @@ def torch_path(request):
     state = _C._torch_reader()
     if request.param == "reader" and state is None:
         if os.environ.get("DKIT_TORCH_READER") == "0":
-            pytest.skip("built with DKIT_TORCH_READER=0")
+            pytest.skip("DKIT_TORCH_READER=0: the reader is not built, or not loaded (make test-python-noreader)")
         headers = os.path.join(os.path.dirname(torch.__file__), "include", "torch", "csrc")
         if os.path.isdir(headers):
             pytest.fail("torch's headers are installed but dkit._torch_reader is not loaded")

@@ -112,3 +112,62 @@ def _include_graph(dirs):
 def test_include_graphs_have_no_circles():
     assert _cycles(_include_graph(CORE_DIRS)) == []
     assert _cycles(_include_graph(("csrc/python",))) == []
+
+
+# ------------------------------------------------------------------------------------------
+# The extension builds against any CPython, not only Debian's
+
+
+def _first_include(path):
+    with open(path, encoding="utf-8") as f:
+        m = re.search(r'^\s*#\s*include\s+([<"][^>"]+[>"])', f.read(), re.M)
+    return m.group(1) if m else None
+
+
+def test_every_extension_source_includes_python_h_first():
+    """CPython's rule: Python.h before any system header (it defines _POSIX_C_SOURCE and friends;
+    a non-Debian build's pyconfig.h refuses a second definition under -Werror). Each .c file's
+    first include is Python.h or one of the extension's headers whose first include leads there."""
+    here = os.path.join(ROOT, "csrc", "python")
+
+    def leads_to_python(inc, seen=()):
+        if inc == "<Python.h>":
+            return True
+        name = inc.strip('"')
+        path = os.path.join(here, name)
+        if not (inc.startswith('"') and os.path.isfile(path)) or name in seen:
+            return False
+        return leads_to_python(_first_include(path), (*seen, name))
+
+    sources = sorted(glob.glob(os.path.join(here, "*.c"))) + sorted(glob.glob(os.path.join(here, "*.cpp")))
+    assert sources
+    bad = [os.path.basename(p) for p in sources if not leads_to_python(_first_include(p))]
+    assert bad == [], f"these include something before Python.h: {bad}"
+
+
+def _other_cpythons():
+    """Include folders of CPythons other than the one running (pyenv's builds here), 3.10 on."""
+    found = []
+    for inc in sorted(glob.glob("/root/.pyenv/versions/3.*/include/python3.*")) + sorted(
+        glob.glob(os.path.expanduser("~/.pyenv/versions/3.*/include/python3.*"))
+    ):
+        m = re.search(r"python3\.(\d+)", inc)
+        if m and int(m.group(1)) >= 10 and os.path.isfile(os.path.join(inc, "Python.h")) and inc not in found:
+            found.append(inc)
+    return found
+
+
+@pytest.mark.skipif(not shutil.which("gcc"), reason="needs gcc")
+def test_the_extension_compiles_against_other_cpython_builds():
+    incs = _other_cpythons()
+    if not incs:
+        pytest.skip("no other CPython build's headers here (pyenv's)")
+    sources = sorted(glob.glob(os.path.join(ROOT, "csrc", "python", "*.c")))
+    # setup.py's flags (EXT_CFLAGS), and the Makefile's sanitizer builds' (-D_GNU_SOURCE)
+    flags = ["-std=c11", "-O2", "-fopenmp", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter"]
+    flags += ["-I" + os.path.join(ROOT, d) for d in ("csrc/common", "csrc/cpu", "ops", "csrc/python")]
+    for inc in incs:
+        for extra in ([], ["-D_GNU_SOURCE"]):
+            cmd = ["gcc", *flags, *extra, "-I" + inc, "-fsyntax-only", *sources]
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            assert r.returncode == 0, f"against {inc} {extra}:\n{r.stderr[-3000:]}"
