@@ -34,7 +34,7 @@ DEB_PKGS  := gcc make libcmocka-dev python3-dev python3-setuptools python3-numpy
              g++ libtorch-dev pybind11-dev python3-venv python3-pip clang libclang-rt-$(CLANG_RT)-dev \
              debootstrap
 
-.PHONY: all lib deps test test-c test-c-asan test-c-tsan test-python test-python-asan test-python-tsan demo bench bench-python bench-box-iou bench-callgrind bench-nms-callgrind vendor-example clean python test-installed test-debian13 test-python-noreader
+.PHONY: all lib deps test test-c test-c-asan test-c-tsan test-python test-python-asan test-python-tsan demo bench bench-python bench-box-iou bench-callgrind bench-nms-callgrind vendor-example clean python test-installed test-debian13 test-python-noreader gpu-check gpu-bundle
 all: lib
 
 # ---------------------------------------------------------------------------------------------
@@ -225,6 +225,19 @@ test-python-tsan: python $(BUILD)/tsan-py/.ready
 	cd $(BUILD)/tsan-py && DKIT_TEST_PACKAGE_ROOT=$(abspath $(BUILD)/tsan-py) LD_PRELOAD="$(TSAN_RT)" \
 	  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:die_after_fork=0 \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider -m threads $(abspath tests/python)
+
+# ---------------------------------------------------------------------------------------------
+# The whole GPU check on a machine with an NVIDIA GPU and no registry (tests/gpu-check.sh says
+# what it runs; its logs go to build/gpu-check, or DKIT_GPU_LOGS). Such a machine has no cmocka:
+# `make gpu-bundle`, on this Debian machine, fetches Debian's cmocka packages into
+# build/gpu-bundle, which the GPU machine receives with the checkout and unpacks.
+gpu-check:
+	bash tests/gpu-check.sh
+
+gpu-bundle:
+	@mkdir -p $(BUILD)/gpu-bundle
+	cd $(BUILD)/gpu-bundle && rm -f *.deb && apt-get download libcmocka0 libcmocka-dev
+	@ls -l $(BUILD)/gpu-bundle
 
 # ---------------------------------------------------------------------------------------------
 # The main demo is the detection-style workload in Python; the C tour of the dispatcher follows.

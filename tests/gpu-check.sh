@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# tests/gpu-check.sh — the whole GPU check, in one run, on a machine with an NVIDIA GPU (`make
+# gpu-check`). Written for a machine like the one ../shared/GPU-MACHINE.md describes: CUDA's
+# nvcc, a Python (venv) with a CUDA torch and torchvision, and neither Debian packages nor a
+# package registry. Each step writes its log to $DKIT_GPU_LOGS (default build/gpu-check) and a
+# line to summary.txt there; the run goes on after a failed step, so that one call of a scarce
+# machine reports everything, and exits non-zero if any step failed.
+#
+#   0. env          the GPU, nvcc, the Python stack
+#   1. cmocka       the C tests' framework: the system's, or Debian's packages unpacked from
+#                   $DKIT_GPU_BUNDLE (default build/gpu-bundle; `make gpu-bundle` fetches them on a
+#                   Debian machine, and the GPU machine receives that folder with the checkout;
+#                   DKIT_GPU_CMOCKA=bundle uses them even where the system has cmocka)
+#   2. build        libdkit, the CUDA backend (sm_80, sm_90 + PTX), the GPU tests, bench_gpu
+#   3. test-gpu     every C GPU test on the device, against the CPU kernels, one by one
+#   4. sanitizer    compute-sanitizer memcheck on two of them
+#   5. python       the extension with the torch reader (again without it if that build fails,
+#                   so that the later steps still run; the failure stays reported)
+#   6. gpu-python   tests/python/test_gpu_python.py and test_gpu_backends.py, with
+#                   DKIT_EXPECT_GPU=1: CUDA cases that skip are a failure here
+#   7. suite        the whole Python suite on this torch
+#   8. bench-gpu    bench/bench_gpu.py: dkit against torchvision's CUDA ops, same process
+#
+# Usage: bash tests/gpu-check.sh   (PYTHON=python3 and JOBS=$(nproc) by default)
+set -u
+cd "$(dirname "$0")/.."
+
+LOGS=${DKIT_GPU_LOGS:-build/gpu-check}
+BUNDLE=${DKIT_GPU_BUNDLE:-build/gpu-bundle}
+PYTHON=${PYTHON:-python3}
+JOBS=${JOBS:-$(nproc)}
+mkdir -p "$LOGS"
+LOGS=$(cd "$LOGS" && pwd)
+SUMMARY=$LOGS/summary.txt
+: >"$SUMMARY"
+failed=0
+MAKE_GPU=(make --no-print-directory -o deps -o gpu DKIT_WITH_HIP=0 DKIT_WITH_CUDA=1 "PYTHON=$PYTHON")
+
+# step NAME COMMAND...: runs COMMAND with its output in NAME.log, and records the outcome.
+step() {
+    local name=$1 start rc
+    shift
+    start=$(date +%s)
+    "$@" >"$LOGS/$name.log" 2>&1
+    rc=$?
+    printf '%-11s %s (%d s)\n' "$name" "$([ $rc = 0 ] && echo ok || echo "FAILED, rc $rc")" $(($(date +%s) - start)) |
+        tee -a "$SUMMARY"
+    [ $rc = 0 ] || failed=1
+    return $rc
+}
+
+environment() {
+    date -u
+    nvidia-smi || echo "nvidia-smi: not found"
+    "${NVCC:-/usr/local/cuda/bin/nvcc}" --version
+    gcc --version | head -1
+    "$PYTHON" -c 'import sys, torch, torchvision; print(sys.version); print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else ""); print("torchvision", torchvision.__version__)'
+}
+
+# cmocka: found by the compiler, or unpacked from the bundle's .deb files.
+cmocka() {
+    # DKIT_GPU_CMOCKA=bundle: the bundle's even where the system has cmocka (to test this step)
+    if [ "${DKIT_GPU_CMOCKA:-}" != bundle ] && echo '#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+int main(void) { return 0; }' | gcc -x c - -o /dev/null -lcmocka 2>/dev/null; then
+        echo "cmocka: the system's"
+        return 0
+    fi
+    ls "$BUNDLE"/libcmocka*.deb >/dev/null 2>&1 || {
+        echo "no cmocka here and no .deb files in $BUNDLE: run 'make gpu-bundle' on a Debian machine and bring $BUNDLE"
+        return 1
+    }
+    local dir=$PWD/build/gpu-deps
+    rm -rf "$dir" && mkdir -p "$dir"
+    for deb in "$BUNDLE"/libcmocka*.deb; do
+        if command -v dpkg >/dev/null 2>&1; then
+            dpkg -x "$deb" "$dir"
+        else # a .deb is an ar archive holding data.tar.*
+            (cd "$dir" && ar x "$OLDPWD/$deb" && tar xf data.tar.* && rm -f data.tar.* control.tar.* debian-binary)
+        fi
+    done
+    echo "cmocka: unpacked from $BUNDLE into $dir"
+}
+
+build() {
+    local tests
+    tests=$(ls tests/c/gpu/test_*.c | sed 's|tests/c/gpu/\(.*\)\.c|build/tests/gpu/\1|')
+    "${MAKE_GPU[@]}" -j"$JOBS" gpu-libs build/bench_gpu $tests
+}
+
+test_gpu() {
+    local rc=0 t out=$LOGS/.test-gpu.out
+    for t in build/tests/gpu/test_gpu_*; do
+        echo "== $t"
+        DK_TEST_GPU_LIB=$PWD/build/libdkit_cuda.so DK_TEST_GPU_TYPE=cuda "$t" >"$out" 2>&1 || rc=1
+        cat "$out"
+        if grep -q '^SKIPPED' "$out"; then # no GPU or no library: a failure on a GPU machine
+            echo "$t skipped on a GPU machine"
+            rc=1
+        fi
+    done
+    rm -f "$out"
+    return $rc
+}
+
+sanitizer() {
+    local cs=${COMPUTE_SANITIZER:-/usr/local/cuda/bin/compute-sanitizer} rc=0 t
+    [ -x "$cs" ] || cs=$(command -v compute-sanitizer) || {
+        echo "compute-sanitizer: not found"
+        return 1
+    }
+    for t in test_gpu_nms test_gpu_roi_align; do
+        echo "== compute-sanitizer --tool memcheck $t"
+        DK_TEST_GPU_LIB=$PWD/build/libdkit_cuda.so DK_TEST_GPU_TYPE=cuda \
+            "$cs" --tool memcheck --error-exitcode 3 "build/tests/gpu/$t" || rc=1
+    done
+    return $rc
+}
+
+python_build() {
+    if DKIT_CORE_OBJECTS=build/obj DKIT_GPU_LIBS=build "$PYTHON" setup.py build_ext --inplace; then
+        return 0
+    fi
+    echo "== the build with the torch reader failed (above); building without it so that the later steps run"
+    DKIT_TORCH_READER=0 DKIT_CORE_OBJECTS=build/obj DKIT_GPU_LIBS=build "$PYTHON" setup.py build_ext --inplace
+    return 1
+}
+
+step env environment
+step cmocka cmocka
+if [ -d build/gpu-deps/usr ]; then
+    export C_INCLUDE_PATH=$PWD/build/gpu-deps/usr/include${C_INCLUDE_PATH:+:$C_INCLUDE_PATH}
+    export LIBRARY_PATH=$PWD/build/gpu-deps/usr/lib/x86_64-linux-gnu${LIBRARY_PATH:+:$LIBRARY_PATH}
+    export LD_LIBRARY_PATH=$PWD/build/gpu-deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
+if step build build; then
+    step test-gpu test_gpu
+    step sanitizer sanitizer
+fi
+step python python_build
+step gpu-python env DKIT_EXPECT_GPU=1 "$PYTHON" -m pytest -q -rs -p no:cacheprovider \
+    tests/python/test_gpu_python.py tests/python/test_gpu_backends.py
+step suite "$PYTHON" -m pytest -q -rs -p no:cacheprovider tests/python
+step bench-gpu "$PYTHON" bench/bench_gpu.py --build build
+echo "logs: $LOGS" | tee -a "$SUMMARY"
+exit $failed

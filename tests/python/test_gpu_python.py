@@ -1,0 +1,326 @@
+"""dkit's ops on torch's GPU tensors, as training code calls them (`make gpu-check` runs this on a
+GPU machine): autograd through every differentiable op, torch's current stream and a side
+stream, torch.use_deterministic_algorithms, TorchScript of the compat modules, autocast, errors
+for tensors on two devices.
+
+Every test takes a `device`: "cuda" where torch has a CUDA (or ROCm) device and dkit's GPU
+backend is available, and also "cpu", so that the checks themselves run in every `make test`
+and cannot rot where no GPU is. The references are torchvision's ops on the same device and
+dkit's CPU kernels; nothing here is a timing."""
+
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch")
+torchvision = pytest.importorskip("torchvision")
+
+import dkit  # noqa: E402
+from dkit import _C  # noqa: E402
+from dkit.compat import mmcv as M  # noqa: E402
+from dkit.compat import torchvision as T  # noqa: E402
+
+
+def _cuda_reason():
+    """Why the CUDA cases do not run here, or None when they do."""
+    if not torch.cuda.is_available():
+        return "torch has no CUDA device here"
+    backend = {b.name: b for b in dkit.backends()}.get("cuda") or {b.name: b for b in dkit.backends()}.get("hip")
+    if backend is None:
+        return "dkit was built without a GPU backend (make gpu)"
+    if not backend.available:
+        return f"dkit's {backend.name} backend is unavailable: {backend.reason}"
+    return None
+
+
+CUDA_REASON = _cuda_reason()
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(CUDA_REASON is not None, reason=str(CUDA_REASON)))]
+cuda_only = pytest.mark.skipif(CUDA_REASON is not None, reason=str(CUDA_REASON))
+
+# Forward and gradient tolerances against a float64 reference, per dtype (the GPU sums in
+# another order than the CPU; 16-bit values round once at the end).
+_TOL = {torch.float32: 1e-4, torch.float64: 1e-10, torch.float16: 1e-2, torch.bfloat16: 6e-2}
+
+
+def _feature(device, dtype=torch.float32, n=2, c=5, h=24, w=28, k=40, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, c, h, w, generator=g, dtype=torch.float64)
+    xy = torch.rand(k, 2, generator=g, dtype=torch.float64) * torch.tensor([w, h]) * 1.6 - 4
+    wh = torch.rand(k, 2, generator=g, dtype=torch.float64) * 20 + 0.5
+    rois = torch.cat([torch.randint(0, n, (k, 1), generator=g).double(), xy, xy + wh], 1)
+    return x.to(device, dtype), rois.to(device, dtype)
+
+
+def _boxes(device, n=500, dtype=torch.float32, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    xy = torch.rand(n, 2, generator=g) * 200
+    boxes = torch.cat([xy, xy + torch.rand(n, 2, generator=g) * 60 + 1], 1)
+    return boxes.to(device, dtype), torch.rand(n, generator=g).to(device, dtype)
+
+
+# ------------------------------------------------------------------------------------------
+# Autograd through every differentiable op (roi_align; inputs that require grad are read
+# through DLPack without a .detach() on a GPU: Note [Inputs that require grad])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("mode", ["avg", "max"])
+def test_roi_align_forward_and_backward(device, dtype, mode):
+    x64, rois64 = _feature("cpu", torch.float64)
+    x = x64.to(device, dtype).requires_grad_()
+    rois = rois64.to(device, dtype)
+    y = dkit.ops.roi_align(x, rois, (3, 4), 0.5, 2, mode, True)
+    assert y.device == x.device and y.dtype == dtype and y.requires_grad
+    g = torch.randn(y.shape, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    (grad,) = torch.autograd.grad(y, x, g.to(device, dtype))
+    # the reference: dkit's float64 CPU kernel on the same (rounded) values
+    xr = x.detach().to("cpu", torch.float64).requires_grad_()
+    yr = dkit.ops.roi_align(xr, rois.to("cpu", torch.float64), (3, 4), 0.5, 2, mode, True)
+    (gr,) = torch.autograd.grad(yr, xr, g.to(torch.float64).to(dtype).double())
+    tol = _TOL[dtype]
+    torch.testing.assert_close(y.double().cpu(), yr.detach(), atol=tol, rtol=tol)
+    torch.testing.assert_close(grad.double().cpu(), gr, atol=8 * tol, rtol=8 * tol)
+    if mode == "avg" and dtype in (torch.float32, torch.float64):  # torchvision on the same device
+        # (its 16-bit kernels compute in 16 bits, and 0.14's CPU has no bfloat16: not a reference)
+        ref = torchvision.ops.roi_align(x.detach(), rois, (3, 4), 0.5, 2, aligned=True)
+        torch.testing.assert_close(y.detach(), ref, atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_gradcheck(device):
+    x, rois = _feature(device, torch.float64, c=2, h=8, w=9, k=5)
+    x.requires_grad_()
+    for mode in ("avg", "max"):
+        assert torch.autograd.gradcheck(lambda z: dkit.ops.roi_align(z, rois, 2, 0.5, 2, mode, False), (x,))
+        assert torch.autograd.gradcheck(lambda z: T.roi_align(z, rois, 2, 0.5, 2) if mode == "avg" else
+                                        M.roi_align(z, rois, 2, 0.5, 2, "max"), (x,))  # fmt: skip
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_training_step(device):
+    """Features from a layer that requires grad, pooled through every entry point, a loss, one
+    SGD step: the gradient reaches the layer's weights."""
+    x, rois = _feature(device)
+    conv = torch.nn.Conv2d(5, 5, 3, padding=1).to(device)
+    heads = [lambda f: dkit.ops.roi_align(f, rois, 7, 0.5, 0), lambda f: T.roi_align(f, rois, 7, 0.5, 2),
+             dkit.nn.RoIAlign(7, 0.5, 2, "max").to(device), T.RoIAlign(7, 0.5, 2).to(device)]  # fmt: skip
+    for head in heads:
+        conv.zero_grad()
+        if isinstance(head, torch.nn.Module):
+            loss = head(conv(x), rois).square().mean()
+        else:
+            loss = head(conv(x)).square().mean()
+        loss.backward()
+        assert conv.weight.grad is not None and torch.isfinite(conv.weight.grad).all()
+        assert conv.weight.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_every_op_takes_inputs_that_require_grad(device):
+    boxes, scores = _boxes(device)
+    b, s = boxes.clone().requires_grad_(), scores.clone().requires_grad_()
+    with torch.no_grad():
+        expect = dkit.ops.nms(boxes, scores, 0.5)
+    assert torch.equal(dkit.ops.nms(b, s, 0.5), expect)
+    assert torch.equal(T.nms(b, s, 0.5), expect)
+    assert torch.equal(dkit.ops.batched_nms(b, s, (scores * 4).long(), 0.5), T.batched_nms(boxes, scores, (scores * 4).long(), 0.5))
+    dets, inds = dkit.ops.soft_nms(b, s)
+    assert dets.shape[1] == 5 and dets.shape[0] == inds.shape[0]
+    with torch.no_grad():
+        assert torch.equal(dkit.ops.box_iou(b, b[:9]), dkit.ops.box_iou(boxes, boxes[:9]))
+    # box overlaps have no backward (Note [No backward] in dkit/_ops/box_iou.py): refused in grad mode
+    with pytest.raises(_C.DkitNotImplementedError, match="no gradient of box overlaps"):
+        dkit.ops.box_iou(b, b[:9])
+
+
+# ------------------------------------------------------------------------------------------
+# Results on the GPU are the CPU kernels' (and torchvision's)
+
+
+@cuda_only
+def test_gpu_results_match_the_cpu_and_torchvision():
+    boxes, scores = _boxes("cuda", n=3000)
+    idxs = (scores * 7).long()
+    cpu = (boxes.cpu(), scores.cpu())
+    assert torch.equal(dkit.ops.nms(boxes, scores, 0.5).cpu(), dkit.ops.nms(*cpu, 0.5))
+    assert torch.equal(dkit.ops.nms(boxes, scores, 0.5), torchvision.ops.nms(boxes, scores, 0.5))
+    assert torch.equal(dkit.ops.batched_nms(boxes, scores, idxs, 0.5), torchvision.ops.batched_nms(boxes, scores, idxs, 0.5))
+    for name in ("box_iou", "generalized_box_iou", "distance_box_iou"):
+        got = getattr(dkit.ops, name)(boxes, boxes[:700])
+        assert torch.equal(got.cpu(), getattr(dkit.ops, name)(cpu[0], cpu[0][:700])), name
+        torch.testing.assert_close(got, getattr(torchvision.ops, name)(boxes, boxes[:700]), atol=1e-6, rtol=1e-6)
+    dets, inds = dkit.ops.soft_nms(boxes, scores, method="gaussian")
+    cdets, cinds = dkit.ops.soft_nms(*cpu, method="gaussian")
+    assert torch.equal(inds.cpu(), cinds)
+    torch.testing.assert_close(dets.cpu(), cdets, atol=1e-5, rtol=1e-5)
+    rb = torch.cat([(boxes[:, :2] + boxes[:, 2:]) / 2, boxes[:, 2:] - boxes[:, :2], scores[:, None]], 1)
+    assert torch.equal(dkit.ops.nms_rotated(rb, scores, 0.5).cpu(), dkit.ops.nms_rotated(rb.cpu(), cpu[1], 0.5))
+
+
+# ------------------------------------------------------------------------------------------
+# Streams: dkit runs on torch's current stream, as a torch op would
+
+
+@cuda_only
+def test_kernels_run_on_torchs_current_stream():
+    """On a side stream, the input is written after a long sleep; dkit's kernel, called on that
+    stream, must see the written values. Run on any other stream, it would read them before they
+    are written."""
+    x, rois = _feature("cuda")
+    side = torch.cuda.Stream()
+    expect = dkit.ops.roi_align(x, rois, 3, 0.5, 2)
+    target = torch.zeros_like(x)
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(200_000_000)  # about 0.1 s of GPU cycles
+        target.copy_(x)
+        got = dkit.ops.roi_align(target, rois, 3, 0.5, 2)
+        keep = dkit.ops.nms(rois[:, 1:], rois[:, 0], 0.5)
+    side.synchronize()
+    assert torch.equal(got, expect)
+    assert torch.equal(keep, dkit.ops.nms(rois[:, 1:], rois[:, 0], 0.5))
+    # the default stream again, after the side stream's work
+    torch.cuda.current_stream().wait_stream(side)
+    assert torch.equal(dkit.ops.roi_align(target, rois, 3, 0.5, 2), expect)
+
+
+@cuda_only
+def test_backward_runs_on_the_streams_autograd_uses():
+    x, rois = _feature("cuda")
+    x.requires_grad_()
+    side = torch.cuda.Stream()
+    (expect,) = torch.autograd.grad(dkit.ops.roi_align(x, rois, 3, 0.5, 2).sum(), x)
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(100_000_000)
+        y = dkit.ops.roi_align(x * 1.0, rois, 3, 0.5, 2)
+        (got,) = torch.autograd.grad(y.sum(), x)
+    side.synchronize()
+    torch.testing.assert_close(got, expect, atol=1e-5, rtol=1e-5)
+
+
+# ------------------------------------------------------------------------------------------
+# torch.use_deterministic_algorithms (Note [Deterministic kernels] in csrc/common/dk_determinism.h)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_use_deterministic_algorithms_gives_the_same_bits(device):
+    # many overlapping boxes on a small map: every input element gets many atomic additions
+    x, rois = _feature(device, c=8, h=16, w=16, k=600)
+    x.requires_grad_()
+    g = torch.randn(600, 8, 7, 7, generator=torch.Generator().manual_seed(5)).to(device)
+
+    def grad():
+        (r,) = torch.autograd.grad(dkit.ops.roi_align(x, rois, 7, 0.5, 2), x, g)
+        return r
+
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        runs = [grad() for _ in range(3)]
+        op_runs = [torch.autograd.grad(T.roi_align(x, rois, 7, 0.5, 2, aligned=True), x, g)[0] for _ in range(2)]
+    finally:
+        torch.use_deterministic_algorithms(before)
+    assert all(torch.equal(r, runs[0]) for r in runs[1:])
+    assert torch.equal(op_runs[0], op_runs[1])
+    assert not _C.set_deterministic(False)  # the request ended with the backward
+    torch.testing.assert_close(grad(), runs[0], atol=1e-4, rtol=1e-4)  # the default: same values
+
+
+# ------------------------------------------------------------------------------------------
+# TorchScript, autocast, torch.compile
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_scripted_compat_modules(device):
+    x, rois = _feature(device)
+    boxes, scores = _boxes(device)
+    for eager in (T.RoIAlign((3, 4), 0.5, 2, aligned=True), M.RoIAlign(3, 0.5, 2), dkit.nn.RoIAlign(3, 0.5, 2, "max")):
+        scripted = torch.jit.script(eager)
+        assert torch.equal(scripted(x, rois), eager(x, rois))
+    scripted_nms = torch.jit.script(T.nms)
+    assert torch.equal(scripted_nms(boxes, scores, 0.5), T.nms(boxes, scores, 0.5))
+    xg = x.clone().requires_grad_()
+    layer = torch.jit.script(T.RoIAlign(3, 0.5, 2, aligned=True))
+    (g1,) = torch.autograd.grad(layer(xg, rois).sum(), xg)
+    (g2,) = torch.autograd.grad(T.roi_align(xg, rois, 3, 0.5, 2, aligned=True).sum(), xg)
+    torch.testing.assert_close(g1, g2, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("which", ["input", "boxes"])
+def test_autocast_as_torchvision(device, which):
+    """torchvision's TestRoIAlign.test_autocast: float16 (CUDA) or bfloat16 (CPU) features with
+    float32 boxes, or the reverse, under torch.autocast; the result in the features' dtype."""
+    dtype = torch.float16 if device == "cuda" else torch.bfloat16
+    x, rois = _feature(device)
+    if which == "input":
+        x = x.to(dtype)
+    else:
+        rois = rois.to(dtype)
+    with torch.autocast(device, dtype=dtype):
+        got = dkit.ops.roi_align(x, rois, 5, 0.5, 2)
+        compat = T.roi_align(x, rois, 5, 0.5, 2, aligned=True)
+        keep = dkit.ops.nms(rois[:, 1:], rois[:, 0].float(), 0.5)
+    expect = torchvision.ops.roi_align(x.float(), rois.float(), 5, 0.5, 2, aligned=True).to(x.dtype)
+    tol = _TOL[dtype]
+    for y in (got, compat):
+        assert y.dtype == x.dtype
+        torch.testing.assert_close(y, expect, atol=tol, rtol=tol)
+    assert torch.equal(keep, torchvision.ops.nms(rois[:, 1:].float(), rois[:, 0].float(), 0.5))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_compile(device):
+    if not hasattr(getattr(torch, "compiler", None), "substitute_in_graph"):
+        pytest.skip("torch.compile with dkit ops needs torch >= 2.5")
+    from torch import _dynamo
+
+    _dynamo.reset()
+    x, rois = _feature(device)
+    x.requires_grad_()
+    f = lambda x, r: T.roi_align(x, r, 5, 0.5, 2, aligned=True).relu()  # noqa: E731
+    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
+    y, ref = compiled(x, rois), f(x, rois)
+    assert torch.equal(y, ref)
+    assert torch.equal(torch.autograd.grad(y.sum(), x)[0], torch.autograd.grad(ref.sum(), x)[0])
+    _dynamo.reset()
+
+
+# ------------------------------------------------------------------------------------------
+# Errors
+
+
+@cuda_only
+def test_tensors_on_two_devices_are_refused_naming_both():
+    x, rois = _feature("cuda")
+    boxes, scores = _boxes("cuda")
+    for call, names in (
+        (lambda: dkit.ops.roi_align(x, rois.cpu(), 2), ("input", "rois")),
+        (lambda: T.roi_align(x, rois.cpu(), 2), ("input", "rois")),
+        (lambda: dkit.ops.nms(boxes, scores.cpu(), 0.5), ("boxes", "scores")),
+        (lambda: dkit.ops.box_iou(boxes, boxes.cpu()), ("boxes1", "boxes2")),
+    ):
+        with pytest.raises(_C.DkitError) as e:
+            call()
+        message = str(e.value)
+        assert all(n in message for n in names) and "cuda" in message and "cpu" in message, message
+    if torch.cuda.device_count() > 1:
+        with pytest.raises(_C.DkitError, match="cuda"):
+            dkit.ops.roi_align(x, rois.to("cuda:1"), 2)
+
+
+@cuda_only
+def test_big_inputs_and_no_boxes():
+    x, rois = _feature("cuda", c=64, h=100, w=136, k=0)
+    y = dkit.ops.roi_align(x.requires_grad_(), rois, 7, 0.125, 2)
+    assert y.shape == (0, 64, 7, 7)
+    (g,) = torch.autograd.grad(y.sum(), x)
+    assert torch.count_nonzero(g) == 0
+    assert dkit.ops.nms(torch.zeros(0, 4, device="cuda"), torch.zeros(0, device="cuda"), 0.5).shape == (0,)
+
+
+def test_the_gpu_cases_run_where_a_gpu_is():
+    """On a machine with CUDA, these tests must not skip their CUDA cases quietly: a GPU that
+    dkit cannot use is a failure there (DKIT_EXPECT_GPU=1, which `make gpu-check` sets)."""
+    if os.environ.get("DKIT_EXPECT_GPU") == "1":
+        assert CUDA_REASON is None, CUDA_REASON
