@@ -121,29 +121,34 @@ python: deps lib gpu
 
 test-python: python
 	@if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then \
-	  $(PYTHON) -m pytest -q tests/python $(PYTEST_ARGS); \
+	  $(PYTHON) -m pytest -q -rs tests/python $(PYTEST_ARGS); \
 	else echo "no Python tests yet"; fi
 
-# The same suite with dkit._torch_reader not loaded (DKIT_TORCH_READER=0 at run time, Note [torch
-# reader] in csrc/python/dk_pytorch.h): the reader is a shortcut, and no result may depend on
-# it. Its own tests skip and say why.
-test-python-noreader: python
-	DKIT_TORCH_READER=0 $(PYTHON) -m pytest -q -p no:cacheprovider tests/python $(PYTEST_ARGS)
+# The suite once more, against the copy `pip install .` makes (test-installed, below), with
+# dkit._torch_reader not loaded (DKIT_TORCH_READER=0 at run time, Note [torch reader] in
+# csrc/python/dk_pytorch.h): the reader is a shortcut, and no result may depend on it. Its own
+# tests skip and say why.
+test-python-noreader:
+	@$(MAKE) --no-print-directory test-installed INSTALLED_ENV=DKIT_TORCH_READER=0
 
-# PYTEST_ARGS: more arguments for pytest (make test-python PYTEST_ARGS="-k autocast -x").
+# PYTEST_ARGS: more arguments for pytest (make test-python PYTEST_ARGS="-k autocast -x"). Every suite
+# runs with -rs, so that the log lists each skip and its reason, stack by stack.
 # dkit as its users install it: `pip install .` into a fresh venv that sees the system's torch
 # and NumPy (no registry: --no-index, and the system's setuptools: --no-build-isolation), then
 # the Python suite from outside the source tree against that copy (DKIT_IMPORT_INSTALLED=1,
 # tests/python/conftest.py). The venv is $(BUILD)/venv, made afresh each time.
 # The GPU backends the Makefile built (make gpu) are installed with it (DKIT_GPU_LIBS, setup.py):
 # INSTALLED_GPU_LIBS names their folder, $(BUILD) by default.
+# INSTALLED_ENV: environment for the suite's run (test-python-noreader sets one).
 VENV := $(BUILD)/venv
 INSTALLED_GPU_LIBS ?= $(BUILD)
+INSTALLED_ENV ?=
 test-installed: deps gpu
 	rm -rf $(VENV)
 	$(PYTHON) -m venv --system-site-packages $(VENV)
 	DKIT_GPU_LIBS=$(INSTALLED_GPU_LIBS) $(VENV)/bin/python -m pip install -q --no-build-isolation --no-deps --no-index .
-	cd $(VENV) && DKIT_IMPORT_INSTALLED=1 bin/python -m pytest -q -p no:cacheprovider $(abspath tests/python) $(PYTEST_ARGS)
+	cd $(VENV) && $(INSTALLED_ENV) DKIT_IMPORT_INSTALLED=1 bin/python -m pytest -q -rs -p no:cacheprovider \
+	  $(abspath tests/python) $(PYTEST_ARGS)
 
 # ---------------------------------------------------------------------------------------------
 # The current stack: the C tests and the Python suite (against a pip-installed dkit) once more in
@@ -219,7 +224,7 @@ $(eval $(call pysan_rules,tsan,-fsanitize=thread))
 test-python-asan: python $(BUILD)/asan-py/.ready
 	cd $(BUILD)/asan-py && DKIT_TEST_PACKAGE_ROOT=$(abspath $(BUILD)/asan-py) LD_PRELOAD="$(ASAN_RT)" \
 	  ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	  $(PYTHON) -m pytest -q -p no:cacheprovider $(abspath tests/python)
+	  $(PYTHON) -m pytest -q -rs -p no:cacheprovider $(abspath tests/python)
 
 test-python-tsan: python $(BUILD)/tsan-py/.ready
 	cd $(BUILD)/tsan-py && DKIT_TEST_PACKAGE_ROOT=$(abspath $(BUILD)/tsan-py) LD_PRELOAD="$(TSAN_RT)" \
