@@ -221,8 +221,8 @@ def _register_core_op(lib, name):
 
 
 def _in_torch_op(fn):
-    """fn as the kernel of its torch op: with this thread's ROUTE flag set (Note [Calls inside
-    dkit's torch ops] in dkit/_frameworks/torch.py)."""
+    """fn with this thread's ROUTE flag set (Note [Calls inside dkit's torch ops] in
+    dkit/_frameworks/torch.py): its autograd goes through torch ops."""
     route = _torch_fw.ROUTE
 
     def kernel(*args, **kwargs):
@@ -265,13 +265,12 @@ def _register_fake(lib, overload, fn):
 
 def _register_public_op(lib, fn):
     schemas = fn.__dkit_torch_schemas__
-    kernel = _in_torch_op(fn)
     for schema in schemas:
         lib.define(schema)
         overload = schema.split("(", 1)[0]
         for key in _BACKEND_KEYS:
-            _impl(lib, overload, kernel, key)
-        _impl(lib, overload, _autograd_kernel(overload, kernel if fn.__dkit_differentiable__ else None), "Autograd")
+            _impl(lib, overload, fn, key)
+        _impl(lib, overload, _autograd_kernel(overload, fn), "Autograd")
         if fn.__dkit_autocast__:
             for device, key in (("cpu", "AutocastCPU"), ("cuda", "AutocastCUDA")):
                 _impl(lib, overload, _autocast_kernel(overload, device), key)
@@ -280,19 +279,27 @@ def _register_public_op(lib, fn):
     torch.jit._builtins._register_builtin(fn, f"{NAMESPACE}::{fn.__name__}")
 
 
-def _autograd_kernel(overload, kernel):
-    """The Autograd kernel of a public op. When autograd must record the call (grad mode, a
-    tensor that requires grad, an op declared differentiable), `kernel` runs here and records it
-    through the Differentiable's torch ops; otherwise the call goes below autograd, to the backend
-    kernel, or to the fake implementation while torch.compile traces (where no kernel may run)."""
+def _autograd_kernel(overload, fn):
+    """The Autograd kernel of a public op.
+      - Plain torch tensors (TorchScript, eager calls of the op): fn itself, as dkit.ops runs it,
+        with dkit's own autograd.Function where a gradient is needed: the cheapest way.
+      - Anything else is a tracer's or a subclass's tensor (torch.compile's FunctionalTensor and
+        FakeTensor, a __torch_dispatch__ wrapper): where autograd must record the call (grad mode,
+        a tensor that requires grad, an op declared differentiable), fn runs with its autograd
+        routed through the Differentiable's torch ops, which the tracer sees (Note [Calls inside
+        dkit's torch ops] in dkit/_frameworks/torch.py); otherwise the call goes below autograd,
+        to the backend kernel, the fake implementation, or the subclass's own handling."""
     name, _, variant = overload.partition(".")
+    routed = _in_torch_op(fn) if fn.__dkit_differentiable__ else None
     # looked up at the first call: torch.ops.dkit.<name> made during registration would not know
     # the overloads defined after it (the core op's .out, of the same name)
     target = []
 
     def autograd(*args, **kwargs):
-        if kernel is not None and _grad_enabled() and _any_requires_grad(args, kwargs):
-            return kernel(*args, **kwargs)
+        if _plain(args, kwargs):
+            return fn(*args, **kwargs)
+        if routed is not None and _grad_enabled() and _any_requires_grad(args, kwargs):
+            return routed(*args, **kwargs)
         if not target:
             target.append(getattr(getattr(getattr(torch.ops, NAMESPACE), name), variant or "default"))
         with _BelowAutograd():
@@ -329,6 +336,27 @@ def _autocast_kernel(overload, device):
 
 
 _AUTOCAST_UP = (torch.float16, torch.bfloat16)
+
+
+def _plain(args, kwargs):
+    """Whether every tensor argument (in lists too) is exactly a torch.Tensor. On every call of a
+    torch op through TorchScript, so cheap first: isinstance against torch's tensor types goes
+    through their metaclass (~70 ns each), so the usual argument types are tested by identity."""
+    for a in args:
+        tp = type(a)
+        if tp is _Tensor or tp in _SCALARS:
+            continue
+        if tp is list or tp is tuple:
+            for t in a:
+                tt = type(t)
+                if tt is not _Tensor and tt not in _SCALARS and isinstance(t, _Tensor):
+                    return False
+        elif isinstance(a, _Tensor):
+            return False
+    return not kwargs or _plain(tuple(kwargs.values()), None)
+
+
+_SCALARS = frozenset({int, float, bool, str, type(None)})
 
 
 def _any_requires_grad(args, kwargs):

@@ -299,12 +299,14 @@ def test_gradcheck_through_the_torch_op_and_script():
     x, rois = _feature(dtype=torch.float64, grad=True)
     for mode in ("avg", "max"):
         assert torch.autograd.gradcheck(lambda z: torch.ops.dkit.roi_align(z, rois, [2, 2], 1.0, 1, mode, True), (x,))
-    # through the torch op, autograd records the forward op, whose backward is the backward op
-    # (Note [dkit ops under torch.compile] in dkit/_torch_library.py); eagerly, dkit's own Function
+    # plain tensors through the torch op: dkit's own Function, as eagerly; a tracer's tensors go
+    # through the forward op, whose backward is the backward op (Note [dkit ops under
+    # torch.compile] in dkit/_torch_library.py; test_compile.py), and so does a direct call of it
     y = torch.ops.dkit.roi_align(x, rois, [2, 2])
-    assert type(y.grad_fn).__name__ == "RoIAlignOpFunctionBackward"
+    assert type(y.grad_fn).__name__ == "RoIAlignFunctionBackward"
     assert type(dkit.ops.roi_align(x, rois, 2).grad_fn).__name__ == "RoIAlignFunctionBackward"
     z = torch.ops.dkit._roi_align_forward(x, rois, 2, 2, 1.0, 1, 1, True)
+    assert type(z[0].grad_fn).__name__ == "RoIAlignOpFunctionBackward"
     assert [t.requires_grad for t in z] == [True, False, False]  # the argmax are not differentiable
     (g,) = torch.autograd.grad(z[0].sum(), x)
     (h,) = torch.autograd.grad(dkit.ops.roi_align(x, rois, 2, 1.0, 1).sum(), x)
