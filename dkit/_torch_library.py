@@ -16,12 +16,16 @@ Two kinds of torch op are registered, both without any code written per op:
   torch.ops.dkit.<op>       every public function of dkit.ops (roi_align, nms, box_iou, ...),
                             with the schema its module declares with @torch_op (dkit/_ops/):
                             the function's own arguments and defaults, and its results. Its
-                            kernel, at the CPU, CUDA, Meta and Autograd keys, is the function itself:
-                            the argument checks, the output allocation and (for roi_align) the
-                            autograd Function are the ones dkit.ops runs, so a torch op and an
-                            eager call cannot disagree. Autograd is thereby registered with
-                            torch once per op, from the op's Differentiable declaration, not
-                            written per framework.
+                            kernel, at the CPU and CUDA keys, and at the Autograd key for plain
+                            tensors, is the function itself: the argument checks, the output
+                            allocation and (for roi_align) the autograd Function are the ones
+                            dkit.ops runs, so a torch op and an eager call cannot disagree. Its
+                            fake implementation (Meta, FakeTensors) is the same function with the
+                            kernel switched off; tracers' tensors get autograd through the
+                            Differentiable's own torch ops (Note [dkit ops under
+                            torch.compile]). Autograd is thereby registered with torch once per
+                            op, from the op's Differentiable declaration, not written per
+                            framework.
 
 TorchScript then compiles calls to these ops: the public functions are registered as TorchScript
 builtins of their ops (torch.jit._builtins, the table through which torch.nn.functional's
