@@ -23,6 +23,13 @@ LDLIBS_ := -fopenmp -ldl -lpthread -lm
 CORE_DIRS := csrc/common csrc/cpu ops
 CORE_SRCS := $(sort $(shell find $(CORE_DIRS) -name '*.c'))
 HEADERS   := $(sort $(shell find $(CORE_DIRS) -name '*.h'))
+# Note [Header dependencies]: every compile writes the headers it read into a .d file beside its
+# output (-MMD -MP; nvcc's -MF), and the Makefile includes them all (at its end), so an edited
+# header rebuilds what includes it and nothing else. A first build has no .d files and builds
+# everything anyway. Programs and libraries that link libdkit.so dynamically need it to exist,
+# not to be older than them (order-only, `| libdkit.so`): a core change that touches their
+# interface is a header change, which their .d files already follow.
+DEPFLAGS  = -MMD -MP
 
 C_TESTS   := $(patsubst tests/c/%.c,%,$(wildcard tests/c/test_*.c))
 # libclang-rt-<clang's version>-dev: libFuzzer and clang's sanitizer runtimes (tests/fuzz),
@@ -31,10 +38,11 @@ HOST_CODENAME := $(shell . /etc/os-release 2>/dev/null; echo $$VERSION_CODENAME)
 CLANG_RT  := $(if $(filter trixie,$(HOST_CODENAME)),19,14)
 DEB_PKGS  := gcc make libcmocka-dev python3-dev python3-setuptools python3-numpy python3-pytest \
              python3-torch python3-torchvision valgrind \
-             g++ libtorch-dev pybind11-dev python3-venv python3-pip clang libclang-rt-$(CLANG_RT)-dev \
+             g++ libtorch-dev pybind11-dev python3-venv python3-pip python3-pytest-xdist clang \
+             libclang-rt-$(CLANG_RT)-dev \
              debootstrap
 
-.PHONY: all lib deps test test-c test-c-asan test-c-tsan test-python test-python-asan test-python-tsan demo bench bench-python bench-box-iou bench-callgrind bench-nms-callgrind vendor-example clean python test-installed test-debian13 test-python-noreader gpu-check gpu-bundle
+.PHONY: all lib deps test test-c test-c-asan test-c-tsan test-python test-python-asan test-python-tsan demo bench bench-python bench-box-iou bench-callgrind bench-nms-callgrind vendor-example clean python test-installed test-debian13 test-python-noreader gpu-check gpu-bundle dev
 all: lib
 
 # ---------------------------------------------------------------------------------------------
@@ -55,9 +63,9 @@ deps:
 # The core library, in three flavours: optimised, ASan+UBSan, TSan. Each flavour's objects go
 # to their own directory; tests link the shared library so every part sees one registry.
 define core_rules
-$(1)/obj/%.o: %.c $(HEADERS)
+$(1)/obj/%.o: %.c
 	@mkdir -p $$(dir $$@)
-	$(CC) $(2) -c $$< -o $$@
+	$(CC) $(2) $$(DEPFLAGS) -c $$< -o $$@
 $(1)/libdkit.so: $(patsubst %.c,$(1)/obj/%.o,$(CORE_SRCS))
 	$(CC) -shared -o $$@ $$^ $(3) $(LDLIBS_)
 endef
@@ -78,9 +86,9 @@ lib: $(BUILD)/libdkit.so $(BUILD)/libdkit.a
 TEST_CFLAGS := -std=c11 -D_GNU_SOURCE $(INCS) -Itests/c $(WARN) -Wno-unused-function -g
 
 define test_rules
-$(1)/tests/%: tests/c/%.c $(1)/libdkit.so tests/c/dk_test.h $(HEADERS)
+$(1)/tests/%: tests/c/%.c | $(1)/libdkit.so
 	@mkdir -p $$(dir $$@)
-	$(CC) $(TEST_CFLAGS) $(2) $$< -o $$@ -L$(1) -ldkit -Wl,-rpath,$$(abspath $(1)) -lcmocka -lpthread -ldl -lm
+	$(CC) $(TEST_CFLAGS) $(2) $$(DEPFLAGS) $$< -o $$@ -L$(1) -ldkit -Wl,-rpath,$$(abspath $(1)) -lcmocka -lpthread -ldl -lm
 endef
 $(eval $(call test_rules,$(BUILD),-O2 -fopenmp))
 $(eval $(call test_rules,$(BUILD)/asan,-O1 -fsanitize=address$(,)undefined -fno-sanitize-recover=undefined))
@@ -119,6 +127,19 @@ test: deps test-c test-c-asan test-c-tsan fuzz-smoke vendor-example gpu test-pyt
 python: deps lib gpu
 	DKIT_CORE_OBJECTS=$(BUILD)/obj DKIT_GPU_LIBS=$(BUILD) $(PYTHON) setup.py -q build_ext --inplace
 
+# The inner loop: the core and the extension without the GPU libraries (their stale copies are
+# removed from dkit/ so that none loads against a newer core; `make python` puts them back), the
+# C tests, and the Python suite without its slow tests (pytest -x -m "not slow"), on every core
+# (pytest-xdist). With header
+# dependencies tracked (Note [Header dependencies]), an edit rebuilds only what it touches.
+dev: deps lib $(addprefix $(BUILD)/tests/,$(C_TESTS))
+	@rm -f dkit/libdkit_cuda.so dkit/libdkit_hip.so
+	@DKIT_CORE_OBJECTS=$(BUILD)/obj $(PYTHON) setup.py -q build_ext --inplace
+	@set -e; for t in $(C_TESTS); do \
+	  DK_TEST_BUILD=$(BUILD) $(BUILD)/tests/$$t >$(BUILD)/tests/$$t.log 2>&1 || { cat $(BUILD)/tests/$$t.log; exit 1; }; \
+	done; echo "C tests: $(words $(C_TESTS)) passed"
+	$(PYTHON) -m pytest -x -q -p no:cacheprovider -m "not slow" -n $(shell nproc) tests/python $(PYTEST_ARGS)
+
 test-python: python
 	@if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then \
 	  $(PYTHON) -m pytest -q -rs tests/python $(PYTEST_ARGS); \
@@ -147,8 +168,9 @@ test-installed: deps gpu
 	rm -rf $(VENV)
 	$(PYTHON) -m venv --system-site-packages $(VENV)
 	DKIT_GPU_LIBS=$(INSTALLED_GPU_LIBS) $(VENV)/bin/python -m pip install -q --no-build-isolation --no-deps --no-index .
-	cd $(VENV) && $(INSTALLED_ENV) DKIT_IMPORT_INSTALLED=1 bin/python -m pytest -q -rs -p no:cacheprovider \
-	  $(abspath tests/python) $(PYTEST_ARGS)
+	cd $(VENV) && $(INSTALLED_ENV) DKIT_IMPORT_INSTALLED=1 \
+	  DKIT_GPU_LIBS_BUILT="$(notdir $(wildcard $(INSTALLED_GPU_LIBS)/libdkit_cuda.so $(INSTALLED_GPU_LIBS)/libdkit_hip.so))" \
+	  bin/python -m pytest -q -rs -p no:cacheprovider $(abspath tests/python) $(PYTEST_ARGS)
 
 # ---------------------------------------------------------------------------------------------
 # The current stack: the C tests and the Python suite (against a pip-installed dkit) once more in
@@ -256,7 +278,7 @@ demo: deps python $(BUILD)/demo_dispatch
 	@echo; echo "=== the dispatcher, from C ==="
 	$(BUILD)/demo_dispatch
 
-$(BUILD)/demo_dispatch: examples/demo_dispatch.c $(BUILD)/libdkit.so
+$(BUILD)/demo_dispatch: examples/demo_dispatch.c | $(BUILD)/libdkit.so
 	$(CC) $(TEST_CFLAGS) -O2 $< -o $@ -L$(BUILD) -ldkit -Wl,-rpath,$(abspath $(BUILD))
 
 bench: deps $(BUILD)/bench_dispatch
@@ -271,7 +293,7 @@ bench-python: python
 bench-box-iou: python
 	$(PYTHON) bench/bench_box_iou.py
 
-$(BUILD)/bench_dispatch: bench/bench_dispatch.c $(BUILD)/libdkit.so
+$(BUILD)/bench_dispatch: bench/bench_dispatch.c | $(BUILD)/libdkit.so
 	$(CC) $(TEST_CFLAGS) -O2 $< -o $@ -L$(BUILD) -ldkit -Wl,-rpath,$(abspath $(BUILD))
 
 # Instructions per call of each dispatch path, counted by valgrind's callgrind.
@@ -279,7 +301,7 @@ bench-callgrind: deps $(BUILD)/bench_dispatch
 	sh bench/callgrind.sh $(BUILD)/bench_dispatch
 
 # Instructions per call of the CPU nms on bench_nms.py's problems, counted the same way.
-$(BUILD)/bench_nms_cg: bench/bench_nms_cg.c $(BUILD)/libdkit.so
+$(BUILD)/bench_nms_cg: bench/bench_nms_cg.c | $(BUILD)/libdkit.so
 	$(CC) $(TEST_CFLAGS) -O2 $< -o $@ -L$(BUILD) -ldkit -Wl,-rpath,$(abspath $(BUILD)) -lm
 
 bench-nms-callgrind: deps $(BUILD)/bench_nms_cg
@@ -294,3 +316,6 @@ vendor-example: $(BUILD)/libdkit.so
 
 clean:
 	rm -rf $(BUILD) dkit/*.so dkit/_C*.so
+
+# Note [Header dependencies]: the headers each object, test and library was built from.
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -21,7 +21,6 @@ endif
 
 GPU_SRCS        := $(sort $(wildcard csrc/cuda/*.cu))
 GPU_KERNEL_SRCS := $(filter-out csrc/cuda/dk_gpu_backend.cu,$(GPU_SRCS)) # the emulation has no runtime
-GPU_HEADERS     := $(HEADERS) $(wildcard csrc/cuda/*.h csrc/cuda/*.cuh csrc/hip/*.h csrc/common/gpu/*.h)
 GPU_INCS        := $(INCS) -Icsrc/cuda -Icsrc/hip
 
 , := ,
@@ -57,11 +56,11 @@ EMU_FLAGS   := -x c++ -std=c++17 -DDK_GPU_EMULATE -fPIC -O1 -g $(WARN) $(GPU_INC
 # two), and a NaN's sign and payload are the hardware's (tests/c/gpu/dk_gpu_test.h).
 NVCC_FLAGS += -fmad=false
 
-$(BUILD)/cuda/%.o: csrc/cuda/%.cu $(GPU_HEADERS)
+$(BUILD)/cuda/%.o: csrc/cuda/%.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCC_FLAGS) -DDK_GPU_ARCHS='"$(CUDA_ARCHS_TEXT)"' -c $< -o $@
+	$(NVCC) $(NVCC_FLAGS) -MMD -MP -MF $(@:.o=.d) -DDK_GPU_ARCHS='"$(CUDA_ARCHS_TEXT)"' -c $< -o $@
 
-$(BUILD)/libdkit_cuda.so: $(patsubst csrc/cuda/%.cu,$(BUILD)/cuda/%.o,$(GPU_SRCS)) $(BUILD)/libdkit.so
+$(BUILD)/libdkit_cuda.so: $(patsubst csrc/cuda/%.cu,$(BUILD)/cuda/%.o,$(GPU_SRCS)) | $(BUILD)/libdkit.so
 	$(NVCC) -shared -o $@ $(filter %.o,$^) -L$(BUILD) -ldkit -Xlinker -rpath,'$$ORIGIN'
 
 include csrc/hip/rules.mk
@@ -77,29 +76,28 @@ gpu-libs: $(GPU_LIBS)
 
 # --- tests: emulated (every run of make test-c), real (make test-gpu) ----------------------------
 GPU_TESTS := $(patsubst tests/c/gpu/%.c,%,$(wildcard tests/c/gpu/test_*.c))
-GPU_TEST_HDRS := tests/c/dk_test.h tests/c/dk_kernel_test.h tests/c/gpu/dk_gpu_test.h tests/c/dk_gpu_emu.h
 
 # kept (not intermediate files that make would delete and then recompile for every test)
 .SECONDARY: $(patsubst csrc/cuda/%.cu,$(BUILD)/emu/%.o,$(GPU_KERNEL_SRCS))
-$(BUILD)/emu/%.o: csrc/cuda/%.cu $(GPU_HEADERS) tests/c/dk_gpu_emu.h
+$(BUILD)/emu/%.o: csrc/cuda/%.cu
 	@mkdir -p $(dir $@)
-	$(CXX) $(EMU_FLAGS) -c $< -o $@
+	$(CXX) $(EMU_FLAGS) $(DEPFLAGS) -c $< -o $@
 
-$(BUILD)/tests/emu/%: tests/c/gpu/%.c $(patsubst csrc/cuda/%.cu,$(BUILD)/emu/%.o,$(GPU_KERNEL_SRCS)) $(BUILD)/libdkit.so $(GPU_TEST_HDRS)
+$(BUILD)/tests/emu/%: tests/c/gpu/%.c $(patsubst csrc/cuda/%.cu,$(BUILD)/emu/%.o,$(GPU_KERNEL_SRCS)) | $(BUILD)/libdkit.so
 	@mkdir -p $(dir $@)
-	$(CC) $(TEST_CFLAGS) -Icsrc/cuda -O2 -DDKT_GPU_EMULATED $< $(filter %.o,$^) -o $@ -L$(BUILD) -ldkit \
+	$(CC) $(TEST_CFLAGS) $(DEPFLAGS) -Icsrc/cuda -O2 -DDKT_GPU_EMULATED $< $(filter %.o,$^) -o $@ -L$(BUILD) -ldkit \
 	  -Wl,-rpath,$(abspath $(BUILD)) -lcmocka -lstdc++ -lm
 
-$(BUILD)/tests/gpu/%: tests/c/gpu/%.c $(BUILD)/libdkit.so $(GPU_TEST_HDRS)
+$(BUILD)/tests/gpu/%: tests/c/gpu/%.c | $(BUILD)/libdkit.so
 	@mkdir -p $(dir $@)
-	$(CC) $(TEST_CFLAGS) -Icsrc/cuda -O2 $< -o $@ -L$(BUILD) -ldkit -Wl,-rpath,$(abspath $(BUILD)) -lcmocka -lm
+	$(CC) $(TEST_CFLAGS) $(DEPFLAGS) -Icsrc/cuda -O2 $< -o $@ -L$(BUILD) -ldkit -Wl,-rpath,$(abspath $(BUILD)) -lcmocka -lm
 
 # The emulation's own tests (its warps: Note [Emulated warps] in tests/c/dk_gpu_emu.h), with
 # kernels of their own: emulation only.
 GPU_EMU_TESTS := $(patsubst tests/c/gpu/%.cpp,%,$(wildcard tests/c/gpu/test_*.cpp))
-$(BUILD)/tests/emu/%: tests/c/gpu/%.cpp $(GPU_TEST_HDRS) csrc/common/gpu/dk_gpu.h
+$(BUILD)/tests/emu/%: tests/c/gpu/%.cpp
 	@mkdir -p $(dir $@)
-	$(CXX) $(EMU_FLAGS) $< -o $@ -lcmocka
+	$(CXX) $(EMU_FLAGS) $(DEPFLAGS) $< -o $@ -lcmocka
 
 # Every kernel runs in warps of 32 lanes (NVIDIA) and of 64 (gfx9's wavefronts).
 test-gpu-emu: $(addprefix $(BUILD)/tests/emu/,$(GPU_TESTS) $(GPU_EMU_TESTS))
@@ -118,8 +116,8 @@ test-gpu: gpu $(addprefix $(BUILD)/tests/gpu/,$(GPU_TESTS))
 
 # Each GPU kernel against the CPU kernel, and against torchvision's CUDA op where torch has CUDA
 # (bench/bench_gpu.py says how). Without a GPU it says so.
-$(BUILD)/bench_gpu: bench/bench_gpu.c $(BUILD)/libdkit.so $(HEADERS)
-	$(CC) $(TEST_CFLAGS) -O2 $< -o $@ -L$(BUILD) -ldkit -Wl,-rpath,$(abspath $(BUILD)) -lm
+$(BUILD)/bench_gpu: bench/bench_gpu.c | $(BUILD)/libdkit.so
+	$(CC) $(TEST_CFLAGS) $(DEPFLAGS) -O2 $< -o $@ -L$(BUILD) -ldkit -Wl,-rpath,$(abspath $(BUILD)) -lm
 
 bench-gpu: gpu $(BUILD)/bench_gpu
 	$(PYTHON) bench/bench_gpu.py --build $(BUILD)

@@ -1,6 +1,6 @@
 # csrc/hip/rules.mk — the HIP backend, libdkit_hip.so, included by csrc/cuda/rules.mk (which has
 # the CUDA backend, the emulated kernel tests and what both backends share: GPU_SRCS,
-# GPU_HEADERS, GPU_INCS).
+# GPU_INCS).
 #
 # hipcc (-x hip) compiles the .cu files of csrc/cuda/, the same sources nvcc compiles (Note [One
 # source for CUDA and HIP] in csrc/common/gpu/dk_gpu.h): no hipify step, no copies. What is HIP's
@@ -32,8 +32,8 @@ $(BUILD)/hip/targets.lst:
 	@mkdir -p $(dir $@)
 	printf '%s\n' $(HIP_ARCH_LIST) >$@
 
-$(BUILD)/hip/%.o: csrc/cuda/%.cu $(GPU_HEADERS) | $(BUILD)/hip/targets.lst
-	$(HIP_ENV) $(HIPCC) $(HIPCC_FLAGS) -DDK_GPU_ARCHS='"$(HIP_ARCHS_TEXT)"' -c $< -o $@
+$(BUILD)/hip/%.o: csrc/cuda/%.cu | $(BUILD)/hip/targets.lst
+	$(HIP_ENV) $(HIPCC) $(HIPCC_FLAGS) -MMD -MP -DDK_GPU_ARCHS='"$(HIP_ARCHS_TEXT)"' -c $< -o $@
 
-$(BUILD)/libdkit_hip.so: $(patsubst csrc/cuda/%.cu,$(BUILD)/hip/%.o,$(GPU_SRCS)) $(BUILD)/libdkit.so
+$(BUILD)/libdkit_hip.so: $(patsubst csrc/cuda/%.cu,$(BUILD)/hip/%.o,$(GPU_SRCS)) | $(BUILD)/libdkit.so
 	$(HIP_ENV) $(HIPCC) -shared -fPIC -o $@ $(filter %.o,$^) -L$(BUILD) -ldkit -Wl,-rpath,'$$ORIGIN'

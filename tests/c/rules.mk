@@ -16,9 +16,9 @@ DKT_FIXTURE_CFLAGS := -std=c11 -D_GNU_SOURCE -fPIC -shared $(INCS) $(WARN) -g
 
 # $(1) build directory of the flavour, $(2) its compiler flags
 define dkt_fixture_rules
-$(1)/fixtures/lib%.so: tests/c/fixtures/%.c $(1)/libdkit.so $(HEADERS)
+$(1)/fixtures/lib%.so: tests/c/fixtures/%.c | $(1)/libdkit.so
 	@mkdir -p $$(dir $$@)
-	$(CC) $(DKT_FIXTURE_CFLAGS) $(2) $$< -o $$@ -L$(1) -ldkit -Wl,-rpath,$$(abspath $(1))
+	$(CC) $(DKT_FIXTURE_CFLAGS) $(2) $$(DEPFLAGS) $$< -o $$@ -L$(1) -ldkit -Wl,-rpath,$$(abspath $(1))
 # test_backend and test_backend_elf need them when they run; order-only, so the recipe stays the
 # pattern rule's.
 $(1)/tests/test_backend $(1)/tests/test_backend_elf: | $(addprefix $(1)/fixtures/lib,$(addsuffix .so,$(DKT_FIXTURES)))
@@ -30,15 +30,14 @@ $(eval $(call dkt_fixture_rules,$(BUILD)/asan,-O1 -fno-omit-frame-pointer -fsani
 DKT_STATIC       := $(BUILD)/static_link
 DKT_STATIC_FLAGS := $(TEST_CFLAGS) -Itests/c/fixtures -O2 -ffunction-sections -fdata-sections
 DKT_STATIC_LIBS  := -lcmocka -fopenmp -ldl -lpthread -lm
-DKT_STATIC_HDRS  := tests/c/dk_test.h tests/c/fixtures/static_link.h $(HEADERS)
 
-$(DKT_STATIC)/%.o: tests/c/fixtures/%.c $(DKT_STATIC_HDRS)
+$(DKT_STATIC)/%.o: tests/c/fixtures/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(DKT_STATIC_FLAGS) -c $< -o $@
+	$(CC) $(DKT_STATIC_FLAGS) $(DEPFLAGS) -c $< -o $@
 
-$(DKT_STATIC)/main_whole.o: tests/c/fixtures/static_link_main.c $(DKT_STATIC_HDRS)
+$(DKT_STATIC)/main_whole.o: tests/c/fixtures/static_link_main.c
 	@mkdir -p $(dir $@)
-	$(CC) $(DKT_STATIC_FLAGS) -DDKT_WHOLE_LIBDKIT -c $< -o $@
+	$(CC) $(DKT_STATIC_FLAGS) $(DEPFLAGS) -DDKT_WHOLE_LIBDKIT -c $< -o $@
 
 $(DKT_STATIC)/libstatic_kernels.a: $(DKT_STATIC)/static_kernel_ar.o
 	rm -f $@ && ar rcs $@ $^

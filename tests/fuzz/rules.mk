@@ -64,13 +64,13 @@ FUZZ_LDFLAGS_backend   := -Wl,--wrap=dlopen -Wl,--wrap=dlerror
 # values matter, keep it.
 $(FUZZ_BUILD)/obj/csrc/cpu/%.o: FUZZ_OBJ_FLAGS := -fno-sanitize-coverage=trace-cmp
 
-$(FUZZ_BUILD)/obj/%.o: %.c $(HEADERS) tests/fuzz/rules.mk
+$(FUZZ_BUILD)/obj/%.o: %.c tests/fuzz/rules.mk
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_OBJ_FLAGS) -c $< -o $@
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_OBJ_FLAGS) $(DEPFLAGS) -c $< -o $@
 
-$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h $(FUZZ_OBJS) $(HEADERS)
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJS)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -Itests/fuzz $< $(FUZZ_OBJS) -o $@ -fsanitize=fuzzer $(FUZZ_SAN) \
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(DEPFLAGS) -Itests/fuzz $< $(FUZZ_OBJS) -o $@ -fsanitize=fuzzer $(FUZZ_SAN) \
 	  $(FUZZ_LDFLAGS_$*) -ldl -lpthread -lm
 
 fuzz-build: deps $(addprefix $(FUZZ_BUILD)/,$(FUZZ_TARGETS))

@@ -59,6 +59,9 @@ def random_rois(rng, k, n, height, width, spatial_scale=1.0, outside=0.25, min_s
 def pytest_configure(config):
     # `make test-python-tsan` runs these under ThreadSanitizer (-m threads)
     config.addinivalue_line("markers", "threads: exercises dkit from several threads or across fork()")
+    # `make dev` leaves these out (-m "not slow"): each takes seconds (a subprocess that imports
+    # torch, a benchmark's smoke run, a compiler); `make test` runs them all
+    config.addinivalue_line("markers", "slow: takes seconds; make dev leaves it out")
 
 
 @pytest.fixture

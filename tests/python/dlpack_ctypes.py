@@ -50,11 +50,20 @@ capsule_new.restype = ctypes.py_object
 capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
 
 
+# Producers with tensors out whose deleters have not run yet (a capsule never consumed keeps its
+# producer to the end of the process: a test helper may leak, never crash).
+_HANDED_OUT = {}
+
+
 class CtypesProducer:
     """A DLPack producer of a framework dkit does not know (neither torch nor NumPy): legacy
     "dltensor" capsules, as NumPy 1.x and torch 1.13 consume them, made with ctypes over a NumPy
     array's memory (CPU by default; `device` only changes what it claims). `deleted` counts the
-    deleter's calls; everything C points at lives as long as the producer."""
+    deleter's calls; everything C points at lives as long as the producer, and the producer at
+    least until the deleter of every tensor it handed out has run: a consumer (a torch tensor
+    made with from_dlpack) may outlive it, and calls that deleter when it dies (a producer kept
+    only by its caller's expression, freed first, made the deleter a freed ctypes callback: a
+    crash whenever the memory was reused)."""
 
     _CODES = {"f": 2, "i": 0, "u": 1, "b": 6}
 
@@ -69,6 +78,8 @@ class CtypesProducer:
 
     def _delete(self, ptr):
         self.deleted += 1
+        if self.deleted >= len(self._made):
+            _HANDED_OUT.pop(id(self), None)
 
     def __dlpack_device__(self):
         return self.device
@@ -79,4 +90,5 @@ class CtypesProducer:
         m = DLManagedTensor(DLTensor(a.ctypes.data, DLDevice(*self.device), a.ndim, dtype, self._shape,
                                      self._strides, 0), None, self._deleter)  # fmt: skip
         self._made.append(m)
+        _HANDED_OUT[id(self)] = self  # until its consumers have called the deleter
         return capsule_new(ctypes.addressof(m), b"dltensor", None)

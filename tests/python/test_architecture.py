@@ -157,6 +157,7 @@ def _other_cpythons():
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not shutil.which("gcc"), reason="needs gcc")
 def test_the_extension_compiles_against_other_cpython_builds():
     incs = _other_cpythons()

@@ -77,6 +77,7 @@ def _check(out):
     return {case: ratio for case, ratio in ratios.items() if ratio > FLOORS.get(case, FLOORS["forward sr=2"])}
 
 
+@pytest.mark.slow
 def test_bench_quick_smoke():
     out = _run()
     missed = _check(out)

@@ -49,6 +49,7 @@ def _check(out):
     return missed
 
 
+@pytest.mark.slow
 def test_bench_box_iou_quick_smoke():
     out = _run()
     missed = _check(out)

@@ -20,6 +20,7 @@ pytest.importorskip("torchvision")
 _ROW = r"^(iou \d+x\d+|iou aligned \d+|nms \d+)\s+(\d+)\s+(torch-ref|tv box_iou|dkit matrix|tv nms)\s+(\d+\.\d+) ms\s+(\d+\.\d+) ms\s+(\d+\.\d+)x"
 
 
+@pytest.mark.slow
 def test_bench_rotated_quick():
     cmd = [sys.executable, os.path.join(ROOT, "bench", "bench_rotated.py"), "--quick", "--reps", "1"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)

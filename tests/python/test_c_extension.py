@@ -491,6 +491,7 @@ def test_refcounts_are_unchanged_after_calls():
     assert [sys.getrefcount(o) for o in objs] == before
 
 
+@pytest.mark.slow
 def test_many_calls_leak_nothing():
     # Each path, successful and failing, 10,000 times: the arguments' reference counts, the
     # number of live objects and Python's allocated blocks must stay where they were.

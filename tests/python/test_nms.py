@@ -383,6 +383,7 @@ def test_mmcv_batched_nms_strategies_agree_and_match_reference():
         cmmcv.batched_nms(boxes, scores, idxs, dict(type="nms_rotated_x", iou_threshold=0.5))
 
 
+@pytest.mark.slow
 def test_bench_nms_quick_smoke():
     """bench/bench_nms.py runs end to end on its small problems and checks its results against
     torchvision as it goes (the full run is `make bench-python`)."""

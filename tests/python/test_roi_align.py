@@ -672,6 +672,7 @@ def _run_determinism(threads):
     return r.stdout.strip()
 
 
+@pytest.mark.slow
 @pytest.mark.threads
 def test_backward_is_deterministic_across_runs_and_thread_counts():
     one = _run_determinism(1)

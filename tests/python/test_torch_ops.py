@@ -390,6 +390,7 @@ class Detector(torch.nn.Module):
         return self.pool(x, rois).sum(), dk_tv.nms(b, s, 0.5)
 
 
+@pytest.mark.slow
 def test_saved_scripted_model_loads_in_a_fresh_process(tmp_path):
     path, data = str(tmp_path / "model.pt"), str(tmp_path / "data.pt")
     x, rois = _feature()
@@ -497,6 +498,7 @@ def test_quantized_tensors_are_refused_with_the_ops_name():
         torch.ops.dkit.roi_align(q, rois, [2, 2])
 
 
+@pytest.mark.slow
 def test_bench_torch_ops_runs():
     """bench/bench_torch_ops.py (the figures are the benchmark's to report, not a test's): every
     route runs, agrees with torchvision, and is reported with the registration time."""

@@ -441,6 +441,7 @@ def _run_ok(code):
     return r
 
 
+@pytest.mark.slow
 def test_import_dkit_torch_library_before_torch():
     # the import hook fires while dkit._torch_library is itself loading (Note [Registration
     # requested while this module loads])
