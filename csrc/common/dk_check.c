@@ -61,19 +61,6 @@ dk_status dk_check_float(const char *op, const char *name, const dk_tensor *t)
     }
 }
 
-dk_status dk_check_int(const char *op, const char *name, const dk_tensor *t)
-{
-    char got[64];
-    switch (dk_tensor_dtype(t)) {
-    case DK_INT32:
-    case DK_INT64:
-    case DK_UINT8: return DK_OK;
-    default:
-        return dk_error(DK_ETYPE, "%s: '%s' must be int32, int64 or uint8, got %s", op, name,
-                        dk_dl_dtype_str(t->dtype, got, sizeof got));
-    }
-}
-
 dk_status dk_check_same_dtype(const char *op, const char *name, const dk_tensor *t, const char *ref_name,
                               const dk_tensor *ref)
 {

@@ -41,8 +41,6 @@ DK_API dk_status dk_check_shape(const char *op, const char *name, const dk_tenso
 DK_API dk_status dk_check_dtype(const char *op, const char *name, const dk_tensor *t, dk_dtype dtype);
 /* One of float16, bfloat16, float32, float64. */
 DK_API dk_status dk_check_float(const char *op, const char *name, const dk_tensor *t);
-/* One of int32, int64, uint8 (integer boxes and indices). */
-DK_API dk_status dk_check_int(const char *op, const char *name, const dk_tensor *t);
 /* The same dtype as `ref` (named `ref_name`). */
 DK_API dk_status dk_check_same_dtype(const char *op, const char *name, const dk_tensor *t, const char *ref_name,
                                      const dk_tensor *ref);

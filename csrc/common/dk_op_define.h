@@ -22,7 +22,7 @@
  *                   INT int64_t   FLOAT double   BOOL bool   STR const char *   INT_LIST dk_int_list
  * Outputs are written in place (the caller's framework allocated them), so ops return only a
  * status. An op whose output size depends on the data takes its output sized to an upper bound
- * and an int64 count output (Note [Data-dependent output sizes] in README's design page).
+ * and an int64 count output (Note [Data-dependent output sizes] in ops/nms.h).
  */
 #ifndef DK_OP_DEFINE_H
 #define DK_OP_DEFINE_H

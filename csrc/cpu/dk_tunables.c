@@ -14,8 +14,9 @@ static pthread_mutex_t dk__tunables_mutex = PTHREAD_MUTEX_INITIALIZER;
 /* Note [DKIT_TUNE]
  * DKIT_TUNE="name=value,name=value" in the environment sets tunables when the library loads
  * (roi_align.gpu_deterministic=1, host_cache.max_bytes=0, ...). Each tunable looks for its own
- * name as it registers, so the order of the library's constructors does not matter. A value
- * that is not an integer in the tunable's range is reported on stderr and ignored; so is a name
+ * name as it registers, so the order of the library's constructors does not matter. Values are
+ * decimal integers (host_cache.max_bytes=010 is ten, not eight; 0x10 is refused): a value that
+ * is not one, or is outside the tunable's range, is reported on stderr and ignored; so is a name
  * no tunable has (checked by dk_tunables_check_env, which _C runs at import). */
 static bool dk__env_value(const char *name, int64_t *value, bool *bad)
 {
@@ -35,7 +36,7 @@ static bool dk__env_value(const char *name, int64_t *value, bool *bad)
             if (n > 0 && n < sizeof buf) {
                 memcpy(buf, p + len + 1, n);
                 buf[n] = '\0';
-                const long long v = strtoll(buf, &stop, 0);
+                const long long v = strtoll(buf, &stop, 10);
                 if (errno == 0 && *stop == '\0') {
                     *value = v; /* the last one wins */
                     found = true;
@@ -63,7 +64,7 @@ void dk__tunable_register(dk_tunable_def *t)
             fprintf(stderr, "dkit: DKIT_TUNE: %s=%lld is outside [%lld, %lld]; ignored\n", t->name, (long long)v,
                     (long long)t->min, (long long)t->max);
     } else if (bad) {
-        fprintf(stderr, "dkit: DKIT_TUNE: the value of %s is not an integer; ignored\n", t->name);
+        fprintf(stderr, "dkit: DKIT_TUNE: the value of %s is not a decimal integer; ignored\n", t->name);
     }
     pthread_mutex_lock(&dk__tunables_mutex);
     t->next = dk__tunables;

@@ -5,8 +5,9 @@
  *
  * The HIP backend has no kernel source of its own: hipcc (-x hip) compiles the .cu files of
  * csrc/cuda/ (csrc/hip/rules.mk). What is HIP's own lives here: the runtime's names, its warp
- * (wavefront) width and shuffles, and how the backend names its runtime in messages. A HIP-only
- * kernel, should one ever be needed, goes here too, as a .hip file that rules.mk picks up.
+ * (wavefront) width and shuffles, and how the backend names its runtime in messages. (A
+ * HIP-only kernel, should one ever be needed, would go in this folder too, with a rule for it in
+ * rules.mk; there is none today.)
  */
 #ifndef DK_HIP_RUNTIME_H
 #define DK_HIP_RUNTIME_H

@@ -3,7 +3,8 @@
 
   roi_align.py   the RoI family: roi_align (roi_pool will join it: same boxes, output sizes and
                  bounds)
-  nms.py         the NMS family: nms, batched_nms (outputs sized to a bound plus a count)
+  nms.py         the NMS family: nms, batched_nms, soft_nms (outputs sized to a bound plus a
+                 count)
   rotated.py     rotated boxes (cx, cy, w, h, angle): box_iou_rotated, nms_rotated (MMCV's)
   box_iou.py     the box-overlap family: box_iou, generalized / distance / complete IoU
                  (torchvision) and bbox_overlaps (MMCV), one core op with a kind

@@ -173,6 +173,11 @@ def test_dkit_tune_sets_tunables_at_load_and_reports_what_it_ignores():
     assert r.stdout.split() == ["0", "-1"]  # set; out of range: the default stays
     assert "no tunable named 'no.such'" in r.stderr
     assert "roi_align.order=9 is outside [-1, 1]" in r.stderr
+    # decimal only (Note [DKIT_TUNE]): a leading zero is not octal, and hex is refused
+    env["DKIT_TUNE"] = "host_cache.max_bytes=010,roi_align.order=0x1"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0 and r.stdout.split() == ["10", "-1"], r.stdout + r.stderr
+    assert "the value of roi_align.order is not a decimal integer" in r.stderr
     with pytest.raises(dkit.DkitError, match="no tunable named 'nope'"):
         _C.tunable("nope")
     with pytest.raises(ValueError, match="must be in"):
