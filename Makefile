@@ -95,7 +95,7 @@ $(eval $(call test_rules,$(BUILD)/asan,-O1 -fsanitize=address$(,)undefined -fno-
 $(eval $(call test_rules,$(BUILD)/tsan,-O1 -fsanitize=thread))
 
 -include tests/c/rules.mk
-include csrc/cuda/rules.mk
+include csrc/gpu/rules.mk
 # libFuzzer targets (make fuzz, make fuzz-smoke): after the C tests' rules, whose fixtures seed them.
 -include tests/fuzz/rules.mk
 

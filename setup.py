@@ -13,7 +13,7 @@ Both build, in this order:
      C++ headers are installed, dkit._torch_reader from csrc/python/dk_pytorch.cpp (optional).
   3. the GPU backends libdkit_cuda.so and libdkit_hip.so, copied next to _C from the folder
      DKIT_GPU_LIBS names when they are there (`make python` passes build/, where the Makefile
-     builds them with nvcc and hipcc: csrc/cuda/rules.mk, csrc/hip/rules.mk). setup.py does
+     builds them with nvcc and hipcc: csrc/gpu/rules.mk with csrc/cuda/ and csrc/hip/). setup.py does
      not compile them itself: that takes nvcc or hipcc, their architecture flags and a minute or more per
      backend, which the Makefile already handles with its dependency tracking; a plain
      `pip install .` ships none (`make gpu && DKIT_GPU_LIBS=build pip install .` ships them).
@@ -128,7 +128,7 @@ def _run(cmd):
     subprocess.run(cmd, check=True)
 
 
-# The GPU backends the Makefile builds (csrc/cuda/rules.mk, csrc/hip/rules.mk), shipped beside
+# The GPU backends the Makefile builds (csrc/gpu/rules.mk), shipped beside
 # _C when present.
 GPU_LIBS = ("libdkit_cuda.so", "libdkit_hip.so")
 

@@ -14,7 +14,6 @@
 #include "dk_keys.h"
 #include "dk_op.h"
 #include "dk_op_define.h"
-#include "dk_parallel.h"
 #include "dk_profile.h"
 #include "dk_registry.h"
 #include "dk_status.h"

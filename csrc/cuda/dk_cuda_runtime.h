@@ -1,6 +1,6 @@
 /*
  * dk_cuda_runtime.h — what the CUDA backend (libdkit_cuda.so) needs of the CUDA runtime, under the
- * names dkit's GPU code uses (Note [One source for CUDA and HIP] in gpu/dk_gpu.h). gpu/dk_gpu.h
+ * names dkit's GPU code uses (Note [One source for CUDA and HIP] in csrc/gpu/dk_gpu.h). gpu/dk_gpu.h
  * includes it when nvcc compiles; its HIP counterpart is csrc/hip/dk_hip_runtime.h.
  */
 #ifndef DK_CUDA_RUNTIME_H
@@ -38,7 +38,7 @@ typedef cudaStream_t dkgStream_t;
 
 #define DK_GPU_WARP 32
 
-/* Note [Warp shuffles] in gpu/dk_gpu.h: the _sync forms, with the full mask. */
+/* Note [Warp shuffles] in csrc/gpu/dk_gpu.h: the _sync forms, with the full mask. */
 #define DK_GPU_SHFL(v, src) __shfl_sync(0xffffffffu, (v), (src))
 #define DK_GPU_SHFL_DOWN(v, delta) __shfl_down_sync(0xffffffffu, (v), (delta))
 #define DK_GPU_SHFL_XOR(v, mask) __shfl_xor_sync(0xffffffffu, (v), (mask))

@@ -1,10 +1,10 @@
 /*
  * dk_hip_runtime.h — what the HIP backend (libdkit_hip.so) needs of ROCm's HIP runtime, under the
- * names dkit's GPU code uses (Note [One source for CUDA and HIP] in gpu/dk_gpu.h). gpu/dk_gpu.h
+ * names dkit's GPU code uses (Note [One source for CUDA and HIP] in csrc/gpu/dk_gpu.h). gpu/dk_gpu.h
  * includes it when hipcc compiles; nothing else does.
  *
  * The HIP backend has no kernel source of its own: hipcc (-x hip) compiles the .cu files of
- * csrc/cuda/ (csrc/hip/rules.mk). What is HIP's own lives here: the runtime's names, its warp
+ * csrc/gpu/ (csrc/hip/rules.mk). What is HIP's own lives here: the runtime's names, its warp
  * (wavefront) width and shuffles, and how the backend names its runtime in messages. (A
  * HIP-only kernel, should one ever be needed, would go in this folder too, with a rule for it in
  * rules.mk; there is none today.)
@@ -44,7 +44,7 @@ typedef hipStream_t dkgStream_t;
 
 #define DK_GPU_WARP 64 /* gfx9 (gfx90a, MI200) wavefronts; the kernels do not depend on it */
 
-/* Note [Warp shuffles] in gpu/dk_gpu.h: ROCm 5.2 has no _sync variants; a wavefront always runs
+/* Note [Warp shuffles] in csrc/gpu/dk_gpu.h: ROCm 5.2 has no _sync variants; a wavefront always runs
  * converged there, so the mask-free forms are the same operation. */
 #define DK_GPU_SHFL(v, src) __shfl((v), (src))
 #define DK_GPU_SHFL_DOWN(v, delta) __shfl_down((v), (delta))

@@ -1,10 +1,9 @@
-# csrc/hip/rules.mk — the HIP backend, libdkit_hip.so, included by csrc/cuda/rules.mk (which has
-# the CUDA backend, the emulated kernel tests and what both backends share: GPU_SRCS,
-# GPU_INCS).
+# csrc/hip/rules.mk — the HIP backend, libdkit_hip.so, included by csrc/gpu/rules.mk (which has
+# what both GPU backends share: GPU_SRCS, GPU_INCS, the emulated kernel tests).
 #
-# hipcc (-x hip) compiles the .cu files of csrc/cuda/, the same sources nvcc compiles (Note [One
-# source for CUDA and HIP] in csrc/common/gpu/dk_gpu.h): no hipify step, no copies. What is HIP's
-# own sits in this folder: its runtime's names (dk_hip_runtime.h) and this build.
+# hipcc (-x hip) compiles the .cu files of csrc/gpu/, the same sources nvcc compiles (Note [One
+# source for CUDA and HIP] in csrc/gpu/dk_gpu.h): no hipify step, no copies. What is HIP's own
+# sits in this folder: its runtime's names (dk_hip_runtime.h) and this build.
 
 HIPCC          ?= hipcc
 DKIT_HIP_ARCHS ?= gfx90a
@@ -22,7 +21,7 @@ HIP_ARCHS_TEXT := $(subst $(space),$(,) ,$(HIP_ARCH_LIST))
 HIPCC_FLAGS    := -x hip -std=c++17 -O3 -fPIC -fvisibility=hidden -Wall -Werror -Wno-unused-parameter \
                   -Wno-unused-command-line-argument $(addprefix --offload-arch=,$(HIP_ARCH_LIST)) $(GPU_INCS)
 
-# Note [Exact GPU arithmetic] in csrc/cuda/rules.mk: hipcc contracts a*b+c into an fma by default.
+# Note [Exact GPU arithmetic] in csrc/gpu/rules.mk: hipcc contracts a*b+c into an fma by default.
 HIPCC_FLAGS    += -ffp-contract=off
 
 # hipcc runs rocm_agent_enumerator to list the local GPUs even with --offload-arch; with no
@@ -32,8 +31,8 @@ $(BUILD)/hip/targets.lst:
 	@mkdir -p $(dir $@)
 	printf '%s\n' $(HIP_ARCH_LIST) >$@
 
-$(BUILD)/hip/%.o: csrc/cuda/%.cu | $(BUILD)/hip/targets.lst
+$(BUILD)/hip/%.o: csrc/gpu/%.cu | $(BUILD)/hip/targets.lst
 	$(HIP_ENV) $(HIPCC) $(HIPCC_FLAGS) -MMD -MP -DDK_GPU_ARCHS='"$(HIP_ARCHS_TEXT)"' -c $< -o $@
 
-$(BUILD)/libdkit_hip.so: $(patsubst csrc/cuda/%.cu,$(BUILD)/hip/%.o,$(GPU_SRCS)) | $(BUILD)/libdkit.so
+$(BUILD)/libdkit_hip.so: $(patsubst csrc/gpu/%.cu,$(BUILD)/hip/%.o,$(GPU_SRCS)) | $(BUILD)/libdkit.so
 	$(HIP_ENV) $(HIPCC) -shared -fPIC -o $@ $(filter %.o,$^) -L$(BUILD) -ldkit -Wl,-rpath,'$$ORIGIN'

@@ -2,9 +2,9 @@
  * dk_pygpu.c — loading the GPU backends that were built and shipped beside the extension.
  *
  * `make python` and setup.py put libdkit_cuda.so and libdkit_hip.so, when built, next to _C
- * (csrc/cuda/rules.mk). Importing _C loads each one present, before the op callables are made,
+ * (csrc/gpu/rules.mk). Importing _C loads each one present, before the op callables are made,
  * so every later call dispatches to it. Loading runs no CUDA or HIP call (Note [No GPU call at
- * load time] in csrc/cuda/dk_gpu_backend.cu): without a driver the import works and
+ * load time] in csrc/gpu/dk_gpu_backend.cu): without a driver the import works and
  * dkit.backends() says why the backend is unavailable. A library that exists but cannot be
  * loaded (its runtime, libamdhip64, is not installed here) gives a RuntimeWarning naming it,
  * and dkit goes on without it. DKIT_GPU_BACKENDS=0 loads none.

@@ -9,6 +9,7 @@
 
 #include <string.h>
 
+#include "dk_parallel.h" /* csrc/cpu: the CPU kernels' thread count */
 #include "dk_pydlpack.h"
 
 #ifdef _OPENMP

@@ -1,7 +1,7 @@
 /*
  * dk_pytunables.c — dkit._C.tunable: the CPU kernels' tunables (Note [Tunables] in
- * csrc/cpu/dk_tunables.h) from Python, for tests and benchmarks that force a path or a bound;
- * and, at import, the check of DKIT_TUNE's names (Note [DKIT_TUNE] in csrc/cpu/dk_tunables.c).
+ * csrc/common/dk_tunables.h) from Python, for tests and benchmarks that force a path or a bound;
+ * and, at import, the check of DKIT_TUNE's names (Note [DKIT_TUNE] in csrc/common/dk_tunables.c).
  */
 #include "dk_py.h"
 #include "dk_tunables.h"

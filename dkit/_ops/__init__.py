@@ -18,19 +18,22 @@ dkit/_torch_library.py).
 """
 
 
-def torch_op(*schemas, differentiable=False, autocast=False):
+def torch_op(*schemas, differentiable=False, autocast=False, example=None):
     """Declares the torch op (torch.ops.dkit.<name>) of a public dkit op: its schemas in
     torch's schema language, without the namespace, one per overload. Each schema's arguments
     are the function's own (names, order, defaults), so TorchScript calls the function's
     signature and the function itself serves as the op's kernel; the decorator returns the
     function unchanged (no wrapper frame on the eager path). differentiable: the function
     records autograd (through a Differentiable's fw.apply) when its tensors require grad.
-    autocast: under torch.autocast the op runs in float32, as torchvision's (Note [Autocast])."""
+    autocast: under torch.autocast the op runs in float32, as torchvision's (Note [Autocast]).
+    example: example(rng) -> the arguments of one typical call (NumPy arrays for tensors,
+    dkit/_ops/_examples.py), which the tests run through every route the op has."""
 
     def declare(fn):
         fn.__dkit_torch_schemas__ = schemas
         fn.__dkit_differentiable__ = differentiable
         fn.__dkit_autocast__ = autocast
+        fn.__dkit_example__ = example
         return fn
 
     return declare

@@ -25,10 +25,9 @@ DkitNotImplementedError. Call it under torch.no_grad() (or on detached boxes) to
 """
 
 from dkit import _C
-from dkit._ops import torch_op
+from dkit._ops import _examples, torch_op
 from dkit._ops._args import tensor_pair, to_bool, to_float, to_int
 
-__all__ = ["box_iou", "generalized_box_iou", "distance_box_iou", "complete_box_iou", "bbox_overlaps"]
 
 # dk_box_kind (csrc/common/kernels/box_math.h)
 _IOU, _GIOU, _DIOU, _CIOU, _MMCV_IOU, _MMCV_IOF = range(6)
@@ -56,6 +55,7 @@ _kernel = _C.ops.box_iou
 
 @torch_op(
     "box_iou(Tensor boxes1, Tensor boxes2) -> Tensor",
+    example=lambda rng: (_examples.boxes(rng, 30)[0], _examples.boxes(rng, 40)[0]),
 )
 def box_iou(boxes1, boxes2):
     """Intersection over union of every pair, as torchvision.ops.box_iou.
@@ -81,6 +81,7 @@ def box_iou(boxes1, boxes2):
 
 @torch_op(
     "generalized_box_iou(Tensor boxes1, Tensor boxes2) -> Tensor",
+    example=lambda rng: (_examples.boxes(rng, 30)[0], _examples.boxes(rng, 40)[0]),
 )
 def generalized_box_iou(boxes1, boxes2):
     """Generalized IoU of every pair, as torchvision.ops.generalized_box_iou: IoU minus the
@@ -90,6 +91,7 @@ def generalized_box_iou(boxes1, boxes2):
 
 @torch_op(
     "distance_box_iou(Tensor boxes1, Tensor boxes2, float eps=1e-07) -> Tensor",
+    example=lambda rng: (_examples.boxes(rng, 30)[0], _examples.boxes(rng, 40)[0], 1e-6),
 )
 def distance_box_iou(boxes1, boxes2, eps=1e-7):
     """Distance IoU of every pair, as torchvision.ops.distance_box_iou: IoU minus the squared
@@ -100,6 +102,7 @@ def distance_box_iou(boxes1, boxes2, eps=1e-7):
 
 @torch_op(
     "complete_box_iou(Tensor boxes1, Tensor boxes2, float eps=1e-07) -> Tensor",
+    example=lambda rng: (_examples.boxes(rng, 30)[0], _examples.boxes(rng, 40)[0]),
 )
 def complete_box_iou(boxes1, boxes2, eps=1e-7):
     """Complete IoU of every pair, as torchvision.ops.complete_box_iou: distance IoU minus an
@@ -109,6 +112,7 @@ def complete_box_iou(boxes1, boxes2, eps=1e-7):
 
 @torch_op(
     "bbox_overlaps(Tensor bboxes1, Tensor bboxes2, str mode=\"iou\", bool aligned=False, int offset=0) -> Tensor",
+    example=lambda rng: (_examples.boxes(rng, 30)[0], _examples.boxes(rng, 40)[0], "iof", False, 1),
 )
 def bbox_overlaps(bboxes1, bboxes2, mode="iou", aligned=False, offset=0):
     """Overlaps of boxes, as mmcv.ops.bbox_overlaps (its CPU kernel's arithmetic).

@@ -17,10 +17,9 @@ argument types and what it needs to allocate.
 """
 
 from dkit import _C
-from dkit._ops import autocast_args, torch_op
+from dkit._ops import _examples, autocast_args, torch_op
 from dkit._ops._args import tensor, tensor_pair, to_float
 
-__all__ = ["nms", "batched_nms", "soft_nms"]
 
 _nms_kernel = _C.ops.nms
 _batched_nms_kernel = _C.ops.batched_nms
@@ -60,6 +59,7 @@ def _categories(fw, idxs, op):
 @torch_op(
     "nms(Tensor boxes, Tensor scores, float iou_threshold, Tensor? idxs=None, int offset=0) -> Tensor",
     autocast=True,
+    example=lambda rng: (*_examples.boxes(rng, 200), 0.5),
 )
 def nms(boxes, scores, iou_threshold, idxs=None, offset=0):
     """Non-maximum suppression, torchvision's rules.
@@ -108,6 +108,7 @@ def nms(boxes, scores, iou_threshold, idxs=None, offset=0):
 @torch_op(
     "batched_nms(Tensor boxes, Tensor scores, Tensor idxs, float iou_threshold) -> Tensor",
     autocast=True,
+    example=lambda rng: (*_examples.boxes(rng, 200), rng.integers(0, 4, 200), 0.5),
 )
 def batched_nms(boxes, scores, idxs, iou_threshold):
     """NMS per category, in one call: torchvision.ops.batched_nms.
@@ -137,6 +138,7 @@ def batched_nms(boxes, scores, idxs, iou_threshold):
 
 @torch_op(
     "soft_nms(Tensor boxes, Tensor scores, float iou_threshold=0.3, float sigma=0.5, float min_score=0.001, str method=\"linear\", int offset=0) -> (Tensor, Tensor)",
+    example=lambda rng: (*_examples.boxes(rng, 200), 0.3, 0.5, 1e-3, "gaussian"),
 )
 def soft_nms(boxes, scores, iou_threshold=0.3, sigma=0.5, min_score=1e-3, method="linear", offset=0):
     """Soft-NMS (Bodla et al. 2017) as MMCV runs it: overlapping boxes lose score instead of

@@ -32,10 +32,9 @@ core's own rules.
 import math
 
 from dkit import _C, _frameworks
-from dkit._ops import Differentiable, autocast_args, torch_op
+from dkit._ops import _examples, Differentiable, autocast_args, torch_op
 from dkit._ops._args import framework, to_bool, to_float, to_int, to_pair
 
-__all__ = ["roi_align"]
 
 OP = "roi_align"
 
@@ -63,6 +62,7 @@ _framework_of_type = _frameworks.BY_TYPE.get
     "roi_align.boxes_list(Tensor input, Tensor[] boxes, int[2] output_size, float spatial_scale=1.0, int sampling_ratio=0, str pool_mode=\"avg\", bool aligned=True) -> Tensor",
     differentiable=True,
     autocast=True,
+    example=lambda rng: (*_examples.feature(rng), [3, 2], 0.5, 2, "max", False),
 )
 def roi_align(input, boxes, output_size, spatial_scale=1.0, sampling_ratio=0, pool_mode="avg", aligned=True):
     """RoIAlign (Mask R-CNN) with MMCV's semantics and defaults.

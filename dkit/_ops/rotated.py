@@ -16,10 +16,9 @@ view of 2^31 rows must be refused at the cost of a shape lookup, not of a 40 GB 
 """
 
 from dkit import _C
-from dkit._ops import torch_op
+from dkit._ops import _examples, torch_op
 from dkit._ops._args import framework, tensor, to_bool, to_float
 
-__all__ = ["box_iou_rotated", "nms_rotated"]
 
 _LIMIT = 2**31
 
@@ -32,6 +31,7 @@ _nms_kernel = _C.ops.nms_rotated
 
 @torch_op(
     "box_iou_rotated(Tensor bboxes1, Tensor bboxes2, str mode=\"iou\", bool aligned=False, bool clockwise=True) -> Tensor",
+    example=lambda rng: (_examples.rotated(rng, 40), _examples.rotated(rng, 10), "iou", False, True),
 )
 def box_iou_rotated(bboxes1, bboxes2, mode="iou", aligned=False, clockwise=True):
     """Overlaps of rotated boxes, as mmcv.ops.box_iou_rotated.
@@ -82,6 +82,7 @@ def box_iou_rotated(bboxes1, bboxes2, mode="iou", aligned=False, clockwise=True)
 
 @torch_op(
     "nms_rotated(Tensor dets, Tensor scores, float iou_threshold, Tensor? labels=None, bool clockwise=True) -> (Tensor, Tensor)",
+    example=lambda rng: (_examples.rotated(rng, 40), _examples.boxes(rng, 40)[1], 0.2),
 )
 def nms_rotated(dets, scores, iou_threshold, labels=None, clockwise=True):
     """Non-maximum suppression of rotated boxes, as mmcv.ops.nms_rotated (its CPU kernel).

@@ -2,8 +2,9 @@
  * dk_gpu_emu.h — runs dkit's CUDA/HIP kernels on the host, for tests only (C++17, g++).
  *
  * Note [Emulating a GPU on the host]
- * gpu/dk_gpu.h includes this header when DK_GPU_EMULATE is defined, and the kernel and launcher
- * sources of csrc/cuda/ then compile with the host C++ compiler, unchanged. A launch runs the
+ * The tests' build compiles the kernel and launcher sources of csrc/gpu/ with the host C++
+ * compiler, unchanged, with DK_GPU_EMULATE defined and this header forced in first (-include
+ * dk_gpu_emu.h, csrc/gpu/rules.mk), where csrc/gpu/dk_gpu.h expects it. A launch runs the
  * grid's blocks one after another on the calling thread; within a block, each GPU thread is a
  * fiber with a stack of its own (ucontext). __syncthreads() switches back to the block's
  * scheduler, which resumes the next fiber; once every fiber of the block has reached the

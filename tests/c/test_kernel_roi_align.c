@@ -7,6 +7,7 @@
  * threads on small calls), plus the determinism of backward across thread counts.
  */
 #include "dk_kernel_test.h"
+#include "dk_parallel.h"
 #include "dk_tunables.h"
 #include "kernels/roi_align_math.h"
 #include "roi_align.h"

@@ -1,5 +1,6 @@
 /* test_tensor.c — dtypes, sizes, strides, contiguity, channels-last and device names; the CPU
  * kernels' thread count. */
+#include "dk_parallel.h"
 #include "dk_test.h"
 
 static void dtype_round_trips_through_dlpack(void **state)

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dk_parallel.h"
 #include "dkit.h"
 #include "dk_tunables.h"
 #include "kernels/dk_half.h"

@@ -109,6 +109,57 @@ def _include_graph(dirs):
     return graph
 
 
+# Note [Layers]
+# Which folders a folder's sources may include from, besides its own: the core (csrc/common)
+# stands on nothing; the op definitions (ops) on the core; the CPU backend (csrc/cpu) and the GPU
+# kernels (csrc/gpu) on both, and the GPU kernels also on their vendors' runtime headers
+# (csrc/cuda, csrc/hip), which stand on the core alone; the extension on everything but the GPU
+# code, which it only loads. No library folder includes a test's header: the GPU emulation comes
+# in by the tests' own -include (csrc/gpu/rules.mk).
+LAYERS = {
+    "csrc/common": set(),
+    "ops": {"csrc/common"},
+    "csrc/cpu": {"csrc/common", "ops"},
+    "csrc/cuda": {"csrc/common"},
+    "csrc/hip": {"csrc/common"},
+    "csrc/gpu": {"csrc/common", "ops", "csrc/cuda", "csrc/hip"},
+    "csrc/python": {"csrc/common", "ops", "csrc/cpu"},
+}
+_HEADER_HOMES = (*LAYERS, "tests/c", "tests/fuzz")
+
+
+def _includes_across_layers():
+    """(folder, file, included header, the header's folder) for every include that crosses a
+    folder, the header found by name as the builds' flat -I paths find it."""
+    homes = collections.defaultdict(set)
+    for home in _HEADER_HOMES:
+        for path in glob.glob(os.path.join(ROOT, home, "**", "*.*"), recursive=True):
+            if path.endswith((".h", ".cuh")):
+                rel = os.path.relpath(path, os.path.join(ROOT, home))
+                homes[rel].add(home)
+                homes[os.path.basename(path)].add(home)
+    found = []
+    for layer in LAYERS:
+        for path in glob.glob(os.path.join(ROOT, layer, "**", "*.*"), recursive=True):
+            if not path.endswith((".h", ".c", ".cu", ".cuh", ".cpp")):
+                continue
+            with open(path, encoding="utf-8") as f:
+                for inc in re.findall(r'^\s*#\s*include\s+"([^"]+)"', f.read(), re.M):
+                    own = os.path.exists(os.path.join(os.path.dirname(path), inc))
+                    for home in homes.get(inc) or homes.get(os.path.basename(inc)) or ():
+                        if home != layer and not own:
+                            found.append((layer, os.path.relpath(path, ROOT), inc, home))
+    return found
+
+
+def test_layers_include_only_downwards():
+    wrong = [(f, inc, home) for layer, f, inc, home in _includes_across_layers() if home not in LAYERS[layer]]
+    assert wrong == [], f"includes against Note [Layers]: {wrong}"
+    # the check sees the crossings it allows, so it is not vacuous
+    seen = {(layer, home) for layer, _, _, home in _includes_across_layers()}
+    assert {("csrc/cpu", "csrc/common"), ("csrc/gpu", "ops"), ("csrc/gpu", "csrc/cuda")} <= seen, seen
+
+
 def test_include_graphs_have_no_circles():
     assert _cycles(_include_graph(CORE_DIRS)) == []
     assert _cycles(_include_graph(("csrc/python",))) == []

@@ -40,27 +40,25 @@ def test_built_backends_are_loaded_and_described(name):
         assert b.devices == 0
 
 
-# Every op the GPU backends serve with kernels of their own; the rest of dkit's ops are composites.
-GPU_KERNELS = ("roi_align_forward", "roi_align_backward", "nms", "soft_nms", "box_iou", "nms_rotated", "box_iou_rotated")
-
-
 @pytest.mark.parametrize("name", ["cuda", "hip"])
 def test_built_backends_have_a_kernel_for_every_op(name):
     """The project's rule: an op is done when every backend dkit builds runs it. Each op with a
-    CPU kernel has one of the GPU backend's own (registered at load, without a driver), and
-    every composite over such ops serves the backend too."""
+    CPU kernel has one of the GPU backend's own (registered at load, without a driver, from the
+    kernel's own file: Note [GPU kernels register themselves]), and every composite over such
+    ops serves the backend too. Read from the registry: no list of ops here."""
     if not BUILT[name]:
         pytest.skip(f"libdkit_{name}.so was not built (no {'nvcc' if name == 'cuda' else 'hipcc'})")
+    own = 0
     for op in dkit.dispatch.ops():
         slots = {s.key: s for s in dkit.dispatch.table(op)}
         cpu, gpu = slots.get("cpu"), slots.get(name)
         assert gpu is not None and gpu.kernel, (op, name, slots)
         if cpu.provenance == "kernel":
             assert gpu.provenance == "kernel" and gpu.kernel == f"dk_{op}_{name}", (op, gpu)
-            assert op in GPU_KERNELS, op  # a new op: list it above once it has GPU kernels
+            own += 1
         else:
             assert gpu.provenance == cpu.provenance and gpu.kernel == cpu.kernel, (op, gpu, cpu)
-    assert set(GPU_KERNELS) <= set(dkit.dispatch.ops())
+    assert own >= 7  # roi_align's two, nms, soft_nms, box_iou, and the rotated pair at least
 
 
 @pytest.mark.parametrize("name", ["cuda", "hip"])

@@ -56,25 +56,22 @@ def _equal(a, b):
     return torch.equal(a, b)
 
 
-# One call of every public op: (function, args), with the eager results as the reference.
+# One call of every public op: its declared example (@torch_op(..., example=...) in
+# dkit/_ops/), NumPy arrays made torch tensors, with the eager results as the reference.
 def _public_calls():
-    x, rois = _feature()
-    b, s = _boxes(200)
-    idxs = torch.randint(0, 4, (200,), generator=torch.Generator().manual_seed(1))
-    r = _rotated(40)
-    return {
-        "roi_align": (x, rois, [3, 2], 0.5, 2, "max", False),
-        "nms": (b, s, 0.5),
-        "batched_nms": (b, s, idxs, 0.5),
-        "soft_nms": (b, s, 0.3, 0.5, 1e-3, "gaussian"),
-        "box_iou": (b[:30], b[:40]),
-        "generalized_box_iou": (b[:30], b[:40]),
-        "distance_box_iou": (b[:30], b[:40], 1e-6),
-        "complete_box_iou": (b[:30], b[:40]),
-        "bbox_overlaps": (b[:30], b[:40], "iof", False, 1),
-        "box_iou_rotated": (r, r[:10], "iou", False, True),
-        "nms_rotated": (r, s[:40], 0.2),
-    }
+    import numpy as np
+
+    def torched(v):
+        if isinstance(v, np.ndarray):
+            return torch.from_numpy(v)
+        return v
+
+    calls = {}
+    for name in dkit.ops.__all__:
+        example = getattr(dkit.ops, name).__dkit_example__
+        assert example is not None, f"{name}: declare an example call with @torch_op(..., example=...)"
+        calls[name] = tuple(torched(v) for v in example(np.random.default_rng(0)))
+    return calls
 
 
 # ------------------------------------------------------------------------------------------
@@ -83,7 +80,7 @@ def _public_calls():
 
 def test_every_public_op_is_a_torch_op_with_its_signature():
     calls = _public_calls()
-    assert set(calls) == set(dkit.ops.__all__)  # a new op gets a case here
+    assert set(calls) == set(dkit.ops.__all__)
     for name in dkit.ops.__all__:
         fn = getattr(dkit.ops, name)
         packet = getattr(torch.ops.dkit, name)

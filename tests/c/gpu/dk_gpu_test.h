@@ -124,7 +124,7 @@ static inline void dkg_assert_same_keep(const dkk_tensor *keep, const dkk_tensor
  *     library's, so values that go through them are compared within `tol` (relative and
  *     absolute);
  *   - all else is exact there (every GPU kernel is built without contraction: Note [Exact GPU
- *     arithmetic] in csrc/cuda/rules.mk), and callers pass tol 0 for it; but a NaN is only a
+ *     arithmetic] in csrc/gpu/rules.mk), and callers pass tol 0 for it; but a NaN is only a
  *     NaN: its sign and payload are the hardware's (dkk_assert_same_values). An H100 and an x86
  *     CPU give NaNs of other bits for the same NaN or infinite box.
  */

@@ -1,7 +1,7 @@
 /*
  * test_gpu_emu_warp.cpp — the emulation's warps (Note [Emulated warps] in tests/c/dk_gpu_emu.h)
  * against what CUDA and HIP define for shuffles and votes, through dkit's portable spellings
- * (Note [Warp shuffles] in gpu/dk_gpu.h), at warp sizes 32 (NVIDIA) and 64 (gfx9). Emulation
+ * (Note [Warp shuffles] in csrc/gpu/dk_gpu.h), at warp sizes 32 (NVIDIA) and 64 (gfx9). Emulation
  * only: these kernels are the test's own, not dkit's.
  */
 #include <assert.h>
@@ -18,7 +18,7 @@ extern "C" {
 #include <cmocka.h>
 }
 
-#include "gpu/dk_gpu.h"
+#include "dk_gpu.h"
 
 /* Each thread: the sum of its warp's values by a shfl_down tree (lane 0 holds it), broadcast
  * back with a shuffle from lane 0. */

@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "dk_gpu_status.h"
-#include "gpu/dk_gpu.h"
+#include "dk_gpu.h"
 #include "nms_gpu.h"
 
 struct dk__nms_gpu_job;

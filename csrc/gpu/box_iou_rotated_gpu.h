@@ -1,6 +1,6 @@
 /*
  * box_iou_rotated_gpu.h — box_iou_rotated on CUDA and HIP (ops/box_iou_rotated.h), written once
- * (Note [One source for CUDA and HIP] in gpu/dk_gpu.h): what its kernel
+ * (Note [One source for CUDA and HIP] in csrc/gpu/dk_gpu.h): what its kernel
  * (box_iou_rotated_gpu_tmpl.cuh) and launcher (box_iou_rotated_gpu.cu) share.
  *
  * Note [Rotated overlaps on a GPU]

@@ -7,7 +7,8 @@
 
 #include "dk_gpu_status.h"
 #include "dk_tunables.h"
-#include "gpu/dk_gpu.h"
+#include "dk_gpu.h"
+#include "dk_gpu_kernels.h"
 #include "kernels/box_math.h"
 
 /* Note [Soft-NMS on a GPU]: threads of the one block (rounded down to a power of two); small
@@ -39,3 +40,6 @@ extern "C" dk_status dk_soft_nms_gpu(const dk_tensor *boxes, const dk_tensor *sc
     dk_device_guard_exit(&g);
     return st;
 }
+
+/* Note [GPU kernels register themselves] in dk_gpu_kernels.h */
+DK_GPU_KERNEL(soft_nms, dk_soft_nms_gpu);

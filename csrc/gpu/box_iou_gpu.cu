@@ -6,7 +6,8 @@
 #include "box_iou_gpu.h"
 
 #include "dk_gpu_status.h"
-#include "gpu/dk_gpu.h"
+#include "dk_gpu.h"
+#include "dk_gpu_kernels.h"
 #include "kernels/box_math.h"
 
 #define DK_TEMPLATE "box_iou_gpu_tmpl.cuh"
@@ -38,3 +39,6 @@ extern "C" dk_status dk_box_iou_gpu(const dk_tensor *boxes1, const dk_tensor *bo
     dk_device_guard_exit(&g);
     return st;
 }
+
+/* Note [GPU kernels register themselves] in dk_gpu_kernels.h */
+DK_GPU_KERNEL(box_iou, dk_box_iou_gpu);

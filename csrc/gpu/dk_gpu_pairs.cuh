@@ -1,7 +1,7 @@
 /*
  * dk_gpu_pairs.cuh — the pairs of two sets of boxes behind a pairwise op's output (box_iou,
  * box_iou_rotated): one call's sizes and element strides, and the grid-stride loop (Note
- * [Grid-stride loops] in gpu/dk_gpu.h) that gives each thread the two boxes of each of its
+ * [Grid-stride loops] in csrc/gpu/dk_gpu.h) that gives each thread the two boxes of each of its
  * output elements in the compute type. Every pair (i, j) of boxes1 [n, *] and boxes2 [m, *] goes
  * to out [n, m], or, aligned, every pair (i, i) to out [n]. Consecutive threads take consecutive
  * columns of one row: the row's box is one cached read for a whole warp, the column boxes are
@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #include "dk_tensor.h"
-#include "gpu/dk_gpu.h"
+#include "dk_gpu.h"
 #include "kernels/dk_hd.h"
 
 typedef struct {

@@ -1,6 +1,6 @@
 /*
  * nms_gpu.h — NMS on CUDA and HIP (ops/nms.h), written once (Note [One source for CUDA and HIP]
- * in gpu/dk_gpu.h): what its kernels (nms_gpu_tmpl.cuh) and launcher (nms_gpu.cu) share.
+ * in csrc/gpu/dk_gpu.h): what its kernels (nms_gpu_tmpl.cuh) and launcher (nms_gpu.cu) share.
  *
  * Note [NMS on a GPU]
  * The references' greedy procedure, every decision theirs, in four steps that all stay on the

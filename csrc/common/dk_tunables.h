@@ -1,5 +1,6 @@
 /*
- * dk_tunables.h — named integer knobs of the CPU kernels, read cheaply, settable at run time.
+ * dk_tunables.h — named integer knobs of the kernels (CPU and GPU), read cheaply, settable at run
+ * time. Part of the core: any backend's kernels may have them (roi_align.gpu_deterministic).
  *
  * Note [Tunables]
  * A kernel with two ways to do one thing (roi_align's sparse and dense evaluation orders, its

@@ -1,8 +1,9 @@
 /*
  * dk_gpu_backend.cu — the CUDA backend (nvcc: libdkit_cuda.so) and the HIP backend (hipcc: the
  * same file, libdkit_hip.so): their backend object (dk_backend.h) and the entry point that
- * registers it and every GPU kernel (dk_backend_library.h). Note [One source for CUDA and HIP]
- * in gpu/dk_gpu.h says how one file serves both.
+ * registers it and every GPU kernel (dk_backend_library.h; the kernels are declared by their own
+ * files: Note [GPU kernels register themselves] in dk_gpu_kernels.h). Note [One source for CUDA and HIP]
+ * in csrc/gpu/dk_gpu.h says how one file serves both.
  *
  * Note [No GPU call at load time]
  * Loading the library runs only the entry point, which registers a static object and function
@@ -20,14 +21,9 @@
  * libamdhip64 to load at all (Debian: libamdhip64-5), else dkit warns and goes on without it.
  */
 #include "dk_backend_library.h"
+#include "dk_gpu.h"
+#include "dk_gpu_kernels.h"
 #include "dk_gpu_status.h"
-#include "gpu/dk_gpu.h"
-#include "box_iou_gpu.h"
-#include "box_iou_rotated_gpu.h"
-#include "nms_gpu.h"
-#include "nms_rotated_gpu.h"
-#include "roi_align_gpu.h"
-#include "soft_nms_gpu.h"
 
 #include <stdio.h>
 
@@ -141,35 +137,15 @@ static const dk_backend dk__gpu_backend = {
     dk__gpu_copy,
 };
 
-/* The backend object and every GPU kernel (Note [No GPU call at load time]). Each kernel is
- * assigned to its op's function type first: a signature that drifts from the op's fails to
- * compile here. batched_nms and MMCV's nms are composites over nms: they need nothing. */
+/* The backend object, then every GPU kernel of this library (Note [No GPU call at load time];
+ * Note [GPU kernels register themselves] in dk_gpu_kernels.h: each kernel file declared its own).
+ * batched_nms and MMCV's nms are composites over nms: they need nothing. */
 static dk_status dk__gpu_init(void)
 {
-    const dk_roi_align_forward_fn roi_align_forward = dk_roi_align_forward_gpu;
-    const dk_roi_align_backward_fn roi_align_backward = dk_roi_align_backward_gpu;
-    const dk_nms_fn nms = dk_nms_gpu;
-    const dk_soft_nms_fn soft_nms = dk_soft_nms_gpu;
-    const dk_box_iou_fn box_iou = dk_box_iou_gpu;
-    const dk_nms_rotated_fn nms_rotated = dk_nms_rotated_gpu;
-    const dk_box_iou_rotated_fn box_iou_rotated = dk_box_iou_rotated_gpu;
-    const struct {
-        dk_op *op;
-        dk_fnptr fn;
-        const char *name;
-    } kernels[] = {
-        {&dk_roi_align_forward_op, (dk_fnptr)roi_align_forward, "dk_roi_align_forward_" DK_GPU_BACKEND_NAME},
-        {&dk_roi_align_backward_op, (dk_fnptr)roi_align_backward, "dk_roi_align_backward_" DK_GPU_BACKEND_NAME},
-        {&dk_nms_op, (dk_fnptr)nms, "dk_nms_" DK_GPU_BACKEND_NAME},
-        {&dk_soft_nms_op, (dk_fnptr)soft_nms, "dk_soft_nms_" DK_GPU_BACKEND_NAME},
-        {&dk_box_iou_op, (dk_fnptr)box_iou, "dk_box_iou_" DK_GPU_BACKEND_NAME},
-        {&dk_nms_rotated_op, (dk_fnptr)nms_rotated, "dk_nms_rotated_" DK_GPU_BACKEND_NAME},
-        {&dk_box_iou_rotated_op, (dk_fnptr)box_iou_rotated, "dk_box_iou_rotated_" DK_GPU_BACKEND_NAME},
-    };
     dk_key key;
     dk_status st = dk_backend_register(&dk__gpu_backend, &key);
-    for (size_t i = 0; !st && i < sizeof kernels / sizeof kernels[0]; i++)
-        st = dk_register_device_impl(kernels[i].op, key, kernels[i].fn, kernels[i].name, NULL);
+    for (const dk_gpu_kernel *k = dk_gpu_kernel_list; !st && k; k = k->next)
+        st = dk_register_device_impl(k->op, key, k->fn, k->name, NULL);
     return st;
 }
 

@@ -4,7 +4,7 @@
  * roi_align_gpu.cu: DK_S is the storage type, DK_T the compute type (float for float16 and
  * bfloat16: float accumulation), and the argmax tensors hold DK_T (ops/roi_align.h: float32 for
  * 16-bit inputs). Every kernel is a grid-stride loop over 64-bit indices (Note [Grid-stride
- * loops] in gpu/dk_gpu.h).
+ * loops] in csrc/gpu/dk_gpu.h).
  */
 #if DK_TMPL_PASS == DK_TMPL_FLOAT
 

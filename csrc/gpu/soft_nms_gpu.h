@@ -1,6 +1,6 @@
 /*
  * soft_nms_gpu.h — MMCV's soft_nms on CUDA and HIP (ops/nms.h), written once (Note [One source
- * for CUDA and HIP] in gpu/dk_gpu.h): what its kernels (soft_nms_gpu_tmpl.cuh) and launcher
+ * for CUDA and HIP] in csrc/gpu/dk_gpu.h): what its kernels (soft_nms_gpu_tmpl.cuh) and launcher
  * (soft_nms_gpu.cu) share.
  *
  * Note [Soft-NMS on a GPU]

@@ -9,7 +9,7 @@
 #include "dk_registry.h"
 #include "dk_status.h"
 #include "dk_tensor.h"
-#include "gpu/dk_gpu.h"
+#include "dk_gpu.h"
 
 static inline dk_status dk__gpu_status(dkgError_t e, const char *what)
 {

@@ -6,7 +6,8 @@
 #include "box_iou_rotated_gpu.h"
 
 #include "dk_gpu_status.h"
-#include "gpu/dk_gpu.h"
+#include "dk_gpu.h"
+#include "dk_gpu_kernels.h"
 #include "kernels/rotated_box_math.h"
 
 #define DK_TEMPLATE "box_iou_rotated_gpu_tmpl.cuh"
@@ -30,3 +31,6 @@ extern "C" dk_status dk_box_iou_rotated_gpu(const dk_tensor *boxes1, const dk_te
     dk_device_guard_exit(&g);
     return st;
 }
+
+/* Note [GPU kernels register themselves] in dk_gpu_kernels.h */
+DK_GPU_KERNEL(box_iou_rotated, dk_box_iou_rotated_gpu);

@@ -8,7 +8,8 @@
 
 #include "dk_gpu_status.h"
 #include "dk_tunables.h"
-#include "gpu/dk_gpu.h"
+#include "dk_gpu.h"
+#include "dk_gpu_kernels.h"
 #include "kernels/box_math.h"
 #include "kernels/sort_key.h"
 #include "nms_gpu_mask.cuh"
@@ -170,3 +171,6 @@ extern "C" dk_status dk_nms_gpu(const dk_tensor *boxes, const dk_tensor *scores,
                                  {dk__nms_gpu_mask_f32, dk__nms_gpu_mask_f64}};
     return dk__nms_gpu_run(&job, keep, num);
 }
+
+/* Note [GPU kernels register themselves] in dk_gpu_kernels.h */
+DK_GPU_KERNEL(nms, dk_nms_gpu);

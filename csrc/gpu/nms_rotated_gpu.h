@@ -1,6 +1,6 @@
 /*
  * nms_rotated_gpu.h — nms_rotated on CUDA and HIP (ops/nms_rotated.h), written once (Note [One
- * source for CUDA and HIP] in gpu/dk_gpu.h).
+ * source for CUDA and HIP] in csrc/gpu/dk_gpu.h).
  *
  * Note [Rotated NMS on a GPU]
  * The greedy procedure is nms's (Note [NMS on a GPU] in nms_gpu.h), run by the same driver and

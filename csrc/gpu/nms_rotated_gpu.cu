@@ -6,7 +6,8 @@
 #include "nms_rotated_gpu.h"
 
 #include "dk_gpu_status.h"
-#include "gpu/dk_gpu.h"
+#include "dk_gpu.h"
+#include "dk_gpu_kernels.h"
 #include "kernels/rotated_box_math.h"
 #include "nms_gpu_mask.cuh"
 
@@ -28,3 +29,6 @@ extern "C" dk_status dk_nms_rotated_gpu(const dk_tensor *dets, const dk_tensor *
                                  {dk__nmsr_gpu_mask_f32, dk__nmsr_gpu_mask_f64}};
     return dk__nms_gpu_run(&job, keep, num);
 }
+
+/* Note [GPU kernels register themselves] in dk_gpu_kernels.h */
+DK_GPU_KERNEL(nms_rotated, dk_nms_rotated_gpu);

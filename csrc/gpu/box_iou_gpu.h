@@ -1,6 +1,6 @@
 /*
  * box_iou_gpu.h — box_iou on CUDA and HIP (ops/box_iou.h: torchvision's IoU family and MMCV's
- * bbox_overlaps), written once (Note [One source for CUDA and HIP] in gpu/dk_gpu.h): what its
+ * bbox_overlaps), written once (Note [One source for CUDA and HIP] in csrc/gpu/dk_gpu.h): what its
  * kernels (box_iou_gpu_tmpl.cuh) and launcher (box_iou_gpu.cu) share.
  *
  * Note [Box overlaps on a GPU]

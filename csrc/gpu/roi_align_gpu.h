@@ -1,7 +1,7 @@
 /*
  * roi_align_gpu.h — what roi_align's GPU kernels (roi_align_gpu_tmpl.cuh) and their launchers
  * (roi_align_gpu.cu) share: one call's sizes and strides, and the entry points the backend
- * registers. Written once for CUDA and HIP (Note [One source for CUDA and HIP] in gpu/dk_gpu.h).
+ * registers. Written once for CUDA and HIP (Note [One source for CUDA and HIP] in csrc/gpu/dk_gpu.h).
  *
  * The kernels, per output element (forward) or per element of grad_output or grad_input
  * (backward), take their per-element math from kernels/roi_align_math.h, the header the CPU

@@ -1,9 +1,9 @@
 /*
- * gpu/dk_gpu.h — the one header through which dkit's GPU code (csrc/cuda/) speaks to CUDA, HIP,
+ * dk_gpu.h — the one header through which dkit's GPU code (csrc/gpu/) speaks to CUDA, HIP,
  * or the host emulation of the tests, so that every kernel and launcher is written once.
  *
  * Note [One source for CUDA and HIP]
- * The kernels and the backend object are written once, in the .cu files of csrc/cuda/, against the names
+ * The kernels and the backend object are written once, in the .cu files of csrc/gpu/, against the names
  * below: dkg* for the runtime API (dkgMallocAsync is cudaMallocAsync or hipMallocAsync), the
  * usual CUDA qualifiers and built-ins (__global__, __shared__, blockIdx, __syncthreads,
  * atomicAdd), which hipcc and the emulation both provide, and DK_GPU_LAUNCH for a launch.
@@ -24,7 +24,11 @@
 #include <stdint.h>
 
 #if defined(DK_GPU_EMULATE)
-#include "dk_gpu_emu.h" /* tests/c: the host emulation (Note [Emulating a GPU on the host]) */
+/* The host emulation of the tests (tests/c/dk_gpu_emu.h, Note [Emulating a GPU on the host]),
+ * which the tests' build brings in with -include: no header of the library names a test's. */
+#ifndef DK_GPU_EMU_H
+#error "DK_GPU_EMULATE: build with -include dk_gpu_emu.h (csrc/gpu/rules.mk's EMU_FLAGS)"
+#endif
 #define DK_GPU_BACKEND_NAME "emu"
 #define DK_GPU_DEVICE_TYPE kDLCPU
 #define DK_GPU_KEY DK_KEY_CPU
@@ -42,7 +46,7 @@
 #include "dk_cuda_runtime.h" /* csrc/cuda */
 
 #else
-#error "gpu/dk_gpu.h is for nvcc, hipcc, or the host emulation of the tests (DK_GPU_EMULATE)"
+#error "dk_gpu.h is for nvcc, hipcc, or the host emulation of the tests (DK_GPU_EMULATE)"
 #endif
 
 #if !defined(DK_GPU_EMULATE)

@@ -9,7 +9,8 @@
 #include "dk_determinism.h"
 #include "dk_gpu_status.h"
 #include "dk_tunables.h"
-#include "gpu/dk_gpu.h"
+#include "dk_gpu.h"
+#include "dk_gpu_kernels.h"
 #include "kernels/roi_align_math.h"
 
 /* Note [Deterministic backward on a GPU]. */
@@ -96,3 +97,7 @@ extern "C" dk_status dk_roi_align_backward_gpu(const dk_tensor *grad_output, con
     dk_device_guard_exit(&g);
     return st;
 }
+
+/* Note [GPU kernels register themselves] in dk_gpu_kernels.h */
+DK_GPU_KERNEL(roi_align_forward, dk_roi_align_forward_gpu);
+DK_GPU_KERNEL(roi_align_backward, dk_roi_align_backward_gpu);
