@@ -88,6 +88,8 @@ typedef struct {
     /* type -> callable(device_id) -> the framework's current stream for its tensors on a
      * device with streams (Note [The consumer's stream] in dk_pystream.c); NULL until set. */
     PyObject *stream_getters;
+    /* tunable name -> a callable told each new value set through tunable() (dk_pytunables.c) */
+    PyObject *tunable_watchers;
 } dk_py_state;
 
 static inline dk_py_state *dk_py_state_of_module(PyObject *module) { return (dk_py_state *)PyModule_GetState(module); }

@@ -74,6 +74,7 @@ static int dk__traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(s->ops);
     Py_VISIT(s->max_version);
     Py_VISIT(s->stream_getters);
+    Py_VISIT(s->tunable_watchers);
     return dk_py_dlpack_traverse(s, visit, arg);
 }
 
@@ -92,6 +93,7 @@ static int dk__clear(PyObject *m)
     Py_CLEAR(s->kw_stream);
     Py_CLEAR(s->max_version);
     Py_CLEAR(s->stream_getters);
+    Py_CLEAR(s->tunable_watchers);
     dk_py_dlpack_clear(s);
     return 0;
 }

@@ -71,6 +71,14 @@ _CACHE_MIN = _C.host_cache_stats()["min_bytes"]
 _host_empty = _C.host_empty
 
 
+def _set_cache_min(value):
+    global _CACHE_MIN
+    _CACHE_MIN = value
+
+
+_C._tunable_watch("large_output.min_bytes", _set_cache_min)  # Note [Tunables Python reads]
+
+
 def new_empty(like, shape):
     if _prod(shape) * _element_size(like) >= _CACHE_MIN and like.is_cpu and type(like) is _Tensor:
         name = _NAMES.get(like.dtype)

@@ -5,6 +5,7 @@ handed out again; small outputs, subclasses and other frameworks keep their own 
 DKIT_TUNE, which sets the cache's bound like any tunable."""
 
 import gc
+import importlib
 import threading
 
 import pytest
@@ -182,3 +183,27 @@ def test_dkit_tune_sets_tunables_at_load_and_reports_what_it_ignores():
         _C.tunable("nope")
     with pytest.raises(ValueError, match="must be in"):
         _C.tunable("host_cache.max_bytes", -1)
+
+
+def test_the_threshold_set_at_run_time_reaches_torch_outputs():
+    # Note [Tunables Python reads] in csrc/python/dk_pytunables.c: Python keeps the threshold in a
+    # global, which follows tunable(): an output of 1 MiB comes from the cache once the threshold
+    # is 1 MiB, and from torch again once it is back
+    fw = importlib.import_module("dkit._frameworks.torch")
+    old = _C.tunable("large_output.min_bytes")
+    like = torch.empty(0)
+    try:
+        _C.tunable("large_output.min_bytes", 1 << 20)
+        assert fw._CACHE_MIN == 1 << 20
+        before = dkit.host_cache_stats()["live_blocks"]
+        y = fw.new_empty(like, (1 << 18,))  # 1 MiB of float32
+        assert dkit.host_cache_stats()["live_blocks"] == before + 1
+        del y
+    finally:
+        _C.tunable("large_output.min_bytes", old)
+    assert fw._CACHE_MIN == old
+    before = dkit.host_cache_stats()["live_blocks"]
+    y = fw.new_empty(like, (1 << 18,))
+    assert dkit.host_cache_stats()["live_blocks"] == before
+    with pytest.raises(_C.DkitError, match="no tunable named"):
+        _C._tunable_watch("no.such", print)
