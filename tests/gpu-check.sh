@@ -18,8 +18,15 @@
 #                   so that the later steps still run; the failure stays reported)
 #   6. gpu-python   tests/python/test_gpu_python.py and test_gpu_backends.py, with
 #                   DKIT_EXPECT_GPU=1: CUDA cases that skip are a failure here
-#   7. suite        the whole Python suite on this torch
-#   8. bench-gpu    bench/bench_gpu.py: dkit against torchvision's CUDA ops, same process
+#   7. bench-gpu    bench/bench_gpu.py: the C kernels through the dispatcher, against
+#                   torchvision's CUDA ops in the same process
+#   8. bench-calls  bench/bench_gpu_calls.py: whole Python calls, dkit against torchvision, warm
+#                   and with the L2 cache flushed between calls
+#   9. profile      bench/profile_gpu.py calls: where a tiny call's host time goes
+#  10. ncu          Nsight Compute on one launch of each kernel of bench_gpu_calls.py's cases
+#  11. suite        the Python suite on this torch, without the tests marked slow, last and
+#                   cut at DKIT_GPU_SUITE_S seconds (default 240) so that one call of the machine
+#                   holds the whole check
 #
 # Usage: bash tests/gpu-check.sh   (PYTHON=python3 and JOBS=$(nproc) by default)
 set -u
@@ -94,6 +101,7 @@ build() {
 test_gpu() {
     local rc=0 t out=$LOGS/.test-gpu.out
     for t in build/tests/gpu/test_gpu_*; do
+        case $t in *.d) continue ;; esac # the compiler's dependency files (-MMD)
         echo "== $t"
         DK_TEST_GPU_LIB=$PWD/build/libdkit_cuda.so DK_TEST_GPU_TYPE=cuda "$t" >"$out" 2>&1 || rc=1
         cat "$out"
@@ -129,6 +137,22 @@ python_build() {
     return 1
 }
 
+bench_calls() {
+    "$PYTHON" bench/bench_gpu_calls.py && "$PYTHON" bench/bench_gpu_calls.py --cold
+}
+
+# One launch of each kernel, inside the NVTX range "profiled" (the warm-up call is outside it).
+ncu_kernels() {
+    local ncu=${NCU:-/usr/local/cuda/bin/ncu}
+    [ -x "$ncu" ] || ncu=$(command -v ncu) || {
+        echo "ncu: not found"
+        return 1
+    }
+    local args=(--kernel-name-base demangled -k 'regex:ra_gpu|roi_align|nms|iou|bir' --launch-count 60
+        --section SpeedOfLight --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis)
+    timeout 150 "$ncu" "${args[@]}" --nvtx --nvtx-include 'profiled/' "$PYTHON" bench/profile_gpu.py kernels
+}
+
 step env environment
 step cmocka cmocka
 if [ -d build/gpu-deps/usr ]; then
@@ -143,7 +167,10 @@ fi
 step python python_build
 step gpu-python env DKIT_EXPECT_GPU=1 "$PYTHON" -m pytest -q -rs -p no:cacheprovider \
     tests/python/test_gpu_python.py tests/python/test_gpu_backends.py
-step suite "$PYTHON" -m pytest -q -rs -p no:cacheprovider tests/python
 step bench-gpu "$PYTHON" bench/bench_gpu.py --build build
+step bench-calls bench_calls
+step profile "$PYTHON" bench/profile_gpu.py calls
+step ncu ncu_kernels
+step suite timeout "${DKIT_GPU_SUITE_S:-240}" "$PYTHON" -m pytest -q -rs -p no:cacheprovider -m "not slow" tests/python
 echo "logs: $LOGS" | tee -a "$SUMMARY"
 exit $failed
