@@ -17,6 +17,51 @@
 DK_TUNABLE(dk__ra_gpu_deterministic, "roi_align.gpu_deterministic", 0, 0, 1,
            "roi_align backward on a GPU: 0 scatters with atomics (fast, bits vary), 1 gathers (same bits every run)")
 
+/* Note [The GPU order of roi_align's bins]. */
+DK_TUNABLE(dk__ra_gpu_order, "roi_align.gpu_order", 1, 0, 1,
+           "roi_align on a GPU: bins RoI-major (0: k, c, ph, pw) or channel-major (1: c, k, ph, pw)")
+/* Note [Deterministic backward on a GPU]: its tile side (0: the smallest power of two from 16
+ * whose lists fit in grad_input's size) and its sample windows (0: every sample, for tests). */
+DK_TUNABLE(dk__ra_gpu_det_tile, "roi_align.gpu_det_tile", 0, 0, 1 << 16,
+           "deterministic roi_align backward on a GPU: tile side in pixels (0: chosen by size)")
+DK_TUNABLE(dk__ra_gpu_det_window, "roi_align.gpu_det_window", 1, 0, 1,
+           "deterministic roi_align backward on a GPU: 1 visits the samples near each pixel, 0 all of them")
+
+/*
+ * Note [The GPU order of roi_align's bins]
+ * One thread per bin (k, c, ph, pw), forward and atomic backward. RoI-major order (k outermost,
+ * as torchvision's kernels) has the threads in flight at once read ~20 RoIs' regions of every
+ * channel of the feature map: the whole map, which does not stay in L2, and is read again for
+ * each overlapping RoI (an H100's DRAM moved ~7x the map's size, nsight compute). Channel-major
+ * order (c outermost) has them read a few channels' planes for every RoI: a few MB that stay in
+ * L2 while all the RoIs that overlap there read them. Each bin is still one thread computing the
+ * same expression, so the bits do not depend on the order.
+ */
+__device__ DK_INLINE void dk__ra_gpu_bin_of(const dk__ra_gpu_args *a, int64_t i, int64_t *k, int64_t *c, int64_t *ph,
+                                            int64_t *pw)
+{
+    *pw = i % a->PW;
+    *ph = i / a->PW % a->PH;
+    const int64_t r = i / (a->PW * a->PH);
+    if (a->channel_major) {
+        *k = r % a->K;
+        *c = r / a->K;
+    } else {
+        *c = r % a->C;
+        *k = r / a->C;
+    }
+}
+
+/* The deterministic backward's tiling: tiles of tile x tile pixels, ty x tx of them per image. */
+typedef struct {
+    int64_t tile, ty, tx;
+    int window;
+} dk__ra_gpu_tiles;
+
+/* Channels per thread of the deterministic backward: the RoI's geometry, found once, serves them
+ * all. */
+#define DK__RA_GPU_CHANNELS 8
+
 #define DK_TEMPLATE "roi_align_gpu_tmpl.cuh"
 #define DK_TEMPLATE_TYPES DK_TYPES_FLOAT
 #include "kernels/dk_instantiate.h"
@@ -37,6 +82,7 @@ static dk__ra_gpu_args dk__ra_gpu_args_of(const dk_tensor *img, const dk_tensor 
     a.spatial_scale = scale;
     a.aligned = aligned;
     a.max_mode = pool_mode == DK_POOL_MAX;
+    a.channel_major = dk_tunable(&dk__ra_gpu_order) != 0;
     dk_tensor_strides(img, a.img_s, 4);
     dk_tensor_strides(bins, a.bins_s, 4);
     dk_tensor_strides(rois, a.roi_s, 2);
@@ -54,6 +100,26 @@ static dk_status dk__ra_gpu_sizes(const dk__ra_gpu_args *a, const char *op)
         __builtin_mul_overflow(t, a->PW, &t) || __builtin_mul_overflow(a->N, a->C, &t) ||
         __builtin_mul_overflow(t, a->H, &t) || __builtin_mul_overflow(t, a->W, &t))
         return dk_error(DK_EINVAL, "%s: sizes too large", op);
+    return DK_OK;
+}
+
+/* The deterministic backward's tiles (Note [Deterministic backward on a GPU]): side 16, doubled
+ * while the lists (a RoI index per tile and RoI) would take more memory than grad_input, so that
+ * its scratch stays within grad_input's size for any realistic count of RoIs; or the tunable's. */
+static dk_status dk__ra_gpu_tiling(const dk__ra_gpu_args *a, const dk_tensor *grad_input, dk__ra_gpu_tiles *g)
+{
+    if (a->K > INT32_MAX) return dk_error(DK_EINVAL, "roi_align_backward: %lld RoIs (at most 2^31 - 1)", (long long)a->K);
+    const double budget = (double)a->N * (double)a->C * (double)a->H * (double)a->W *
+                          (double)dk_dtype_size(dk_tensor_dtype(grad_input));
+    const int64_t fixed = dk_tunable(&dk__ra_gpu_det_tile), side = a->H > a->W ? a->H : a->W;
+    g->tile = fixed > 0 ? fixed : 16;
+    for (;;) {
+        g->ty = (a->H + g->tile - 1) / g->tile;
+        g->tx = (a->W + g->tile - 1) / g->tile;
+        if (fixed > 0 || g->tile >= side || (double)a->N * g->ty * g->tx * ((double)a->K + 1) * 4.0 <= budget) break;
+        g->tile *= 2;
+    }
+    g->window = dk_tunable(&dk__ra_gpu_det_window) != 0;
     return DK_OK;
 }
 
@@ -88,11 +154,13 @@ extern "C" dk_status dk_roi_align_backward_gpu(const dk_tensor *grad_output, con
     if (st || a.N == 0 || a.C == 0 || a.H == 0 || a.W == 0) return st; /* nothing to write */
     /* Note [Deterministic kernels] in dk_determinism.h: the caller's request, or the tunable */
     const bool deterministic = dk_deterministic() || dk_tunable(&dk__ra_gpu_deterministic) != 0;
+    dk__ra_gpu_tiles tiles;
+    if (deterministic && (st = dk__ra_gpu_tiling(&a, grad_input, &tiles))) return st;
     dk_device_guard g;
     if ((st = dk__gpu_enter(&g, grad_input->device))) return st;
     void *stream = dk_current_stream(grad_input->device);
     DK_SWITCH_FLOAT(dk_tensor_dtype(grad_output), st, dk__ra_gpu_backward,
-                    (grad_output, rois, argmax_y, argmax_x, grad_input, &a, deterministic, stream),
+                    (grad_output, rois, argmax_y, argmax_x, grad_input, &a, deterministic ? &tiles : NULL, stream),
                     st = dk__gpu_unsupported("roi_align_backward", grad_output))
     dk_device_guard_exit(&g);
     return st;

@@ -15,17 +15,29 @@
  *
  * Note [Deterministic backward on a GPU]
  * The default backward scatters every sample's four taps into grad_input with atomicAdd, one
- * thread per grad_output element: the fastest way, but floating-point addition is not
- * associative and the order of atomics varies from run to run, so the bits do too. With the
- * tunable roi_align.gpu_deterministic = 1 (DKIT_TUNE=roi_align.gpu_deterministic=1), or when
- * the calling thread asks for deterministic kernels (dk_set_deterministic: torch's
- * use_deterministic_algorithms(True) through dkit's torch bridge), backward gathers instead: one thread per grad_input element visits the RoIs of its image in index
- * order, and within a RoI its bins and samples in order, and adds the taps that land on its own
- * element; then it writes it once. Every element is the same sum in the same order on every run,
- * and no scratch memory at all is needed (torchvision's deterministic fallback materialises
- * an input-sized tensor per RoI, tens of GB for a detection batch). The cost is a visit of every
- * RoI of the image per element, most of them rejected in a few comparisons by the RoI's sample
- * extent (dk__ra_gpu_extent_misses); it is the mode for debugging and reproducibility, not speed.
+ * thread per grad_output element: fast, but floating-point addition is not associative and the
+ * order of atomics varies from run to run, so the bits do too. With the tunable
+ * roi_align.gpu_deterministic = 1 (DKIT_TUNE=roi_align.gpu_deterministic=1), or when the calling
+ * thread asks for deterministic kernels (dk_set_deterministic: torch's
+ * use_deterministic_algorithms(True) through dkit's torch bridge), backward gathers instead:
+ * every grad_input element is one sum, in one thread, of its terms in a fixed order (RoIs in
+ * index order; within a RoI, bins and samples in order), written once. Same bits on every run,
+ * for any number of RoIs. A plain gather (every element visits every RoI) costs K visits per
+ * element, 80x the atomic backward for a detection batch; three kernels make it cheap:
+ *   1. a table of the RoIs: image, both axes' geometry, and the pixel rectangle their taps can
+ *      reach (from the first and last samples, 2 pixels of slack);
+ *   2. per tile of 16 x 16 pixels (larger while the lists would outgrow grad_input's size: the
+ *      scratch never exceeds it for realistic RoI counts), the list of RoIs that reach it, in
+ *      index order, built by one thread per tile: the same lists on every run;
+ *   3. one thread per pixel and 8 channels: the RoIs of its tile's list, in order, and in each
+ *      only the samples whose taps can land on the pixel (dk_roi_align_axis_window in
+ *      kernels/roi_align_math.h: a few per axis instead of bins x grid), tested exactly, with 8
+ *      sums in registers. The geometry is found once for the 8 channels.
+ * Skipping RoIs and samples that add nothing leaves the terms and their order unchanged, so the
+ * result has the bits of the plain gather (tests compare tilings and windows on/off bit for
+ * bit). Tunables roi_align.gpu_det_tile and roi_align.gpu_det_window force the tiling and the
+ * plain visit of every sample, for those tests. torchvision's deterministic fallback instead
+ * materialises an input-sized tensor per RoI (tens of GB for a detection batch).
  */
 #ifndef DK_ROI_ALIGN_GPU_H
 #define DK_ROI_ALIGN_GPU_H
@@ -46,6 +58,7 @@ typedef struct {
     int64_t sampling_ratio;
     double spatial_scale;
     int aligned, max_mode;
+    int channel_major; /* Note [The GPU order of roi_align's bins] in roi_align_gpu.cu */
     int64_t img_s[4], bins_s[4], roi_s[2], amy_s[4], amx_s[4];
 } dk__ra_gpu_args;
 

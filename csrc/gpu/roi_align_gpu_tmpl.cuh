@@ -23,14 +23,16 @@ __device__ DK_INLINE bool DK_SFN(dk__ra_gpu_roi)(const DK_S *rois, const dk__ra_
     return true;
 }
 
-/* Forward: one thread per output element (k, c, ph, pw). */
+/* Forward: one thread per output element (k, c, ph, pw), in the order of Note [The GPU order of
+ * roi_align's bins]. */
 __global__ void DK_SFN(dk__ra_gpu_forward_kernel)(const DK_S *__restrict__ input, const DK_S *__restrict__ rois,
                                                   DK_S *__restrict__ output, DK_T *__restrict__ amy,
                                                   DK_T *__restrict__ amx, dk__ra_gpu_args a)
 {
     const int64_t total = a.K * a.C * a.PH * a.PW;
     for (int64_t i = DK_GPU_FIRST(); i < total; i += DK_GPU_STRIDE()) {
-        const int64_t pw = i % a.PW, ph = i / a.PW % a.PH, c = i / (a.PW * a.PH) % a.C, k = i / (a.PW * a.PH * a.C);
+        int64_t k, c, ph, pw;
+        dk__ra_gpu_bin_of(&a, i, &k, &c, &ph, &pw);
         const int64_t o = k * a.bins_s[0] + c * a.bins_s[1] + ph * a.bins_s[2] + pw * a.bins_s[3];
         int64_t n;
         DK_TFN(dk_roi_align_axis) ay, ax;
@@ -63,8 +65,8 @@ __global__ void DK_SFN(dk__ra_gpu_backward_atomic_kernel)(const DK_S *__restrict
 {
     const int64_t total = a.K * a.C * a.PH * a.PW;
     for (int64_t i = DK_GPU_FIRST(); i < total; i += DK_GPU_STRIDE()) {
-        const int64_t pw = i % a.PW, ph = i / a.PW % a.PH, c = i / (a.PW * a.PH) % a.C, k = i / (a.PW * a.PH * a.C);
-        int64_t n;
+        int64_t k, c, ph, pw, n;
+        dk__ra_gpu_bin_of(&a, i, &k, &c, &ph, &pw);
         DK_TFN(dk_roi_align_axis) ay, ax;
         if (!DK_SFN(dk__ra_gpu_roi)(rois, &a, k, &n, &ay, &ax)) continue;
         const DK_T g = DK_LOAD(gout[k * a.bins_s[0] + c * a.bins_s[1] + ph * a.bins_s[2] + pw * a.bins_s[3]]);
@@ -116,86 +118,166 @@ __global__ void DK_SFN(dk__ra_gpu_zero_kernel)(DK_S *__restrict__ gin, dk__ra_gp
     }
 }
 
-/* The sum of the tap weights of coordinate v that land on pixel p (0, 1 or 2 taps: the edge
- * clamp makes both taps the same pixel, with weights 1 and 0). */
-__device__ DK_INLINE DK_T DK_SFN(dk__ra_gpu_tap_weight)(const DK_TFN(dk_roi_align_taps) *t, int64_t p)
+/* One RoI as the deterministic backward reads it (Note [Deterministic backward on a GPU]): its
+ * image (-1: absent, or no samples), both axes, and the pixels its taps can reach, [y0, y1] x
+ * [x0, x1]. */
+typedef struct {
+    int64_t n;
+    DK_TFN(dk_roi_align_axis) ay, ax;
+    int64_t y0, y1, x0, x1;
+} DK_SFN(dk__ra_gpu_roi_entry);
+
+/* The pixels, along one axis, that the taps of samples from c0 to c1 (the first and the last
+ * sample, in either order) can reach: floor(min) - 2 .. ceil(max) + 2, clamped; the whole axis
+ * when they are not both finite. Conservative: the taps themselves decide. */
+__device__ DK_INLINE void DK_SFN(dk__ra_gpu_reach)(DK_T c0, DK_T c1, int64_t size, int64_t *lo, int64_t *hi)
 {
-    return (t->lo == p ? t->wlo : (DK_T)0) + (t->hi == p ? t->whi : (DK_T)0);
+    const DK_T a = c0 < c1 ? c0 : c1, b = c0 < c1 ? c1 : c0;
+    *lo = 0;
+    *hi = size - 1;
+    if (!(a >= (DK_T)-4 && a <= (DK_T)size + 4)) { /* beyond the edges, or NaN */
+        if (a > (DK_T)size + 4) *lo = size;        /* wholly past the far edge: no pixel */
+    } else {
+        *lo = (int64_t)floor((double)a) - 2 < 0 ? 0 : (int64_t)floor((double)a) - 2;
+    }
+    if (b >= (DK_T)-4 && b <= (DK_T)size + 4) {
+        const int64_t h = (int64_t)ceil((double)b) + 2;
+        *hi = h > size - 1 ? size - 1 : h;
+    } else if (b < (DK_T)-4) {
+        *hi = -1; /* wholly before the near edge: no pixel */
+    }
 }
 
-/* Deterministic backward (Note [Deterministic backward on a GPU]): one thread per grad_input
- * element (n, c, y, x), RoIs in index order, bins and samples in order, one store. A sample at
- * coordinate v touches pixels floor(clamp(v)) and the next, so a RoI whose samples along an axis
- * all lie more than 2 pixels away cannot touch the element; the test is conservative (the
- * exact taps decide), it only skips work. */
-__global__ void DK_SFN(dk__ra_gpu_backward_gather_kernel)(const DK_S *__restrict__ gout,
-                                                          const DK_S *__restrict__ rois,
-                                                          const DK_T *__restrict__ amy,
-                                                          const DK_T *__restrict__ amx, DK_S *__restrict__ gin,
-                                                          dk__ra_gpu_args a)
+__global__ void DK_SFN(dk__ra_gpu_roi_table_kernel)(const DK_S *__restrict__ rois, dk__ra_gpu_args a,
+                                                    DK_SFN(dk__ra_gpu_roi_entry) *__restrict__ table)
 {
-    const int64_t total = a.N * a.C * a.H * a.W;
-    for (int64_t i = DK_GPU_FIRST(); i < total; i += DK_GPU_STRIDE()) {
-        const int64_t x = i % a.W, y = i / a.W % a.H, c = i / (a.W * a.H) % a.C, n = i / (a.W * a.H * a.C);
-        DK_T sum = (DK_T)0;
+    for (int64_t k = DK_GPU_FIRST(); k < a.K; k += DK_GPU_STRIDE()) {
+        DK_SFN(dk__ra_gpu_roi_entry) e;
+        if (!DK_SFN(dk__ra_gpu_roi)(rois, &a, k, &e.n, &e.ay, &e.ax) || e.ay.grid <= 0 || e.ax.grid <= 0) {
+            e.n = -1;
+            e.y0 = e.x0 = 0;
+            e.y1 = e.x1 = -1;
+        } else {
+            DK_SFN(dk__ra_gpu_reach)(DK_TFN(dk_roi_align_axis_sample)(&e.ay, 0, 0),
+                                     DK_TFN(dk_roi_align_axis_sample)(&e.ay, a.PH - 1, e.ay.grid - 1), a.H, &e.y0,
+                                     &e.y1);
+            DK_SFN(dk__ra_gpu_reach)(DK_TFN(dk_roi_align_axis_sample)(&e.ax, 0, 0),
+                                     DK_TFN(dk_roi_align_axis_sample)(&e.ax, a.PW - 1, e.ax.grid - 1), a.W, &e.x0,
+                                     &e.x1);
+        }
+        table[k] = e;
+    }
+}
+
+/* Per tile of tile x tile pixels of each image, the RoIs that can reach it, in index order:
+ * lists[t * K ...], counts[t]. One thread per tile, RoIs in order: the lists are the same on
+ * every run. */
+__global__ void DK_SFN(dk__ra_gpu_tile_lists_kernel)(const DK_SFN(dk__ra_gpu_roi_entry) *__restrict__ table,
+                                                     dk__ra_gpu_args a, dk__ra_gpu_tiles g,
+                                                     int32_t *__restrict__ lists, int32_t *__restrict__ counts)
+{
+    const int64_t total = a.N * g.ty * g.tx;
+    for (int64_t t = DK_GPU_FIRST(); t < total; t += DK_GPU_STRIDE()) {
+        const int64_t tx = t % g.tx, ty = t / g.tx % g.ty, n = t / (g.tx * g.ty);
+        const int64_t y0 = ty * g.tile, y1 = y0 + g.tile - 1, x0 = tx * g.tile, x1 = x0 + g.tile - 1;
+        int32_t m = 0;
         for (int64_t k = 0; k < a.K; ++k) {
-            int64_t rn;
-            DK_TFN(dk_roi_align_axis) ay, ax;
-            if (!DK_SFN(dk__ra_gpu_roi)(rois, &a, k, &rn, &ay, &ax) || rn != n) continue;
-            if (ay.grid <= 0 || ax.grid <= 0) continue;
-            /* the extent of the RoI's samples along each axis (NaN compares false: not skipped) */
-            const DK_T y0 = DK_TFN(dk_roi_align_axis_sample)(&ay, 0, 0);
-            const DK_T y1 = DK_TFN(dk_roi_align_axis_sample)(&ay, a.PH - 1, ay.grid - 1);
-            const DK_T x0 = DK_TFN(dk_roi_align_axis_sample)(&ax, 0, 0);
-            const DK_T x1 = DK_TFN(dk_roi_align_axis_sample)(&ax, a.PW - 1, ax.grid - 1);
-            const DK_T ylo = y0 < y1 ? y0 : y1, yhi = y0 < y1 ? y1 : y0;
-            const DK_T xlo = x0 < x1 ? x0 : x1, xhi = x0 < x1 ? x1 : x0;
-            if ((DK_T)y > yhi + (DK_T)2 || (DK_T)y < ylo - (DK_T)2 || (DK_T)x > xhi + (DK_T)2 ||
-                (DK_T)x < xlo - (DK_T)2)
-                continue;
-            const DK_S *g = gout + k * a.bins_s[0] + c * a.bins_s[1];
+            const DK_SFN(dk__ra_gpu_roi_entry) *e = &table[k];
+            if (e->n == n && e->y0 <= y1 && e->y1 >= y0 && e->x0 <= x1 && e->x1 >= x0) lists[t * a.K + m++] = (int32_t)k;
+        }
+        counts[t] = m;
+    }
+}
+
+/* Deterministic backward (Note [Deterministic backward on a GPU]): one thread per pixel (y, x)
+ * of an image n and DK__RA_GPU_CHANNELS channels from c0; the RoIs of its tile's list in index
+ * order, within a RoI its bins and samples in order (only those whose window reaches the pixel:
+ * dk_roi_align_axis_window), each channel's sum in a register, one store per element. The terms
+ * and their order are those of a loop over every RoI and every sample. */
+__global__ void DK_SFN(dk__ra_gpu_backward_gather_kernel)(
+    const DK_S *__restrict__ gout, const DK_SFN(dk__ra_gpu_roi_entry) *__restrict__ table,
+    const int32_t *__restrict__ lists, const int32_t *__restrict__ counts, const DK_T *__restrict__ amy,
+    const DK_T *__restrict__ amx, DK_S *__restrict__ gin, dk__ra_gpu_args a, dk__ra_gpu_tiles g)
+{
+    const int64_t area = g.tile * g.tile, chunks = (a.C + DK__RA_GPU_CHANNELS - 1) / DK__RA_GPU_CHANNELS;
+    const int64_t total = a.N * chunks * g.ty * g.tx * area;
+    for (int64_t i = DK_GPU_FIRST(); i < total; i += DK_GPU_STRIDE()) {
+        /* a block's threads share a tile (area is a multiple of the block size, or the tile is
+         * smaller than a block), so they walk the same list */
+        const int64_t px = i % area, t_img = i / area % (g.ty * g.tx), cc = i / (area * g.ty * g.tx) % chunks;
+        const int64_t n = i / (area * g.ty * g.tx * chunks);
+        const int64_t y = t_img / g.tx * g.tile + px / g.tile, x = t_img % g.tx * g.tile + px % g.tile;
+        if (y >= a.H || x >= a.W) continue;
+        const int64_t c0 = cc * DK__RA_GPU_CHANNELS;
+        const int nc = (int)(a.C - c0 < DK__RA_GPU_CHANNELS ? a.C - c0 : DK__RA_GPU_CHANNELS);
+        DK_T sum[DK__RA_GPU_CHANNELS];
+        for (int j = 0; j < DK__RA_GPU_CHANNELS; ++j) sum[j] = (DK_T)0;
+        const int64_t t = n * g.ty * g.tx + t_img;
+        const int32_t *list = lists + t * a.K;
+        for (int32_t li = 0; li < counts[t]; ++li) {
+            const int64_t k = list[li];
+            const DK_SFN(dk__ra_gpu_roi_entry) *e = &table[k];
+            if (y < e->y0 || y > e->y1 || x < e->x0 || x > e->x1) continue;
+            const DK_TFN(dk_roi_align_axis) ay = e->ay, ax = e->ax;
+            int64_t jy0, jy1, jx0, jx1;
+            if (g.window) {
+                DK_TFN(dk_roi_align_axis_window)(&ay, a.PH, y, &jy0, &jy1);
+                DK_TFN(dk_roi_align_axis_window)(&ax, a.PW, x, &jx0, &jx1);
+            } else {
+                jy0 = jx0 = 0;
+                jy1 = a.PH * ay.grid - 1;
+                jx1 = a.PW * ax.grid - 1;
+            }
+            if (jy0 > jy1 || jx0 > jx1) continue;
+            const DK_S *gk = gout + k * a.bins_s[0] + c0 * a.bins_s[1];
             if (a.max_mode) {
-                const DK_T *my = amy + k * a.amy_s[0] + c * a.amy_s[1];
-                const DK_T *mx = amx + k * a.amx_s[0] + c * a.amx_s[1];
-                for (int64_t ph = 0; ph < a.PH; ++ph)
-                    for (int64_t pw = 0; pw < a.PW; ++pw) {
-                        const DK_T sy = my[ph * a.amy_s[2] + pw * a.amy_s[3]];
-                        const DK_T sx = mx[ph * a.amx_s[2] + pw * a.amx_s[3]];
-                        DK_TFN(dk_roi_align_bilinear) b;
-                        if (sy == (DK_T)-1 || !DK_TFN(dk_roi_align_bilinear_init)(sy, sx, a.H, a.W, &b)) continue;
-                        const DK_T gv = DK_LOAD(g[ph * a.bins_s[2] + pw * a.bins_s[3]]);
-                        if (b.y_low == y && b.x_low == x) sum += gv * b.w1;
-                        if (b.y_low == y && b.x_high == x) sum += gv * b.w2;
-                        if (b.y_high == y && b.x_low == x) sum += gv * b.w3;
-                        if (b.y_high == y && b.x_high == x) sum += gv * b.w4;
-                    }
+                /* the argmax of bin (ph, pw) is one of its samples: the bins of the windows */
+                const int64_t ph1 = jy1 / ay.grid, pw0 = jx0 / ax.grid, pw1 = jx1 / ax.grid;
+                for (int j = 0; j < nc; ++j) {
+                    const DK_T *my = amy + k * a.amy_s[0] + (c0 + j) * a.amy_s[1];
+                    const DK_T *mx = amx + k * a.amx_s[0] + (c0 + j) * a.amx_s[1];
+                    for (int64_t ph = jy0 / ay.grid; ph <= ph1; ++ph)
+                        for (int64_t pw = pw0; pw <= pw1; ++pw) {
+                            const DK_T sy = my[ph * a.amy_s[2] + pw * a.amy_s[3]];
+                            const DK_T sx = mx[ph * a.amx_s[2] + pw * a.amx_s[3]];
+                            DK_TFN(dk_roi_align_bilinear) b;
+                            if (sy == (DK_T)-1 || !DK_TFN(dk_roi_align_bilinear_init)(sy, sx, a.H, a.W, &b)) continue;
+                            const DK_T gv = DK_LOAD(gk[j * a.bins_s[1] + ph * a.bins_s[2] + pw * a.bins_s[3]]);
+                            if (b.y_low == y && b.x_low == x) sum[j] += gv * b.w1;
+                            if (b.y_low == y && b.x_high == x) sum[j] += gv * b.w2;
+                            if (b.y_high == y && b.x_low == x) sum[j] += gv * b.w3;
+                            if (b.y_high == y && b.x_high == x) sum[j] += gv * b.w4;
+                        }
+                }
                 continue;
             }
             const DK_T count = DK_TFN(dk_roi_align_count)(&ay, &ax);
-            for (int64_t ph = 0; ph < a.PH; ++ph)
-                for (int64_t iy = 0; iy < ay.grid; ++iy) {
-                    DK_TFN(dk_roi_align_taps) ty;
-                    if (!DK_TFN(dk_roi_align_taps_init)(DK_TFN(dk_roi_align_axis_sample)(&ay, ph, iy), a.H, &ty))
+            for (int64_t jy = jy0; jy <= jy1; ++jy) {
+                const int64_t ph = jy / ay.grid;
+                DK_TFN(dk_roi_align_taps) ty;
+                if (!DK_TFN(dk_roi_align_taps_init)(DK_TFN(dk_roi_align_axis_sample)(&ay, ph, jy % ay.grid), a.H, &ty))
+                    continue;
+                if (ty.lo != y && ty.hi != y) continue;
+                for (int64_t jx = jx0; jx <= jx1; ++jx) {
+                    const int64_t pw = jx / ax.grid;
+                    DK_TFN(dk_roi_align_taps) tx;
+                    if (!DK_TFN(dk_roi_align_taps_init)(DK_TFN(dk_roi_align_axis_sample)(&ax, pw, jx % ax.grid), a.W,
+                                                        &tx))
                         continue;
-                    if (ty.lo != y && ty.hi != y) continue;
-                    for (int64_t pw = 0; pw < a.PW; ++pw) {
-                        const DK_T gc = DK_LOAD(g[ph * a.bins_s[2] + pw * a.bins_s[3]]) / count;
-                        for (int64_t ix = 0; ix < ax.grid; ++ix) {
-                            DK_TFN(dk_roi_align_taps) tx;
-                            if (!DK_TFN(dk_roi_align_taps_init)(DK_TFN(dk_roi_align_axis_sample)(&ax, pw, ix), a.W,
-                                                                &tx))
-                                continue;
-                            if (tx.lo != x && tx.hi != x) continue;
-                            /* the four taps' weights as dk_roi_align_bilinear_init forms them */
-                            if (ty.lo == y && tx.lo == x) sum += gc * (ty.wlo * tx.wlo);
-                            if (ty.lo == y && tx.hi == x) sum += gc * (ty.wlo * tx.whi);
-                            if (ty.hi == y && tx.lo == x) sum += gc * (ty.whi * tx.wlo);
-                            if (ty.hi == y && tx.hi == x) sum += gc * (ty.whi * tx.whi);
-                        }
+                    if (tx.lo != x && tx.hi != x) continue;
+                    for (int j = 0; j < nc; ++j) {
+                        /* the four taps' weights as dk_roi_align_bilinear_init forms them */
+                        const DK_T gc = DK_LOAD(gk[j * a.bins_s[1] + ph * a.bins_s[2] + pw * a.bins_s[3]]) / count;
+                        if (ty.lo == y && tx.lo == x) sum[j] += gc * (ty.wlo * tx.wlo);
+                        if (ty.lo == y && tx.hi == x) sum[j] += gc * (ty.wlo * tx.whi);
+                        if (ty.hi == y && tx.lo == x) sum[j] += gc * (ty.whi * tx.wlo);
+                        if (ty.hi == y && tx.hi == x) sum[j] += gc * (ty.whi * tx.whi);
                     }
                 }
+            }
         }
-        gin[n * a.img_s[0] + c * a.img_s[1] + y * a.img_s[2] + x * a.img_s[3]] = DK_STORE(sum);
+        DK_S *out = gin + n * a.img_s[0] + c0 * a.img_s[1] + y * a.img_s[2] + x * a.img_s[3];
+        for (int j = 0; j < nc; ++j) out[j * a.img_s[1]] = DK_STORE(sum[j]);
     }
 }
 
@@ -215,8 +297,8 @@ static dk_status DK_SFN(dk__ra_gpu_forward)(const dk_tensor *input, const dk_ten
 
 static dk_status DK_SFN(dk__ra_gpu_backward)(const dk_tensor *grad_output, const dk_tensor *rois,
                                              const dk_tensor *argmax_y, const dk_tensor *argmax_x,
-                                             dk_tensor *grad_input, const dk__ra_gpu_args *a, bool deterministic,
-                                             void *stream)
+                                             dk_tensor *grad_input, const dk__ra_gpu_args *a,
+                                             const dk__ra_gpu_tiles *g, void *stream)
 {
     const DK_S *gout = (const DK_S *)dk_tensor_data(grad_output);
     const DK_S *r = (const DK_S *)dk_tensor_data(rois);
@@ -224,10 +306,34 @@ static dk_status DK_SFN(dk__ra_gpu_backward)(const dk_tensor *grad_output, const
     const DK_T *mx = argmax_x ? (const DK_T *)dk_tensor_data(argmax_x) : (const DK_T *)NULL;
     DK_S *gin = (DK_S *)dk_tensor_data(grad_input);
     const int64_t img = a->N * a->C * a->H * a->W, bins = a->K * a->C * a->PH * a->PW;
-    if (deterministic) {
-        DK_GPU_LAUNCH(DK_SFN(dk__ra_gpu_backward_gather_kernel), dk_gpu_blocks(img), DK_GPU_THREADS, stream, gout, r,
-                      my, mx, gin, *a);
-        return dk__gpu_launched("roi_align_backward");
+    if (g) { /* deterministic */
+        /* scratch: the RoI table, then the tiles' lists and counts (int32, after the table) */
+        const int64_t tiles = a->N * g->ty * g->tx;
+        const size_t table = (size_t)a->K * sizeof(DK_SFN(dk__ra_gpu_roi_entry));
+        const size_t lists = ((size_t)tiles * (size_t)a->K + (size_t)tiles) * sizeof(int32_t);
+        void *scratch = NULL;
+        dk_status st = dk_device_alloc(grad_input->device, table + lists, &scratch);
+        if (st) return st;
+        DK_SFN(dk__ra_gpu_roi_entry) *tab = (DK_SFN(dk__ra_gpu_roi_entry) *)scratch;
+        int32_t *list = (int32_t *)((char *)scratch + table), *count = list + tiles * a->K;
+        if (a->K > 0) {
+            DK_GPU_LAUNCH(DK_SFN(dk__ra_gpu_roi_table_kernel), dk_gpu_blocks(a->K), DK_GPU_THREADS, stream, r, *a, tab);
+            st = dk__gpu_launched("roi_align_backward");
+        }
+        if (!st) {
+            DK_GPU_LAUNCH(DK_SFN(dk__ra_gpu_tile_lists_kernel), dk_gpu_blocks(tiles), DK_GPU_THREADS, stream, tab, *a,
+                          *g, list, count);
+            st = dk__gpu_launched("roi_align_backward");
+        }
+        if (!st) {
+            const int64_t chunks = (a->C + DK__RA_GPU_CHANNELS - 1) / DK__RA_GPU_CHANNELS;
+            DK_GPU_LAUNCH(DK_SFN(dk__ra_gpu_backward_gather_kernel),
+                          dk_gpu_blocks(tiles * chunks * g->tile * g->tile), DK_GPU_THREADS, stream, gout, tab, list,
+                          count, my, mx, gin, *a, *g);
+            st = dk__gpu_launched("roi_align_backward");
+        }
+        dk_device_free(grad_input->device, scratch); /* stream-ordered: after the kernels above */
+        return st;
     }
 #if DK_S_IS_T
     DK_GPU_LAUNCH(DK_SFN(dk__ra_gpu_zero_kernel), dk_gpu_blocks(img), DK_GPU_THREADS, stream, gin, *a);

@@ -125,6 +125,39 @@ DK_HD DK_INLINE bool DK_TFN(dk_roi_align_bilinear_init)(DK_T y, DK_T x, int64_t 
     return true;
 }
 
+/* The samples of an axis with `pooled` bins that may have a tap on pixel p, as a range of sample
+ * numbers j = bin * grid + i (bin = j / grid, i = j % grid): all of them are in [*lo, *hi], a
+ * range of a few samples, or the whole axis where the arithmetic below cannot promise that.
+ * A superset only: the caller still tests each candidate's taps exactly, in increasing j, which
+ * is the order of a loop over every sample, so skipping the others changes no sum's bits.
+ *
+ * Why it holds: a tap of sample v lands on p only if v is in [p - 1, p + 1] (the clamps at the
+ * edges: v in [-1, 0] taps 0 and 1, v in [size - 1, size] taps size - 1), so the window
+ * [p - 2, p + 2] keeps a pixel of slack each side. Sample j sits at start + (j + 0.5) * s,
+ * s = bin / grid, up to the rounding of dk_roi_align_axis_sample: a few ulps of the
+ * coordinates' magnitude, which the guard s > 1e-5 * magnitude keeps below a twentieth of s; the
+ * range is widened by two samples each side on top. A bin that is not positive and finite
+ * (degenerate or NaN boxes) or samples closer than that guard get the whole axis. */
+DK_HD DK_INLINE void DK_TFN(dk_roi_align_axis_window)(const DK_TFN(dk_roi_align_axis) *a,
+                                                         int64_t pooled, int64_t p, int64_t *lo,
+                                                         int64_t *hi)
+{
+    const int64_t n = a->grid > 0 ? pooled * a->grid : 0;
+    *lo = 0;
+    *hi = n - 1;
+    const double start = (double)a->start, bin = (double)a->bin;
+    if (n == 0 || !(bin > 0.0 && bin < 1e300 && start > -1e300 && start < 1e300))
+        return;
+    const double s = bin / (double)a->grid;
+    const double mag = (start < 0.0 ? -start : start) + bin * (double)pooled + 4.0;
+    if (!(s > 1e-5 * mag))
+        return;
+    const double jlo = ceil(((double)p - 2.0 - start) / s - 0.5) - 2.0;
+    const double jhi = floor(((double)p + 2.0 - start) / s - 0.5) + 2.0;
+    *lo = jlo <= 0.0 ? 0 : jlo >= (double)n ? n : (int64_t)jlo;
+    *hi = jhi >= (double)(n - 1) ? n - 1 : jhi < 0.0 ? -1 : (int64_t)jhi;
+}
+
 /* Divisor of average pooling: max(grid_h * grid_w, 1). */
 DK_HD DK_INLINE DK_T DK_TFN(dk_roi_align_count)(const DK_TFN(dk_roi_align_axis) *ay,
                                                        const DK_TFN(dk_roi_align_axis) *ax)

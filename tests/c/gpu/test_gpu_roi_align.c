@@ -17,7 +17,7 @@
 #define GPU_BACKWARD dk_roi_align_backward
 #endif
 
-enum { N = 2, C = 3, H = 11, W = 13, K = 13, PH = 3, PW = 4 };
+enum { N = 2, C = 10, H = 11, W = 13, K = 13, PH = 3, PW = 4 }; /* C: a chunk of 8 channels and a part */
 static const double SCALE = 0.5;
 
 typedef struct {
@@ -136,6 +136,32 @@ static void check_case(dk_dtype dt, double atol, dkk_rng *rng, int layout, int64
     snprintf(sub, sizeof sub, "%s, backward (deterministic)", what);
     dkk_assert_close(det1, cgin, 4 * atol, 4 * atol, sub);
     dkk_assert_identical(det1, det2, sub);
+    /* Note [Deterministic backward on a GPU]: tilings (a tile per pixel, tiles that do not divide
+     * the image, one tile) and the plain visit of every sample give the same bits */
+    static const int64_t TILES[] = {1, 4, 5, 64};
+    for (size_t ti = 0; ti < DK_COUNTOF(TILES); ti++)
+        for (int window = 0; window < 2; window++) {
+            assert_ok(dk_tunable_set("roi_align.gpu_det_tile", TILES[ti], NULL));
+            assert_ok(dk_tunable_set("roi_align.gpu_det_window", window, NULL));
+            dkk_tensor *det = gpu_backward(&dg, &drois, pamy, pamx, cgin, order, gap, sr, mode, aligned, 1);
+            snprintf(sub, sizeof sub, "%s, backward (deterministic, tile %lld, window %d)", what,
+                     (long long)TILES[ti], window);
+            dkk_assert_identical(det, det1, sub);
+            dkk_free(det);
+        }
+    assert_ok(dk_tunable_set("roi_align.gpu_det_tile", 0, NULL));
+    assert_ok(dk_tunable_set("roi_align.gpu_det_window", 1, NULL));
+    /* Note [The GPU order of roi_align's bins]: RoI-major gives the forward's bits too */
+    dkk_tensor *again = like4(dt, K, C, PH, PW, order, gap);
+    memcpy(again->mem, gout->mem, gout->bytes); /* before: the emulation writes gout itself */
+    assert_ok(dk_tunable_set("roi_align.gpu_order", 0, NULL));
+    assert_ok(GPU_FORWARD(&dx.dev, &drois.dev, &dout.dev, max ? &damy.dev : NULL, max ? &damx.dev : NULL, PH, PW,
+                          SCALE, sr, mode, aligned));
+    assert_ok(dk_tunable_set("roi_align.gpu_order", 1, NULL));
+    dkg_down(&dout);
+    snprintf(sub, sizeof sub, "%s, forward (RoI-major)", what);
+    dkk_assert_identical(gout, again, sub);
+    dkk_free(again);
 
     dkg_release(&dx), dkg_release(&drois), dkg_release(&dg), dkg_release(&dout);
     if (max) dkg_release(&damy), dkg_release(&damx);
