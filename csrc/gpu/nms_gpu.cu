@@ -27,8 +27,15 @@ typedef struct {
 #define DK_TEMPLATE_TYPES (DK_TYPES_COMPUTE | DK_TYPES_FLOAT)
 #include "kernels/dk_instantiate.h"
 
-/* One step (k, j) of the bitonic network over P = 2^m (key, index) pairs, ascending. Pairs are
- * all distinct (indices are), so the result is the one total order. */
+/* Note [NMS's bitonic sort]: (key, index) pairs in ascending order; pairs are all distinct
+ * (indices are), so the network's result is the one total order. */
+__device__ DK_INLINE bool dk__nms_gpu_after(uint64_t ka, int64_t oa, uint64_t kb, int64_t ob)
+{
+    return ka > kb || (ka == kb && oa > ob);
+}
+
+/* One step (k, j) of the network over the whole array, for j >= DK_NMS_GPU_SORT_SPAN: the pairs
+ * are farther apart than one block's span. */
 __global__ void dk__nms_gpu_bitonic_kernel(uint64_t *__restrict__ keys, int64_t *__restrict__ ord, int64_t P,
                                            int64_t k, int64_t j)
 {
@@ -36,8 +43,7 @@ __global__ void dk__nms_gpu_bitonic_kernel(uint64_t *__restrict__ keys, int64_t 
         const int64_t l = i ^ j;
         if (l <= i) continue;
         const bool up = (i & k) == 0;
-        const bool after = keys[i] > keys[l] || (keys[i] == keys[l] && ord[i] > ord[l]);
-        if (after == up) {
+        if (dk__nms_gpu_after(keys[i], ord[i], keys[l], ord[l]) == up) {
             const uint64_t tk = keys[i];
             keys[i] = keys[l];
             keys[l] = tk;
@@ -48,27 +54,79 @@ __global__ void dk__nms_gpu_bitonic_kernel(uint64_t *__restrict__ keys, int64_t 
     }
 }
 
-/* Step 4 for rows [r0, r1) of the order, one block: a row not removed by a kept row before it is
- * kept. The count lives in num[0] from chunk to chunk; removed[] holds a bit per sorted box. */
+/* Every step (k, j) with k from k0 to k1 (doubling) and j < span, where span = min(P,
+ * DK_NMS_GPU_SORT_SPAN) elements are one block's: steps k0 start at j0, later ones at k / 2. The
+ * block's span is staged in shared memory, and each step is one __syncthreads, not one launch. */
+__global__ void dk__nms_gpu_bitonic_local_kernel(uint64_t *__restrict__ keys, int64_t *__restrict__ ord, int64_t P,
+                                                 int64_t k0, int64_t k1, int64_t j0)
+{
+    __shared__ uint64_t sk[DK_NMS_GPU_SORT_SPAN];
+    __shared__ int64_t so[DK_NMS_GPU_SORT_SPAN];
+    const int64_t span = P < DK_NMS_GPU_SORT_SPAN ? P : DK_NMS_GPU_SORT_SPAN;
+    for (int64_t base = (int64_t)blockIdx.x * span; base < P; base += (int64_t)gridDim.x * span) {
+        for (int64_t t = threadIdx.x; t < span; t += blockDim.x) sk[t] = keys[base + t], so[t] = ord[base + t];
+        __syncthreads();
+        for (int64_t k = k0; k <= k1; k *= 2)
+            for (int64_t j = k == k0 ? j0 : k / 2; j > 0; j /= 2) {
+                for (int64_t t = threadIdx.x; t < span / 2; t += blockDim.x) {
+                    const int64_t i = 2 * j * (t / j) + t % j, l = i + j; /* the pair's lower element */
+                    const bool up = ((base + i) & k) == 0;
+                    if (dk__nms_gpu_after(sk[i], so[i], sk[l], so[l]) == up) {
+                        const uint64_t tk = sk[i];
+                        sk[i] = sk[l];
+                        sk[l] = tk;
+                        const int64_t to = so[i];
+                        so[i] = so[l];
+                        so[l] = to;
+                    }
+                }
+                __syncthreads();
+            }
+        for (int64_t t = threadIdx.x; t < span; t += blockDim.x) keys[base + t] = sk[t], ord[base + t] = so[t];
+        __syncthreads(); /* the next span overwrites the shared arrays */
+    }
+}
+
+/* Step 4 for rows [r0, r1) of the order (r0 a multiple of 64), one block, 64 rows at a time
+ * (Note [NMS's keep, 64 rows at a time]). The count lives in num[0] from chunk to chunk;
+ * removed[] holds a bit per sorted box. */
 __global__ void dk__nms_gpu_gather_keep_kernel(const uint64_t *__restrict__ mask, int64_t words, int64_t r0,
                                                int64_t r1, const int64_t *__restrict__ ord,
                                                uint64_t *__restrict__ removed, int64_t *__restrict__ keep,
                                                int64_t keep_s, int64_t *__restrict__ num)
 {
-    __shared__ int kept_row;
-    int64_t count = num[0]; /* read by every thread: only thread 0 writes it, after the last row */
-    for (int64_t i = r0; i < r1; i++) {
-        if (threadIdx.x == 0) {
-            kept_row = !((removed[i / 64] >> (i % 64)) & 1);
-            if (kept_row) keep[count * keep_s] = ord[i];
+    __shared__ uint64_t diag[64];
+    __shared__ uint64_t kept_bits;
+    __shared__ int64_t count;
+    if (threadIdx.x == 0) count = num[0];
+    for (int64_t rb = r0 / 64; rb * 64 < r1; rb++) {
+        const int64_t rows = r1 - rb * 64 < 64 ? r1 - rb * 64 : 64;
+        /* the block's own word of each of its rows: which later rows of the block it removes */
+        for (int64_t t = threadIdx.x; t < rows; t += blockDim.x) diag[t] = mask[(rb * 64 + t - r0) * words + rb];
+        __syncthreads();
+        if (threadIdx.x == 0) { /* the 64 decisions, in order, in registers */
+            uint64_t w = removed[rb], kept = 0;
+            int64_t c = count;
+            for (int64_t b = 0; b < rows; b++) {
+                if ((w >> b) & 1) continue;
+                kept |= (uint64_t)1 << b;
+                keep[c++ * keep_s] = ord[rb * 64 + b];
+                w |= diag[b];
+            }
+            removed[rb] = w;
+            kept_bits = kept;
+            count = c;
         }
         __syncthreads();
-        if (kept_row) {
-            ++count;
-            const uint64_t *row = mask + (i - r0) * words;
-            for (int64_t w = i / 64 + (int64_t)threadIdx.x; w < words; w += (int64_t)blockDim.x) removed[w] |= row[w];
-        }
-        __syncthreads(); /* removed[] and kept_row are read again for the next row */
+        const uint64_t kept = kept_bits;
+        if (kept) /* the kept rows remove boxes of later blocks: their rows ORed, word by word */
+            for (int64_t w = rb + 1 + (int64_t)threadIdx.x; w < words; w += (int64_t)blockDim.x) {
+                uint64_t acc = removed[w];
+                for (int64_t b = 0; b < rows; b++)
+                    if ((kept >> b) & 1) acc |= mask[(rb * 64 + b - r0) * words + w];
+                removed[w] = acc;
+            }
+        __syncthreads(); /* removed[] and the shared words are read again for the next block */
     }
     if (threadIdx.x == 0) num[0] = count;
 }
@@ -85,6 +143,27 @@ static bool dk__add(size_t *acc, size_t a, size_t b)
     if (__builtin_mul_overflow(a, b, &p)) return false;
     p = (p + 255) & ~(size_t)255; /* each part aligned for any element type */
     return !__builtin_add_overflow(*acc, p, acc);
+}
+
+/* Note [NMS's bitonic sort]: the network over P = 2^m pairs in 1 + 2 log2(P / span) + (log2(P /
+ * span) (log2(P / span) + 1)) / 2 launches. */
+static dk_status dk__nms_gpu_sort(uint64_t *keys, int64_t *ord, int64_t P, void *stream, const char *op)
+{
+    const int64_t span = P < DK_NMS_GPU_SORT_SPAN ? P : DK_NMS_GPU_SORT_SPAN;
+    if (P < 2) return DK_OK;
+    /* a block per span, up to the grid's cap (then blocks take several spans in turn) */
+    const unsigned spans = P / span < DK_GPU_MAX_BLOCKS ? (unsigned)(P / span) : DK_GPU_MAX_BLOCKS;
+    DK_GPU_LAUNCH(dk__nms_gpu_bitonic_local_kernel, spans, DK_NMS_GPU_SORT_THREADS, stream, keys, ord, P, (int64_t)2,
+                  span, (int64_t)1);
+    dk_status st = dk__gpu_launched(op);
+    for (int64_t k = 2 * span; !st && k <= P; k *= 2) {
+        for (int64_t j = k / 2; j >= span; j /= 2)
+            DK_GPU_LAUNCH(dk__nms_gpu_bitonic_kernel, dk_gpu_blocks(P), DK_GPU_THREADS, stream, keys, ord, P, k, j);
+        DK_GPU_LAUNCH(dk__nms_gpu_bitonic_local_kernel, spans, DK_NMS_GPU_SORT_THREADS, stream, keys, ord, P, k, k,
+                      span / 2);
+        st = dk__gpu_launched(op);
+    }
+    return st;
 }
 
 static dk_status dk__nms_gpu_steps(const dk__nms_gpu_job *job, dk_tensor *keep, int64_t *numv, void *stream)
@@ -123,9 +202,7 @@ static dk_status dk__nms_gpu_steps(const dk__nms_gpu_job *job, dk_tensor *keep, 
 
     /* 1. keys, and the bitonic network */
     DK_SWITCH_FLOAT(dk_tensor_dtype(job->scores), st, dk__nms_gpu_keys, (job, P, keys, ord, stream), (void)0)
-    for (int64_t k = 2; !st && k <= P; k *= 2)
-        for (int64_t j = k / 2; j > 0; j /= 2)
-            DK_GPU_LAUNCH(dk__nms_gpu_bitonic_kernel, dk_gpu_blocks(P), DK_GPU_THREADS, stream, keys, ord, P, k, j);
+    if (!st) st = dk__nms_gpu_sort(keys, ord, P, stream, job->op);
     /* 2. boxes (and categories) in score order */
     if (!st) DK_SWITCH_FLOAT(dk_tensor_dtype(job->boxes), st, dk__nms_gpu_gather, (job, ord, sorted, cls, stream), (void)0)
     if (!st && dkgMemsetAsync(removed, 0, (size_t)words * 8, (dkgStream_t)stream) != dkgSuccess)
