@@ -30,6 +30,7 @@ import torch  # noqa: E402
 import torchvision  # noqa: E402
 
 import dkit  # noqa: E402
+from dkit import _C  # noqa: E402
 import dkit.ops  # noqa: E402
 from dkit.compat import torchvision as dtv  # noqa: E402
 
@@ -68,6 +69,23 @@ class Timer:
         return sorted(times)[len(times) // 2]
 
 
+class _tunable:
+    """A dkit tunable set for a block (dkit._C.tunable), where the loaded dkit has it."""
+
+    def __init__(self, name, value):
+        self.name, self.value, self.previous = name, value, None
+
+    def __enter__(self):
+        try:
+            self.previous = _C.tunable(self.name, self.value)
+        except Exception:  # an older dkit: the row measures its only order
+            self.previous = None
+
+    def __exit__(self, *exc):
+        if self.previous is not None:
+            _C.tunable(self.name, self.previous)
+
+
 def boxes_xyxy(n, g, dev, w=1000.0, h=800.0):
     xy = torch.rand(n, 2, generator=g) * torch.tensor([w, h])
     return torch.cat([xy, xy + 16 + 200 * torch.rand(n, 2, generator=g)], 1).to(dev)
@@ -91,13 +109,18 @@ def rows(t, dev, small):
         fd = lambda: dtv.roi_align(x, r, 7, 0.25, sr, True)  # noqa: E731
         ft = lambda: torchvision.ops.roi_align(x, r, 7, 0.25, sr, True)  # noqa: E731
         with torch.no_grad():
-            yield f"roi_align forward, {desc}, sr {sr}", t.median_ms(fd), t.median_ms(ft), "tv"
+            tv_ms = t.median_ms(ft)
+            yield f"roi_align forward, {desc}, sr {sr}", t.median_ms(fd), tv_ms, "tv"
+            with _tunable("roi_align.gpu_order", 0):  # Note [The GPU order of roi_align's bins]
+                yield "  the same, RoI-major order (tunable)", t.median_ms(fd), tv_ms, "tv"
     yd, yt = dtv.roi_align(x, r, 7, 0.25, 2, True), torchvision.ops.roi_align(x, r, 7, 0.25, 2, True)
     gy = torch.ones_like(yd)
     bd = lambda: torch.autograd.grad(yd, x, gy, retain_graph=True)  # noqa: E731
     bt = lambda: torch.autograd.grad(yt, x, gy, retain_graph=True)  # noqa: E731
     atomic_tv = t.median_ms(bt)
     yield "roi_align backward (autograd.grad), sr 2", t.median_ms(bd), atomic_tv, "tv"
+    with _tunable("roi_align.gpu_backward_order", 0):
+        yield "  the same, RoI-major order (tunable)", t.median_ms(bd), atomic_tv, "tv"
     torch.use_deterministic_algorithms(True, warn_only=True)
     try:
         det = t.median_ms(bd)

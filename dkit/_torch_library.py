@@ -528,6 +528,12 @@ def current_stream(device_id):
     return torch.cuda.current_stream(device_id).cuda_stream
 
 
+# The same answer from torch's C function, where it has one (torch's CUDA and ROCm builds): it is
+# asked once or twice per GPU tensor of every call (Note [torch fast path on a GPU] in
+# csrc/python/dk_pydlpack.c), and torch.cuda.current_stream builds a Stream object each time.
+_raw_current_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
 def sync():  # noqa: F811 - the placeholder above, replaced
     """Registers every dkit op not yet registered with torch (all of them the first time; later,
     the ops a loaded backend added). Idempotent and cheap when nothing is new."""
@@ -542,7 +548,7 @@ def sync():  # noqa: F811 - the placeholder above, replaced
                 _register_differentiable(_library, op)
                 _differentiable_done.add(op.name)
         _fx_wrap_public()
-        _C.set_stream_getter(torch.Tensor, current_stream)
+        _C.set_stream_getter(torch.Tensor, _raw_current_stream or current_stream)
         import dkit
 
         dkit._after_import("torch._dynamo", _register_polyfills)

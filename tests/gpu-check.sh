@@ -24,9 +24,11 @@
 #                   and with the L2 cache flushed between calls
 #   9. profile      bench/profile_gpu.py calls: where a tiny call's host time goes
 #  10. ncu          Nsight Compute on one launch of each kernel of bench_gpu_calls.py's cases
-#  11. suite        the Python suite on this torch, without the tests marked slow, last and
-#                   cut at DKIT_GPU_SUITE_S seconds (default 240) so that one call of the machine
-#                   holds the whole check
+#  11. suite        the rest of the Python suite on this torch, without the tests marked slow,
+#                   last and cut at DKIT_GPU_SUITE_S seconds (default 240) so that one call of the
+#                   machine holds the whole check; -v and --durations say where the time went
+#
+# DKIT_GPU_SKIP="ncu profile" leaves out the steps it names.
 #
 # Usage: bash tests/gpu-check.sh   (PYTHON=python3 and JOBS=$(nproc) by default)
 set -u
@@ -47,6 +49,11 @@ MAKE_GPU=(make --no-print-directory -o deps -o gpu DKIT_WITH_HIP=0 DKIT_WITH_CUD
 step() {
     local name=$1 start rc
     shift
+    case " ${DKIT_GPU_SKIP:-} " in *" $name "*)
+        printf '%-11s skipped (DKIT_GPU_SKIP)\n' "$name" | tee -a "$SUMMARY"
+        return 0
+        ;;
+    esac
     start=$(date +%s)
     "$@" >"$LOGS/$name.log" 2>&1
     rc=$?
@@ -171,6 +178,7 @@ step bench-gpu "$PYTHON" bench/bench_gpu.py --build build
 step bench-calls bench_calls
 step profile "$PYTHON" bench/profile_gpu.py calls
 step ncu ncu_kernels
-step suite timeout "${DKIT_GPU_SUITE_S:-240}" "$PYTHON" -m pytest -q -rs -p no:cacheprovider -m "not slow" tests/python
+step suite timeout "${DKIT_GPU_SUITE_S:-240}" "$PYTHON" -m pytest -v -rs -p no:cacheprovider -m "not slow" \
+    --durations=15 --ignore tests/python/test_gpu_python.py --ignore tests/python/test_gpu_backends.py tests/python
 echo "logs: $LOGS" | tee -a "$SUMMARY"
 exit $failed

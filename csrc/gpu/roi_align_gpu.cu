@@ -19,7 +19,12 @@ DK_TUNABLE(dk__ra_gpu_deterministic, "roi_align.gpu_deterministic", 0, 0, 1,
 
 /* Note [The GPU order of roi_align's bins]. */
 DK_TUNABLE(dk__ra_gpu_order, "roi_align.gpu_order", 1, 0, 1,
-           "roi_align on a GPU: bins RoI-major (0: k, c, ph, pw) or channel-major (1: c, k, ph, pw)")
+           "roi_align forward on a GPU: bins RoI-major (0: k, c, ph, pw) or channel-major (1: c, k, ph, pw)")
+DK_TUNABLE(dk__ra_gpu_backward_order, "roi_align.gpu_backward_order", 1, 0, 1,
+           "roi_align atomic backward on a GPU: bins RoI-major (0) or channel-major (1)")
+/* 1: bin indices always decoded in 64 bits (tests reach that path on small inputs) */
+DK_TUNABLE(dk__ra_gpu_wide, "roi_align.gpu_wide_index", 0, 0, 1,
+           "roi_align on a GPU: 0 decodes bin indices in 32 bits when they fit, 1 always in 64")
 /* Note [Deterministic backward on a GPU]: its tile side (0: the smallest power of two from 16
  * whose lists fit in grad_input's size) and its sample windows (0: every sample, for tests). */
 DK_TUNABLE(dk__ra_gpu_det_tile, "roi_align.gpu_det_tile", 0, 0, 1 << 16,
@@ -35,11 +40,20 @@ DK_TUNABLE(dk__ra_gpu_det_window, "roi_align.gpu_det_window", 1, 0, 1,
  * each overlapping RoI (an H100's DRAM moved ~7x the map's size, nsight compute). Channel-major
  * order (c outermost) has them read a few channels' planes for every RoI: a few MB that stay in
  * L2 while all the RoIs that overlap there read them. Each bin is still one thread computing the
- * same expression, so the bits do not depend on the order.
+ * same expression, so the bits do not depend on the order. The atomic backward has a tunable of
+ * its own: there the order also decides how many atomics meet at one address at once.
  */
 __device__ DK_INLINE void dk__ra_gpu_bin_of(const dk__ra_gpu_args *a, int64_t i, int64_t *k, int64_t *c, int64_t *ph,
                                             int64_t *pw)
 {
+    if (a->narrow) { /* 32-bit division: a 64-bit one is a long software sequence on GPUs */
+        const uint32_t u = (uint32_t)i, PW = (uint32_t)a->PW, PH = (uint32_t)a->PH, r = u / PW / PH;
+        *pw = u % PW;
+        *ph = u / PW % PH;
+        *k = a->channel_major ? r % (uint32_t)a->K : r / (uint32_t)a->C;
+        *c = a->channel_major ? r / (uint32_t)a->K : r % (uint32_t)a->C;
+        return;
+    }
     *pw = i % a->PW;
     *ph = i / a->PW % a->PH;
     const int64_t r = i / (a->PW * a->PH);
@@ -82,7 +96,9 @@ static dk__ra_gpu_args dk__ra_gpu_args_of(const dk_tensor *img, const dk_tensor 
     a.spatial_scale = scale;
     a.aligned = aligned;
     a.max_mode = pool_mode == DK_POOL_MAX;
-    a.channel_major = dk_tunable(&dk__ra_gpu_order) != 0;
+    a.channel_major = 0; /* set by each entry point: Note [The GPU order of roi_align's bins] */
+    /* every bin index below 2^31 (products checked by dk__ra_gpu_sizes; here only compared) */
+    a.narrow = (double)a.K * (double)a.C * (double)a.PH * (double)a.PW < 2147483648.0 && !dk_tunable(&dk__ra_gpu_wide);
     dk_tensor_strides(img, a.img_s, 4);
     dk_tensor_strides(bins, a.bins_s, 4);
     dk_tensor_strides(rois, a.roi_s, 2);
@@ -128,8 +144,9 @@ extern "C" dk_status dk_roi_align_forward_gpu(const dk_tensor *input, const dk_t
                                               int64_t aligned_width, double spatial_scale, int64_t sampling_ratio,
                                               int64_t pool_mode, bool aligned)
 {
-    const dk__ra_gpu_args a = dk__ra_gpu_args_of(input, output, rois, argmax_y, argmax_x, aligned_height,
-                                                 aligned_width, spatial_scale, sampling_ratio, pool_mode, aligned);
+    dk__ra_gpu_args a = dk__ra_gpu_args_of(input, output, rois, argmax_y, argmax_x, aligned_height, aligned_width,
+                                           spatial_scale, sampling_ratio, pool_mode, aligned);
+    a.channel_major = dk_tunable(&dk__ra_gpu_order) != 0;
     dk_status st = dk__ra_gpu_sizes(&a, "roi_align_forward");
     if (st || a.K == 0 || a.C == 0) return st;
     dk_device_guard g; /* the kernel runs on its tensors' device */
@@ -148,8 +165,9 @@ extern "C" dk_status dk_roi_align_backward_gpu(const dk_tensor *grad_output, con
                                                double spatial_scale, int64_t sampling_ratio, int64_t pool_mode,
                                                bool aligned)
 {
-    const dk__ra_gpu_args a = dk__ra_gpu_args_of(grad_input, grad_output, rois, argmax_y, argmax_x, aligned_height,
-                                                 aligned_width, spatial_scale, sampling_ratio, pool_mode, aligned);
+    dk__ra_gpu_args a = dk__ra_gpu_args_of(grad_input, grad_output, rois, argmax_y, argmax_x, aligned_height,
+                                           aligned_width, spatial_scale, sampling_ratio, pool_mode, aligned);
+    a.channel_major = dk_tunable(&dk__ra_gpu_backward_order) != 0;
     dk_status st = dk__ra_gpu_sizes(&a, "roi_align_backward");
     if (st || a.N == 0 || a.C == 0 || a.H == 0 || a.W == 0) return st; /* nothing to write */
     /* Note [Deterministic kernels] in dk_determinism.h: the caller's request, or the tunable */

@@ -25,6 +25,7 @@ __device__ DK_INLINE bool DK_SFN(dk__ra_gpu_roi)(const DK_S *rois, const dk__ra_
 
 /* Forward: one thread per output element (k, c, ph, pw), in the order of Note [The GPU order of
  * roi_align's bins]. */
+template <bool MAX> /* max pooling: a kernel of its own, so that avg's registers are avg's alone */
 __global__ void DK_SFN(dk__ra_gpu_forward_kernel)(const DK_S *__restrict__ input, const DK_S *__restrict__ rois,
                                                   DK_S *__restrict__ output, DK_T *__restrict__ amy,
                                                   DK_T *__restrict__ amx, dk__ra_gpu_args a)
@@ -39,13 +40,13 @@ __global__ void DK_SFN(dk__ra_gpu_forward_kernel)(const DK_S *__restrict__ input
         DK_T v = (DK_T)0, my = (DK_T)-1, mx = (DK_T)-1;
         if (DK_SFN(dk__ra_gpu_roi)(rois, &a, k, &n, &ay, &ax)) {
             const DK_S *plane = input + n * a.img_s[0] + c * a.img_s[1];
-            v = a.max_mode ? DK_SFN(dk_roi_align_forward_max)(plane, a.img_s[2], a.img_s[3], a.H, a.W, &ay, &ax, ph,
+            v = MAX ? DK_SFN(dk_roi_align_forward_max)(plane, a.img_s[2], a.img_s[3], a.H, a.W, &ay, &ax, ph,
                                                               pw, &my, &mx)
                            : DK_SFN(dk_roi_align_forward_avg)(plane, a.img_s[2], a.img_s[3], a.H, a.W, &ay, &ax, ph,
                                                               pw);
         }
         output[o] = DK_STORE(v);
-        if (a.max_mode) {
+        if (MAX) {
             amy[k * a.amy_s[0] + c * a.amy_s[1] + ph * a.amy_s[2] + pw * a.amy_s[3]] = my;
             amx[k * a.amx_s[0] + c * a.amx_s[1] + ph * a.amx_s[2] + pw * a.amx_s[3]] = mx;
         }
@@ -194,6 +195,7 @@ __global__ void DK_SFN(dk__ra_gpu_tile_lists_kernel)(const DK_SFN(dk__ra_gpu_roi
  * order, within a RoI its bins and samples in order (only those whose window reaches the pixel:
  * dk_roi_align_axis_window), each channel's sum in a register, one store per element. The terms
  * and their order are those of a loop over every RoI and every sample. */
+template <bool MAX> /* max pooling: a kernel of its own, so that avg's registers are avg's alone */
 __global__ void DK_SFN(dk__ra_gpu_backward_gather_kernel)(
     const DK_S *__restrict__ gout, const DK_SFN(dk__ra_gpu_roi_entry) *__restrict__ table,
     const int32_t *__restrict__ lists, const int32_t *__restrict__ counts, const DK_T *__restrict__ amy,
@@ -211,7 +213,7 @@ __global__ void DK_SFN(dk__ra_gpu_backward_gather_kernel)(
         const int64_t c0 = cc * DK__RA_GPU_CHANNELS;
         const int nc = (int)(a.C - c0 < DK__RA_GPU_CHANNELS ? a.C - c0 : DK__RA_GPU_CHANNELS);
         DK_T sum[DK__RA_GPU_CHANNELS];
-        for (int j = 0; j < DK__RA_GPU_CHANNELS; ++j) sum[j] = (DK_T)0;
+        DK_GPU_UNROLL for (int j = 0; j < DK__RA_GPU_CHANNELS; ++j) sum[j] = (DK_T)0;
         const int64_t t = n * g.ty * g.tx + t_img;
         const int32_t *list = lists + t * a.K;
         for (int32_t li = 0; li < counts[t]; ++li) {
@@ -230,16 +232,17 @@ __global__ void DK_SFN(dk__ra_gpu_backward_gather_kernel)(
             }
             if (jy0 > jy1 || jx0 > jx1) continue;
             const DK_S *gk = gout + k * a.bins_s[0] + c0 * a.bins_s[1];
-            if (a.max_mode) {
-                /* the argmax of bin (ph, pw) is one of its samples: the bins of the windows */
+            if (MAX) {
+                /* the argmax of bin (ph, pw) is one of its samples: the bins of the windows; each
+                 * channel has its own argmax, and its sum takes its terms in (ph, pw) order */
                 const int64_t ph1 = jy1 / ay.grid, pw0 = jx0 / ax.grid, pw1 = jx1 / ax.grid;
-                for (int j = 0; j < nc; ++j) {
-                    const DK_T *my = amy + k * a.amy_s[0] + (c0 + j) * a.amy_s[1];
-                    const DK_T *mx = amx + k * a.amx_s[0] + (c0 + j) * a.amx_s[1];
-                    for (int64_t ph = jy0 / ay.grid; ph <= ph1; ++ph)
-                        for (int64_t pw = pw0; pw <= pw1; ++pw) {
-                            const DK_T sy = my[ph * a.amy_s[2] + pw * a.amy_s[3]];
-                            const DK_T sx = mx[ph * a.amx_s[2] + pw * a.amx_s[3]];
+                for (int64_t ph = jy0 / ay.grid; ph <= ph1; ++ph)
+                    for (int64_t pw = pw0; pw <= pw1; ++pw) {
+                        DK_GPU_UNROLL for (int j = 0; j < DK__RA_GPU_CHANNELS; ++j) {
+                            if (j >= nc) continue;
+                            const int64_t c = c0 + j;
+                            const DK_T sy = amy[k * a.amy_s[0] + c * a.amy_s[1] + ph * a.amy_s[2] + pw * a.amy_s[3]];
+                            const DK_T sx = amx[k * a.amx_s[0] + c * a.amx_s[1] + ph * a.amx_s[2] + pw * a.amx_s[3]];
                             DK_TFN(dk_roi_align_bilinear) b;
                             if (sy == (DK_T)-1 || !DK_TFN(dk_roi_align_bilinear_init)(sy, sx, a.H, a.W, &b)) continue;
                             const DK_T gv = DK_LOAD(gk[j * a.bins_s[1] + ph * a.bins_s[2] + pw * a.bins_s[3]]);
@@ -248,7 +251,7 @@ __global__ void DK_SFN(dk__ra_gpu_backward_gather_kernel)(
                             if (b.y_high == y && b.x_low == x) sum[j] += gv * b.w3;
                             if (b.y_high == y && b.x_high == x) sum[j] += gv * b.w4;
                         }
-                }
+                    }
                 continue;
             }
             const DK_T count = DK_TFN(dk_roi_align_count)(&ay, &ax);
@@ -265,7 +268,8 @@ __global__ void DK_SFN(dk__ra_gpu_backward_gather_kernel)(
                                                         &tx))
                         continue;
                     if (tx.lo != x && tx.hi != x) continue;
-                    for (int j = 0; j < nc; ++j) {
+                    DK_GPU_UNROLL for (int j = 0; j < DK__RA_GPU_CHANNELS; ++j) {
+                        if (j >= nc) continue;
                         /* the four taps' weights as dk_roi_align_bilinear_init forms them */
                         const DK_T gc = DK_LOAD(gk[j * a.bins_s[1] + ph * a.bins_s[2] + pw * a.bins_s[3]]) / count;
                         if (ty.lo == y && tx.lo == x) sum[j] += gc * (ty.wlo * tx.wlo);
@@ -277,7 +281,8 @@ __global__ void DK_SFN(dk__ra_gpu_backward_gather_kernel)(
             }
         }
         DK_S *out = gin + n * a.img_s[0] + c0 * a.img_s[1] + y * a.img_s[2] + x * a.img_s[3];
-        for (int j = 0; j < nc; ++j) out[j * a.img_s[1]] = DK_STORE(sum[j]);
+        DK_GPU_UNROLL for (int j = 0; j < DK__RA_GPU_CHANNELS; ++j)
+            if (j < nc) out[j * a.img_s[1]] = DK_STORE(sum[j]);
     }
 }
 
@@ -288,10 +293,16 @@ static dk_status DK_SFN(dk__ra_gpu_forward)(const dk_tensor *input, const dk_ten
                                             void *stream)
 {
     const int64_t total = a->K * a->C * a->PH * a->PW;
-    DK_GPU_LAUNCH(DK_SFN(dk__ra_gpu_forward_kernel), dk_gpu_blocks(total), DK_GPU_THREADS, stream,
-                  (const DK_S *)dk_tensor_data(input), (const DK_S *)dk_tensor_data(rois),
-                  (DK_S *)dk_tensor_data(output), argmax_y ? (DK_T *)dk_tensor_data(argmax_y) : (DK_T *)NULL,
-                  argmax_x ? (DK_T *)dk_tensor_data(argmax_x) : (DK_T *)NULL, *a);
+    const DK_S *in = (const DK_S *)dk_tensor_data(input), *r = (const DK_S *)dk_tensor_data(rois);
+    DK_S *out = (DK_S *)dk_tensor_data(output);
+    DK_T *my = argmax_y ? (DK_T *)dk_tensor_data(argmax_y) : (DK_T *)NULL;
+    DK_T *mx = argmax_x ? (DK_T *)dk_tensor_data(argmax_x) : (DK_T *)NULL;
+    if (a->max_mode)
+        DK_GPU_LAUNCH(DK_SFN(dk__ra_gpu_forward_kernel)<true>, dk_gpu_blocks(total), DK_GPU_THREADS, stream, in, r, out,
+                      my, mx, *a);
+    else
+        DK_GPU_LAUNCH(DK_SFN(dk__ra_gpu_forward_kernel)<false>, dk_gpu_blocks(total), DK_GPU_THREADS, stream, in, r,
+                      out, my, mx, *a);
     return dk__gpu_launched("roi_align_forward");
 }
 
@@ -327,9 +338,13 @@ static dk_status DK_SFN(dk__ra_gpu_backward)(const dk_tensor *grad_output, const
         }
         if (!st) {
             const int64_t chunks = (a->C + DK__RA_GPU_CHANNELS - 1) / DK__RA_GPU_CHANNELS;
-            DK_GPU_LAUNCH(DK_SFN(dk__ra_gpu_backward_gather_kernel),
-                          dk_gpu_blocks(tiles * chunks * g->tile * g->tile), DK_GPU_THREADS, stream, gout, tab, list,
-                          count, my, mx, gin, *a, *g);
+            const unsigned blocks = dk_gpu_blocks(tiles * chunks * g->tile * g->tile);
+            if (a->max_mode)
+                DK_GPU_LAUNCH(DK_SFN(dk__ra_gpu_backward_gather_kernel)<true>, blocks, DK_GPU_THREADS, stream, gout,
+                              tab, list, count, my, mx, gin, *a, *g);
+            else
+                DK_GPU_LAUNCH(DK_SFN(dk__ra_gpu_backward_gather_kernel)<false>, blocks, DK_GPU_THREADS, stream, gout,
+                              tab, list, count, my, mx, gin, *a, *g);
             st = dk__gpu_launched("roi_align_backward");
         }
         dk_device_free(grad_input->device, scratch); /* stream-ordered: after the kernels above */

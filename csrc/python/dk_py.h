@@ -51,8 +51,9 @@ typedef struct {
     PyObject *td_default;      /* torch.Tensor.__torch_dispatch__ (torch's "disabled" marker) */
     PyObject *dlpack_fn;       /* torch.Tensor.__dlpack__ */
     /* _TensorBase's own descriptors, called directly (a type qualifies only if it inherits them) */
-    PyObject *d_is_cpu, *d_requires_grad, *d_dtype, *d_shape, *d_is_meta; /* getset descriptors */
-    PyObject *d_data_ptr, *d_stride, *d_is_neg, *d_storage;   /* method descriptors */
+    PyObject *d_is_cpu, *d_requires_grad, *d_dtype, *d_shape, *d_is_meta, *d_is_cuda; /* getset descriptors */
+    PyObject *d_data_ptr, *d_stride, *d_is_neg, *d_storage, *d_get_device;          /* method descriptors */
+    int gpu_type; /* DLPack device type of torch's "cuda" tensors: kDLCUDA, or kDLROCM (torch.version.hip) */
     PyObject *dtypes[DK_PY_TORCH_DTYPES];                     /* torch.float32, ... */
     DLDataType dl_dtypes[DK_PY_TORCH_DTYPES];
     /* dkit._torch_reader's capsule and function, when it is built and matches the running torch

@@ -114,6 +114,11 @@ void dk_py_owners_release(dk_py_owners *owners);
 int dk_py_consumer_stream(dk_py_state *s, PyObject *obj, int64_t device_type, int64_t device_id, dk_py_owners *owners,
                           const char *op, const char *arg, long *stream);
 void dk_py_restore_streams(dk_py_owners *owners);
+/* 1 when this call's kernels on `device` run on the current stream of `obj`'s framework (then
+ * its __dlpack__(stream=...) would have nothing to do: Note [torch fast path on a GPU]), 0 when
+ * they do not or the framework gave no way to find its stream, -1 with an exception set. */
+int dk_py_on_framework_stream(dk_py_state *s, PyObject *obj, DLDevice device, dk_py_owners *owners, const char *op,
+                              const char *arg);
 
 /* Drops the producer cache's type references (module clear / free). */
 /* The torch reader (Note [torch reader] in dk_pytorch.h): with on = 0 or 1, turns its use off or

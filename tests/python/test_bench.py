@@ -85,3 +85,20 @@ def test_bench_quick_smoke():
         out = _run()
         missed = _check(out)
     assert not missed, f"dkit / torchvision above its floor {FLOORS} twice in a row: {missed}\n{out}"
+
+
+@pytest.mark.slow
+def test_bench_gpu_calls_runs_its_rows():
+    """bench/bench_gpu_calls.py (make gpu-check's whole-call rows) runs end to end; on the CPU, its
+    smoke mode: every row of the GPU table, each a finite positive time and ratio."""
+    cmd = [sys.executable, os.path.join(ROOT, "bench", "bench_gpu_calls.py"), "--device", "cpu", "--small",
+           "--reps", "1"]  # fmt: skip
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    row = re.compile(r"^  (\S.*?)\s+(\d+\.\d+)\s+(\d+\.\d+)\s+(tv|dkit cpu)\s+(\d+\.\d+)x$")
+    rows = [m.groups() for m in map(row.match, r.stdout.splitlines()) if m]
+    for want in ("roi_align forward", "roi_align backward", "tiny roi_align", "nms 1000 boxes", "batched_nms",
+                 "box_iou", "soft_nms", "box_iou_rotated", "nms_rotated"):  # fmt: skip
+        assert any(case.startswith(want) for case, *_ in rows), (want, r.stdout)
+    for case, dkit_ms, ref_ms, _, ratio in rows:
+        assert all(math.isfinite(float(v)) and float(v) > 0 for v in (dkit_ms, ref_ms, ratio)), case

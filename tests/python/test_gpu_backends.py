@@ -196,8 +196,13 @@ def test_torch_tensors_use_torchs_current_stream():
 
     getter = dkit._torch_library.current_stream
     assert getter.__name__ == "current_stream"
+    raw = dkit._torch_library._raw_current_stream  # torch's C function, which dkit registers
     if not torch.cuda.is_available():  # CPU-only torch: the getter is torch's own call
         with pytest.raises(Exception):
             getter(0)
     else:
-        assert getter(0) == torch.cuda.current_stream(0).cuda_stream
+        assert raw is not None
+        assert getter(0) == raw(0) == torch.cuda.current_stream(0).cuda_stream
+        side = torch.cuda.Stream()
+        with torch.cuda.stream(side):
+            assert getter(0) == raw(0) == side.cuda_stream != 0

@@ -155,7 +155,10 @@ def test_gpu_results_match_the_cpu_and_torchvision():
     assert torch.equal(inds.cpu(), cinds)
     torch.testing.assert_close(dets.cpu(), cdets, atol=1e-5, rtol=1e-5)
     rb = torch.cat([(boxes[:, :2] + boxes[:, 2:]) / 2, boxes[:, 2:] - boxes[:, :2], scores[:, None]], 1)
-    assert torch.equal(dkit.ops.nms_rotated(rb, scores, 0.5).cpu(), dkit.ops.nms_rotated(rb.cpu(), cpu[1], 0.5))
+    dets, keep = dkit.ops.nms_rotated(rb, scores, 0.5)
+    cdets, ckeep = dkit.ops.nms_rotated(rb.cpu(), cpu[1], 0.5)
+    assert keep.device == rb.device and torch.equal(keep.cpu(), ckeep)
+    assert torch.equal(dets.cpu(), cdets)
 
 
 # ------------------------------------------------------------------------------------------
@@ -185,6 +188,29 @@ def test_kernels_run_on_torchs_current_stream():
 
 
 @cuda_only
+def test_gpu_tensors_are_read_directly_on_torchs_current_stream(monkeypatch):
+    # Note [torch fast path on a GPU]: no __dlpack__ where the kernel runs on torch's current
+    # stream; the protocol, with its handshake, under a dkit.stream() for another stream
+    x, rois = _feature("cuda")
+    expect = dkit.ops.roi_align(x, rois, 3, 0.5, 2)
+    exported = []
+    dlpack = torch.Tensor.__dlpack__
+    monkeypatch.setattr(torch.Tensor, "__dlpack__", lambda t, *a, **k: exported.append(1) or dlpack(t, *a, **k))
+    assert torch.equal(dkit.ops.roi_align(x, rois, 3, 0.5, 2), expect)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # torch's current stream is now `side`: read directly still
+        y = dkit.ops.roi_align(x, rois, 3, 0.5, 2)
+    torch.cuda.current_stream().wait_stream(side)
+    assert torch.equal(y, expect)
+    assert exported == []
+    with dkit.stream(x.device, side):  # dkit's stream is not torch's: exported, side waits
+        z = dkit.ops.roi_align(x, rois, 3, 0.5, 2)
+    torch.cuda.current_stream().wait_stream(side)
+    assert len(exported) >= 2 and torch.equal(z, expect)
+
+
+@cuda_only
 def test_backward_runs_on_the_streams_autograd_uses():
     x, rois = _feature("cuda")
     x.requires_grad_()
@@ -202,12 +228,16 @@ def test_backward_runs_on_the_streams_autograd_uses():
 # torch.use_deterministic_algorithms (Note [Deterministic kernels] in csrc/common/dk_determinism.h)
 
 
+@pytest.mark.parametrize("shape", [(8, 16, 16, 600), (19, 70, 90, 300)], ids=["one tile", "many tiles"])
 @pytest.mark.parametrize("device", DEVICES)
-def test_use_deterministic_algorithms_gives_the_same_bits(device):
-    # many overlapping boxes on a small map: every input element gets many atomic additions
-    x, rois = _feature(device, c=8, h=16, w=16, k=600)
+def test_use_deterministic_algorithms_gives_the_same_bits(device, shape):
+    # many overlapping boxes on a small map: every input element gets many atomic additions; on a
+    # larger one, RoIs cross the deterministic backward's tiles (Note [Deterministic backward on a
+    # GPU]) and channels are not a multiple of its chunk
+    c, h, w, k = shape
+    x, rois = _feature(device, c=c, h=h, w=w, k=k)
     x.requires_grad_()
-    g = torch.randn(600, 8, 7, 7, generator=torch.Generator().manual_seed(5)).to(device)
+    g = torch.randn(k, c, 7, 7, generator=torch.Generator().manual_seed(5)).to(device)
 
     def grad():
         (r,) = torch.autograd.grad(dkit.ops.roi_align(x, rois, 7, 0.5, 2), x, g)
@@ -224,6 +254,9 @@ def test_use_deterministic_algorithms_gives_the_same_bits(device):
     assert torch.equal(op_runs[0], op_runs[1])
     assert not _C.set_deterministic(False)  # the request ended with the backward
     torch.testing.assert_close(grad(), runs[0], atol=1e-4, rtol=1e-4)  # the default: same values
+    xc = x.detach().cpu().requires_grad_()
+    (expect,) = torch.autograd.grad(dkit.ops.roi_align(xc, rois.cpu(), 7, 0.5, 2), xc, g.cpu())
+    torch.testing.assert_close(runs[0].cpu(), expect, atol=1e-4, rtol=1e-4)  # and the CPU's values
 
 
 # ------------------------------------------------------------------------------------------
@@ -282,7 +315,17 @@ def test_compile(device):
     compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
     y, ref = compiled(x, rois), f(x, rois)
     assert torch.equal(y, ref)
-    assert torch.equal(torch.autograd.grad(y.sum(), x)[0], torch.autograd.grad(ref.sum(), x)[0])
+    # On a GPU the default backward adds with atomics, in an order that varies from run to run
+    # (Note [Deterministic backward on a GPU]): its bits are compared in deterministic mode, which
+    # torch.use_deterministic_algorithms selects through a compiled graph as in eager mode.
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(device == "cuda")
+    try:
+        got = torch.autograd.grad(compiled(x, rois).sum(), x)[0]
+        expect = torch.autograd.grad(f(x, rois).sum(), x)[0]
+    finally:
+        torch.use_deterministic_algorithms(before)
+    assert torch.equal(got, expect)
     _dynamo.reset()
 
 

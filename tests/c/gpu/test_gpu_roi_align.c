@@ -130,9 +130,15 @@ static void check_case(dk_dtype dt, double atol, dkk_rng *rng, int layout, int64
     dkk_tensor *atomic = gpu_backward(&dg, &drois, pamy, pamx, cgin, order, gap, sr, mode, aligned, 0);
     dkk_tensor *det1 = gpu_backward(&dg, &drois, pamy, pamx, cgin, order, gap, sr, mode, aligned, 1);
     dkk_tensor *det2 = gpu_backward(&dg, &drois, pamy, pamx, cgin, order, gap, sr, mode, aligned, 1);
-    char sub[300];
+    char sub[400];
     snprintf(sub, sizeof sub, "%s, backward (atomic)", what);
     dkk_assert_close(atomic, cgin, 4 * atol, 4 * atol, sub);
+    assert_ok(dk_tunable_set("roi_align.gpu_backward_order", 0, NULL)); /* RoI-major atomics */
+    dkk_tensor *atomic_rm = gpu_backward(&dg, &drois, pamy, pamx, cgin, order, gap, sr, mode, aligned, 0);
+    assert_ok(dk_tunable_set("roi_align.gpu_backward_order", 1, NULL));
+    snprintf(sub, sizeof sub, "%s, backward (atomic, RoI-major)", what);
+    dkk_assert_close(atomic_rm, cgin, 4 * atol, 4 * atol, sub);
+    dkk_free(atomic_rm);
     snprintf(sub, sizeof sub, "%s, backward (deterministic)", what);
     dkk_assert_close(det1, cgin, 4 * atol, 4 * atol, sub);
     dkk_assert_identical(det1, det2, sub);
@@ -154,13 +160,18 @@ static void check_case(dk_dtype dt, double atol, dkk_rng *rng, int layout, int64
     /* Note [The GPU order of roi_align's bins]: RoI-major gives the forward's bits too */
     dkk_tensor *again = like4(dt, K, C, PH, PW, order, gap);
     memcpy(again->mem, gout->mem, gout->bytes); /* before: the emulation writes gout itself */
-    assert_ok(dk_tunable_set("roi_align.gpu_order", 0, NULL));
-    assert_ok(GPU_FORWARD(&dx.dev, &drois.dev, &dout.dev, max ? &damy.dev : NULL, max ? &damx.dev : NULL, PH, PW,
-                          SCALE, sr, mode, aligned));
+    for (int wide = 0; wide < 2; wide++) { /* and 64-bit index decoding, either order */
+        assert_ok(dk_tunable_set("roi_align.gpu_order", wide, NULL));
+        assert_ok(dk_tunable_set("roi_align.gpu_wide_index", !wide, NULL));
+        assert_ok(GPU_FORWARD(&dx.dev, &drois.dev, &dout.dev, max ? &damy.dev : NULL, max ? &damx.dev : NULL, PH, PW,
+                              SCALE, sr, mode, aligned));
+        dkg_down(&dout);
+        snprintf(sub, sizeof sub, "%s, forward (%s order, %d-bit indices)", what, wide ? "channel-major" : "RoI-major",
+                 wide ? 64 : 32);
+        dkk_assert_identical(gout, again, sub);
+    }
     assert_ok(dk_tunable_set("roi_align.gpu_order", 1, NULL));
-    dkg_down(&dout);
-    snprintf(sub, sizeof sub, "%s, forward (RoI-major)", what);
-    dkk_assert_identical(gout, again, sub);
+    assert_ok(dk_tunable_set("roi_align.gpu_wide_index", 0, NULL));
     dkk_free(again);
 
     dkg_release(&dx), dkg_release(&drois), dkg_release(&dg), dkg_release(&dout);
