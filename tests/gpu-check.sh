@@ -13,7 +13,7 @@
 #                   DKIT_GPU_CMOCKA=bundle uses them even where the system has cmocka)
 #   2. build        libdkit, the CUDA backend (sm_80, sm_90 + PTX), the GPU tests, bench_gpu
 #   3. test-gpu     every C GPU test on the device, against the CPU kernels, one by one
-#   4. sanitizer    compute-sanitizer memcheck on two of them
+#   4. sanitizer    compute-sanitizer memcheck on two of them, racecheck on nms's
 #   5. python       the extension with the torch reader (again without it if that build fails,
 #                   so that the later steps still run; the failure stays reported)
 #   6. gpu-python   tests/python/test_gpu_python.py and test_gpu_backends.py, with
@@ -132,6 +132,10 @@ sanitizer() {
         DK_TEST_GPU_LIB=$PWD/build/libdkit_cuda.so DK_TEST_GPU_TYPE=cuda \
             "$cs" --tool memcheck --error-exitcode 3 "build/tests/gpu/$t" || rc=1
     done
+    # nms's shared-memory sort and keep (Note [NMS's bitonic sort]): races between a block's threads
+    echo "== compute-sanitizer --tool racecheck test_gpu_nms"
+    DK_TEST_GPU_LIB=$PWD/build/libdkit_cuda.so DK_TEST_GPU_TYPE=cuda \
+        "$cs" --tool racecheck --error-exitcode 3 build/tests/gpu/test_gpu_nms || rc=1
     return $rc
 }
 
@@ -145,7 +149,7 @@ python_build() {
 }
 
 bench_calls() {
-    "$PYTHON" bench/bench_gpu_calls.py && "$PYTHON" bench/bench_gpu_calls.py --cold
+    "$PYTHON" bench/bench_gpu_calls.py && "$PYTHON" bench/bench_gpu_calls.py --cold --reps 10
 }
 
 # One launch of each kernel, inside the NVTX range "profiled" (the warm-up call is outside it).
