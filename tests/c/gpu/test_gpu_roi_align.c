@@ -170,7 +170,7 @@ static void check_case(dk_dtype dt, double atol, dkk_rng *rng, int layout, int64
                  wide ? 64 : 32);
         dkk_assert_identical(gout, again, sub);
     }
-    assert_ok(dk_tunable_set("roi_align.gpu_order", 1, NULL));
+    assert_ok(dk_tunable_set("roi_align.gpu_order", -1, NULL)); /* the default */
     assert_ok(dk_tunable_set("roi_align.gpu_wide_index", 0, NULL));
     dkk_free(again);
 
