@@ -28,6 +28,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 
 from setuptools import Extension, find_packages, setup
@@ -148,6 +149,18 @@ class BuildExt(build_ext):
             ext.library_dirs = [os.path.dirname(lib)] + list(ext.library_dirs or [])
             ext.depends = list(ext.depends or []) + [lib]  # relink when the core changed
         super().build_extensions()
+
+    def build_extension(self, ext):
+        """Builds one extension. dkit._torch_reader and dkit._torch_kernel are optional (dkit works
+        the same without them, Note [torch reader]): one that does not compile against the
+        installed torch's headers is reported and left out, never a failed install."""
+        if ext.name not in _OPTIONAL_EXTS:
+            return super().build_extension(ext)
+        try:
+            super().build_extension(ext)
+        except Exception as e:  # distutils' CompileError and LinkError, subprocess errors
+            print(f"setup.py: WARNING: {ext.name} did not build against torch {_torch_version()} ({e}); "
+                  "dkit works without it, only slower with torch tensors", file=sys.stderr)  # fmt: skip
 
     # -- the core library --------------------------------------------------------------------
 
@@ -270,6 +283,32 @@ ext = Extension(
 )
 
 
+_OPTIONAL_EXTS = ("dkit._torch_reader", "dkit._torch_kernel")
+
+
+def _torch_version():
+    try:
+        import torch
+
+        return torch.__version__
+    except ImportError:
+        return "(none)"
+
+
+def _torch_cxx_std():
+    """The C++ standard torch compiles its own extensions with, which its headers need: C++17
+    up to torch 2.11, C++20 after (torch 2.14's headers use <compare> and concepts). Read from
+    torch.utils.cpp_extension, the one place torch states it."""
+    try:
+        import inspect
+
+        import torch.utils.cpp_extension as ce
+
+        return "c++20" if "-std=c++20" in inspect.getsource(ce) else "c++17"
+    except Exception:
+        return "c++17"
+
+
 def _torch_reader_ext():
     """dkit._torch_reader (Note [torch reader] in csrc/python/dk_pytorch.h) and dkit._torch_kernel
     (Note [Why dkit has its own kernel holder] in csrc/python/dk_torch_kernel.cpp), when torch
@@ -290,7 +329,7 @@ def _torch_reader_ext():
         return []
     libdir = os.path.join(base, "lib")  # pip's torch; Debian's libraries are on the default path
     abi = int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True))
-    flags = ["-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", f"-D_GLIBCXX_USE_CXX11_ABI={abi}"]
+    flags = [f"-std={_torch_cxx_std()}", "-O2", "-Wall", "-Wextra", "-Werror", f"-D_GLIBCXX_USE_CXX11_ABI={abi}"]
     # -isystem: our warnings are errors, torch's headers' are not ours to fix.
     flags += [a for d in inc for a in ("-isystem", d)]
 
