@@ -150,18 +150,6 @@ class BuildExt(build_ext):
             ext.depends = list(ext.depends or []) + [lib]  # relink when the core changed
         super().build_extensions()
 
-    def build_extension(self, ext):
-        """Builds one extension. dkit._torch_reader and dkit._torch_kernel are optional (dkit works
-        the same without them, Note [torch reader]): one that does not compile against the
-        installed torch's headers is reported and left out, never a failed install."""
-        if ext.name not in _OPTIONAL_EXTS:
-            return super().build_extension(ext)
-        try:
-            super().build_extension(ext)
-        except Exception as e:  # distutils' CompileError and LinkError, subprocess errors
-            print(f"setup.py: WARNING: {ext.name} did not build against torch {_torch_version()} ({e}); "
-                  "dkit works without it, only slower with torch tensors", file=sys.stderr)  # fmt: skip
-
     # -- the core library --------------------------------------------------------------------
 
     def _build_core(self, pkg_dir):
@@ -240,7 +228,16 @@ class BuildExt(build_ext):
             deps = [d for d in list(ext.sources) + list(ext.depends or []) if os.path.exists(d)]
             if any(os.path.getmtime(d) > os.path.getmtime(target) for d in deps):
                 os.remove(target)
-        super().build_extension(ext)
+        if ext.name not in _OPTIONAL_EXTS:
+            return super().build_extension(ext)
+        # dkit._torch_reader and dkit._torch_kernel are optional (dkit works the same without
+        # them, Note [torch reader]): one that does not build against the installed torch's
+        # headers is reported and left out, never a failed install.
+        try:
+            super().build_extension(ext)
+        except Exception as e:  # CompileError, LinkError, a compiler that is not there
+            print(f"setup.py: WARNING: {ext.name} did not build against torch {_torch_version()} ({e}); "
+                  "dkit works without it, only slower with torch tensors", file=sys.stderr)  # fmt: skip
 
     def copy_extensions_to_source(self):
         # setuptools builds in build/lib* even for --inplace, then copies into the source tree
@@ -250,6 +247,8 @@ class BuildExt(build_ext):
             fullname = self.get_ext_fullname(ext.name)
             filename = self.get_ext_filename(fullname)
             package_dir = build_py.get_package_dir(fullname.rpartition(".")[0])
+            if ext.name in _OPTIONAL_EXTS and not os.path.exists(os.path.join(self.build_lib, filename)):
+                continue  # left out (build_extension said why)
             _replace(os.path.join(self.build_lib, filename), os.path.join(package_dir, os.path.basename(filename)))
         built = os.path.join(self.build_lib, "dkit")
         dest = os.path.dirname(self.get_ext_fullpath("dkit._C"))  # self.inplace is set again here
@@ -263,6 +262,8 @@ class BuildExt(build_ext):
     def get_outputs(self):
         # Let install/record and bdist know about the files built next to _C.
         outs = super().get_outputs()
+        left_out = {self.get_ext_fullpath(n) for n in _OPTIONAL_EXTS}  # unless they were built
+        outs = [o for o in outs if o not in left_out or os.path.exists(o)]
         pkg_dir = os.path.dirname(self.get_ext_fullpath("dkit._C"))
         outs.append(os.path.join(pkg_dir, "libdkit.so"))
         outs += [os.path.join(pkg_dir, n) for n in GPU_LIBS if os.path.isfile(os.path.join(pkg_dir, n))]
