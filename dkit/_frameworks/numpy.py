@@ -53,7 +53,9 @@ def rois_from_boxes(boxes, like):
 
 
 def first_rows(x, count):
-    return x[: int(count)]
+    # count: an int, or the one-element array an op's kernel wrote. int() of a 1-d array is an
+    # error from NumPy 2.4 on (only 0-d arrays convert), so its element is read by index.
+    return x[: int(count.reshape(-1)[0]) if isinstance(count, np.ndarray) else int(count)]
 
 
 def category_codes(x):

@@ -63,7 +63,9 @@ def to_bool(value, name, op):
     if value is True or value is False:
         return value
     tp = type(value)
-    if tp.__name__ == "bool_" and tp.__module__ == "numpy":  # its __index__ is deprecated
+    # NumPy's bool: named bool_ before NumPy 2 and bool since; its __index__ was deprecated, and
+    # is gone from NumPy 2.4
+    if tp.__module__ == "numpy" and tp.__name__ in ("bool_", "bool"):
         return bool(value)
     try:
         n = operator.index(value)
