@@ -8,6 +8,7 @@ to a box-overlap function raise IndexError, as indexing them does in torchvision
 for where dkit is stricter than torchvision.
 """
 
+import math
 from typing import List, Union
 
 import torch
@@ -226,7 +227,9 @@ def _box_index_error(op, *boxes):
 def _overlaps(fn, boxes1, boxes2, *args):
     """dkit's box-overlap function fn, with torchvision's IndexError for boxes of fewer than two
     dimensions (which torchvision indexes before anything else), found only when dkit refuses
-    the call (Note [Compat fast path])."""
+    the call (Note [Compat fast path]); batches of boxes as Note [Batched box overlaps]."""
+    if boxes1.dim() > 2 or boxes2.dim() > 2:
+        return _batched(fn, boxes1, boxes2, *args)
     try:
         return fn(boxes1, boxes2, *args)
     except Exception:
@@ -236,22 +239,96 @@ def _overlaps(fn, boxes1, boxes2, *args):
     raise error
 
 
+# Note [Batched box overlaps]
+# torchvision 0.23 and later take boxes1 [..., N, 4] and boxes2 [..., M, 4], whose leading
+# dimensions broadcast, and return [..., N, M]; box_iou also takes fmt ("xyxy", "xywh" or
+# "cxcywh"). dkit's kernels take one [N, 4] x [M, 4] pair, so the compat functions broadcast the
+# leading dimensions, call the kernel per pair and stack the results; other formats are turned
+# into corners first (so their values are torchvision's within rounding, where "xyxy" boxes give
+# its bits). Boxes of fewer than two dimensions keep torchvision 0.14-0.22's IndexError (a
+# single box of shape [4] is not a set of boxes; later torchvisions broadcast it as one).
+# The functions take the newer signatures on every torchvision: a call written for an older
+# one means the same here.
+
+
+def _batched(fn, boxes1, boxes2, *args):
+    lead = torch.broadcast_shapes(boxes1.shape[:-2], boxes2.shape[:-2])
+    n, m, pairs = boxes1.shape[-2], boxes2.shape[-2], math.prod(lead)
+    b1 = boxes1.expand(*lead, *boxes1.shape[-2:]).reshape(pairs, *boxes1.shape[-2:])
+    b2 = boxes2.expand(*lead, *boxes2.shape[-2:]).reshape(pairs, *boxes2.shape[-2:])
+    if pairs == 0:  # an empty batch: the kernel's dtype, no call per pair
+        return fn(boxes1.reshape(-1, boxes1.shape[-1])[:0], boxes2.reshape(-1, boxes2.shape[-1])[:0], *args).new_zeros(
+            (*lead, n, m)
+        )
+    return torch.stack([fn(x, y, *args) for x, y in zip(b1, b2)]).reshape(*lead, n, m)
+
+
+def _script_batched(op: str, boxes1: Tensor, boxes2: Tensor, eps: float) -> Tensor:
+    """_batched in a TorchScript branch: the dkit op by name, the same broadcasting."""
+    lead = torch.broadcast_tensors(boxes1.new_zeros(boxes1.shape[:-2]), boxes2.new_zeros(boxes2.shape[:-2]))[0].shape
+    n, m, pairs = boxes1.size(-2), boxes2.size(-2), 1
+    for d in lead:
+        pairs *= d
+    b1 = boxes1.expand(lead + [n, boxes1.size(-1)]).reshape([pairs, n, boxes1.size(-1)])
+    b2 = boxes2.expand(lead + [m, boxes2.size(-1)]).reshape([pairs, m, boxes2.size(-1)])
+    outs: List[Tensor] = []
+    for i in range(pairs):
+        outs.append(_script_pair(op, b1[i], b2[i], eps))
+    if pairs == 0:
+        first = boxes1.reshape([-1, boxes1.size(-1)])[:0]
+        return _script_pair(op, first, boxes2.reshape([-1, boxes2.size(-1)])[:0], eps).new_zeros(lead + [n, m])
+    return torch.stack(outs).reshape(lead + [n, m])
+
+
+def _script_pair(op: str, boxes1: Tensor, boxes2: Tensor, eps: float) -> Tensor:
+    if op == "box_iou":
+        return torch.ops.dkit.box_iou(boxes1, boxes2)
+    if op == "generalized_box_iou":
+        return torch.ops.dkit.generalized_box_iou(boxes1, boxes2)
+    if op == "complete_box_iou":
+        return torch.ops.dkit.complete_box_iou(boxes1, boxes2, eps)
+    return torch.ops.dkit.distance_box_iou(boxes1, boxes2, eps)
+
+
+def _script_overlaps(op: str, boxes1: Tensor, boxes2: Tensor, eps: float) -> Tensor:
+    _script_box_index_check(op, boxes1, boxes2)
+    if boxes1.dim() > 2 or boxes2.dim() > 2:
+        return _script_batched(op, boxes1, boxes2, eps)
+    return _script_pair(op, boxes1, boxes2, eps)
+
+
+def _corners(boxes: Tensor, fmt: str) -> Tensor:
+    """(x1, y1, x2, y2) boxes from torchvision's "xyxy", "xywh" or "cxcywh" ones."""
+    if fmt == "xywh":
+        return torch.cat([boxes[..., :2], boxes[..., :2] + boxes[..., 2:]], -1)
+    if fmt == "cxcywh":
+        return torch.cat([boxes[..., :2] - boxes[..., 2:] / 2, boxes[..., :2] + boxes[..., 2:] / 2], -1)
+    if fmt != "xyxy":
+        raise ValueError("Unsupported Box IoU Calculation for given format " + fmt + ".")
+    return boxes
+
+
 @torch.fx.wrap
-def box_iou(boxes1: Tensor, boxes2: Tensor) -> Tensor:
+def box_iou(boxes1: Tensor, boxes2: Tensor, fmt: str = "xyxy") -> Tensor:
     """Intersection over union of every pair of boxes, as torchvision.ops.box_iou (see
     dkit.ops.box_iou).
 
     Args:
-        boxes1 (Tensor[N, 4]): first set of boxes, (x1, y1, x2, y2)
-        boxes2 (Tensor[M, 4]): second set of boxes
+        boxes1 (Tensor[..., N, 4]): first set of boxes
+        boxes2 (Tensor[..., M, 4]): second set of boxes
+        fmt (str): "xyxy" (x1, y1, x2, y2; the default), "xywh" or "cxcywh" (Note [Batched box
+            overlaps])
 
     Returns:
-        Tensor[N, M]: the pairwise IoU values
+        Tensor[..., N, M]: the pairwise IoU values
     """
     if not torch.jit.is_scripting():
+        if fmt != "xyxy":
+            boxes1, boxes2 = _corners(boxes1, fmt), _corners(boxes2, fmt)
         return _overlaps(_box_iou.box_iou, boxes1, boxes2)
-    _script_box_index_check("box_iou", boxes1, boxes2)
-    return torch.ops.dkit.box_iou(boxes1, boxes2)
+    if fmt != "xyxy":
+        boxes1, boxes2 = _corners(boxes1, fmt), _corners(boxes2, fmt)
+    return _script_overlaps("box_iou", boxes1, boxes2, 0.0)
 
 
 @torch.fx.wrap
@@ -259,12 +336,11 @@ def generalized_box_iou(boxes1: Tensor, boxes2: Tensor) -> Tensor:
     """Generalized IoU of every pair of boxes, as torchvision.ops.generalized_box_iou.
 
     Returns:
-        Tensor[N, M]: the pairwise generalized IoU values
+        Tensor[..., N, M]: the pairwise generalized IoU values
     """
     if not torch.jit.is_scripting():
         return _overlaps(_box_iou.generalized_box_iou, boxes1, boxes2)
-    _script_box_index_check("generalized_box_iou", boxes1, boxes2)
-    return torch.ops.dkit.generalized_box_iou(boxes1, boxes2)
+    return _script_overlaps("generalized_box_iou", boxes1, boxes2, 0.0)
 
 
 @torch.fx.wrap
@@ -275,12 +351,11 @@ def complete_box_iou(boxes1: Tensor, boxes2: Tensor, eps: float = 1e-7) -> Tenso
         eps (float, optional): small number to prevent division by zero. Default: 1e-7
 
     Returns:
-        Tensor[N, M]: the pairwise complete IoU values
+        Tensor[..., N, M]: the pairwise complete IoU values
     """
     if not torch.jit.is_scripting():
         return _overlaps(_box_iou.complete_box_iou, boxes1, boxes2, eps)
-    _script_box_index_check("complete_box_iou", boxes1, boxes2)
-    return torch.ops.dkit.complete_box_iou(boxes1, boxes2, eps)
+    return _script_overlaps("complete_box_iou", boxes1, boxes2, eps)
 
 
 @torch.fx.wrap
@@ -291,9 +366,8 @@ def distance_box_iou(boxes1: Tensor, boxes2: Tensor, eps: float = 1e-7) -> Tenso
         eps (float, optional): small number to prevent division by zero. Default: 1e-7
 
     Returns:
-        Tensor[N, M]: the pairwise distance IoU values
+        Tensor[..., N, M]: the pairwise distance IoU values
     """
     if not torch.jit.is_scripting():
         return _overlaps(_box_iou.distance_box_iou, boxes1, boxes2, eps)
-    _script_box_index_check("distance_box_iou", boxes1, boxes2)
-    return torch.ops.dkit.distance_box_iou(boxes1, boxes2, eps)
+    return _script_overlaps("distance_box_iou", boxes1, boxes2, eps)

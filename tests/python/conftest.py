@@ -91,3 +91,31 @@ def torch_path(request):
     yield request.param
     if state is not None:
         _C._torch_reader(state)
+
+
+def _annotation_text(a):
+    """An annotation as text, with typing's old generic aliases spelled as the builtins that
+    replaced them (torchvision moved from List[Tensor] to list[Tensor]: the same type)."""
+    import inspect
+    import re
+
+    if a is inspect.Parameter.empty:
+        return ""
+    text = a if isinstance(a, str) else inspect.formatannotation(a)
+    return re.sub(r"\b(?:typing\.)?(List|Tuple|Dict|Set)\[", lambda m: m.group(1).lower() + "[", text)
+
+
+def assert_signature_covers(ours, theirs):
+    """`ours` takes every call `theirs` takes, meaning the same: theirs' parameters, in order, with
+    the same names, kinds, defaults and annotations (up to Annotation spelling), then only
+    parameters with defaults (a newer release's additions, e.g. torchvision's box_iou fmt)."""
+    import inspect
+
+    a, b = inspect.signature(ours), inspect.signature(theirs)
+    pa, pb = list(a.parameters.values()), list(b.parameters.values())
+    assert len(pa) >= len(pb), (a, b)
+    for x, y in zip(pa, pb):
+        assert (x.name, x.kind, x.default) == (y.name, y.kind, y.default), (a, b)
+        assert _annotation_text(x.annotation) == _annotation_text(y.annotation), (a, b)
+    assert all(x.default is not inspect.Parameter.empty for x in pa[len(pb):]), (a, b)
+    assert _annotation_text(a.return_annotation) == _annotation_text(b.return_annotation), (a, b)

@@ -17,6 +17,7 @@ tvops = pytest.importorskip("torchvision.ops")
 
 from dkit.compat import mmcv as dk_mmcv  # noqa: E402
 from dkit.compat import torchvision as dk_tv  # noqa: E402
+from conftest import assert_signature_covers  # noqa: E402
 
 TV = {
     "box_iou": tvops.box_iou,
@@ -268,10 +269,13 @@ def test_bad_shapes():
                 getattr(dkit.ops, name)(bad, good)
         with pytest.raises(ValueError, match=r"must have shape \[K, 4\]"):
             dkit.ops.bbox_overlaps(good, bad)
-    # torchvision indexes the boxes first: IndexError for fewer than 2 dimensions
+    # torchvision up to 0.22 indexes the boxes first: IndexError for fewer than 2 dimensions;
+    # later ones broadcast a single box. dkit's compat keeps the IndexError (Note [Batched box
+    # overlaps] in dkit/compat/torchvision.py).
     for name in TV:
-        with pytest.raises(IndexError):
-            TV[name](torch.zeros(4), good)
+        if not _tv_batched():
+            with pytest.raises(IndexError):
+                TV[name](torch.zeros(4), good)
         with pytest.raises(IndexError, match="too many indices"):
             getattr(dk_tv, name)(torch.zeros(4), good)
         with pytest.raises(ValueError):  # torchvision silently reads the first 4 columns
@@ -281,6 +285,49 @@ def test_bad_shapes():
         dk_mmcv.bbox_overlaps(good, torch.zeros(3, 5))
     with pytest.raises(IndexError):
         dk_mmcv.bbox_overlaps(torch.zeros(4), good)
+
+
+def _tv_batched():
+    """Whether the installed torchvision has the batched box overlaps of 0.23 (box_iou's fmt)."""
+    return "fmt" in inspect.signature(tvops.box_iou).parameters
+
+
+@pytest.mark.parametrize("name", list(TV))
+def test_batched_boxes_as_torchvision(name):
+    # Note [Batched box overlaps]: [..., N, 4] x [..., M, 4], leading dimensions broadcast
+    b1 = torch.stack([random_boxes(5, 40 + i) for i in range(6)]).reshape(2, 3, 5, 4)
+    b2 = torch.stack([random_boxes(4, 50 + i) for i in range(3)]).reshape(1, 3, 4, 4)
+    ours, scripted = getattr(dk_tv, name), torch.jit.script(getattr(dk_tv, name))
+    got = ours(b1, b2)
+    expect = torch.stack([TV[name](b1[i, j], b2[0, j]) for i in range(2) for j in range(3)]).reshape(2, 3, 5, 4)
+    assert got.shape == (2, 3, 5, 4) and torch.equal(got, expect)
+    assert torch.equal(scripted(b1, b2), got)
+    one = torch.stack([TV[name](b1[0, 0], b2[0, j]) for j in range(3)])
+    assert torch.equal(ours(b1[0, 0], b2[0]), one)  # [N, 4] against a batch
+    assert ours(b1[:, :0], b2).shape == (2, 3, 0, 4) and ours(b1[:0], b2).shape == (0, 3, 5, 4)
+    assert scripted(b1[:0], b2).shape == (0, 3, 5, 4)
+    if _tv_batched():
+        torch.testing.assert_close(got, TV[name](b1, b2), rtol=1e-6, atol=1e-6)
+    with pytest.raises(RuntimeError):  # leading dimensions that do not broadcast
+        ours(b1, b2.expand(2, 3, 4, 4)[:, :2])
+
+
+def test_box_iou_formats():
+    b = random_boxes(7, 61).double()
+    xywh = torch.cat([b[:, :2], b[:, 2:] - b[:, :2]], 1)
+    cxcywh = torch.cat([(b[:, :2] + b[:, 2:]) / 2, b[:, 2:] - b[:, :2]], 1)
+    scripted = torch.jit.script(dk_tv.box_iou)
+    for boxes, fmt in ((b, "xyxy"), (xywh, "xywh"), (cxcywh, "cxcywh")):
+        for f in (dk_tv.box_iou, scripted):
+            torch.testing.assert_close(f(boxes, boxes[:3], fmt), tvops.box_iou(b, b[:3]), rtol=1e-12, atol=1e-12)
+        if _tv_batched():  # the corners are converted first: torchvision's values within rounding
+            torch.testing.assert_close(dk_tv.box_iou(boxes, boxes[:3], fmt=fmt), tvops.box_iou(boxes, boxes[:3], fmt=fmt),
+                                       rtol=1e-12, atol=1e-12)  # fmt: skip
+    for f in (dk_tv.box_iou, scripted):
+        with pytest.raises(Exception, match="Unsupported Box IoU Calculation for given format xyzw"):
+            f(b, b, "xyzw")
+    with pytest.raises(ValueError):
+        dk_tv.box_iou(b, b, fmt="xyzw")
 
 
 def test_bad_dtypes_and_arguments():
@@ -332,7 +379,11 @@ def test_two_to_the_31_boxes_are_refused_before_allocating():
 
 def test_torchvision_signatures_are_identical():
     for name in TV:
-        assert inspect.signature(getattr(dk_tv, name)) == inspect.signature(TV[name])
+        # torchvision 0.23 added box_iou's fmt; dkit's compat takes it on every torchvision (Note
+        # [Batched box overlaps] in dkit/compat/torchvision.py)
+        assert_signature_covers(getattr(dk_tv, name), TV[name])
+    assert list(inspect.signature(dk_tv.box_iou).parameters) == ["boxes1", "boxes2", "fmt"]
+    assert inspect.signature(dk_tv.box_iou).parameters["fmt"].default == "xyxy"
 
 
 def test_mmcv_signature():
