@@ -304,7 +304,7 @@ def test_batched_boxes_as_torchvision(name):
     assert torch.equal(scripted(b1, b2), got)
     one = torch.stack([TV[name](b1[0, 0], b2[0, j]) for j in range(3)])
     assert torch.equal(ours(b1[0, 0], b2[0]), one)  # [N, 4] against a batch
-    assert ours(b1[:, :0], b2).shape == (2, 3, 0, 4) and ours(b1[:0], b2).shape == (0, 3, 5, 4)
+    assert ours(b1[:, :, :0], b2).shape == (2, 3, 0, 4) and ours(b1[:0], b2).shape == (0, 3, 5, 4)
     assert scripted(b1[:0], b2).shape == (0, 3, 5, 4)
     if _tv_batched():
         torch.testing.assert_close(got, TV[name](b1, b2), rtol=1e-6, atol=1e-6)
