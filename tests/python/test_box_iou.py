@@ -299,10 +299,14 @@ def test_batched_boxes_as_torchvision(name):
     b2 = torch.stack([random_boxes(4, 50 + i) for i in range(3)]).reshape(1, 3, 4, 4)
     ours, scripted = getattr(dk_tv, name), torch.jit.script(getattr(dk_tv, name))
     got = ours(b1, b2)
-    expect = torch.stack([TV[name](b1[i, j], b2[0, j]) for i in range(2) for j in range(3)]).reshape(2, 3, 5, 4)
+    # each pair's values are dkit's for that pair, bit for bit, and torchvision's as close as the
+    # unbatched functions' (complete_box_iou's atan may differ by an ulp)
+    expect = torch.stack([ours(b1[i, j], b2[0, j]) for i in range(2) for j in range(3)]).reshape(2, 3, 5, 4)
+    theirs = torch.stack([TV[name](b1[i, j], b2[0, j]) for i in range(2) for j in range(3)]).reshape(2, 3, 5, 4)
     assert got.shape == (2, 3, 5, 4) and torch.equal(got, expect)
+    torch.testing.assert_close(got, theirs, rtol=1e-6, atol=1e-6)
     assert torch.equal(scripted(b1, b2), got)
-    one = torch.stack([TV[name](b1[0, 0], b2[0, j]) for j in range(3)])
+    one = torch.stack([ours(b1[0, 0], b2[0, j]) for j in range(3)])
     assert torch.equal(ours(b1[0, 0], b2[0]), one)  # [N, 4] against a batch
     assert ours(b1[:, :, :0], b2).shape == (2, 3, 0, 4) and ours(b1[:0], b2).shape == (0, 3, 5, 4)
     assert scripted(b1[:0], b2).shape == (0, 3, 5, 4)
