@@ -20,13 +20,23 @@
 # root, as `make deps` does; as another user it prints what to run and fails.
 set -eu
 
-ROOT=${DKIT_DEBIAN13_ROOT:-/var/cache/dkit/debian13}
+# DKIT_DEBIAN_SUITE=sid makes and enters a Debian unstable root instead (make test-debian-sid:
+# torch 2.14, torchvision 0.27, NumPy 2.4, pytest 9, Python 3.14, GCC 16 in the registry this was
+# written against). Unstable's Release file may be past its validity date in a frozen mirror, so
+# apt is told not to check it there.
+SUITE=${DKIT_DEBIAN_SUITE:-trixie}
+case $SUITE in
+trixie) ROOT=${DKIT_DEBIAN13_ROOT:-/var/cache/dkit/debian13} APT_OPTS="" EXTRA="" ;;
+sid) ROOT=${DKIT_DEBIAN_SID_ROOT:-/var/cache/dkit/debian-sid} APT_OPTS="-o Acquire::Check-Valid-Until=false"
+    EXTRA="libfmt-dev" ;; # torch 2.14's headers include <fmt/format.h>; its libtorch-dev does not depend on it
+*) echo "tests/debian13/run.sh: DKIT_DEBIAN_SUITE is trixie or sid, not $SUITE" >&2; exit 2 ;;
+esac
 MIRROR=${DKIT_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 # What the Debian 13 suite needs: a compiler, cmocka, Python with torch (and its C++ headers, for
 # the torch reader) and pip, to install dkit into a venv as users do.
 PACKAGES="gcc g++ make libc6-dev libcmocka-dev python3-dev python3-setuptools python3-numpy python3-pytest
-python3-torch python3-torchvision libtorch-dev pybind11-dev python3-venv python3-pip ca-certificates"
-STAMP_TEXT="trixie minbase: $(echo $PACKAGES)"
+python3-torch python3-torchvision libtorch-dev pybind11-dev python3-venv python3-pip ca-certificates $EXTRA"
+STAMP_TEXT="$SUITE minbase: $(echo $PACKAGES)"
 
 if [ "$(id -u)" != 0 ]; then
     echo "tests/debian13/run.sh: making and entering the Debian 13 root needs root (debootstrap, chroot)." >&2
@@ -43,23 +53,23 @@ make_root() {
         echo "tests/debian13/run.sh: debootstrap is missing (make deps installs it)" >&2
         exit 1
     fi
-    echo "== making the Debian 13 root in $ROOT (cached for later runs)"
+    echo "== making the Debian $SUITE root in $ROOT (cached for later runs)"
     rm -rf "$ROOT"
     mkdir -p "$ROOT"
     start=$(date +%s)
-    debootstrap --variant=minbase trixie "$ROOT" "$MIRROR" >"$ROOT.log" 2>&1 || {
+    debootstrap --variant=minbase "$SUITE" "$ROOT" "$MIRROR" >"$ROOT.log" 2>&1 || {
         tail -20 "$ROOT.log" >&2
         echo "tests/debian13/run.sh: debootstrap failed (the whole log: $ROOT.log)" >&2
         exit 1
     }
-    in_root sh -c "apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(echo $PACKAGES) && apt-get clean" \
+    in_root sh -c "apt-get $APT_OPTS update -q && DEBIAN_FRONTEND=noninteractive apt-get $APT_OPTS install -y -q --no-install-recommends $(echo $PACKAGES) && apt-get clean" \
         >>"$ROOT.log" 2>&1 || {
         tail -20 "$ROOT.log" >&2
         echo "tests/debian13/run.sh: apt-get inside the root failed (the whole log: $ROOT.log)" >&2
         exit 1
     }
     printf '%s' "$STAMP_TEXT" >"$stamp"
-    echo "== Debian 13 root ready in $(($(date +%s) - start)) s"
+    echo "== Debian $SUITE root ready in $(($(date +%s) - start)) s"
 }
 
 # in_root CMD...: CMD inside the root, in a private mount namespace, from the current directory.
