@@ -25,7 +25,7 @@
 #   9. profile      bench/profile_gpu.py calls: where a tiny call's host time goes
 #  10. ncu          Nsight Compute on one launch of each kernel of bench_gpu_calls.py's cases
 #  11. suite        the rest of the Python suite on this torch, without the tests marked slow,
-#                   last and cut at DKIT_GPU_SUITE_S seconds (default 240) so that one call of the
+#                   last and cut at DKIT_GPU_SUITE_S seconds (default 180) so that one call of the
 #                   machine holds the whole check; -v and --durations say where the time went
 #
 # DKIT_GPU_SKIP="ncu profile" leaves out the steps it names.
@@ -182,7 +182,7 @@ step bench-gpu "$PYTHON" bench/bench_gpu.py --build build
 step bench-calls bench_calls
 step profile "$PYTHON" bench/profile_gpu.py calls
 step ncu ncu_kernels
-step suite timeout "${DKIT_GPU_SUITE_S:-240}" "$PYTHON" -m pytest -v -rs -p no:cacheprovider -m "not slow" \
+step suite timeout "${DKIT_GPU_SUITE_S:-180}" "$PYTHON" -m pytest -v -rs -p no:cacheprovider -m "not slow" \
     --durations=15 --ignore tests/python/test_gpu_python.py --ignore tests/python/test_gpu_backends.py tests/python
 echo "logs: $LOGS" | tee -a "$SUMMARY"
 exit $failed
