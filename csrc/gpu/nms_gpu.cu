@@ -34,6 +34,19 @@ __device__ DK_INLINE bool dk__nms_gpu_after(uint64_t ka, int64_t oa, uint64_t kb
     return ka > kb || (ka == kb && oa > ob);
 }
 
+/* One compare-exchange of the network: pairs i < l leave in ascending order when up, else
+ * descending. */
+__device__ DK_INLINE void dk__nms_gpu_exchange(uint64_t *keys, int64_t *ord, int64_t i, int64_t l, bool up)
+{
+    if (dk__nms_gpu_after(keys[i], ord[i], keys[l], ord[l]) != up) return;
+    const uint64_t tk = keys[i];
+    keys[i] = keys[l];
+    keys[l] = tk;
+    const int64_t to = ord[i];
+    ord[i] = ord[l];
+    ord[l] = to;
+}
+
 /* One step (k, j) of the network over the whole array, for j >= DK_NMS_GPU_SORT_SPAN: the pairs
  * are farther apart than one block's span. */
 __global__ void dk__nms_gpu_bitonic_kernel(uint64_t *__restrict__ keys, int64_t *__restrict__ ord, int64_t P,
@@ -41,16 +54,7 @@ __global__ void dk__nms_gpu_bitonic_kernel(uint64_t *__restrict__ keys, int64_t 
 {
     for (int64_t i = DK_GPU_FIRST(); i < P; i += DK_GPU_STRIDE()) {
         const int64_t l = i ^ j;
-        if (l <= i) continue;
-        const bool up = (i & k) == 0;
-        if (dk__nms_gpu_after(keys[i], ord[i], keys[l], ord[l]) == up) {
-            const uint64_t tk = keys[i];
-            keys[i] = keys[l];
-            keys[l] = tk;
-            const int64_t to = ord[i];
-            ord[i] = ord[l];
-            ord[l] = to;
-        }
+        if (l > i) dk__nms_gpu_exchange(keys, ord, i, l, (i & k) == 0);
     }
 }
 
@@ -69,16 +73,8 @@ __global__ void dk__nms_gpu_bitonic_local_kernel(uint64_t *__restrict__ keys, in
         for (int64_t k = k0; k <= k1; k *= 2)
             for (int64_t j = k == k0 ? j0 : k / 2; j > 0; j /= 2) {
                 for (int64_t t = threadIdx.x; t < span / 2; t += blockDim.x) {
-                    const int64_t i = 2 * j * (t / j) + t % j, l = i + j; /* the pair's lower element */
-                    const bool up = ((base + i) & k) == 0;
-                    if (dk__nms_gpu_after(sk[i], so[i], sk[l], so[l]) == up) {
-                        const uint64_t tk = sk[i];
-                        sk[i] = sk[l];
-                        sk[l] = tk;
-                        const int64_t to = so[i];
-                        so[i] = so[l];
-                        so[l] = to;
-                    }
+                    const int64_t i = 2 * j * (t / j) + t % j; /* the pair's lower element */
+                    dk__nms_gpu_exchange(sk, so, i, i + j, ((base + i) & k) == 0);
                 }
                 __syncthreads();
             }
