@@ -86,35 +86,52 @@ __global__ void dk__nms_gpu_bitonic_local_kernel(uint64_t *__restrict__ keys, in
 /* Step 4 for rows [r0, r1) of the order (r0 a multiple of 64), one block, 64 rows at a time
  * (Note [NMS's keep, 64 rows at a time]). The count lives in num[0] from chunk to chunk;
  * removed[] holds a bit per sorted box. */
+/* Set bits of x (a portable popcount: the same code on every runtime and in the emulation). */
+__device__ DK_INLINE int64_t dk__nms_gpu_bits(uint64_t x)
+{
+    x = x - ((x >> 1) & 0x5555555555555555ull);
+    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+    x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full;
+    return (int64_t)((x * 0x0101010101010101ull) >> 56);
+}
+
 __global__ void dk__nms_gpu_gather_keep_kernel(const uint64_t *__restrict__ mask, int64_t words, int64_t r0,
                                                int64_t r1, const int64_t *__restrict__ ord,
                                                uint64_t *__restrict__ removed, int64_t *__restrict__ keep,
                                                int64_t keep_s, int64_t *__restrict__ num)
 {
     __shared__ uint64_t diag[64];
+    __shared__ int64_t rows_ord[64];
     __shared__ uint64_t kept_bits;
     __shared__ int64_t count;
     if (threadIdx.x == 0) count = num[0];
     for (int64_t rb = r0 / 64; rb * 64 < r1; rb++) {
         const int64_t rows = r1 - rb * 64 < 64 ? r1 - rb * 64 : 64;
-        /* the block's own word of each of its rows: which later rows of the block it removes */
-        for (int64_t t = threadIdx.x; t < rows; t += blockDim.x) diag[t] = mask[(rb * 64 + t - r0) * words + rb];
+        /* the block's own word of each of its rows (which later rows of the block it removes)
+         * and the rows' original indices, loaded in parallel: thread 0's loop below then reads
+         * nothing but shared memory */
+        for (int64_t t = threadIdx.x; t < rows; t += blockDim.x) {
+            diag[t] = mask[(rb * 64 + t - r0) * words + rb];
+            rows_ord[t] = ord[rb * 64 + t];
+        }
         __syncthreads();
         if (threadIdx.x == 0) { /* the 64 decisions, in order, in registers */
             uint64_t w = removed[rb], kept = 0;
-            int64_t c = count;
             for (int64_t b = 0; b < rows; b++) {
                 if ((w >> b) & 1) continue;
                 kept |= (uint64_t)1 << b;
-                keep[c++ * keep_s] = ord[rb * 64 + b];
                 w |= diag[b];
             }
             removed[rb] = w;
             kept_bits = kept;
-            count = c;
         }
         __syncthreads();
         const uint64_t kept = kept_bits;
+        const int64_t c0 = count;
+        /* the kept rows' indices, each at its rank among them */
+        for (int64_t t = threadIdx.x; t < rows; t += blockDim.x)
+            if ((kept >> t) & 1)
+                keep[(c0 + dk__nms_gpu_bits(kept & (((uint64_t)1 << t) - 1))) * keep_s] = rows_ord[t];
         if (kept) /* the kept rows remove boxes of later blocks: their rows ORed, word by word */
             for (int64_t w = rb + 1 + (int64_t)threadIdx.x; w < words; w += (int64_t)blockDim.x) {
                 uint64_t acc = removed[w];
@@ -122,7 +139,8 @@ __global__ void dk__nms_gpu_gather_keep_kernel(const uint64_t *__restrict__ mask
                     if ((kept >> b) & 1) acc |= mask[(rb * 64 + b - r0) * words + w];
                 removed[w] = acc;
             }
-        __syncthreads(); /* removed[] and the shared words are read again for the next block */
+        __syncthreads(); /* count, removed[] and the shared rows are read above: written below and next */
+        if (threadIdx.x == 0) count = c0 + dk__nms_gpu_bits(kept);
     }
     if (threadIdx.x == 0) num[0] = count;
 }

@@ -42,9 +42,13 @@
  * row) in the one block that step 4 is. A box's fate depends on the removed bits, which only
  * kept rows before it change; for the 64 rows of one block those are the rows of earlier
  * blocks (already ORed into removed[]) and the earlier rows of the same block, whose effect on
- * this block is one word each (the mask's diagonal word). So thread 0 decides the 64 rows in
- * order in registers from the diagonal words, then all threads OR the kept rows into the later
- * words: two __syncthreads per 64 boxes, and the same decisions.
+ * this block is one word each (the mask's diagonal word). So the block's threads load the 64
+ * diagonal words and the rows' original indices into shared memory, thread 0 decides the 64 rows
+ * in order in registers, and then all threads write the kept indices (each at its rank: a
+ * popcount of the kept bits before it) and OR the kept rows into the later words: three
+ * __syncthreads per 64 boxes, and the same decisions. (Thread 0 reading the indices from global
+ * memory itself, one dependent load per kept box, made this kernel 270 us of a 1,000-box nms on
+ * an H100.)
  *
  * Note [Bounded NMS memory]
  * A full mask has N * ceil(N / 64) words: 1.25 GB at N = 100,000, 125 GB at a million. Steps 3
