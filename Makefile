@@ -188,9 +188,14 @@ test-debian13: deps gpu
 # The same on Debian unstable (torch 2.14, torchvision 0.27, NumPy 2.4, pytest 9, Python 3.14,
 # GCC 16): not part of `make test`, because unstable moves under it; run it before a release
 # and when a newer torch appears (tests/debian13/run.sh, DKIT_DEBIAN_SUITE).
+# Only the CUDA library is installed there: the host's HIP library links ROCm 5's runtime
+# (libamdhip64.so.5), and unstable has only ROCm 6's.
 test-debian-sid: deps gpu
+	@rm -rf $(BUILD)/sid-gpu-libs && mkdir -p $(BUILD)/sid-gpu-libs
+	@if [ -f $(BUILD)/libdkit_cuda.so ]; then cp $(BUILD)/libdkit_cuda.so $(BUILD)/sid-gpu-libs/; fi
 	DKIT_DEBIAN_SUITE=sid sh tests/debian13/run.sh make --no-print-directory -o deps -o gpu BUILD=$(BUILD)/debian-sid \
-	  PYTHON=/usr/bin/python3 DKIT_WITH_CUDA=0 DKIT_WITH_HIP=0 INSTALLED_GPU_LIBS=$(abspath $(BUILD)) test-c test-installed
+	  PYTHON=/usr/bin/python3 DKIT_WITH_CUDA=0 DKIT_WITH_HIP=0 INSTALLED_GPU_LIBS=$(abspath $(BUILD))/sid-gpu-libs \
+	  test-c test-installed
 
 # ---------------------------------------------------------------------------------------------
 # The Python suite under sanitizers. Each flavour is a package of its own, $(BUILD)/<flavour>-py/dkit:

@@ -208,6 +208,8 @@ class BuildExt(build_ext):
         for name in GPU_LIBS:
             if os.path.isfile(os.path.join(src, name)):
                 _replace(os.path.join(src, name), os.path.join(pkg_dir, name))
+            elif os.path.isfile(os.path.join(pkg_dir, name)):
+                os.remove(os.path.join(pkg_dir, name))  # an earlier build's: not this build's to ship
 
     # -- headers -----------------------------------------------------------------------------
 
