@@ -303,11 +303,12 @@ def _torch_cxx_std():
     up to torch 2.11, C++20 after (torch 2.14's headers use <compare> and concepts). Read from
     torch.utils.cpp_extension, the one place torch states it."""
     try:
-        import inspect
+        import importlib.util
 
-        import torch.utils.cpp_extension as ce
-
-        return "c++20" if "-std=c++20" in inspect.getsource(ce) else "c++17"
+        # its source, read rather than imported: importing it probes for CUDA and ROCm and says so
+        spec = importlib.util.find_spec("torch.utils.cpp_extension")
+        with open(spec.origin, encoding="utf-8") as f:
+            return "c++20" if "-std=c++20" in f.read() else "c++17"
     except Exception:
         return "c++17"
 
