@@ -1,7 +1,7 @@
 /*
  * dk_pydlpack.c — DLPack import: producers, capsules, ownership.
  *
- * One file at about 800 lines on purpose: the producer cache, the capsule ownership rules, the
+ * One file at about 900 lines on purpose: the producer cache, the capsule ownership rules, the
  * torch fast path and the checked exports are one sequence (ask, take, validate, rename or
  * release) whose error paths share the ownership state; split across files, each part would
  * need the others' private invariants.

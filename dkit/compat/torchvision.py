@@ -8,7 +8,6 @@ to a box-overlap function raise IndexError, as indexing them does in torchvision
 for where dkit is stricter than torchvision.
 """
 
-import math
 from typing import List, Union
 
 import torch
@@ -228,8 +227,8 @@ def _overlaps(fn, boxes1, boxes2, *args):
     """dkit's box-overlap function fn, with torchvision's IndexError for boxes of fewer than two
     dimensions (which torchvision indexes before anything else), found only when dkit refuses
     the call (Note [Compat fast path]); batches of boxes as Note [Batched box overlaps]."""
-    if boxes1.dim() > 2 or boxes2.dim() > 2:
-        return _batched(fn, boxes1, boxes2, *args)
+    if boxes1.dim() > 2 or boxes2.dim() > 2:  # not the hot path: the scripted branch's code serves
+        return _script_batched(fn.__name__, boxes1, boxes2, *(args or (0.0,)))
     try:
         return fn(boxes1, boxes2, *args)
     except Exception:
@@ -251,21 +250,12 @@ def _overlaps(fn, boxes1, boxes2, *args):
 # one means the same here.
 
 
-def _batched(fn, boxes1, boxes2, *args):
-    lead = torch.broadcast_shapes(boxes1.shape[:-2], boxes2.shape[:-2])
-    n, m, pairs = boxes1.shape[-2], boxes2.shape[-2], math.prod(lead)
-    b1 = boxes1.expand(*lead, *boxes1.shape[-2:]).reshape(pairs, *boxes1.shape[-2:])
-    b2 = boxes2.expand(*lead, *boxes2.shape[-2:]).reshape(pairs, *boxes2.shape[-2:])
-    if pairs == 0:  # an empty batch: the kernel's dtype, no call per pair
-        return fn(boxes1.reshape(-1, boxes1.shape[-1])[:0], boxes2.reshape(-1, boxes2.shape[-1])[:0], *args).new_zeros(
-            (*lead, n, m)
-        )
-    return torch.stack([fn(x, y, *args) for x, y in zip(b1, b2)]).reshape(*lead, n, m)
-
-
 def _script_batched(op: str, boxes1: Tensor, boxes2: Tensor, eps: float) -> Tensor:
-    """_batched in a TorchScript branch: the dkit op by name, the same broadcasting."""
-    lead = torch.broadcast_tensors(boxes1.new_zeros(boxes1.shape[:-2]), boxes2.new_zeros(boxes2.shape[:-2]))[0].shape
+    """Note [Batched box overlaps]: the leading dimensions broadcast, the dkit op by name per pair
+    (eagerly too: one piece of code for both branches)."""
+    lead: List[int] = list(
+        torch.broadcast_tensors(boxes1.new_zeros(boxes1.shape[:-2]), boxes2.new_zeros(boxes2.shape[:-2]))[0].shape
+    )
     n, m, pairs = boxes1.size(-2), boxes2.size(-2), 1
     for d in lead:
         pairs *= d
