@@ -15,11 +15,10 @@
 #include <time.h>
 
 #include "box_iou.h"
-#include "box_iou_rotated.h"
+#include "rotated.h" /* ops/rotated.h */
 #include "dk_tunables.h"
 #include "dkit.h"
 #include "nms.h"
-#include "nms_rotated.h"
 #include "roi_align.h"
 
 static DLDevice dev = {kDLCUDA, 0};

@@ -6,7 +6,7 @@
 #include <math.h>
 
 #include "dk_check.h"
-#include "kernels/box_math.h"
+#include "kernels/nms_math.h"
 
 /* Checks shared by nms and batched_nms. */
 static dk_status dk__check_nms(const char *op, const dk_tensor *boxes, const dk_tensor *scores, const dk_tensor *idxs,

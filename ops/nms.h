@@ -3,7 +3,7 @@
  *
  * Boxes (x1, y1, x2, y2) are visited in decreasing score order (a stable sort, NaN scores first,
  * as torch.sort(descending=True)); a box is kept unless a box kept before it overlaps it by more
- * than iou_threshold (the NMS overlap of kernels/box_math.h, compared in double). With `idxs`,
+ * than iou_threshold (the NMS overlap of kernels/nms_math.h, compared in double). With `idxs`,
  * boxes of different categories never suppress each other (torchvision's batched_nms). `offset`
  * is 0 (torchvision) or 1 (MMCV's legacy +1 pixel extents).
  *
@@ -28,7 +28,7 @@
 #define DK_OPS_NMS_H
 
 #include "dk_op_define.h"
-#include "kernels/box_math.h" /* dk_soft_nms_method */
+#include "kernels/nms_math.h" /* dk_soft_nms_method */
 
 #define DK_NMS_ARGS(X)                                                                            \
     X(TENSOR, boxes)                                                                              \
@@ -51,7 +51,7 @@
 
 /*
  * MMCV's soft_nms: instead of dropping a box that overlaps a selected one, its score is decayed
- * (kernels/box_math.h, dk_box_soft_nms_weight); boxes whose score falls below min_score are
+ * (kernels/nms_math.h, dk_box_soft_nms_weight); boxes whose score falls below min_score are
  * dropped. MMCV's exact procedure (Note [Soft-NMS as MMCV runs it] in csrc/cpu/nms/), so that
  * ties and the order of the results are MMCV's too.
  *

@@ -31,7 +31,7 @@
 # Only the device's sin, cos, atan and exp can still differ from the C library's (by an ulp or
 # two), and a NaN's sign and payload are the hardware's (tests/c/gpu/dk_gpu_test.h).
 
-GPU_SRCS        := $(sort $(wildcard csrc/gpu/*.cu))
+GPU_SRCS        := $(sort $(shell find csrc/gpu -name '*.cu')) # the kernels sit in a folder per op family
 GPU_KERNEL_SRCS := $(filter-out csrc/gpu/dk_gpu_backend.cu,$(GPU_SRCS)) # the emulation has no runtime
 GPU_INCS        := $(INCS) -Icsrc/gpu -Icsrc/cuda -Icsrc/hip
 # The emulation's runtime (tests/c/dk_gpu_emu.h) comes in by -include, not from csrc/gpu/dk_gpu.h:

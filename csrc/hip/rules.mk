@@ -1,7 +1,7 @@
 # csrc/hip/rules.mk — the HIP backend, libdkit_hip.so, included by csrc/gpu/rules.mk (which has
 # what both GPU backends share: GPU_SRCS, GPU_INCS, the emulated kernel tests).
 #
-# hipcc (-x hip) compiles the .cu files of csrc/gpu/, the same sources nvcc compiles (Note [One
+# hipcc (-x hip) compiles the .cu files under csrc/gpu/, the same sources nvcc compiles (Note [One
 # source for CUDA and HIP] in csrc/gpu/dk_gpu.h): no hipify step, no copies. What is HIP's own
 # sits in this folder: its runtime's names (dk_hip_runtime.h) and this build.
 
@@ -32,6 +32,7 @@ $(BUILD)/hip/targets.lst:
 	printf '%s\n' $(HIP_ARCH_LIST) >$@
 
 $(BUILD)/hip/%.o: csrc/gpu/%.cu | $(BUILD)/hip/targets.lst
+	@mkdir -p $(dir $@)
 	$(HIP_ENV) $(HIPCC) $(HIPCC_FLAGS) -MMD -MP -DDK_GPU_ARCHS='"$(HIP_ARCHS_TEXT)"' -c $< -o $@
 
 $(BUILD)/libdkit_hip.so: $(patsubst csrc/gpu/%.cu,$(BUILD)/hip/%.o,$(GPU_SRCS)) | $(BUILD)/libdkit.so

@@ -7,7 +7,7 @@ dkit.compat.mmcv call them.
 
 Note [Box-overlap dtypes]
 torchvision's results are float32 for float16, bfloat16 and integer boxes (its _upcast; Note [16-bit
-boxes] and Note [Integer boxes] in csrc/common/kernels/box_math.h say exactly what is rounded
+boxes] and Note [Integer boxes] in csrc/common/kernels/box_iou_math.h say exactly what is rounded
 where), and of the boxes' dtype for float32 and float64. MMCV's bbox_overlaps writes into an
 output of the boxes' dtype. dkit follows both, and refuses instead of guessing:
   - int8, int16, uint8 and bool boxes (torchvision subtracts uint8 and int8 boxes in their own
@@ -29,7 +29,7 @@ from dkit._ops import _examples, torch_op
 from dkit._ops._args import tensor_pair, to_bool, to_float, to_int
 
 
-# dk_box_kind (csrc/common/kernels/box_math.h)
+# dk_box_kind (csrc/common/kernels/box_iou_math.h)
 _IOU, _GIOU, _DIOU, _CIOU, _MMCV_IOU, _MMCV_IOF = range(6)
 
 _MODES = {"iou": _MMCV_IOU, "iof": _MMCV_IOF}
@@ -131,7 +131,7 @@ def bbox_overlaps(bboxes1, bboxes2, mode="iou", aligned=False, offset=0):
         [N, 1]), as MMCV returns. MMCV has no batch dimensions here (mmdet's bbox_overlaps has).
         The values are those of MMCV's CPU kernel, to the bit: NaN coordinates give NaN, a zero
         denominator gives NaN or inf (MMCV's CUDA kernel divides by max(denominator, offset)
-        instead, csrc/common/kernels/box_math.h).
+        instead, csrc/common/kernels/box_iou_math.h).
 
     Raises:
         DkitValueError: an unknown mode, an offset other than 0 and 1, boxes that are neither

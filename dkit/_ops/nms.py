@@ -25,7 +25,7 @@ _nms_kernel = _C.ops.nms
 _batched_nms_kernel = _C.ops.batched_nms
 _soft_nms_kernel = _C.ops.soft_nms
 
-# MMCV's numbering (dk_soft_nms_method in csrc/common/kernels/box_math.h).
+# MMCV's numbering (dk_soft_nms_method in csrc/common/kernels/nms_math.h).
 _SOFT_NMS_METHODS = {"naive": 0, "linear": 1, "gaussian": 2}
 
 # Categories the kernels read as they are; any other dtype is mapped to int64 codes first.

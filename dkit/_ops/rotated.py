@@ -3,14 +3,14 @@
 Boxes are (cx, cy, w, h, angle), the angle in radians; with ``clockwise=True`` (MMCV's default)
 a positive angle turns a box clockwise in image coordinates (y pointing down). The overlap of
 two boxes is MMCV's single_box_iou_rotated, computed once for every backend in
-csrc/common/kernels/rotated_box_math.h (exact convex-polygon intersection; see that header for
+csrc/common/kernels/rotated_math.h (exact convex-polygon intersection; see that header for
 precision, NaN, infinite and degenerate boxes). Everything here is written once against the
 framework protocol (Note [The framework protocol] in dkit/_frameworks/__init__.py): torch
 tensors give torch tensors, NumPy arrays (and other DLPack producers) give NumPy arrays.
 
 Note [Rotated sizes]
 MMCV's kernels index boxes with C ints, and dkit's core refuses 2^31 boxes or more
-(ops/box_iou_rotated.c, ops/nms_rotated.c). The count is checked here as well, before the
+(ops/rotated.c). The count is checked here as well, before the
 output is allocated (keep is sized to N) and before a read-only NumPy array would be copied: a
 view of 2^31 rows must be refused at the cost of a shape lookup, not of a 40 GB allocation.
 """
@@ -22,7 +22,7 @@ from dkit._ops._args import framework, tensor, to_bool, to_float
 
 _LIMIT = 2**31
 
-# MMCV's mode_flag, as ops/box_iou_rotated.h.
+# MMCV's mode_flag, as ops/rotated.h.
 _MODES = {"iou": 0, "iof": 1}
 
 _iou_kernel = _C.ops.box_iou_rotated

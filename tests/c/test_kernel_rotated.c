@@ -1,14 +1,13 @@
 /*
- * test_kernel_rotated.c — rotated boxes: the shared math (kernels/rotated_box_math.h) against
+ * test_kernel_rotated.c — rotated boxes: the shared math (kernels/rotated_math.h) against
  * areas computed by hand and against an independent clipper written here (Sutherland-Hodgman on
  * the exact corners, in double); then the CPU box_iou_rotated and nms_rotated kernels against
  * loops over that math (every pair; MMCV's suppression loop), every dtype, any strides, and
  * their refusals.
  */
 #include "dk_kernel_test.h"
-#include "box_iou_rotated.h"
-#include "kernels/rotated_box_math.h"
-#include "nms_rotated.h"
+#include "rotated.h" /* ops/rotated.h */
+#include "kernels/rotated_math.h"
 
 #define PI 3.14159265358979323846
 

@@ -94,7 +94,8 @@ FILES = {
         DK_REGISTER_DEVICE_IMPL(probe_area, CPU, dk_probe_area_cpu)
     """,
     # 5. GPU kernel
-    "csrc/gpu/probe_area_gpu.cu": """
+    "csrc/gpu/probe_area/probe_area_gpu.cu": """
+        #include "probe_area_gpu.h"
         #include "probe_area.h"
 
         #include "dk_gpu.h"
@@ -125,6 +126,23 @@ FILES = {
 
         DK_GPU_KERNEL(probe_area, dk_probe_area_gpu);
     """,
+    "csrc/gpu/probe_area/probe_area_gpu.h": """
+        #ifndef DK_PROBE_AREA_GPU_H
+        #define DK_PROBE_AREA_GPU_H
+
+        #include "dk_status.h"
+        #include "dk_tensor.h"
+
+        #ifdef __cplusplus
+        extern "C" {
+        #endif
+        dk_status dk_probe_area_gpu(const dk_tensor *boxes, dk_tensor *areas);
+        #ifdef __cplusplus
+        }
+        #endif
+
+        #endif
+    """,
     # 6. Python
     "dkit/_ops/probe_area.py": '''
         """A throwaway op of tests/python/test_add_an_op.py."""
@@ -145,6 +163,93 @@ FILES = {
             _kernel(boxes, areas)
             return areas
     ''',
+    # 7. Tests and benchmark
+    "tests/c/test_kernel_probe_area.c": """
+        #include "dk_kernel_test.h"
+        #include "probe_area.h"
+
+        static void areas_of_known_boxes_and_bad_input(void **state)
+        {
+            (void)state;
+            dkk_tensor *b = dkk_new(DK_FLOAT32, 2, (int64_t[]){2, 4}, NULL, 1);
+            dkk_tensor *a = dkk_new(DK_FLOAT32, 1, (int64_t[]){2}, NULL, 0);
+            const double v[2][4] = {{0, 0, 2, 3}, {1, 1, 4, 5}};
+            for (int i = 0; i < 2; i++)
+                for (int d = 0; d < 4; d++) dkk_set(b, (int64_t[]){i, d}, v[i][d]);
+            assert_ok(dk_probe_area(&b->t, &a->t));
+            assert_true(dkk_get(a, (int64_t[]){0}) == 6 && dkk_get(a, (int64_t[]){1}) == 12);
+            dkk_tensor *wide = dkk_new(DK_FLOAT32, 2, (int64_t[]){2, 5}, NULL, 0);
+            assert_int_equal(dk_probe_area(&wide->t, &a->t), DK_EINVAL);
+            dkk_free(b), dkk_free(a), dkk_free(wide);
+        }
+
+        int main(void)
+        {
+            const struct CMUnitTest tests[] = {cmocka_unit_test(areas_of_known_boxes_and_bad_input)};
+            return cmocka_run_group_tests(tests, NULL, NULL);
+        }
+    """,
+    "tests/c/gpu/test_gpu_probe_area.c": """
+        #include "gpu/dk_gpu_test.h"
+        #include "probe_area.h"
+
+        #ifdef DKT_GPU_EMULATED
+        #include "probe_area/probe_area_gpu.h"
+        #define GPU_PROBE_AREA dk_probe_area_gpu
+        #else
+        #define GPU_PROBE_AREA dk_probe_area
+        #endif
+
+        static void gpu_matches_cpu(void **state)
+        {
+            (void)state;
+            dkk_rng r = {0xa4ea};
+            dkk_tensor *b = dkk_new(DK_FLOAT32, 2, (int64_t[]){1000, 4}, NULL, 0);
+            dkk_fill_uniform(b, &r, 0, 100);
+            dkk_tensor *a = dkk_new(DK_FLOAT32, 1, (int64_t[]){1000}, NULL, 0);
+            dkk_tensor *ga = dkk_new(DK_FLOAT32, 1, (int64_t[]){1000}, NULL, 0);
+            assert_ok(dk_probe_area(&b->t, &a->t));
+            dkg_tensor db, da;
+            dkg_up(&db, b), dkg_up(&da, ga);
+            assert_ok(GPU_PROBE_AREA(&db.dev, &da.dev));
+            dkg_down(&da);
+            dkg_assert_same_values(ga, a, 0, "probe_area");
+            dkg_release(&db), dkg_release(&da);
+            dkk_free(b), dkk_free(a), dkk_free(ga);
+        }
+
+        int main(void)
+        {
+            if (dkg_setup()) return 0;
+            const struct CMUnitTest tests[] = {cmocka_unit_test(gpu_matches_cpu)};
+            return cmocka_run_group_tests(tests, NULL, NULL);
+        }
+    """,
+    "tests/python/test_probe_area.py": """
+        import numpy as np
+        import pytest
+
+        import dkit
+
+
+        def test_probe_area():
+            np.testing.assert_array_equal(dkit.ops.probe_area(np.array([[0, 0, 2, 3]], np.float32)), [6])
+            with pytest.raises(ValueError, match="shape"):
+                dkit.ops.probe_area(np.zeros((2, 5), np.float32))
+    """,
+    "bench/bench_probe_area.py": """
+        \"\"\"probe_area against numpy's arithmetic on the same boxes.\"\"\"
+        import timeit
+
+        import numpy as np
+
+        import dkit
+
+        b = np.random.default_rng(0).uniform(0, 100, (100_000, 4)).astype(np.float32)
+        ref = timeit.timeit(lambda: (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1]), number=20)
+        ours = timeit.timeit(lambda: dkit.ops.probe_area(b), number=20)
+        print(f"probe_area, 100,000 boxes: {ref / ours:.2f}x numpy")
+    """,
 }
 
 CHECK = """
@@ -169,6 +274,8 @@ GENERIC = [
     "tests/python/test_torch_ops.py::test_torch_ops_equal_the_eager_functions",
     "tests/python/test_gpu_backends.py::test_built_backends_have_a_kernel_for_every_op",
     "tests/python/test_architecture.py::test_layers_include_only_downwards",
+    "tests/python/test_architecture.py::test_every_layer_is_cut_by_op_family",
+    "tests/python/test_probe_area.py",
 ]
 
 
@@ -182,13 +289,19 @@ def _copy_tree(dst):
         if os.path.isfile(src):
             os.makedirs(os.path.dirname(os.path.join(dst, f)), exist_ok=True)
             shutil.copy2(src, os.path.join(dst, f))
-    for sub in ("obj", "cuda", "hip"):
+    for sub in ("obj", "cuda", "hip", "emu"):
         if os.path.isdir(os.path.join(ROOT, "build", sub)):
             shutil.copytree(os.path.join(ROOT, "build", sub), os.path.join(dst, "build", sub), copy_function=shutil.copy2)
     # the torch reader and kernel holder, which do not depend on the core (setup.py keeps them)
     for f in os.listdir(os.path.join(ROOT, "dkit")):
         if f.startswith(("_torch_reader", "_torch_kernel")) and f.endswith(".so"):
             shutil.copy2(os.path.join(ROOT, "dkit", f), os.path.join(dst, "dkit", f))
+
+
+def _env(tree):
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "DKIT_TEST_PACKAGE_ROOT")}
+    env["PYTHONPATH"] = str(tree)
+    return env
 
 
 def test_an_op_added_by_the_readme_steps_is_everywhere(tmp_path):
@@ -206,8 +319,17 @@ def test_an_op_added_by_the_readme_steps_is_everywhere(tmp_path):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     r = subprocess.run([*make, "python"], cwd=tree, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "DKIT_TEST_PACKAGE_ROOT")}
-    env["PYTHONPATH"] = str(tree)
+    # step 7: its kernel test, and its GPU test emulated on the host (as make test-c runs them)
+    tests = ["build/tests/test_kernel_probe_area", "build/tests/emu/test_gpu_probe_area"]
+    r = subprocess.run([*make, *tests], cwd=tree, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    for t in tests:
+        r = subprocess.run([str(tree / t)], cwd=tree, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0 and "PASSED" in r.stdout + r.stderr, r.stdout + r.stderr
+    r = subprocess.run([sys.executable, "bench/bench_probe_area.py"], cwd=tree, env=_env(tree), capture_output=True,
+                       text=True, timeout=300)  # fmt: skip
+    assert r.returncode == 0 and "x numpy" in r.stdout, r.stdout + r.stderr
+    env = _env(tree)
     r = subprocess.run([sys.executable, "-c", CHECK], cwd=tree, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr
     built = [b for b in ("cuda", "hip") if (tree / "build" / f"libdkit_{b}.so").exists()]

@@ -223,3 +223,65 @@ def test_the_extension_compiles_against_other_cpython_builds():
             cmd = ["gcc", *flags, *extra, "-I" + inc, "-fsyntax-only", *sources]
             r = subprocess.run(cmd, capture_output=True, text=True)
             assert r.returncode == 0, f"against {inc} {extra}:\n{r.stderr[-3000:]}"
+
+
+# ------------------------------------------------------------------------------------------
+# Note [One grain]
+# The unit of the source tree is the op family (the nms family is nms, batched_nms and soft_nms;
+# the rotated family box_iou_rotated and nms_rotated), and a family has one name in every layer,
+# each layer with one file-name pattern (the README's design page has the table):
+#   ops/<family>.h, ops/<family>.c                    definitions and checks
+#   csrc/common/kernels/<family>_math.h (+ _tmpl.h)    the per-element math, CPU and GPU alike
+#   csrc/cpu/<family>/<op>_cpu.c (+ .h, <op>*_tmpl.h) the CPU kernels
+#   csrc/gpu/<family>/<op>_gpu.cu (+ .h, *.cuh)        the GPU kernels (CUDA and HIP)
+#   dkit/_ops/<family>.py                              the Python functions
+#   tests/c/test_kernel_<family>.c, tests/c/gpu/test_gpu_<family>.c, tests/python/test_<family>*.py
+#   bench/bench_<family>.py
+# The families are the modules of dkit/_ops (those not private); everything else in these folders
+# is the layer's own runtime (csrc/cpu/dk_*, csrc/gpu/dk_*, kernels/dk_*).
+
+_CPU_FILE = re.compile(r"^[a-z0-9_]+(_cpu\.[ch]|_tmpl\.h)$")
+_GPU_FILE = re.compile(r"^[a-z0-9_]+_gpu(\.cu|\.h|(_[a-z0-9]+)*\.cuh)$")
+
+
+def _families():
+    names = {os.path.splitext(n)[0] for n in os.listdir(os.path.join(ROOT, "dkit", "_ops"))}
+    return sorted(n for n in names if not n.startswith("_") and n.isidentifier())
+
+
+def _listing(*parts):
+    path = os.path.join(ROOT, *parts)
+    return sorted(os.listdir(path)) if os.path.isdir(path) else []
+
+
+def _subdirs(*parts):
+    return sorted(n for n in _listing(*parts) if os.path.isdir(os.path.join(ROOT, *parts, n)))
+
+
+def test_every_layer_is_cut_by_op_family():
+    families = _families()
+    assert {"nms", "roi_align", "rotated"} <= set(families), families  # not vacuous
+    wrong = []
+    for fam in families:
+        for path in (f"ops/{fam}.h", f"ops/{fam}.c", f"csrc/common/kernels/{fam}_math.h", f"bench/bench_{fam}.py",
+                     f"tests/c/test_kernel_{fam}.c", f"tests/c/gpu/test_gpu_{fam}.c"):  # fmt: skip
+            if not os.path.isfile(os.path.join(ROOT, path)):
+                wrong.append(f"family {fam} has no {path}")
+        if not glob.glob(os.path.join(ROOT, "tests", "python", f"test_{fam}*.py")):
+            wrong.append(f"family {fam} has no tests/python/test_{fam}*.py")
+    # nothing in these layers is cut another way
+    ops = {os.path.splitext(n)[0] for n in _listing("ops")}
+    kernels = {n[: -len("_math.h")] for n in _listing("csrc", "common", "kernels") if n.endswith("_math.h")}
+    for layer, names in (("ops", ops), ("csrc/common/kernels/*_math.h", kernels),
+                         ("csrc/cpu/*/", set(_subdirs("csrc", "cpu"))), ("csrc/gpu/*/", set(_subdirs("csrc", "gpu")))):  # fmt: skip
+        if names != set(families):
+            wrong.append(f"{layer} is cut as {sorted(names)}, the families are {families}")
+    for layer, pattern in (("cpu", _CPU_FILE), ("gpu", _GPU_FILE)):
+        for fam in _subdirs("csrc", layer):
+            wrong += [f"csrc/{layer}/{fam}/{n} breaks the layer's file-name pattern"
+                      for n in _listing("csrc", layer, fam) if not pattern.match(n)]  # fmt: skip
+        # the layer's own runtime sits beside the family folders, named dk_*
+        wrong += [f"csrc/{layer}/{n} is neither a family folder nor the runtime's (dk_*)"
+                  for n in _listing("csrc", layer)
+                  if not os.path.isdir(os.path.join(ROOT, "csrc", layer, n)) and not n.startswith("dk_") and n != "rules.mk"]  # fmt: skip
+    assert wrong == [], "Note [One grain]:\n" + "\n".join(wrong)

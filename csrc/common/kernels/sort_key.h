@@ -44,7 +44,7 @@ DK_HD DK_INLINE uint64_t dk_sort_key_desc(double v)
 }
 
 /*
- * A category label as a key for equality (nms_rotated's labels, ops/nms_rotated.h): equal keys,
+ * A category label as a key for equality (nms_rotated's labels, ops/rotated.h): equal keys,
  * equal categories. Integers as they are; floats by the bits of their double value, with -0 as
  * +0 and every NaN as one NaN. Element o of `data`, of dtype dt (int32, int64 or a float dtype;
  * 0 for any other, which the op refuses).

@@ -3,7 +3,7 @@
  * calls, and its registration. How it is computed: Note [Rows against columns] in box_iou_cpu.h.
  *
  * Note [Trapping math]
- * The torch-style NaN-propagating max/min of kernels/box_math.h select between a value and 0, and
+ * The torch-style NaN-propagating max/min of kernels/box_iou_math.h select between a value and 0, and
  * GCC moves products of such selections (wi * wi in DIoU) into the branch where the value is not
  * 0; under the default -ftrapping-math a multiplication that might raise a floating-point
  * exception may then not be executed unconditionally, so the loop is not if-converted and stays
@@ -46,7 +46,7 @@ dk_status dk_box_iou_cpu(const dk_tensor *boxes1, const dk_tensor *boxes2, dk_te
     if (n == 0 || m == 0) return DK_OK; /* nothing to write (aligned: n == m) */
     const dk_dtype dt = dk_tensor_dtype(boxes1);
     const bool integer = dt == DK_INT32 || dt == DK_INT64;
-    const int narrow = dk_box_iou_narrow(kind, dt); /* Note [16-bit boxes] in kernels/box_math.h */
+    const int narrow = dk_box_iou_narrow(kind, dt); /* Note [16-bit boxes] in kernels/box_iou_math.h */
     const size_t esz = integer || dt == DK_FLOAT64 ? 8 : 4; /* compute (SoA) element */
     /* n, m < 2^31 (ops/box_iou.c): pairs < 2^62, and twice that fits int64 */
     const int64_t pairs = aligned ? n : n * m;

@@ -10,7 +10,7 @@
  * Note [Rows against columns]
  * torchvision computes box_iou as a dozen tensor expressions over [N, M] and [N, M, 2]
  * temporaries: every pair is written to memory and read back several times. Here each pair is
- * computed once, in registers, from kernels/box_math.h: boxes2 is transposed once into arrays
+ * computed once, in registers, from kernels/box_iou_math.h: boxes2 is transposed once into arrays
  * (x1, y1, x2, y2 in the compute type, SoA, and complete IoU's per-box atan), so that the inner
  * loop over a row's columns reads unit-stride streams and writes one, and the compiler vectorises it (the kind is a
  * constant in each instantiation of the loop, so its branches fold away). Threads take blocks of

@@ -1,7 +1,7 @@
 /*
  * box_iou/box_iou_tmpl.h — boxes2 into SoA scratch, and the workers over blocks of rows (Note
  * [Rows against columns] in box_iou_cpu.h). A template (Note [Templates in C] in
- * kernels/dk_template.h): the float storage pass (computed in DK_T with kernels/box_math.h's
+ * kernels/dk_template.h): the float storage pass (computed in DK_T with kernels/box_iou_math.h's
  * dk_box_iou_pair) and the integer storage pass (dk_box_iou_pair_int, float32 results).
  */
 #if DK_TMPL_PASS == DK_TMPL_FLOAT
@@ -107,7 +107,7 @@ static inline void DK_SFN(dk__box_iou_row)(const dk_tensor *t, int64_t i, int64_
     for (int d = 0; d < 4; d++) a[d] = (int64_t)p[d * s];
 }
 
-/* Integer boxes: scalar pairs (Note [Integer boxes] in kernels/box_math.h), float32 out. */
+/* Integer boxes: scalar pairs (Note [Integer boxes] in kernels/box_iou_math.h), float32 out. */
 static void DK_SFN(dk__box_iou_worker)(void *p, int tid)
 {
     (void)tid;

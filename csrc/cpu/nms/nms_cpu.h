@@ -18,7 +18,7 @@
 
 #include "dk_argsort.h"
 #include "dk_arena.h"
-#include "kernels/box_math.h"
+#include "kernels/nms_math.h"
 #include "nms.h" /* ops/nms.h */
 
 /* How a box takes part (Note [What can suppress what] in nms_run_tmpl.h). */

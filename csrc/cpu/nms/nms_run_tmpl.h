@@ -6,7 +6,7 @@
  * Note [What can suppress what]
  * The references test every later box against every kept one: N^2 / 2 overlaps, 50 million for
  * 10,000 boxes. But for a threshold >= 0 a kept box i suppresses a candidate j only when their
- * overlap exceeds it, hence only when w > 0 and h > 0 (kernels/box_math.h), i.e. when their
+ * overlap exceeds it, hence only when w > 0 and h > 0 (kernels/nms_math.h), i.e. when their
  * extents [x1, x2 + offset] x [y1, y2 + offset] overlap: a box meets only the kept boxes near it.
  * And a box with a non-finite coordinate or area, or an empty extent, neither suppresses nor is
  * suppressed (its overlap with anything is 0 or NaN, never above a threshold >= 0): it is simply

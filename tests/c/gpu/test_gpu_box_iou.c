@@ -13,7 +13,7 @@
 #include "gpu/dk_gpu_test.h"
 
 #ifdef DKT_GPU_EMULATED
-#include "box_iou_gpu.h"
+#include "box_iou/box_iou_gpu.h"
 #define GPU_BOX_IOU dk_box_iou_gpu
 #else
 #define GPU_BOX_IOU dk_box_iou

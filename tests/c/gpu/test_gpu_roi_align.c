@@ -9,7 +9,7 @@
 #include "roi_align.h"
 
 #ifdef DKT_GPU_EMULATED
-#include "roi_align_gpu.h" /* csrc/gpu: the entry points, called directly on host tensors */
+#include "roi_align/roi_align_gpu.h" /* csrc/gpu: the entry points, called directly on host tensors */
 #define GPU_FORWARD dk_roi_align_forward_gpu
 #define GPU_BACKWARD dk_roi_align_backward_gpu
 #else

@@ -10,14 +10,13 @@
  */
 #include <math.h>
 
-#include "box_iou_rotated.h"
+#include "rotated.h" /* ops/rotated.h */
 #include "dk_tunables.h"
 #include "gpu/dk_gpu_test.h"
-#include "nms_rotated.h"
 
 #ifdef DKT_GPU_EMULATED
-#include "box_iou_rotated_gpu.h"
-#include "nms_rotated_gpu.h"
+#include "rotated/box_iou_rotated_gpu.h"
+#include "rotated/nms_rotated_gpu.h"
 #define GPU_BOX_IOU_ROTATED dk_box_iou_rotated_gpu
 #define GPU_NMS_ROTATED dk_nms_rotated_gpu
 #else

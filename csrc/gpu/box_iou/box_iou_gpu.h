@@ -8,7 +8,7 @@
  * an [N, M] output has up to 2^62 elements): it reads its two boxes with the tensors' strides,
  * widens them to the compute type (float for 16-bit boxes, double for float64; int64 for
  * integer boxes), and writes the value of the function the CPU kernel calls for the pair
- * (dk_box_iou_pair, or dk_box_iou_pair_int for integer boxes, kernels/box_math.h), with the same
+ * (dk_box_iou_pair, or dk_box_iou_pair_int for integer boxes, kernels/box_iou_math.h), with the same
  * `narrow` (dk_box_iou_narrow), eps and offset, so the values are the CPU's to the bit
  * (complete IoU's atan excepted on a real GPU, whose library may differ by an ulp). The kind is
  * the same for every thread, so its branches never diverge. The CPU transposes boxes2 and

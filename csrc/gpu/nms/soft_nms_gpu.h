@@ -9,7 +9,7 @@
  * depends on every earlier swap and removal. So one block runs the procedure, step by step, with
  * the work of each step spread over its threads; the results are the CPU kernel's, bit for bit
  * (same selections in the same order, same decayed scores: the per-element math is
- * kernels/box_math.h's, in the same compute type). The live boxes are arrays in device memory
+ * kernels/nms_math.h's, in the same compute type). The live boxes are arrays in device memory
  * (x1, y1, x2, y2, area, score, index: the CPU kernel's), positions [i, n) live at step i. Each
  * thread owns a contiguous run of the positions after i (a blocked arrangement: a block-wide scan
  * over the threads' counts then orders the positions). Step i:

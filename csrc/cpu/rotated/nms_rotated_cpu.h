@@ -1,10 +1,10 @@
 /*
- * nms_rotated/nms_rotated_cpu.h — what the parts of the CPU nms_rotated kernel share.
+ * rotated/nms_rotated_cpu.h — what the parts of the CPU nms_rotated kernel share.
  *
  *   nms_rotated_cpu.c      entry point, labels, dtype switch, registration (start here)
  *   nms_rotated_tmpl.h     loading and sorting, and the suppression loop
  *
- * The per-pair math is kernels/rotated_box_math.h's (MMCV's single_box_iou_rotated).
+ * The per-pair math is kernels/rotated_math.h's (MMCV's single_box_iou_rotated).
  */
 #ifndef DK_NMS_ROTATED_CPU_H
 #define DK_NMS_ROTATED_CPU_H
@@ -16,8 +16,8 @@
 
 #include "dk_argsort.h"
 #include "dk_arena.h"
-#include "kernels/rotated_box_math.h"
-#include "nms_rotated.h" /* ops/nms_rotated.h */
+#include "kernels/rotated_math.h"
+#include "rotated.h" /* ops/rotated.h */
 
 /* One call. */
 typedef struct {

@@ -1,5 +1,5 @@
 /*
- * kernels/rotated_box_math.h — overlaps of rotated boxes (cx, cy, w, h, angle in radians),
+ * kernels/rotated_math.h — overlaps of rotated boxes (cx, cy, w, h, angle in radians),
  * written once for every backend (host and device; plain C that also compiles as CUDA/HIP C++:
  * fixed-size arrays, no recursion, no allocation).
  *
@@ -47,8 +47,8 @@
  * tolerances are absolute, as in MMCV: boxes smaller than about 1e-3 (cross products below 1e-6)
  * sort poorly, in MMCV and here alike.
  */
-#ifndef DK_KERNELS_ROTATED_BOX_MATH_H
-#define DK_KERNELS_ROTATED_BOX_MATH_H
+#ifndef DK_KERNELS_ROTATED_MATH_H
+#define DK_KERNELS_ROTATED_MATH_H
 
 #include <float.h>
 #include <math.h>
@@ -64,7 +64,7 @@ enum { DK_RBOX_IOU = 0, DK_RBOX_IOF = 1 };
 /* The most candidate vertices of an intersection: 16 edge crossings and 4 + 4 corners. */
 #define DK_RBOX_MAX_POINTS 24
 
-#define DK_TEMPLATE "kernels/rotated_box_math_tmpl.h"
+#define DK_TEMPLATE "kernels/rotated_math_tmpl.h"
 #define DK_TEMPLATE_TYPES DK_TYPES_COMPUTE
 #include "dk_instantiate.h"
 
@@ -78,4 +78,4 @@ DK_HD DK_INLINE double dk_rbox_nms_threshold(double t)
     return (double)(float)t;
 }
 
-#endif /* DK_KERNELS_ROTATED_BOX_MATH_H */
+#endif /* DK_KERNELS_ROTATED_MATH_H */

@@ -8,8 +8,8 @@
 #include "dk_gpu_status.h"
 #include "dk_gpu.h"
 #include "dk_gpu_kernels.h"
-#include "kernels/rotated_box_math.h"
-#include "nms_gpu_mask.cuh"
+#include "kernels/rotated_math.h"
+#include "nms/nms_gpu_mask.cuh" /* the nms family's GPU driver: nms_rotated is one of its jobs */
 
 /* nms_rotated's own arguments (dk__nms_gpu_job.args). */
 typedef struct {
@@ -17,7 +17,7 @@ typedef struct {
     bool clockwise;
 } dk__nmsr_gpu_args;
 
-#define DK_TEMPLATE "nms_rotated_gpu_tmpl.cuh"
+#define DK_TEMPLATE "rotated/nms_rotated_gpu_tmpl.cuh"
 #define DK_TEMPLATE_TYPES DK_TYPES_COMPUTE
 #include "kernels/dk_instantiate.h"
 

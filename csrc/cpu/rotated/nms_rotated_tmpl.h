@@ -1,5 +1,5 @@
 /*
- * nms_rotated/nms_rotated_tmpl.h — the CPU nms_rotated for one storage type. A template (Note
+ * rotated/nms_rotated_tmpl.h — the CPU nms_rotated for one storage type. A template (Note
  * [Templates in C] in kernels/dk_template.h), the float storage pass: boxes into a packed
  * compute-type array, scores sorted as torch sorts them, then the suppression loop.
  *
@@ -11,7 +11,7 @@
  * that suppresses it: the same decisions with the same arithmetic and argument order
  * (dk_rbox_overlap(kept, candidate)), and at most N x kept overlaps instead of N^2 / 2. A pair
  * whose bounding circles are clearly apart (Note [Bounding circles] in
- * kernels/rotated_box_math_tmpl.h) has IoU 0 in MMCV's arithmetic, which suppresses only when
+ * kernels/rotated_math_tmpl.h) has IoU 0 in MMCV's arithmetic, which suppresses only when
  * the threshold is <= 0; so for a threshold > 0 such pairs are skipped after a few
  * multiplications, and they are most pairs of a real image. A NaN threshold suppresses nothing
  * (every comparison is false): every box is kept, in score order.

@@ -8,9 +8,9 @@
 #include "dk_gpu_status.h"
 #include "dk_gpu.h"
 #include "dk_gpu_kernels.h"
-#include "kernels/rotated_box_math.h"
+#include "kernels/rotated_math.h"
 
-#define DK_TEMPLATE "box_iou_rotated_gpu_tmpl.cuh"
+#define DK_TEMPLATE "rotated/box_iou_rotated_gpu_tmpl.cuh"
 #define DK_TEMPLATE_TYPES DK_TYPES_FLOAT
 #include "kernels/dk_instantiate.h"
 

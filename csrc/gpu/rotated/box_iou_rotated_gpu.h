@@ -1,12 +1,12 @@
 /*
- * box_iou_rotated_gpu.h — box_iou_rotated on CUDA and HIP (ops/box_iou_rotated.h), written once
+ * box_iou_rotated_gpu.h — box_iou_rotated on CUDA and HIP (ops/rotated.h), written once
  * (Note [One source for CUDA and HIP] in csrc/gpu/dk_gpu.h): what its kernel
  * (box_iou_rotated_gpu_tmpl.cuh) and launcher (box_iou_rotated_gpu.cu) share.
  *
  * Note [Rotated overlaps on a GPU]
  * One thread per output element, in a grid-stride loop over 64-bit indices (dk_gpu_pairs.cuh):
  * it reads its two boxes with the tensors' strides, widens them to the compute type (float for
- * 16-bit boxes), and writes dk_rbox_overlap's value (kernels/rotated_box_math.h,
+ * 16-bit boxes), and writes dk_rbox_overlap's value (kernels/rotated_math.h,
  * the function the CPU kernel calls), or the +0 that value is for boxes whose bounding circles
  * are clearly apart, skipped as the CPU kernel skips them (Note [Bounding circles]: the skip
  * changes no value). A pair is independent
@@ -19,7 +19,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "box_iou_rotated.h" /* ops/box_iou_rotated.h */
+#include "rotated.h" /* ops/rotated.h */
 #include "dk_backend.h"
 #include "dk_registry.h"
 #include "dk_status.h"

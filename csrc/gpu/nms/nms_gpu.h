@@ -12,7 +12,7 @@
  *   2. the boxes (and categories) gathered in that order, in the compute type;
  *   3. the suppression mask in 64-box blocks, as torchvision's kernel: thread t of block (r, c)
  *      sets bit b of mask[row 64 r + t][word c] when sorted box 64 r + t would suppress sorted
- *      box 64 c + b, a later one (the overlap of kernels/box_math.h, compared in double, same
+ *      box 64 c + b, a later one (the overlap of kernels/nms_math.h, compared in double, same
  *      category); the 64 boxes of the column block are staged in shared memory;
  *   4. the keep, gathered on the device by one block that walks the rows in order: a row not yet
  *      removed is kept (its original index appended to keep, the count in num) and ORs its mask

@@ -55,7 +55,7 @@ static dk_status DK_SFN(dk__nms_gpu_gather)(const dk__nms_gpu_job *job, const in
 #elif DK_TMPL_PASS == DK_TMPL_COMPUTE
 
 /* nms's overlap (nms_gpu_mask.cuh): box i suppresses a later box j when their NMS overlap
- * (kernels/box_math.h, i the kept box) is above the threshold, compared in double. */
+ * (kernels/nms_math.h, i the kept box) is above the threshold, compared in double. */
 struct DK_TFN(dk__nms_gpu_overlap) {
     typedef DK_T T;
     typedef DK_T X; /* the area */

@@ -1,21 +1,8 @@
 /*
- * kernels/box_math.h — overlaps of axis-aligned boxes (x1, y1, x2, y2), written once for every
- * backend (host and device; plain C that also compiles as CUDA/HIP C++).
- *
- * Two families of semantics, because dkit answers for two reference libraries:
- *
- * NMS overlap (torchvision's and MMCV's NMS kernels, scalar code): with offset 0 (torchvision) or
- * 1 (MMCV's legacy pixel convention),
- *     area  = (x2 - x1 + offset) * (y2 - y1 + offset)                  (per box, precomputed)
- *     xx1 = max(ix1, jx1)  yy1 = max(iy1, jy1)  xx2 = min(ix2, jx2)  yy2 = min(iy2, jy2)
- *     w = max(0, xx2 - xx1 + offset)  h = max(0, yy2 - yy1 + offset)
- *     ovr = w * h / (iarea + jarea - w * h)
- *   where max(a, b) = a < b ? b : a and min(a, b) = b < a ? b : a, C++'s std::max/std::min, whose
- *   treatment of NaN (the first argument wins a comparison with NaN) decides NaN inputs exactly as
- *   the references do; box i is the kept box, j the candidate. Consequences NMS relies on
- *   (Note [What can suppress what] in csrc/cpu/nms/nms_run_tmpl.h): for a threshold >= 0, two boxes
- *   whose offset extents do not overlap never suppress each other, nor does a box with a
- *   non-finite area.
+ * kernels/box_iou_math.h — overlaps of axis-aligned boxes (x1, y1, x2, y2) as box_iou returns
+ * them (ops/box_iou.h), written once for every backend (host and device; plain C that also
+ * compiles as CUDA/HIP C++). The overlap NMS decides with is kernels/nms_math.h's: the
+ * references compute the two differently (scalar code there, tensor code here).
  *
  * Box IoU (torchvision's box_iou, generalized/distance/complete IoU, and MMCV's bbox_overlaps,
  * tensor code): max and min propagate NaN (torch.maximum), widths clamp at 0 keeping NaN, and
@@ -47,8 +34,8 @@
  * an output of the boxes' dtype, so integer boxes give truncated integers there: dkit refuses
  * them for the MMCV kinds (ops/box_iou.c).
  */
-#ifndef DK_KERNELS_BOX_MATH_H
-#define DK_KERNELS_BOX_MATH_H
+#ifndef DK_KERNELS_BOX_IOU_MATH_H
+#define DK_KERNELS_BOX_IOU_MATH_H
 
 #include <math.h>
 #include <stdbool.h>
@@ -69,10 +56,7 @@ typedef enum {
     DK_BOX_NKINDS
 } dk_box_kind;
 
-/* How Soft-NMS decays the scores of overlapping boxes (MMCV's numbering). */
-typedef enum { DK_SOFT_NMS_NAIVE = 0, DK_SOFT_NMS_LINEAR = 1, DK_SOFT_NMS_GAUSSIAN = 2 } dk_soft_nms_method;
-
-#define DK_TEMPLATE "kernels/box_math_tmpl.h"
+#define DK_TEMPLATE "kernels/box_iou_math_tmpl.h"
 #define DK_TEMPLATE_TYPES DK_TYPES_COMPUTE
 #include "dk_instantiate.h"
 
@@ -119,4 +103,4 @@ DK_HD DK_INLINE float dk_box_iou_pair_int(const int64_t *a, const int64_t *b, in
     return diou - alpha * v;
 }
 
-#endif /* DK_KERNELS_BOX_MATH_H */
+#endif /* DK_KERNELS_BOX_IOU_MATH_H */

@@ -8,9 +8,9 @@
 #include "dk_gpu_status.h"
 #include "dk_gpu.h"
 #include "dk_gpu_kernels.h"
-#include "kernels/box_math.h"
+#include "kernels/box_iou_math.h"
 
-#define DK_TEMPLATE "box_iou_gpu_tmpl.cuh"
+#define DK_TEMPLATE "box_iou/box_iou_gpu_tmpl.cuh"
 #define DK_TEMPLATE_TYPES (DK_TYPES_FLOAT | DK_TYPES_INT)
 #include "kernels/dk_instantiate.h"
 

@@ -10,7 +10,7 @@
 #include "dk_tunables.h"
 #include "dk_gpu.h"
 #include "dk_gpu_kernels.h"
-#include "kernels/box_math.h"
+#include "kernels/nms_math.h"
 #include "kernels/sort_key.h"
 #include "nms_gpu_mask.cuh"
 
@@ -23,7 +23,7 @@ typedef struct {
     double thr, offset;
 } dk__nms_gpu_args;
 
-#define DK_TEMPLATE "nms_gpu_tmpl.cuh"
+#define DK_TEMPLATE "nms/nms_gpu_tmpl.cuh"
 #define DK_TEMPLATE_TYPES (DK_TYPES_COMPUTE | DK_TYPES_FLOAT)
 #include "kernels/dk_instantiate.h"
 

@@ -1,10 +1,10 @@
 /*
- * box_iou_rotated/box_iou_rotated_cpu.h — what the parts of the CPU box_iou_rotated kernel share.
+ * rotated/box_iou_rotated_cpu.h — what the parts of the CPU box_iou_rotated kernel share.
  *
  *   box_iou_rotated_cpu.c      entry point, dtype switch, registration (start here)
  *   box_iou_rotated_tmpl.h     loading the boxes, and the parallel loop over rows
  *
- * The per-pair math is kernels/rotated_box_math.h's (MMCV's single_box_iou_rotated).
+ * The per-pair math is kernels/rotated_math.h's (MMCV's single_box_iou_rotated).
  */
 #ifndef DK_BOX_IOU_ROTATED_CPU_H
 #define DK_BOX_IOU_ROTATED_CPU_H
@@ -12,10 +12,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "box_iou_rotated.h" /* ops/box_iou_rotated.h */
+#include "rotated.h" /* ops/rotated.h */
 #include "dk_arena.h"
 #include "dk_parallel.h"
-#include "kernels/rotated_box_math.h"
+#include "kernels/rotated_math.h"
 
 /*
  * One call. Work is claimed in blocks of `rows_per_claim` rows of the output (Note [Serial

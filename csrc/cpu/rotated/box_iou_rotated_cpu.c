@@ -1,15 +1,15 @@
 /*
- * box_iou_rotated/box_iou_rotated_cpu.c — box_iou_rotated on the CPU (ops/box_iou_rotated.h):
+ * rotated/box_iou_rotated_cpu.c — box_iou_rotated on the CPU (ops/rotated.h):
  * the entry point the dispatcher calls, and its registration. Rows of the output run in
  * parallel (dk_parallel); every element is MMCV's single_box_iou_rotated
- * (kernels/rotated_box_math.h).
+ * (kernels/rotated_math.h).
  */
 #include "box_iou_rotated_cpu.h"
 
 #include "dk_registry.h"
 #include "kernels/dk_template.h"
 
-#define DK_TEMPLATE "box_iou_rotated/box_iou_rotated_tmpl.h"
+#define DK_TEMPLATE "rotated/box_iou_rotated_tmpl.h"
 #define DK_TEMPLATE_TYPES DK_TYPES_FLOAT
 #include "kernels/dk_instantiate.h"
 
@@ -18,7 +18,7 @@ dk_status dk_box_iou_rotated_cpu(const dk_tensor *boxes1, const dk_tensor *boxes
 {
     dk__bir_ctx cx = {.n = boxes1->shape[0], .m = boxes2->shape[0], .mode = (int)mode, .aligned = aligned,
                       .clockwise = clockwise, .out = (char *)dk_tensor_data(ious)};
-    /* pairs to compute: n (aligned) or n * m, both below 2^62 (n, m < 2^31, ops/box_iou_rotated.c) */
+    /* pairs to compute: n (aligned) or n * m, both below 2^62 (n, m < 2^31, ops/rotated.c) */
     const int64_t pairs = aligned ? cx.n : cx.n * cx.m;
     if (pairs == 0) return DK_OK;
     cx.os0 = dk_tensor_stride(ious, 0);

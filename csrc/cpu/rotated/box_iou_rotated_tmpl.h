@@ -1,11 +1,11 @@
 /*
- * box_iou_rotated/box_iou_rotated_tmpl.h — the CPU kernel for one storage type: both box sets
+ * rotated/box_iou_rotated_tmpl.h — the CPU kernel for one storage type: both box sets
  * into packed compute-type arrays (any strides, 16-bit widened exactly), then the rows of the
  * output in parallel. A template (Note [Templates in C] in kernels/dk_template.h), the float
  * storage pass. Each output element is dk_rbox_overlap's value for its pair, whichever thread
  * computes it: the same bits for any thread count. Pairs whose bounding circles are apart are
  * written as the +0 dk_rbox_overlap gives them, without computing it (Note [Bounding circles]
- * in kernels/rotated_box_math_tmpl.h).
+ * in kernels/rotated_math_tmpl.h).
  */
 #if DK_TMPL_PASS == DK_TMPL_FLOAT
 

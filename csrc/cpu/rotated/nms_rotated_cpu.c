@@ -1,5 +1,5 @@
 /*
- * nms_rotated/nms_rotated_cpu.c — nms_rotated on the CPU (ops/nms_rotated.h): the entry point
+ * rotated/nms_rotated_cpu.c — nms_rotated on the CPU (ops/rotated.h): the entry point
  * the dispatcher calls, and its registration. The decisions are MMCV's CPU kernel's (Note
  * [Rotated suppression] in nms_rotated_tmpl.h says how few overlaps it takes to reach them).
  */
@@ -10,7 +10,7 @@
 #include "kernels/dk_template.h"
 #include "kernels/sort_key.h"
 
-#define DK_TEMPLATE "nms_rotated/nms_rotated_tmpl.h"
+#define DK_TEMPLATE "rotated/nms_rotated_tmpl.h"
 #define DK_TEMPLATE_TYPES DK_TYPES_FLOAT
 #include "kernels/dk_instantiate.h"
 

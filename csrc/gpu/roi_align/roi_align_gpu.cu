@@ -85,7 +85,7 @@ typedef struct {
  * all. */
 #define DK__RA_GPU_CHANNELS 8
 
-#define DK_TEMPLATE "roi_align_gpu_tmpl.cuh"
+#define DK_TEMPLATE "roi_align/roi_align_gpu_tmpl.cuh"
 #define DK_TEMPLATE_TYPES DK_TYPES_FLOAT
 #include "kernels/dk_instantiate.h"
 

@@ -1,5 +1,5 @@
 /*
- * kernels/rotated_box_math_tmpl.h — the template body of kernels/rotated_box_math.h (Note
+ * kernels/rotated_math_tmpl.h — the template body of kernels/rotated_math.h (Note
  * [Templates in C] in dk_template.h), instantiated for the compute types. Included only through
  * dk_instantiate.h. Points are kept as separate x and y arrays; every expression is written in
  * the order MMCV evaluates it (its Point operators round after each operation).
@@ -103,7 +103,7 @@ DK_HD DK_INLINE int DK_TFN(dk_rbox_hull)(const DK_T *px, const DK_T *py, int n, 
     qy[t] = tmp;
     DK_T dist[DK_RBOX_MAX_POINTS];
     for (int i = 0; i < n; i++) dist[i] = DK_TFN(dk_rbox_dot)(qx[i], qy[i], qx[i], qy[i]);
-    /* Note [The hull's sort] in rotated_box_math.h */
+    /* Note [The hull's sort] in rotated_math.h */
     for (int i = 1; i < n - 1; i++)
         for (int j = i + 1; j < n; j++) {
             const DK_T cr = DK_TFN(dk_rbox_cross)(qx[i], qy[i], qx[j], qy[j]);

@@ -9,14 +9,14 @@
 #include "dk_tunables.h"
 #include "dk_gpu.h"
 #include "dk_gpu_kernels.h"
-#include "kernels/box_math.h"
+#include "kernels/nms_math.h"
 
 /* Note [Soft-NMS on a GPU]: threads of the one block (rounded down to a power of two); small
  * values make the tests' runs of positions long. */
 DK_TUNABLE(dk__snms_gpu_threads, "soft_nms.gpu_threads", 512, 1, DK_SOFT_NMS_GPU_MAX_THREADS,
            "soft_nms on a GPU: threads of the block that runs the procedure (a power of two)")
 
-#define DK_TEMPLATE "soft_nms_gpu_tmpl.cuh"
+#define DK_TEMPLATE "nms/soft_nms_gpu_tmpl.cuh"
 #define DK_TEMPLATE_TYPES (DK_TYPES_COMPUTE | DK_TYPES_FLOAT)
 #include "kernels/dk_instantiate.h"
 
