@@ -3,7 +3,10 @@
 Boxes are (cx, cy, w, h, angle), the angle in radians; with ``clockwise=True`` (MMCV's default)
 a positive angle turns a box clockwise in image coordinates (y pointing down). The overlap of
 two boxes is MMCV's single_box_iou_rotated, computed once for every backend in
-csrc/common/kernels/rotated_math.h (exact convex-polygon intersection; see that header for
+csrc/common/kernels/rotated_math.h, except that the intersection is computed by clipping one box
+by the other: exact to rounding where MMCV's hull of candidate points can be far off (one
+rectangle written two ways: angle + pi, or w and h swapped with angle + pi/2, gave IoUs of 0.25
+or 4.3), so an IoU is always within [0, 1] (Note [Clipping rotated boxes]; see that header for
 precision, NaN, infinite and degenerate boxes). Everything here is written once against the
 framework protocol (Note [The framework protocol] in dkit/_frameworks/__init__.py): torch
 tensors give torch tensors, NumPy arrays (and other DLPack producers) give NumPy arrays.

@@ -196,6 +196,116 @@ def test_box_iou_rotated_is_a_grid_estimate_too():
     assert abs(iou - inter / (18 + 20 - inter)) < 2e-3
 
 
+# ------------------------------------------------------------------------------------------
+# One rectangle written two ways (Note [Clipping rotated boxes] in kernels/rotated_math.h): an
+# exact reference by another method, in rational arithmetic, so that its only error is in the
+# corners' cos and sin: every point of the intersection polygon is a corner of one box inside
+# the other or a crossing of two edges; their convex hull (monotone chain) is the polygon.
+
+
+def _exact_overlap(a, b, mode="iou"):
+    from fractions import Fraction as F
+
+    pa = [(F(x), F(y)) for x, y in _corners(a)]
+    pb = [(F(x), F(y)) for x, y in _corners(b)]
+
+    def cross(o, p, q):
+        return (p[0] - o[0]) * (q[1] - o[1]) - (p[1] - o[1]) * (q[0] - o[0])
+
+    def inside(pt, poly):
+        signs = [cross(poly[i], poly[(i + 1) % 4], pt) for i in range(4)]
+        return all(v >= 0 for v in signs) or all(v <= 0 for v in signs)
+
+    pts = {p for p in pa if inside(p, pb)} | {p for p in pb if inside(p, pa)}
+    for i in range(4):
+        p, p2 = pa[i], pa[(i + 1) % 4]
+        for j in range(4):
+            q, q2 = pb[j], pb[(j + 1) % 4]
+            d = (p2[0] - p[0]) * (q2[1] - q[1]) - (p2[1] - p[1]) * (q2[0] - q[0])
+            if d == 0:
+                continue  # parallel: their shared points are corners, found above
+            t = ((q[0] - p[0]) * (q2[1] - q[1]) - (q[1] - p[1]) * (q2[0] - q[0])) / d
+            u = ((q[0] - p[0]) * (p2[1] - p[1]) - (q[1] - p[1]) * (p2[0] - p[0])) / d
+            if 0 <= t <= 1 and 0 <= u <= 1:
+                pts.add((p[0] + t * (p2[0] - p[0]), p[1] + t * (p2[1] - p[1])))
+    pts = sorted(pts)
+    inter = F(0)
+    if len(pts) >= 3:
+        hull = []
+        for seq in (pts, pts[::-1]):  # lower and upper chains
+            chain = []
+            for pt in seq:
+                while len(chain) >= 2 and cross(chain[-2], chain[-1], pt) <= 0:
+                    chain.pop()
+                chain.append(pt)
+            hull += chain[:-1]
+        inter = abs(sum(hull[i][0] * hull[(i + 1) % len(hull)][1] - hull[(i + 1) % len(hull)][0] * hull[i][1]
+                        for i in range(len(hull)))) / 2  # fmt: skip
+    a1, a2 = F(float(a[2])) * F(float(a[3])), F(float(b[2])) * F(float(b[3]))
+    return float(inter / (a1 if mode == "iof" else a1 + a2 - inter))
+
+
+def _twins(rng, n, dtype):
+    """Boxes and the same rectangles written another way: angle + pi, or w and h swapped with
+    angle + pi/2, or angle - pi (rounded to the dtype, so the same up to that rounding)."""
+    b = _random_boxes(rng, n, span=60, lo=0.5, hi=40).astype(dtype)
+    t = b.copy()
+    k = rng.integers(0, 3, n)
+    t[k == 0, 4] += np.pi
+    t[k == 1, 2], t[k == 1, 3] = b[k == 1, 3], b[k == 1, 2]
+    t[k == 1, 4] += np.pi / 2
+    t[k == 2, 4] -= np.pi
+    return b, t
+
+
+@pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-9), (np.float32, 5e-5)])
+def test_a_box_against_its_twin_gives_one(dtype, tol):
+    # the issue's cases: IoUs of 2.2, 0.25 and 4.33 before
+    cases = [([0, 0, 6, 5, 0], [0, 0, 6, 5, math.pi], np.float32), ([25, 25, 20, 10, 0.3 + math.pi],
+             [25, 25, 20, 10, 0.3], np.float32), ([10, 5, 10, 10, math.pi], [10, 5, 10, 10, math.pi / 2], np.float64)]  # fmt: skip
+    for a, b, dt in cases:
+        got = dkit.ops.box_iou_rotated(np.array([a], dt), np.array([b], dt))[0, 0]
+        assert abs(got - 1) < (1e-6 if dt == np.float32 else 1e-12), (a, b, got)
+    rng = np.random.default_rng(11)
+    b, t = _twins(rng, 3000, dtype)
+    got = dkit.ops.box_iou_rotated(b, t, aligned=True)
+    assert np.abs(got - 1).max() < (1e-4 if dtype == np.float32 else 1e-12)
+    # and to the exact overlap of the rectangles as written (float32 angles move the twin a little)
+    want = [_exact_overlap(b[i], t[i]) for i in range(150)]
+    np.testing.assert_allclose(got[:150], want, atol=tol, rtol=0)
+
+
+@pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-9), (np.float32, 5e-5)])
+@pytest.mark.parametrize("mode", ["iou", "iof"])
+def test_box_iou_rotated_is_exact_near_coincidence(dtype, tol, mode):
+    # near-coincident pairs (twins moved by small amounts), where hull-based kernels fail, and
+    # random pairs: against the exact rational reference, and never outside [0, 1]
+    rng = np.random.default_rng(12)
+    b, t = _twins(rng, 400, dtype)
+    t = t + (rng.normal(0, 1, t.shape) * (10.0 ** rng.integers(-9, 0, (len(t), 1)))).astype(dtype)
+    t[:, 2:4] = np.abs(t[:, 2:4])
+    r1, r2 = _random_boxes(rng, 400, span=60, lo=0.5, hi=40, dtype=dtype), _random_boxes(rng, 400, span=60, dtype=dtype)
+    for x, y in ((b, t), (r1, r2)):
+        got = dkit.ops.box_iou_rotated(x, y, mode, aligned=True)
+        assert got.min() >= 0 and got.max() <= 1
+        want = [_exact_overlap(x[i], y[i], mode) for i in range(0, len(x), 4)]
+        np.testing.assert_allclose(got[::4], want, atol=tol, rtol=0)
+    full = dkit.ops.box_iou_rotated(np.concatenate([b, r1]), np.concatenate([t, r2]), mode)
+    assert full.min() >= 0 and full.max() <= 1
+
+
+def test_nms_rotated_drops_a_box_written_two_ways():
+    rng = np.random.default_rng(13)
+    for dtype in (np.float32, np.float64):
+        b, t = _twins(rng, 200, dtype)
+        dets = np.concatenate([b, t])
+        scores = rng.uniform(0, 1, 400).astype(dtype)
+        keep = dkit.ops.nms_rotated(dets, scores, 0.99)[1].tolist()
+        kept = {i % 200 for i in keep}
+        assert len(keep) == len(kept)  # never both ways of one rectangle
+        assert len(kept) > 150  # distinct rectangles rarely overlap at 0.99
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_angle_zero_is_torchvision_box_iou(dtype):
     tv = pytest.importorskip("torchvision.ops")

@@ -5,8 +5,8 @@
  *
  * Semantics are MMCV's single_box_iou_rotated (mmcv/ops/csrc/common/box_iou_rotated_utils.hpp,
  * itself Detectron2's with radians), which both mmcv.ops.box_iou_rotated and mmcv.ops.nms_rotated
- * use, down to the order of floating-point operations, so float32 results match MMCV's to
- * rounding. For a pair (a, b):
+ * use, except for the area of the intersection, which dkit computes exactly (step 4) where MMCV
+ * can be far off. For a pair (a, b):
  *
  *   1. Both centres are moved by the midpoint of the two centres, sx = (a.cx + b.cx) / 2.0,
  *      computed in double (MMCV's `auto` shift) from a sum in the compute type; the shifted
@@ -18,34 +18,42 @@
  *      p1 = (cx + s h - c w, cy - c h - s w), p2 = 2 c - p0, p3 = 2 c - p1. With y pointing down
  *      (image coordinates) a positive angle turns the box clockwise; `clockwise = false` negates
  *      the angle first (MMCV's flip of the last column, exact).
- *   4. The intersection polygon's candidate vertices (at most 4 x 4 + 4 + 4 = 24): every edge
- *      pair that crosses (parametric t1, t2 in [0, 1]; near-parallel edges, |det| <= 1e-14,
- *      skipped), every corner of a inside b and every corner of b inside a (projections onto two
- *      edges within [0, |edge|^2]).
- *   5. Fewer than 3 candidates: area 0. Otherwise their convex hull by Graham scan: the lowest
- *      point (then leftmost) as origin, the others sorted by angle (cross products within 1e-6
- *      of zero count as collinear and sort by distance), points within 1e-8 (squared distance)
- *      of the origin dropped, then the scan. The hull's area by a fan of triangles.
- *   6. iou = inter / (area_a + area_b - inter), iof = inter / area_a.
+ *   4. The intersection: a's corner quadrilateral clipped by the four edges of b's
+ *      (Note [Clipping rotated boxes]); its area by a fan of triangles, at most min(area_a,
+ *      area_b).
+ *   5. iou = inter / (area_a + area_b - inter), iof = inter / area_a: both within [0, 1].
  *
- * Note [The hull's sort]
- * MMCV's CPU build sorts the candidates with std::sort and its CUDA build with an exchange sort
- * (swap q[i] and q[j] when q[j] comes first); both sort by the same relation. dkit uses the
- * exchange sort on every backend: it is deterministic, allocation- and recursion-free, and
- * identical to MMCV's CUDA order. It can differ from std::sort's arrangement only among
- * candidates the relation ranks as ties (duplicates of one point), which the scan then drops
- * either way, so the areas agree.
+ * Note [Clipping rotated boxes]
+ * MMCV (and Detectron2) gather candidate vertices (edge crossings, each box's corners inside the
+ * other, with absolute tolerances) and sort them into a convex hull by angle around the lowest
+ * point, treating cross products within 1e-6 as collinear. When the two boxes coincide or nearly
+ * do (one rectangle written twice: angle + pi, or w and h swapped with angle + pi/2, whose
+ * corners are the same up to rounding) the candidates are near-duplicates, the sort's tolerance
+ * misorders them and the hull is wrong: float32 [0, 0, 6, 5, 0] against [0, 0, 6, 5, pi] gave an
+ * IoU of 2.2, float64 [10, 5, 10, 10, pi] against [10, 5, 10, 10, pi/2] 4.33, and about 10% of
+ * random boxes against their angle + pi twin were off by more than 1e-3; nms_rotated then kept
+ * duplicates. MMCV itself errs on many such pairs (others than dkit's former kernel did, by other
+ * amounts). dkit instead clips: Sutherland-Hodgman, box a's quadrilateral cut by the half-plane
+ * of each edge of box b in turn, which needs no sort and no tolerance, and whose area moves
+ * continuously with the corners: rounding in the corners changes it by rounding, never by a
+ * wrong polygon. A convex quadrilateral cut by four half-planes has at most 8 vertices; rounding
+ * can classify a vertex lying on a cutting line either way and so add a near-duplicate, which the
+ * capacity DK_RBOX_MAX_POINTS leaves room for (twice the 8; only more than 8 near-duplicates,
+ * which no input is known to produce, could fill it, and the clipper then drops vertices rather
+ * than write past it). The area is then clamped to the smaller box's
+ * (rounding could exceed it by an ulp), so an IoU is never outside [0, 1] and a box against its
+ * twin gives 1 to rounding (tests/python/test_rotated.py checks both against an exact rational
+ * clipper, and test_kernel_rotated.c against its own). Elsewhere the two agree to rounding: over
+ * a million random overlapping float32 pairs, the IoUs differ from those of MMCV's procedure by at
+ * most 6e-7.
  *
  * Note [Rotated boxes out of range]
- * Nothing here can index out of bounds or loop for long, whatever the values: at most 24
- * candidates are written (the counts above are bounds, not estimates), the sort is 24^2 / 2
- * comparisons and the scan pops at most what it pushed. A NaN anywhere makes every comparison
- * false: no candidate, intersection 0, and iou = 0 / (area_a + area_b) (0, or NaN when an area is
- * NaN), as in MMCV. Infinite coordinates give NaN corners and the same. A box with w = 0 or
- * h = 0 has area 0 < 1e-14: overlap 0 (MMCV's rule, also for a box inside another). Negative w
- * and h are taken as MMCV takes them (their product is the area; both negative is a box). The
- * tolerances are absolute, as in MMCV: boxes smaller than about 1e-3 (cross products below 1e-6)
- * sort poorly, in MMCV and here alike.
+ * Nothing here can index out of bounds or loop for long, whatever the values: the clipper writes
+ * at most DK_RBOX_MAX_POINTS vertices per step and makes four steps. A NaN or an infinite value in
+ * a corner gives an intersection of 0 (as MMCV, where every comparison with NaN fails), so
+ * iou = 0 / (area_a + area_b): 0, or NaN when an area is NaN. A box with w = 0 or h = 0 has area
+ * 0 < 1e-14: overlap 0 (MMCV's rule, also for a box inside another). Negative w and h are taken
+ * as MMCV takes them (their product is the area; both negative is a box).
  */
 #ifndef DK_KERNELS_ROTATED_MATH_H
 #define DK_KERNELS_ROTATED_MATH_H
@@ -61,8 +69,9 @@
 /* What a rotated-box overlap computes (MMCV's mode_flag). */
 enum { DK_RBOX_IOU = 0, DK_RBOX_IOF = 1 };
 
-/* The most candidate vertices of an intersection: 16 edge crossings and 4 + 4 corners. */
-#define DK_RBOX_MAX_POINTS 24
+/* Room for the vertices of a clipped quadrilateral: 8, and near-duplicates that rounding may add
+ * (Note [Clipping rotated boxes]). */
+#define DK_RBOX_MAX_POINTS 16
 
 #define DK_TEMPLATE "kernels/rotated_math_tmpl.h"
 #define DK_TEMPLATE_TYPES DK_TYPES_COMPUTE
