@@ -20,6 +20,9 @@ dk_dtype dk_box_iou_out_dtype(int64_t kind, dk_dtype boxes)
     case DK_FLOAT64: return boxes;
     case DK_FLOAT16:
     case DK_BFLOAT16: return dk__box_kind_is_mmcv(kind) ? boxes : DK_FLOAT32; /* Note [16-bit boxes] */
+    case DK_INT8:
+    case DK_UINT8:
+    case DK_INT16:
     case DK_INT32:
     case DK_INT64: return dk__box_kind_is_mmcv(kind) ? DK_DTYPE_UNSUPPORTED : DK_FLOAT32; /* Note [Integer boxes] */
     default: return DK_DTYPE_UNSUPPORTED;
@@ -28,9 +31,16 @@ dk_dtype dk_box_iou_out_dtype(int64_t kind, dk_dtype boxes)
 
 int dk_box_iou_narrow(int64_t kind, dk_dtype boxes)
 {
-    if (kind == DK_BOX_IOU || kind == DK_BOX_GIOU || kind == DK_BOX_MMCV_IOU || kind == DK_BOX_MMCV_IOF)
-        return boxes == DK_FLOAT16 ? 1 : boxes == DK_BFLOAT16 ? 2 : 0;
-    return 0; /* distance and complete IoU upcast first */
+    if (kind != DK_BOX_IOU && kind != DK_BOX_GIOU && kind != DK_BOX_MMCV_IOU && kind != DK_BOX_MMCV_IOF)
+        return DK_BOX_NARROW_NONE; /* distance and complete IoU upcast first */
+    switch (boxes) {
+    case DK_FLOAT16: return DK_BOX_NARROW_F16;
+    case DK_BFLOAT16: return DK_BOX_NARROW_BF16;
+    case DK_INT8: return DK_BOX_NARROW_I8;
+    case DK_UINT8: return DK_BOX_NARROW_U8;
+    case DK_INT16: return DK_BOX_NARROW_I16;
+    default: return DK_BOX_NARROW_NONE;
+    }
 }
 
 static dk_status dk__check_boxes(const char *name, const dk_tensor *t)
@@ -67,7 +77,8 @@ DK_DEFINE_OP(box_iou, DK_BOX_IOU_ARGS)
     if (want == DK_DTYPE_UNSUPPORTED) {
         char got[64];
         return dk_error(DK_ETYPE, "box_iou: 'boxes1' must be %s for %s, got %s",
-                        mmcv ? "float16, bfloat16, float32 or float64" : "float16, bfloat16, float32, float64, int32 or int64",
+                        mmcv ? "float16, bfloat16, float32 or float64"
+                             : "float16, bfloat16, float32, float64, int8, uint8, int16, int32 or int64",
                         dk__box_kind_names[kind], dk_dl_dtype_str(boxes1->dtype, got, sizeof got));
     }
     const int64_t n = boxes1->shape[0], m = boxes2->shape[0];

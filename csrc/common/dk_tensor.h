@@ -29,7 +29,9 @@ typedef DLTensor dk_tensor;
     X(DK_INT32, "int32", kDLInt, 32)            \
     X(DK_INT64, "int64", kDLInt, 64)            \
     X(DK_UINT8, "uint8", kDLUInt, 8)            \
-    X(DK_BOOL, "bool", kDLBool, 8)
+    X(DK_BOOL, "bool", kDLBool, 8)              \
+    X(DK_INT8, "int8", kDLInt, 8)               \
+    X(DK_INT16, "int16", kDLInt, 16)
 
 typedef enum {
 #define DK__DTYPE_ENUM(e, name, code, bits) e,

@@ -9,10 +9,10 @@ Note [Box-overlap dtypes]
 torchvision's results are float32 for float16, bfloat16 and integer boxes (its _upcast; Note [16-bit
 boxes] and Note [Integer boxes] in csrc/common/kernels/box_iou_math.h say exactly what is rounded
 where), and of the boxes' dtype for float32 and float64. MMCV's bbox_overlaps writes into an
-output of the boxes' dtype. dkit follows both, and refuses instead of guessing:
-  - int8, int16, uint8 and bool boxes (torchvision subtracts uint8 and int8 boxes in their own
-    dtype, where differences wrap around, before upcasting; bool boxes fail in torchvision):
-    convert them to int32 first, which computes them exactly;
+output of the boxes' dtype. dkit follows both, int8, uint8 and int16 boxes included
+(torchvision upcasts them to int32 but takes two differences in their own dtype first, where they
+wrap around: Note [Integer boxes]), and refuses instead of guessing:
+  - bool boxes (torchvision cannot subtract them);
   - integer boxes in bbox_overlaps (MMCV truncates the overlaps into an integer output);
   - boxes1 and boxes2 of different dtypes (torch promotes them, but each box's area is computed
     in its own dtype first, a mixture no kernel reproduces; convert them to one dtype).
@@ -40,6 +40,9 @@ _TV_OUT = {
     "float64": "float64",
     "float16": "float32",
     "bfloat16": "float32",
+    "int8": "float32",
+    "uint8": "float32",
+    "int16": "float32",
     "int32": "float32",
     "int64": "float32",
 }
@@ -62,7 +65,7 @@ def box_iou(boxes1, boxes2):
 
     Args:
         boxes1: [N, 4] boxes (x1, y1, x2, y2): a torch.Tensor, a numpy.ndarray or any CPU
-            ``__dlpack__`` object; float16, bfloat16, float32, float64, int32 or int64.
+            ``__dlpack__`` object; float16, bfloat16, float32, float64, int8, uint8, int16, int32 or int64.
         boxes2: [M, 4] boxes of the same dtype and framework.
 
     Returns:

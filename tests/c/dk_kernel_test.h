@@ -79,6 +79,8 @@ static inline double dkk_read_at(const dk_tensor *t, int64_t off)
     case DK_INT32: return ((const int32_t *)p)[off];
     case DK_INT64: return (double)((const int64_t *)p)[off];
     case DK_UINT8: return ((const uint8_t *)p)[off];
+    case DK_INT8: return ((const int8_t *)p)[off];
+    case DK_INT16: return ((const int16_t *)p)[off];
     default: fail_msg("dkk_read_at: dtype %d", (int)dk_tensor_dtype(t)); return NAN;
     }
 }
@@ -94,6 +96,8 @@ static inline void dkk_write_at(dk_tensor *t, int64_t off, double v)
     case DK_INT32: ((int32_t *)p)[off] = (int32_t)v; break;
     case DK_INT64: ((int64_t *)p)[off] = (int64_t)v; break;
     case DK_UINT8: ((uint8_t *)p)[off] = (uint8_t)v; break;
+    case DK_INT8: ((int8_t *)p)[off] = (int8_t)v; break;
+    case DK_INT16: ((int16_t *)p)[off] = (int16_t)v; break;
     default: fail_msg("dkk_write_at: dtype %d", (int)dk_tensor_dtype(t));
     }
 }

@@ -61,21 +61,39 @@ static double ref_tv(const double *a, const double *b, int kind, double eps, rmo
 #undef R
 }
 
-/* torchvision's kinds on integer boxes: exact integers, float32 from each division on. */
-static double ref_tv_int(const double *ad, const double *bd, int kind, double eps)
+static bool is_int(dk_dtype dt)
 {
+    return dt == DK_INT8 || dt == DK_UINT8 || dt == DK_INT16 || dt == DK_INT32 || dt == DK_INT64;
+}
+
+/* A difference torchvision takes in the boxes' own 8- or 16-bit dtype, before _upcast. */
+static int64_t ref_own_dtype(int64_t v, dk_dtype dt)
+{
+    switch (dt) {
+    case DK_INT8: return (int8_t)(uint8_t)(uint64_t)v;
+    case DK_UINT8: return (uint8_t)(uint64_t)v;
+    case DK_INT16: return (int16_t)(uint16_t)(uint64_t)v;
+    default: return v;
+    }
+}
+
+/* torchvision's kinds on integer boxes: exact integers, float32 from each division on; IoU's and
+ * GIoU's rb - lt in the boxes' own dtype (`dt`; distance and complete IoU upcast first). */
+static double ref_tv_int(const double *ad, const double *bd, int kind, double eps, dk_dtype dt)
+{
+    if (kind == DK_BOX_DIOU || kind == DK_BOX_CIOU) dt = DK_INT64;
     int64_t a[4], b[4];
     for (int i = 0; i < 4; i++) a[i] = (int64_t)ad[i], b[i] = (int64_t)bd[i];
 #define F(v) ((double)(float)(v))
     const int64_t area1 = (a[2] - a[0]) * (a[3] - a[1]), area2 = (b[2] - b[0]) * (b[3] - b[1]);
-    int64_t w = (a[2] < b[2] ? a[2] : b[2]) - (a[0] > b[0] ? a[0] : b[0]);
-    int64_t h = (a[3] < b[3] ? a[3] : b[3]) - (a[1] > b[1] ? a[1] : b[1]);
+    int64_t w = ref_own_dtype((a[2] < b[2] ? a[2] : b[2]) - (a[0] > b[0] ? a[0] : b[0]), dt);
+    int64_t h = ref_own_dtype((a[3] < b[3] ? a[3] : b[3]) - (a[1] > b[1] ? a[1] : b[1]), dt);
     w = w < 0 ? 0 : w, h = h < 0 ? 0 : h;
     const int64_t inter = w * h, uni = area1 + area2 - inter;
     const double iou = F(F(inter) / F(uni));
     if (kind == DK_BOX_IOU) return iou;
-    int64_t wi = (a[2] > b[2] ? a[2] : b[2]) - (a[0] < b[0] ? a[0] : b[0]);
-    int64_t hi = (a[3] > b[3] ? a[3] : b[3]) - (a[1] < b[1] ? a[1] : b[1]);
+    int64_t wi = ref_own_dtype((a[2] > b[2] ? a[2] : b[2]) - (a[0] < b[0] ? a[0] : b[0]), dt);
+    int64_t hi = ref_own_dtype((a[3] > b[3] ? a[3] : b[3]) - (a[1] < b[1] ? a[1] : b[1]), dt);
     wi = wi < 0 ? 0 : wi, hi = hi < 0 ? 0 : hi;
     if (kind == DK_BOX_GIOU) return F(iou - F(F(wi * hi - uni) / F(wi * hi)));
     const double diag = F(F(wi * wi + hi * hi) + F(eps));
@@ -109,23 +127,25 @@ static double ref_pair(dk_dtype dt, const double *a, const double *b, int kind, 
 {
     const rmode box = dt == DK_FLOAT16 ? R_F16 : dt == DK_BFLOAT16 ? R_BF16 : dt == DK_FLOAT64 ? R_F64 : R_F32;
     if (kind >= DK_BOX_MMCV_IOU) return ref_mmcv(a, b, kind, off, box);
-    if (dt == DK_INT32 || dt == DK_INT64) return ref_tv_int(a, b, kind, eps);
+    if (is_int(dt)) return ref_tv_int(a, b, kind, eps, dt);
     return ref_tv(a, b, kind, eps, dt == DK_FLOAT64 ? R_F64 : R_F32, box);
 }
 
 /* ---- cases ------------------------------------------------------------------------------- */
 
-static const dk_dtype DTYPES[] = {DK_FLOAT32, DK_FLOAT64, DK_FLOAT16, DK_BFLOAT16, DK_INT32, DK_INT64};
-
-static bool is_int(dk_dtype dt) { return dt == DK_INT32 || dt == DK_INT64; }
+static const dk_dtype DTYPES[] = {DK_FLOAT32, DK_FLOAT64, DK_FLOAT16, DK_BFLOAT16, DK_INT32,
+                                  DK_INT64,   DK_INT8,    DK_UINT8,   DK_INT16};
 
 /* n boxes, most random, then special ones: degenerate, empty, identical to box 0, NaN, inf. */
 static dkk_tensor *make_boxes(dkk_rng *r, dk_dtype dt, int64_t n, bool specials, int64_t gap)
 {
     dkk_tensor *t = dkk_new(dt, 2, (int64_t[]){n, 4}, NULL, gap);
-    const double span = is_int(dt) ? 200 : 100;
+    /* 8-bit boxes stay within [10, 110] (uint8 has no room below 0, int8 none above 127); their
+     * differences still go negative, which uint8 wraps around */
+    const bool narrow = dt == DK_INT8 || dt == DK_UINT8;
+    const double span = narrow ? 40 : is_int(dt) ? 200 : 100, base = narrow ? 10 : 0;
     for (int64_t i = 0; i < n; i++) {
-        double x = dkk_uniform(r, 0, span), y = dkk_uniform(r, 0, span);
+        double x = base + dkk_uniform(r, 0, span), y = base + dkk_uniform(r, 0, span);
         double v[4] = {x, y, x + dkk_uniform(r, 0.5, 40), y + dkk_uniform(r, 0.5, 40)};
         if (specials && n > 12) {
             const int64_t k = i % 12;
@@ -139,7 +159,7 @@ static dkk_tensor *make_boxes(dkk_rng *r, dk_dtype dt, int64_t n, bool specials,
                 if (k == 8) v[2] = INFINITY;
                 if (k == 9) v[0] = -INFINITY, v[2] = INFINITY;
             }
-            if (k == 10) v[0] += 1000, v[2] += 1000; /* far from everything */
+            if (k == 10 && !narrow) v[0] += 1000, v[2] += 1000; /* far from everything */
         }
         for (int d = 0; d < 4; d++) dkk_set(t, (int64_t[]){i, d}, v[d]);
     }
@@ -277,7 +297,7 @@ static void bad_input(void **state)
     dkk_tensor *o32 = dkk_new(DK_FLOAT32, 2, (int64_t[]){3, 2}, NULL, 0), *o3 = dkk_new(DK_FLOAT32, 1, (int64_t[]){3}, NULL, 0);
     dkk_tensor *v4 = dkk_new(DK_FLOAT32, 1, (int64_t[]){4}, NULL, 0), *w5 = dkk_new(DK_FLOAT32, 2, (int64_t[]){3, 5}, NULL, 0);
     dkk_tensor *d2 = make_boxes(&r, DK_FLOAT64, 2, false, 0), *i3 = make_boxes(&r, DK_INT32, 3, false, 0);
-    dkk_tensor *u3 = dkk_new(DK_UINT8, 2, (int64_t[]){3, 4}, NULL, 0), *o32d = dkk_new(DK_FLOAT64, 2, (int64_t[]){3, 2}, NULL, 0);
+    dkk_tensor *u3 = dkk_new(DK_BOOL, 2, (int64_t[]){3, 4}, NULL, 0), *o32d = dkk_new(DK_FLOAT64, 2, (int64_t[]){3, 2}, NULL, 0);
     assert_error(dk_box_iou(&v4->t, &b2->t, &o32->t, DK_BOX_IOU, false, 1e-7, 0), DK_EINVAL,
                  "box_iou: 'boxes1' must have shape [N, 4] (x1, y1, x2, y2), got 1 dimensions");
     assert_error(dk_box_iou(&b3->t, &w5->t, &o32->t, DK_BOX_IOU, false, 1e-7, 0), DK_EINVAL,
@@ -299,7 +319,8 @@ static void bad_input(void **state)
     assert_error(dk_box_iou(&i3->t, &i3->t, &o3->t, DK_BOX_MMCV_IOU, true, 0, 0), DK_ETYPE,
                  "box_iou: 'boxes1' must be float16, bfloat16, float32 or float64 for bbox_overlaps 'iou', got int32");
     assert_error(dk_box_iou(&u3->t, &u3->t, &o32->t, DK_BOX_IOU, false, 0, 0), DK_ETYPE,
-                 "box_iou: 'boxes1' must be float16, bfloat16, float32, float64, int32 or int64 for box_iou, got uint8");
+                 "box_iou: 'boxes1' must be float16, bfloat16, float32, float64, int8, uint8, int16, int32 or int64 "
+                 "for box_iou, got bool");
     /* 2^31 boxes, expanded from one (stride 0): refused before anything is read */
     dkk_tensor *big = dkk_new(DK_FLOAT32, 2, (int64_t[]){1, 4}, NULL, 0);
     big->shape[0] = (int64_t)1 << 31;

@@ -26,6 +26,7 @@ static void dtype_to_dlpack_uses_the_spec_codes(void **state)
         {DK_FLOAT32, kDLFloat, 32, "float32", 4}, {DK_FLOAT64, kDLFloat, 64, "float64", 8},
         {DK_INT32, kDLInt, 32, "int32", 4},       {DK_INT64, kDLInt, 64, "int64", 8},
         {DK_UINT8, kDLUInt, 8, "uint8", 1},       {DK_BOOL, kDLBool, 8, "bool", 1},
+        {DK_INT8, kDLInt, 8, "int8", 1},          {DK_INT16, kDLInt, 16, "int16", 2},
     };
     assert_int_equal(DK_COUNTOF(table), DK_DTYPE_UNSUPPORTED);
     for (size_t i = 0; i < DK_COUNTOF(table); i++) {
@@ -45,12 +46,12 @@ static void dtype_from_dlpack_rejects_unknown_types(void **state)
     DLDataType vec = {kDLFloat, 32, 4};   /* float32x4: lanes must be 1 */
     DLDataType cplx = {kDLComplex, 64, 1};
     DLDataType f8 = {kDLFloat8_e4m3fn, 8, 1};
-    DLDataType i16 = {kDLInt, 16, 1};
+    DLDataType u16 = {kDLUInt, 16, 1};
     DLDataType bf32 = {kDLBfloat, 32, 1};
     assert_int_equal(dk_dtype_from_dl(vec), DK_DTYPE_UNSUPPORTED);
     assert_int_equal(dk_dtype_from_dl(cplx), DK_DTYPE_UNSUPPORTED);
     assert_int_equal(dk_dtype_from_dl(f8), DK_DTYPE_UNSUPPORTED);
-    assert_int_equal(dk_dtype_from_dl(i16), DK_DTYPE_UNSUPPORTED);
+    assert_int_equal(dk_dtype_from_dl(u16), DK_DTYPE_UNSUPPORTED);
     assert_int_equal(dk_dtype_from_dl(bf32), DK_DTYPE_UNSUPPORTED);
     assert_string_equal(dk_dtype_name(DK_DTYPE_UNSUPPORTED), "unsupported");
     assert_string_equal(dk_dtype_name((dk_dtype)1234), "unsupported");

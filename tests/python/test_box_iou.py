@@ -125,11 +125,36 @@ def test_integer_wraparound_as_torchvision(dtype, span):
             assert_same(getattr(dkit.ops, name)(b, b), want)
 
 
-def test_narrow_integers_and_bools_are_refused():
+@pytest.mark.parametrize("name", list(TV))
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int16])
+def test_narrow_integer_boxes_as_torchvision(name, dtype):
+    """torchvision takes every integer dtype: _upcast turns int8, uint8 and int16 into int32, but
+    the intersection's and the enclosing box's rb - lt are taken in the boxes' own dtype first,
+    where they wrap around (uint8: 3 - 5 is 254); dkit's are the same, to the bit (Note [Integer
+    boxes]). torchvision's own TestBoxIou runs int16 boxes."""
+    info = torch.iinfo(dtype)
+    g = torch.Generator().manual_seed(int(info.bits) + int(info.min))
+    for lo, hi in ((max(info.min, 0), min(info.max, 100)), (info.min, info.max)):  # small, and wrapping
+        xy = torch.randint(lo, hi, (60, 2), generator=g)
+        wh = torch.randint(0, max(1, (hi - lo) // 3), (60, 2), generator=g)
+        b = torch.cat([xy, (xy + wh).clamp(max=hi)], 1).to(dtype)
+        b1, b2 = b[:35], torch.cat([b[35:], b[:5]])
+        want = TV[name](b1, b2)
+        assert want.dtype == torch.float32
+        if lo == info.min and name in ("box_iou", "generalized_box_iou"):  # the wrap-around matters here
+            assert not torch.equal(want, TV[name](b1.long(), b2.long()))
+        got = getattr(dkit.ops, name)(b1, b2)
+        if name == "complete_box_iou":  # atan's ulp
+            torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-6, equal_nan=True)
+        else:
+            assert_same(got, want)
+        assert_same(getattr(dk_tv, name)(b1, b2), got)  # the compat entries take them too
+
+
+def test_bool_boxes_are_refused():
     b = random_boxes(3, 12).round()
-    for dtype in (torch.uint8, torch.int8, torch.int16, torch.bool):
-        with pytest.raises(TypeError, match="Note \\[Box-overlap dtypes\\]"):
-            dkit.ops.box_iou(b.to(dtype), b.to(dtype))
+    with pytest.raises(TypeError, match="Note \\[Box-overlap dtypes\\]"):
+        dkit.ops.box_iou(b.bool(), b.bool())
     with pytest.raises(TypeError, match="or bfloat16, got int32"):  # MMCV would truncate into int32
         dkit.ops.bbox_overlaps(b.int(), b.int())
 

@@ -25,14 +25,20 @@
  * so the double rounding is innocuous for +, -, *, /).
  *
  * Note [Integer boxes]
- * torchvision accepts integer boxes: _upcast keeps int32 and int64 (smaller integer types become
- * int32), so widths, areas, intersections and unions are integers, computed with the tensor's
- * wrap-around, and only the divisions (true division) and the additions of eps produce float32,
- * converting each integer operand to float32 first. dk_box_iou_pair_int follows that exactly:
- * integer arithmetic modulo 2^64, or 2^32 for int32 boxes (`w32`; done in unsigned arithmetic so
- * that C sees no overflow), float32 from the first division on. MMCV's bbox_overlaps writes into
- * an output of the boxes' dtype, so integer boxes give truncated integers there: dkit refuses
- * them for the MMCV kinds (ops/box_iou.c).
+ * torchvision accepts integer boxes: _upcast keeps int32 and int64 and turns int8, uint8 and
+ * int16 into int32, so widths, areas, intersections and unions are integers, computed with the
+ * tensor's wrap-around, and only the divisions (true division) and the additions of eps produce
+ * float32, converting each integer operand to float32 first. dk_box_iou_pair_int follows that
+ * exactly: integer arithmetic modulo 2^64, or 2^32 for the other integer types (`w32`; done in
+ * unsigned arithmetic so that C sees no overflow), float32 from the first division on. Two
+ * differences come before the upcast in box_iou and generalized_box_iou: the intersection's and
+ * the enclosing box's rb - lt are computed in the boxes' own dtype, so for int8, uint8 and int16
+ * boxes they wrap around at 8 or 16 bits (an unsigned uint8 difference is never negative:
+ * 3 - 5 is 254) before the clamp at 0; `narrow` (dk_box_iou_narrow: DK_BOX_NARROW_I8, _U8,
+ * _I16) does that, and distance_box_iou and complete_box_iou, which upcast the boxes first, have
+ * none. bool boxes fail in torchvision (no subtraction of bools) and dkit refuses them. MMCV's
+ * bbox_overlaps writes into an output of the boxes' dtype, so integer boxes give truncated
+ * integers there: dkit refuses them for the MMCV kinds (ops/box_iou.c).
  */
 #ifndef DK_KERNELS_BOX_IOU_MATH_H
 #define DK_KERNELS_BOX_IOU_MATH_H
@@ -60,6 +66,17 @@ typedef enum {
 #define DK_TEMPLATE_TYPES DK_TYPES_COMPUTE
 #include "dk_instantiate.h"
 
+/* `narrow` codes (dk_box_iou_narrow): the dtype a difference is computed in before torchvision's
+ * _upcast. Floats round (dk_box_narrow), integers wrap around (dk_box_inarrow). */
+enum {
+    DK_BOX_NARROW_NONE = 0,
+    DK_BOX_NARROW_F16 = 1,
+    DK_BOX_NARROW_BF16 = 2,
+    DK_BOX_NARROW_I8 = 3,
+    DK_BOX_NARROW_U8 = 4,
+    DK_BOX_NARROW_I16 = 5
+};
+
 /* torch's integer arithmetic for integer boxes (Note [Integer boxes]): int64, or int32 when w32,
  * both wrapping around. */
 DK_HD DK_INLINE int64_t dk_box_iwrap(uint64_t v, int w32)
@@ -70,22 +87,32 @@ DK_HD DK_INLINE int64_t dk_box_isub(int64_t a, int64_t b, int w32) { return dk_b
 DK_HD DK_INLINE int64_t dk_box_iadd(int64_t a, int64_t b, int w32) { return dk_box_iwrap((uint64_t)a + (uint64_t)b, w32); }
 DK_HD DK_INLINE int64_t dk_box_imul(int64_t a, int64_t b, int w32) { return dk_box_iwrap((uint64_t)a * (uint64_t)b, w32); }
 DK_HD DK_INLINE int64_t dk_box_imax(int64_t a, int64_t b) { return a > b ? a : b; }
+/* A difference computed in the boxes' own 8- or 16-bit integer dtype (Note [Integer boxes]). */
+DK_HD DK_INLINE int64_t dk_box_inarrow(int64_t v, int narrow)
+{
+    if (narrow == DK_BOX_NARROW_I8) return (int64_t)(int8_t)(uint8_t)(uint64_t)v;
+    if (narrow == DK_BOX_NARROW_U8) return (int64_t)(uint8_t)(uint64_t)v;
+    if (narrow == DK_BOX_NARROW_I16) return (int64_t)(int16_t)(uint16_t)(uint64_t)v;
+    return v;
+}
 DK_HD DK_INLINE int64_t dk_box_imin(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* One pair of torchvision's box-IoU family for integer boxes (Note [Integer boxes]): the float32
- * result. kind is DK_BOX_IOU .. DK_BOX_CIOU; eps already rounded to float32 as torch rounds it. */
-DK_HD DK_INLINE float dk_box_iou_pair_int(const int64_t *a, const int64_t *b, int kind, float eps, int w32)
+ * result. kind is DK_BOX_IOU .. DK_BOX_CIOU; eps already rounded to float32 as torch rounds it;
+ * narrow is dk_box_iou_narrow's (0 for int32, int64 and the distance kinds). */
+DK_HD DK_INLINE float dk_box_iou_pair_int(const int64_t *a, const int64_t *b, int kind, float eps, int w32,
+                                          int narrow)
 {
     const int64_t area1 = dk_box_imul(dk_box_isub(a[2], a[0], w32), dk_box_isub(a[3], a[1], w32), w32);
     const int64_t area2 = dk_box_imul(dk_box_isub(b[2], b[0], w32), dk_box_isub(b[3], b[1], w32), w32);
-    const int64_t w = dk_box_imax(dk_box_isub(dk_box_imin(a[2], b[2]), dk_box_imax(a[0], b[0]), w32), 0);
-    const int64_t h = dk_box_imax(dk_box_isub(dk_box_imin(a[3], b[3]), dk_box_imax(a[1], b[1]), w32), 0);
+    const int64_t w = dk_box_imax(dk_box_inarrow(dk_box_isub(dk_box_imin(a[2], b[2]), dk_box_imax(a[0], b[0]), w32), narrow), 0);
+    const int64_t h = dk_box_imax(dk_box_inarrow(dk_box_isub(dk_box_imin(a[3], b[3]), dk_box_imax(a[1], b[1]), w32), narrow), 0);
     const int64_t inter = dk_box_imul(w, h, w32);
     const int64_t uni = dk_box_isub(dk_box_iadd(area1, area2, w32), inter, w32);
     const float iou = (float)inter / (float)uni;
     if (kind == DK_BOX_IOU) return iou;
-    const int64_t wi = dk_box_imax(dk_box_isub(dk_box_imax(a[2], b[2]), dk_box_imin(a[0], b[0]), w32), 0);
-    const int64_t hi = dk_box_imax(dk_box_isub(dk_box_imax(a[3], b[3]), dk_box_imin(a[1], b[1]), w32), 0);
+    const int64_t wi = dk_box_imax(dk_box_inarrow(dk_box_isub(dk_box_imax(a[2], b[2]), dk_box_imin(a[0], b[0]), w32), narrow), 0);
+    const int64_t hi = dk_box_imax(dk_box_inarrow(dk_box_isub(dk_box_imax(a[3], b[3]), dk_box_imin(a[1], b[1]), w32), narrow), 0);
     if (kind == DK_BOX_GIOU) {
         const int64_t areai = dk_box_imul(wi, hi, w32);
         return iou - (float)dk_box_isub(areai, uni, w32) / (float)areai;

@@ -117,7 +117,7 @@
 #undef DK_TMPL_PASS
 #endif
 
-/* ---- storage pass: int32, int64 (computed in double) ------------------------------------- */
+/* ---- storage pass: int8, uint8, int16, int32, int64 (computed in double) ------------------ */
 #if (DK_TEMPLATE_TYPES) & DK_TYPES_INT
 #define DK_TMPL_PASS DK_TMPL_INT
 #define DK_T double
@@ -127,6 +127,30 @@
 #define DK_LOAD(v) ((double)(v))
 #define DK_STORE(v) (v)
 #define DK_S_IS_T 0
+
+#define DK_S int8_t
+#define DK_SFN(name) DK__TCAT(name, _i8)
+#define DK_DTYPE DK_INT8
+#include DK_TEMPLATE
+#undef DK_S
+#undef DK_SFN
+#undef DK_DTYPE
+
+#define DK_S uint8_t
+#define DK_SFN(name) DK__TCAT(name, _u8)
+#define DK_DTYPE DK_UINT8
+#include DK_TEMPLATE
+#undef DK_S
+#undef DK_SFN
+#undef DK_DTYPE
+
+#define DK_S int16_t
+#define DK_SFN(name) DK__TCAT(name, _i16)
+#define DK_DTYPE DK_INT16
+#include DK_TEMPLATE
+#undef DK_S
+#undef DK_SFN
+#undef DK_DTYPE
 
 #define DK_S int32_t
 #define DK_SFN(name) DK__TCAT(name, _i32)

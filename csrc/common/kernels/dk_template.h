@@ -20,7 +20,8 @@
  *                                      conversion is needed), DK_DTYPE (the dk_dtype)
  *
  * DK_TFN(x) is x_f32 or x_f64 (by compute type), DK_SFN(x) is x_f32, x_f64, x_f16, x_bf16,
- * x_i32 or x_i64 (by storage type), so every instantiation has names of its own. A template
+ * x_i8, x_u8, x_i16, x_i32 or x_i64 (by storage type), so every instantiation has names of its
+ * own. A template
  * #undefs the short names it defines for itself at the end of each pass.
  *
  * Calling the right instantiation for a tensor's dtype is DK_SWITCH_FLOAT / DK_SWITCH_INT.
@@ -37,7 +38,7 @@
 /* The families a template can be instantiated for (DK_TEMPLATE_TYPES is a bitwise or). */
 #define DK_TYPES_COMPUTE 1 /* float, double: the compute types */
 #define DK_TYPES_FLOAT 2   /* float32, float64, float16, bfloat16 storage */
-#define DK_TYPES_INT 4     /* int32, int64 storage, computed in double */
+#define DK_TYPES_INT 4     /* int8, uint8, int16, int32, int64 storage, computed in double */
 
 /* DK_TMPL_PASS, inside a template. */
 #define DK_TMPL_COMPUTE 1
@@ -60,6 +61,9 @@
 
 #define DK_SWITCH_INT(dtype, RESULT, FN, ARGS, DEFAULT)                                         \
     switch (dtype) {                                                                           \
+    case DK_INT8: RESULT = DK__TCAT(FN, _i8) ARGS; break;                                      \
+    case DK_UINT8: RESULT = DK__TCAT(FN, _u8) ARGS; break;                                     \
+    case DK_INT16: RESULT = DK__TCAT(FN, _i16) ARGS; break;                                    \
     case DK_INT32: RESULT = DK__TCAT(FN, _i32) ARGS; break;                                    \
     case DK_INT64: RESULT = DK__TCAT(FN, _i64) ARGS; break;                                    \
     default: DEFAULT; break;                                                                   \

@@ -45,7 +45,7 @@ dk_status dk_box_iou_cpu(const dk_tensor *boxes1, const dk_tensor *boxes2, dk_te
     const int64_t n = boxes1->shape[0], m = boxes2->shape[0];
     if (n == 0 || m == 0) return DK_OK; /* nothing to write (aligned: n == m) */
     const dk_dtype dt = dk_tensor_dtype(boxes1);
-    const bool integer = dt == DK_INT32 || dt == DK_INT64;
+    const bool integer = dt == DK_INT8 || dt == DK_UINT8 || dt == DK_INT16 || dt == DK_INT32 || dt == DK_INT64;
     const int narrow = dk_box_iou_narrow(kind, dt); /* Note [16-bit boxes] in kernels/box_iou_math.h */
     const size_t esz = integer || dt == DK_FLOAT64 ? 8 : 4; /* compute (SoA) element */
     /* n, m < 2^31 (ops/box_iou.c): pairs < 2^62, and twice that fits int64 */

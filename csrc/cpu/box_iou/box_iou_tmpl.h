@@ -116,7 +116,7 @@ static void DK_SFN(dk__box_iou_worker)(void *p, int tid)
     float *out = (float *)(void *)cx->out;
     const float eps = (float)cx->eps;
     const int64_t n = cx->n, m = cx->m;
-    const int kind = cx->kind, w32 = cx->w32;
+    const int kind = cx->kind, w32 = cx->w32, narrow = cx->narrow;
     for (int64_t t; (t = dk_parallel_claim(&cx->counter)) < cx->tasks;) {
         const int64_t r0 = t * cx->rows, r1 = r0 + cx->rows < n ? r0 + cx->rows : n;
         for (int64_t i = r0; i < r1; i++) {
@@ -126,7 +126,7 @@ static void DK_SFN(dk__box_iou_worker)(void *p, int tid)
             float *o = out + i * cx->os0;
             for (int64_t j = j0; j < j1; j++) {
                 const int64_t b[4] = {soa[j], soa[m + j], soa[2 * m + j], soa[3 * m + j]};
-                o[cx->aligned ? 0 : j * cx->os1] = dk_box_iou_pair_int(a, b, kind, eps, w32);
+                o[cx->aligned ? 0 : j * cx->os1] = dk_box_iou_pair_int(a, b, kind, eps, w32, narrow);
             }
         }
     }
@@ -141,7 +141,7 @@ static dk_status DK_SFN(dk__box_iou_run)(dk__box_iou_ctx *cx, int nthreads, cons
         DK_SFN(dk__box_iou_row)(boxes2, j, b);
         for (int d = 0; d < 4; d++) soa[d * m + j] = b[d];
     }
-    cx->w32 = sizeof(DK_S) == 4;
+    cx->w32 = sizeof(DK_S) < 8; /* int8, uint8 and int16 are computed in int32 (_upcast) */
     dk_parallel_run(nthreads, &cx->counter, DK_SFN(dk__box_iou_worker), cx);
     return DK_OK;
 }

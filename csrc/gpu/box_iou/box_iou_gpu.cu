@@ -30,7 +30,7 @@ extern "C" dk_status dk_box_iou_gpu(const dk_tensor *boxes1, const dk_tensor *bo
     dk_status st = dk__gpu_enter(&g, boxes1->device);
     if (st) return st;
     void *stream = dk_current_stream(boxes1->device);
-    if (dt == DK_INT32 || dt == DK_INT64) {
+    if (dt == DK_INT8 || dt == DK_UINT8 || dt == DK_INT16 || dt == DK_INT32 || dt == DK_INT64) {
         DK_SWITCH_INT(dt, st, dk__box_iou_gpu, (boxes1, boxes2, out, &a, stream), (void)0)
     } else {
         DK_SWITCH_FLOAT(dt, st, dk__box_iou_gpu, (boxes1, boxes2, out, &a, stream),

@@ -27,7 +27,7 @@ __global__ void DK_SFN(dk__box_iou_gpu_kernel)(const DK_S *__restrict__ b1, cons
     dk_gpu_for_pairs<4, int64_t>(a.pairs, b1, b2, [](DK_S v) { return (int64_t)v; },
                                  [&](const int64_t *p, const int64_t *q, int64_t o) {
                                      ((float *)out)[o] = dk_box_iou_pair_int(p, q, a.kind, (float)a.eps,
-                                                                             sizeof(DK_S) == 4);
+                                                                             sizeof(DK_S) < 8, a.narrow);
                                  });
 }
 

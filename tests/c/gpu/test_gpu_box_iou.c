@@ -19,16 +19,22 @@
 #define GPU_BOX_IOU dk_box_iou
 #endif
 
-static const dk_dtype DTYPES[] = {DK_FLOAT32, DK_FLOAT64, DK_FLOAT16, DK_BFLOAT16, DK_INT32, DK_INT64};
-static bool is_int(dk_dtype dt) { return dt == DK_INT32 || dt == DK_INT64; }
+static const dk_dtype DTYPES[] = {DK_FLOAT32, DK_FLOAT64, DK_FLOAT16, DK_BFLOAT16, DK_INT32,
+                                  DK_INT64,   DK_INT8,    DK_UINT8,   DK_INT16};
+static bool is_int(dk_dtype dt)
+{
+    return dt == DK_INT8 || dt == DK_UINT8 || dt == DK_INT16 || dt == DK_INT32 || dt == DK_INT64;
+}
 
 /* n boxes, most random, every 11th special: reversed, flat, a point, a copy of box 0, NaN,
- * infinite (float), huge (integers: products that wrap around in int32 and int64). */
+ * infinite (float), huge (integers: products that wrap around in int32 and int64, differences
+ * that wrap around in int8, uint8 and int16). 8-bit boxes stay within their dtype. */
 static dkk_tensor *make_boxes(dkk_rng *r, dk_dtype dt, int64_t n, int64_t gap)
 {
     dkk_tensor *t = dkk_new(dt, 2, (int64_t[]){n, 4}, NULL, gap);
     for (int64_t i = 0; i < n; i++) {
-        const double x = dkk_uniform(r, 0, 150), y = dkk_uniform(r, 0, 150);
+        const double span = dt == DK_INT8 || dt == DK_UINT8 ? 40 : 150, base = span == 40 ? 10 : 0;
+        const double x = base + dkk_uniform(r, 0, span), y = base + dkk_uniform(r, 0, span);
         double v[4] = {x, y, x + dkk_uniform(r, 0.5, 40), y + dkk_uniform(r, 0.5, 40)};
         switch (i % 11) {
         case 3: v[2] = v[0] - 5; break;
@@ -39,7 +45,10 @@ static dkk_tensor *make_boxes(dkk_rng *r, dk_dtype dt, int64_t n, int64_t gap)
                 for (int d = 0; d < 4; d++) v[d] = dkk_get(t, (int64_t[]){0, d});
             break;
         case 7:
-            if (is_int(dt)) v[2] = v[3] = dt == DK_INT32 ? 70000.0 : 6e12; /* areas wrap around */
+            if (dt == DK_INT8) v[0] = -128, v[2] = 127;     /* rb - lt wraps around at 8 bits */
+            else if (dt == DK_UINT8) v[0] = 0, v[2] = 255;
+            else if (dt == DK_INT16) v[1] = -32768, v[3] = 32767; /* and at 16 */
+            else if (is_int(dt)) v[2] = v[3] = dt == DK_INT32 ? 70000.0 : 6e12; /* areas wrap around */
             else v[1] = NAN;
             break;
         case 8:
