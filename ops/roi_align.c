@@ -13,52 +13,6 @@
 #include <stdio.h>
 
 #include "dk_check.h"
-#include "kernels/dk_half.h"
-
-static double dk__load(const dk_tensor *t, int64_t off)
-{
-    const char *p = (const char *)dk_tensor_data(t);
-    switch (dk_tensor_dtype(t)) {
-    case DK_FLOAT32: return ((const float *)p)[off];
-    case DK_FLOAT64: return ((const double *)p)[off];
-    case DK_FLOAT16: return dk_half_to_float(((const uint16_t *)p)[off]);
-    case DK_BFLOAT16: return dk_bfloat16_to_float(((const uint16_t *)p)[off]);
-    default: return NAN;
-    }
-}
-
-/*
- * RoI values, checked when the host can read them (CPU and pinned memory). Batch indices must be
- * integers in [0, N): anything else would index another image's memory. Coordinates must be
- * finite: a NaN box has no defined bins, and torchvision silently returns zeros or garbage for
- * it, so dkit raises instead. On GPUs the kernels clamp instead of reading out of bounds.
- * Rows that share memory (a stride of 0 along K, e.g. boxes.expand(K, 5)) are one row: it is
- * read once, however large K is.
- */
-static dk_status dk__check_roi_values(const char *op, const dk_tensor *rois, int64_t n, double spatial_scale)
-{
-    const bool in_float = dk_tensor_dtype(rois) != DK_FLOAT64; /* Note [Scale in the compute type] */
-    if (!dk_tensor_host_readable(rois)) return DK_OK;
-    const int64_t s0 = dk_tensor_stride(rois, 0), s1 = dk_tensor_stride(rois, 1);
-    const int64_t k = s0 == 0 && rois->shape[0] > 0 ? 1 : rois->shape[0];
-    for (int64_t i = 0; i < k; i++) {
-        double b = dk__load(rois, i * s0);
-        if (!(b >= 0 && b < (double)n) || b != floor(b))
-            return dk_error(DK_EINDEX, "%s: rois[%lld] has batch index %.17g, which is not an integer in [0, %lld)",
-                            op, (long long)i, b, (long long)n);
-        for (int j = 1; j < 5; j++) {
-            double c = dk__load(rois, i * s0 + j * s1);
-            if (!isfinite(c))
-                return dk_error(DK_EINVAL, "%s: rois[%lld] has a non-finite coordinate (%g)", op, (long long)i, c);
-            if (in_float ? !isfinite((float)c * (float)spatial_scale) : !isfinite(c * spatial_scale))
-                return dk_error(DK_EINVAL,
-                                "%s: rois[%lld] has a coordinate (%g) that overflows %s when multiplied by "
-                                "spatial_scale (%g)",
-                                op, (long long)i, c, in_float ? "float32" : "float64", spatial_scale);
-        }
-    }
-    return DK_OK;
-}
 
 /* The argmax tensors hold sample coordinates; 16 bits cannot hold them exactly. */
 static dk_dtype dk__argmax_dtype(dk_dtype in)
@@ -125,7 +79,7 @@ static dk_status dk__check_common(const char *op, const dk_tensor *feat, const c
     }
     /* No work, nothing read: a kernel never looks at the RoIs of an empty output. */
     if (dk_tensor_numel(pooled) == 0) return DK_OK;
-    return dk__check_roi_values(op, rois, feat->shape[0], spatial_scale);
+    return dk_check_roi_values(op, rois, feat->shape[0], spatial_scale);
 }
 
 DK_DEFINE_OP(roi_align_forward, DK_ROI_ALIGN_FORWARD_ARGS)

@@ -1,10 +1,13 @@
 /* dk_check.c — the checks every op needs (dk_check.h), and the aliasing check of every entry. */
 #include "dk_check.h"
 
+#include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "dk_dispatch.h"
 #include "dk_keys.h"
+#include "kernels/dk_half.h"
 
 static const char *dk__shape_str(const dk_tensor *t, int ndim, const int64_t *shape, char *buf, size_t n)
 {
@@ -272,3 +275,44 @@ dk_status dk__op_check_aliasing_slow(const dk_op *op, const dk_tensor *const *t)
     }
     return DK_OK;
 }
+
+/* ---- RoI values (dk_check.h) ---- */
+
+static double dk__roi_load(const dk_tensor *t, int64_t off)
+{
+    const char *p = (const char *)dk_tensor_data(t);
+    switch (dk_tensor_dtype(t)) {
+    case DK_FLOAT32: return ((const float *)p)[off];
+    case DK_FLOAT64: return ((const double *)p)[off];
+    case DK_FLOAT16: return dk_half_to_float(((const uint16_t *)p)[off]);
+    case DK_BFLOAT16: return dk_bfloat16_to_float(((const uint16_t *)p)[off]);
+    default: return NAN;
+    }
+}
+
+/* dk_check.h */
+dk_status dk_check_roi_values(const char *op, const dk_tensor *rois, int64_t n, double spatial_scale)
+{
+    const bool in_float = dk_tensor_dtype(rois) != DK_FLOAT64; /* Note [Scale in the compute type] */
+    if (!dk_tensor_host_readable(rois)) return DK_OK;
+    const int64_t s0 = dk_tensor_stride(rois, 0), s1 = dk_tensor_stride(rois, 1);
+    const int64_t k = s0 == 0 && rois->shape[0] > 0 ? 1 : rois->shape[0];
+    for (int64_t i = 0; i < k; i++) {
+        double b = dk__roi_load(rois, i * s0);
+        if (!(b >= 0 && b < (double)n) || b != floor(b))
+            return dk_error(DK_EINDEX, "%s: rois[%lld] has batch index %.17g, which is not an integer in [0, %lld)",
+                            op, (long long)i, b, (long long)n);
+        for (int j = 1; j < 5; j++) {
+            double c = dk__roi_load(rois, i * s0 + j * s1);
+            if (!isfinite(c))
+                return dk_error(DK_EINVAL, "%s: rois[%lld] has a non-finite coordinate (%g)", op, (long long)i, c);
+            if (in_float ? !isfinite((float)c * (float)spatial_scale) : !isfinite(c * spatial_scale))
+                return dk_error(DK_EINVAL,
+                                "%s: rois[%lld] has a coordinate (%g) that overflows %s when multiplied by "
+                                "spatial_scale (%g)",
+                                op, (long long)i, c, in_float ? "float32" : "float64", spatial_scale);
+        }
+    }
+    return DK_OK;
+}
+

@@ -46,6 +46,18 @@ DK_API dk_status dk_check_same_dtype(const char *op, const char *name, const dk_
                                      const dk_tensor *ref);
 
 /*
+ * The values of RoIs [K, 5] (batch_index, x1, y1, x2, y2) of a float dtype, for the RoI ops of
+ * every family, checked when the host can read them (CPU and pinned memory; on GPUs the kernels
+ * clamp instead of reading out of bounds): each batch index an integer in [0, n), anything else
+ * would index another image's memory; each coordinate finite, and finite once multiplied by
+ * spatial_scale in the compute type (float32 for 16- and 32-bit RoIs; Note [Scale in the compute
+ * type] in ops/roi_align.c). A NaN box has no defined bins, and the references silently return
+ * zeros or garbage for it, so dkit raises instead. Rows that share memory (a stride of 0 along
+ * K, e.g. boxes.expand(K, 5)) are one row: it is read once, however large K is.
+ */
+DK_API dk_status dk_check_roi_values(const char *op, const dk_tensor *rois, int64_t n, double spatial_scale);
+
+/*
  * Note [Untrusted tensors]
  * A DLTensor from outside (a producer's DLPack capsule: dk_dlpack_accept; a boxed stack built
  * by a binding, a backend or a fuzzer: dk_op_call_boxed) is validated before anything else reads

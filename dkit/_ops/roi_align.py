@@ -1,4 +1,5 @@
-"""The RoI family: roi_align (roi_pool will join it: the same boxes, output sizes and bounds).
+"""The roi_align family: roi_align (the RoI pooling family, dkit/_ops/roi_pool.py, shares its
+boxes, output sizes and bounds: output_size_pair and rois_of below).
 
 Everything about these ops that is not the kernel is written here once, against the framework
 protocol (Note [The framework protocol] in dkit/_frameworks/__init__.py): argument
@@ -135,7 +136,7 @@ def roi_align(input, boxes, output_size, spatial_scale=1.0, sampling_ratio=0, po
     if aligned is not True and aligned is not False:
         aligned = to_bool(aligned, "aligned", OP)
     if type(boxes) is not fw.AS_IS:
-        boxes = _rois(fw, boxes, input)
+        boxes = rois_of(fw, boxes, input)
     try:
         if fw.wants_grad(input):
             return fw.apply(ROI_ALIGN, input, boxes, ph, pw, spatial_scale, sampling_ratio, mode, aligned)
@@ -226,11 +227,11 @@ ROI_ALIGN = Differentiable(
 # Arguments: slow paths, layer checks, errors
 
 
-def output_size_pair(output_size):
+def output_size_pair(output_size, op=OP):
     """(height, width) from an int or a pair, each positive and below 2^31."""
-    ph, pw = to_pair(output_size, "output_size", OP)
+    ph, pw = to_pair(output_size, "output_size", op)
     if not (0 < ph < _LIMIT and 0 < pw < _LIMIT):
-        raise _C.DkitValueError(f"{OP}: output size must be positive and below 2^31, got ({ph}, {pw})")
+        raise _C.DkitValueError(f"{op}: output size must be positive and below 2^31, got ({ph}, {pw})")
     return ph, pw
 
 
@@ -256,23 +257,23 @@ def _bad_pool_mode(pool_mode):
     raise _C.DkitValueError(f"{OP}: pool_mode must be 'avg' or 'max', got {pool_mode!r}")
 
 
-def _rois(fw, boxes, input):
+def rois_of(fw, boxes, input, op=OP):
     """[K, 5] rois of the input's framework from whatever the caller gave as boxes."""
     if isinstance(boxes, (list, tuple)):
         parts = []
         for i, b in enumerate(boxes):
             what = f"boxes[{i}]"
-            t = fw.as_tensor(b, what, OP)
+            t = fw.as_tensor(b, what, op)
             if t is None:
-                raise _C.DkitTypeError(f"{OP}: {what} must be a tensor [L, 4] (x1, y1, x2, y2), got {type(b).__name__}")
+                raise _C.DkitTypeError(f"{op}: {what} must be a tensor [L, 4] (x1, y1, x2, y2), got {type(b).__name__}")
             if len(t.shape) != 2 or t.shape[1] != 4:
-                raise _C.DkitValueError(f"{OP}: {what} must have shape [L, 4] (x1, y1, x2, y2), got {list(t.shape)}")
+                raise _C.DkitValueError(f"{op}: {what} must have shape [L, 4] (x1, y1, x2, y2), got {list(t.shape)}")
             parts.append(t)
         return fw.rois_from_boxes(parts, input)
-    t = fw.as_tensor(boxes, "boxes", OP)
+    t = fw.as_tensor(boxes, "boxes", op)
     if t is None:
         raise _C.DkitTypeError(
-            f"{OP}: boxes must be a tensor [K, 5] (batch_index, x1, y1, x2, y2) or a list of tensors [L, 4], "
+            f"{op}: boxes must be a tensor [K, 5] (batch_index, x1, y1, x2, y2) or a list of tensors [L, 4], "
             f"got {type(boxes).__name__}"
         )
     return t

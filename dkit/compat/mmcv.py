@@ -1,5 +1,5 @@
-"""mmcv.ops.roi_align / RoIAlign, nms, soft_nms, batched_nms, box_iou_rotated, nms_rotated and
-bbox_overlaps, served by dkit.
+"""mmcv.ops.roi_align / RoIAlign, roi_pool / RoIPool, nms, soft_nms, batched_nms, box_iou_rotated,
+nms_rotated and bbox_overlaps, served by dkit.
 
 Same signatures, defaults (sampling_ratio=0, pool_mode='avg', aligned=True), outputs and
 exception types as MMCV: an unknown pool_mode or rois without 5 columns raise AssertionError
@@ -33,13 +33,14 @@ from dkit._ops.box_iou import bbox_overlaps as _bbox_overlaps
 from dkit._ops.nms import nms as _nms
 from dkit._ops.nms import soft_nms as _soft_nms
 from dkit._ops.roi_align import roi_align as _roi_align
+from dkit._ops.roi_pool import roi_pool as _roi_pool
 from dkit._ops.rotated import box_iou_rotated as _box_iou_rotated
 from dkit._ops.rotated import nms_rotated as _nms_rotated
 from dkit.compat import DkitAssertionError
 from dkit.compat import torchvision as _torchvision
 
 __all__ = [
-    "roi_align", "RoIAlign", "RoIAlignFunction", "nms", "soft_nms", "batched_nms", "box_iou_rotated",
+    "roi_align", "RoIAlign", "RoIAlignFunction", "roi_pool", "RoIPool", "RoIPoolFunction", "nms", "soft_nms", "batched_nms", "box_iou_rotated",
     "nms_rotated", "bbox_overlaps",
 ]  # fmt: skip
 
@@ -169,6 +170,55 @@ class RoIAlign(nn.Module):
         s += f"pool_mode={self.pool_mode}, "
         s += f"aligned={self.aligned}, "
         s += f"use_torchvision={self.use_torchvision})"
+        return s
+
+
+# ------------------------------------------------------------------------------------------
+# RoIPool
+
+
+@torch.fx.wrap
+def roi_pool(input: Tensor, rois: Tensor, output_size: BroadcastingList2[int], spatial_scale: float = 1.0) -> Tensor:
+    """RoIPool as mmcv.ops.roi_pool: rois is a Tensor[K, 5] (idx, x1, y1, x2, y2), MMCV's bins
+    (continuous corners, x2 + 1 and y2 + 1). Differentiable with respect to input; on a CPU too,
+    where MMCV has no kernel. See dkit.ops.roi_pool."""
+    if not torch.jit.is_scripting():  # Note [Compat under TorchScript] in dkit/compat/torchvision.py
+        if type(rois) is not _Tensor or rois.dim() < 2 or rois.shape[1] != 5:
+            shape = getattr(rois, "shape", None)
+            if shape is not None and (len(shape) < 2 or shape[1] != 5):
+                raise DkitAssertionError("RoI must be (idx, x1, y1, x2, y2)!")
+        return _roi_pool(input, rois, output_size, spatial_scale, "mmcv")
+    torch._assert(rois.dim() >= 2 and rois.size(1) == 5, "RoI must be (idx, x1, y1, x2, y2)!")
+    return torch.ops.dkit.roi_pool(input, rois, output_size, spatial_scale, "mmcv")
+
+
+class RoIPoolFunction:
+    """Stand-in for mmcv.ops.roi_pool.RoIPoolFunction: only ``apply`` is provided."""
+
+    apply = staticmethod(roi_pool)
+
+
+class RoIPool(nn.Module):
+    """RoI max pooling layer, as mmcv.ops.RoIPool.
+
+    Args:
+        output_size (tuple): h, w
+        spatial_scale (float): scale the input boxes by this number
+    """
+
+    def __init__(self, output_size, spatial_scale=1.0):
+        super().__init__()
+        self.output_size = _pair(output_size)
+        self.spatial_scale = float(spatial_scale)
+
+    def forward(self, input: Tensor, rois: Tensor) -> Tensor:
+        """input: NCHW images; rois: Bx5 boxes, (idx, x1, y1, x2, y2)."""
+        return roi_pool(input, rois, self.output_size, self.spatial_scale)
+
+    def __repr__(self):
+        s = self.__class__.__name__
+        s += f"(output_size={self.output_size}, "
+        s += f"spatial_scale={self.spatial_scale})"
         return s
 
 

@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""roi_pool: dkit against torchvision.ops.roi_pool, in one process, on the same tensors.
+
+    /usr/bin/python3 bench/bench_roi_pool.py [--reps 5] [--threads 1,2] [--quick]
+
+Cases (float32): a Faster R-CNN head's feature map [2, 256, 50, 68] (quick: [1, 64, 25, 34]),
+512 RoIs (quick: 128) of 16-400 px at scale 1/16, 7 x 7 bins:
+  forward          the pooled output (and argmax), what inference runs
+  forward+backward a training step's pair: forward with grad, then backward of a random
+                   gradient
+  interleaved      the forward after 64 MB written and 64 MB read elsewhere and a few
+                   allocations, as a training step's other ops leave the caches and the allocator
+Each rep runs every (thread count, library) once, in turn; the median of --reps is printed as
+time and as the ratio dkit / torchvision (below 1: dkit is faster). torch.set_num_threads and
+dkit.set_num_threads set the counts. The results are checked equal before timing.
+"""
+
+import argparse
+import statistics
+import time
+
+from _dkit_path import use_checkout
+
+use_checkout()  # the checkout's dkit where it is built (bench/_dkit_path.py), before importing it
+
+import torch  # noqa: E402
+import torchvision.ops as tvops  # noqa: E402
+
+import dkit  # noqa: E402
+
+
+def _case(quick, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    n, c, h, w, k = (1, 64, 25, 34, 128) if quick else (2, 256, 50, 68, 512)
+    x = torch.randn(n, c, h, w, generator=g)
+    xy = torch.rand(k, 2, generator=g) * torch.tensor([w * 16.0, h * 16.0])
+    wh = 16 + torch.rand(k, 2, generator=g) * 384
+    rois = torch.cat([torch.randint(0, n, (k, 1), generator=g).float(), xy, xy + wh], 1)
+    return x, rois
+
+
+_SCRATCH = {}
+
+
+def _disturb():
+    """What a training step's other work leaves behind: 64 MB written, 64 MB read, allocations."""
+    a = _SCRATCH.setdefault("a", torch.empty(16 << 20))
+    b = _SCRATCH.setdefault("b", torch.ones(16 << 20))
+    a.fill_(1.0)
+    float(b.sum())
+    [torch.empty(1 << 16) for _ in range(8)]
+
+
+def _timed(fn, disturb=False):
+    if disturb:
+        _disturb()
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--threads", default="1")
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    x, rois = _case(args.quick)
+    gout = torch.randn(rois.shape[0], x.shape[1], 7, 7)
+    libs = {"torchvision": tvops.roi_pool, "dkit": dkit.ops.roi_pool}
+    ref = libs["torchvision"](x, rois, 7, 1 / 16)
+    assert torch.equal(libs["dkit"](x, rois, 7, 1 / 16), ref)
+
+    def forward(f):
+        return lambda: f(x, rois, 7, 1 / 16)
+
+    def training(f):
+        def run():
+            xg = x.detach().requires_grad_()
+            f(xg, rois, 7, 1 / 16).backward(gout)
+
+        return run
+
+    cases = [("forward", forward, False), ("forward+backward", training, False), ("interleaved", forward, True)]
+    threads = [int(t) for t in args.threads.split(",")]
+    times = {}
+    for name, make, disturb in cases:
+        for t in threads:
+            for lib, f in libs.items():
+                _timed(make(f))  # warm-up
+    for _ in range(args.reps):
+        for name, make, disturb in cases:
+            for t in threads:
+                torch.set_num_threads(t)
+                dkit.set_num_threads(t)
+                for lib, f in libs.items():
+                    times.setdefault((name, t, lib), []).append(_timed(make(f), disturb))
+    shape = "x".join(str(s) for s in x.shape)
+    print(f"roi_pool, input {shape}, {rois.shape[0]} RoIs, 7x7 bins, float32, median of {args.reps}")
+    print(f"{'case':18} {'threads':>7} {'torchvision':>14} {'dkit':>12} {'ratio':>8}")
+    for name, _, _ in cases:
+        for t in threads:
+            tv = statistics.median(times[(name, t, "torchvision")]) * 1e3
+            dk = statistics.median(times[(name, t, "dkit")]) * 1e3
+            print(f"{name:18} {t:7d} {tv:11.3f} ms {dk:9.3f} ms {dk / tv:7.3f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+/*
+ * roi_pool/roi_pool_cpu.c — RoIPool forward and backward on the CPU: the entry points the
+ * dispatcher calls, and their registration. The bins and the max are kernels/roi_pool_math.h's;
+ * roi_pool_cpu.h says how the work is split. The argument checks were done by ops/roi_pool.c.
+ */
+#include "roi_pool_cpu.h"
+
+#include "dk_registry.h"
+#include "kernels/dk_template.h"
+
+#define DK_TEMPLATE "roi_pool/roi_pool_tmpl.h"
+#define DK_TEMPLATE_TYPES DK_TYPES_FLOAT
+#include "kernels/dk_instantiate.h"
+
+dk_status dk_roi_pool_forward_cpu(const dk_tensor *input, const dk_tensor *rois, dk_tensor *output,
+                                  dk_tensor *argmax, int64_t pooled_height, int64_t pooled_width,
+                                  double spatial_scale, int64_t geometry)
+{
+    dk__rp_ctx cx = {.img = input, .bins = output, .rois = rois, .argmax = argmax, .N = input->shape[0],
+                     .C = input->shape[1], .H = input->shape[2], .W = input->shape[3], .K = rois->shape[0],
+                     .PH = pooled_height, .PW = pooled_width, .scale = spatial_scale,
+                     .mmcv = geometry == DK_ROI_POOL_MMCV};
+    if (cx.K == 0 || cx.C == 0) return DK_OK; /* nothing to write */
+    /* work: about one comparison per pixel of every bin; a bin covers about H W / (PH PW) */
+    const int nthreads = dk_parallel_threads_for(cx.K * cx.C * (cx.PH * cx.PW + cx.H * cx.W / 4 + 1));
+    dk_status st = DK_OK;
+    DK_SWITCH_FLOAT(dk_tensor_dtype(input), st, dk__rp_forward, (&cx, nthreads),
+                    st = dk_error(DK_ETYPE, "roi_pool_forward: unsupported dtype"))
+    return st;
+}
+
+dk_status dk_roi_pool_backward_cpu(const dk_tensor *grad_output, const dk_tensor *rois, const dk_tensor *argmax,
+                                   dk_tensor *grad_input)
+{
+    dk__rp_ctx cx = {.img = grad_input, .bins = grad_output, .rois = rois, .argmax = argmax,
+                     .N = grad_input->shape[0], .C = grad_input->shape[1], .H = grad_input->shape[2],
+                     .W = grad_input->shape[3], .K = rois->shape[0], .PH = grad_output->shape[2],
+                     .PW = grad_output->shape[3]};
+    if (cx.N == 0 || cx.C == 0 || cx.H == 0 || cx.W == 0) return DK_OK; /* nothing to write */
+    const int nthreads = dk_parallel_threads_for(cx.C * (cx.N * cx.H * cx.W + cx.K * cx.PH * cx.PW));
+    dk_status st = DK_OK;
+    DK_SWITCH_FLOAT(dk_tensor_dtype(grad_output), st, dk__rp_backward, (&cx, nthreads),
+                    st = dk_error(DK_ETYPE, "roi_pool_backward: unsupported dtype"))
+    return st;
+}
+
+DK_REGISTER_DEVICE_IMPL(roi_pool_forward, CPU, dk_roi_pool_forward_cpu)
+DK_REGISTER_DEVICE_IMPL(roi_pool_backward, CPU, dk_roi_pool_backward_cpu)

@@ -1,0 +1,39 @@
+/*
+ * roi_pool/roi_pool_cpu.h — what the CPU roi_pool kernel's entry points (roi_pool_cpu.c) and its
+ * per-dtype bodies (roi_pool_tmpl.h) share.
+ *
+ * Note [RoIPool on a CPU]
+ * Forward: one task per RoI and block of 16 channels: the RoI's geometry and each bin's bounds are
+ * computed once and serve the block's channels (torchvision finds them once per RoI and loops the
+ * channels innermost; finding them per channel cost a third of the time), and a plane with unit
+ * column stride gets a loop the compiler sees as contiguous. Backward: one task per channel, which zeroes that
+ * channel of grad_input in every image and then adds the gradients of every RoI in order (k, ph,
+ * pw): channels are disjoint in grad_input, so the threads never meet, and each element receives
+ * its additions in torchvision's CPU order, whatever the thread count: the same bits.
+ */
+#ifndef DK_ROI_POOL_CPU_H
+#define DK_ROI_POOL_CPU_H
+
+#include <stdint.h>
+
+#include "dk_parallel.h"
+#include "dk_tensor.h"
+#include "kernels/roi_pool_math.h"
+#include "roi_pool.h" /* ops/roi_pool.h */
+
+typedef struct {
+    const dk_tensor *img, *bins, *rois, *argmax; /* input or grad_input; output or grad_output */
+    int64_t N, C, H, W, K, PH, PW;
+    double scale;
+    int mmcv;
+    dk_parallel_counter counter;
+} dk__rp_ctx;
+
+/* The batch index of RoI k, or -1 when it is not one of the N images (ops/roi_pool.c refuses
+ * those where the host can read the RoIs; this keeps a kernel in bounds regardless). */
+static inline int64_t dk__rp_batch(double b, int64_t n)
+{
+    return b >= 0 && b < (double)n && b == (double)(int64_t)b ? (int64_t)b : -1;
+}
+
+#endif /* DK_ROI_POOL_CPU_H */

@@ -1,0 +1,108 @@
+/*
+ * roi_pool/roi_pool_tmpl.h — the CPU roi_pool for one storage type (Note [Templates in C] in
+ * kernels/dk_template.h), instantiated by roi_pool_cpu.c; the split of the work is
+ * roi_pool_cpu.h's.
+ */
+#if DK_TMPL_PASS == DK_TMPL_FLOAT
+
+static inline DK_T DK_SFN(dk__rp_roi_value)(const dk_tensor *rois, int64_t k, int j)
+{
+    return DK_LOAD(((const DK_S *)dk_tensor_data(rois))[k * dk_tensor_stride(rois, 0) + j * dk_tensor_stride(rois, 1)]);
+}
+
+/* Channels per forward task: a bin's bounds, found once, serve them all (Note [RoIPool on a CPU]
+ * in roi_pool_cpu.h). */
+#ifndef DK__RP_CHANNELS
+#define DK__RP_CHANNELS 16
+#endif
+
+static void DK_SFN(dk__rp_forward_worker)(void *p, int tid)
+{
+    (void)tid;
+    dk__rp_ctx *cx = (dk__rp_ctx *)p;
+    const dk_tensor *in = cx->img, *out = cx->bins, *am = cx->argmax;
+    const DK_S *x = (const DK_S *)dk_tensor_data(in);
+    DK_S *y = (DK_S *)dk_tensor_data(out);
+    int64_t *arg = (int64_t *)dk_tensor_data(am);
+    const int64_t xs[4] = {dk_tensor_stride(in, 0), dk_tensor_stride(in, 1), dk_tensor_stride(in, 2),
+                           dk_tensor_stride(in, 3)};
+    const int64_t ys[4] = {dk_tensor_stride(out, 0), dk_tensor_stride(out, 1), dk_tensor_stride(out, 2),
+                           dk_tensor_stride(out, 3)};
+    const int64_t as[4] = {dk_tensor_stride(am, 0), dk_tensor_stride(am, 1), dk_tensor_stride(am, 2),
+                           dk_tensor_stride(am, 3)};
+    const int64_t chunks = (cx->C + DK__RP_CHANNELS - 1) / DK__RP_CHANNELS;
+    for (int64_t t; (t = dk_parallel_claim(&cx->counter)) < cx->K * chunks;) {
+        const int64_t k = t / chunks, c0 = t % chunks * DK__RP_CHANNELS;
+        const int64_t c1 = c0 + DK__RP_CHANNELS < cx->C ? c0 + DK__RP_CHANNELS : cx->C;
+        const int64_t n = dk__rp_batch((double)DK_SFN(dk__rp_roi_value)(cx->rois, k, 0), cx->N);
+        const DK_TFN(dk_roi_pool_roi) r = DK_TFN(dk_roi_pool_roi_init)(
+            DK_SFN(dk__rp_roi_value)(cx->rois, k, 1), DK_SFN(dk__rp_roi_value)(cx->rois, k, 2),
+            DK_SFN(dk__rp_roi_value)(cx->rois, k, 3), DK_SFN(dk__rp_roi_value)(cx->rois, k, 4), (DK_T)cx->scale,
+            cx->PH, cx->PW, cx->mmcv);
+        for (int64_t ph = 0; ph < cx->PH; ph++)
+            for (int64_t pw = 0; pw < cx->PW; pw++) {
+                int64_t h0 = 0, h1 = 0, w0 = 0, w1 = 0;
+                const bool some = n >= 0 && DK_TFN(dk_roi_pool_bin)(&r, ph, pw, cx->H, cx->W, &h0, &h1, &w0, &w1);
+                for (int64_t c = c0; c < c1; c++) {
+                    int64_t a = -1;
+                    DK_T m = 0;
+                    if (n >= 0) {
+                        const DK_S *plane = x + n * xs[0] + c * xs[1];
+                        /* rows of contiguous pixels (NCHW): the compiler sees the unit stride */
+                        m = xs[3] == 1 ? DK_SFN(dk_roi_pool_max)(plane, xs[2], 1, cx->W, some, h0, h1, w0, w1, &a)
+                                       : DK_SFN(dk_roi_pool_max)(plane, xs[2], xs[3], cx->W, some, h0, h1, w0, w1, &a);
+                    }
+                    y[k * ys[0] + c * ys[1] + ph * ys[2] + pw * ys[3]] = DK_STORE(m);
+                    arg[k * as[0] + c * as[1] + ph * as[2] + pw * as[3]] = a;
+                }
+            }
+    }
+}
+
+static dk_status DK_SFN(dk__rp_forward)(dk__rp_ctx *cx, int nthreads)
+{
+    dk_parallel_run(nthreads, &cx->counter, DK_SFN(dk__rp_forward_worker), cx);
+    return DK_OK;
+}
+
+static void DK_SFN(dk__rp_backward_worker)(void *p, int tid)
+{
+    (void)tid;
+    dk__rp_ctx *cx = (dk__rp_ctx *)p;
+    const dk_tensor *gi = cx->img, *go = cx->bins, *am = cx->argmax;
+    DK_S *x = (DK_S *)dk_tensor_data(gi);
+    const DK_S *g = (const DK_S *)dk_tensor_data(go);
+    const int64_t *arg = (const int64_t *)dk_tensor_data(am);
+    const int64_t xs[4] = {dk_tensor_stride(gi, 0), dk_tensor_stride(gi, 1), dk_tensor_stride(gi, 2),
+                           dk_tensor_stride(gi, 3)};
+    const int64_t gs[4] = {dk_tensor_stride(go, 0), dk_tensor_stride(go, 1), dk_tensor_stride(go, 2),
+                           dk_tensor_stride(go, 3)};
+    const int64_t as[4] = {dk_tensor_stride(am, 0), dk_tensor_stride(am, 1), dk_tensor_stride(am, 2),
+                           dk_tensor_stride(am, 3)};
+    const int64_t plane = cx->H * cx->W;
+    for (int64_t c; (c = dk_parallel_claim(&cx->counter)) < cx->C;) {
+        for (int64_t n = 0; n < cx->N; n++)
+            for (int64_t h = 0; h < cx->H; h++)
+                for (int64_t w = 0; w < cx->W; w++) x[n * xs[0] + c * xs[1] + h * xs[2] + w * xs[3]] = DK_STORE((DK_T)0);
+        for (int64_t k = 0; k < cx->K; k++) {
+            const int64_t n = dk__rp_batch((double)DK_SFN(dk__rp_roi_value)(cx->rois, k, 0), cx->N);
+            if (n < 0) continue;
+            DK_S *img = x + n * xs[0] + c * xs[1];
+            for (int64_t ph = 0; ph < cx->PH; ph++)
+                for (int64_t pw = 0; pw < cx->PW; pw++) {
+                    const int64_t a = arg[k * as[0] + c * as[1] + ph * as[2] + pw * as[3]];
+                    if (a < 0 || a >= plane) continue; /* -1: nothing was pooled (ops/roi_pool.c) */
+                    DK_S *e = img + (a / cx->W) * xs[2] + (a % cx->W) * xs[3];
+                    *e = DK_STORE(DK_LOAD(*e) + DK_LOAD(g[k * gs[0] + c * gs[1] + ph * gs[2] + pw * gs[3]]));
+                }
+        }
+    }
+}
+
+static dk_status DK_SFN(dk__rp_backward)(dk__rp_ctx *cx, int nthreads)
+{
+    dk_parallel_run(nthreads, &cx->counter, DK_SFN(dk__rp_backward_worker), cx);
+    return DK_OK;
+}
+
+#endif

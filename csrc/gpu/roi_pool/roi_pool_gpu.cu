@@ -1,0 +1,71 @@
+/*
+ * roi_pool_gpu.cu — RoIPool forward and backward on CUDA and HIP (and on the host, for the
+ * tests): the entry points the backend registers and their dtype switches. The kernels are
+ * roi_pool_gpu_tmpl.cuh; roi_pool_gpu.h has the Note.
+ */
+#include "roi_pool_gpu.h"
+
+#include "dk_gpu_status.h"
+#include "dk_gpu.h"
+#include "dk_gpu_kernels.h"
+#include "kernels/roi_pool_math.h"
+
+#define DK_TEMPLATE "roi_pool/roi_pool_gpu_tmpl.cuh"
+#define DK_TEMPLATE_TYPES DK_TYPES_FLOAT
+#include "kernels/dk_instantiate.h"
+
+static dk__rp_gpu_args dk__rp_gpu_args_of(const dk_tensor *img, const dk_tensor *bins, const dk_tensor *rois,
+                                          const dk_tensor *argmax)
+{
+    dk__rp_gpu_args a;
+    a.N = img->shape[0], a.C = img->shape[1], a.H = img->shape[2], a.W = img->shape[3];
+    a.K = rois->shape[0], a.PH = bins->shape[2], a.PW = bins->shape[3];
+    for (int d = 0; d < 4; d++) {
+        a.img_s[d] = dk_tensor_stride(img, d);
+        a.bins_s[d] = dk_tensor_stride(bins, d);
+        a.arg_s[d] = dk_tensor_stride(argmax, d);
+    }
+    a.rois_s[0] = dk_tensor_stride(rois, 0), a.rois_s[1] = dk_tensor_stride(rois, 1);
+    a.scale = 1.0;
+    a.mmcv = 0;
+    return a;
+}
+
+extern "C" dk_status dk_roi_pool_forward_gpu(const dk_tensor *input, const dk_tensor *rois, dk_tensor *output,
+                                             dk_tensor *argmax, int64_t pooled_height, int64_t pooled_width,
+                                             double spatial_scale, int64_t geometry)
+{
+    (void)pooled_height, (void)pooled_width; /* output's shape, checked by ops/roi_pool.c */
+    dk__rp_gpu_args a = dk__rp_gpu_args_of(input, output, rois, argmax);
+    a.scale = spatial_scale;
+    a.mmcv = geometry == DK_ROI_POOL_MMCV;
+    if (a.K * a.C * a.PH * a.PW == 0) return DK_OK; /* nothing to write */
+    dk_device_guard g;
+    dk_status st = dk__gpu_enter(&g, input->device);
+    if (st) return st;
+    void *stream = dk_current_stream(input->device);
+    DK_SWITCH_FLOAT(dk_tensor_dtype(input), st, dk__rp_gpu_forward, (input, rois, output, argmax, &a, stream),
+                    st = dk__gpu_unsupported("roi_pool_forward", input))
+    dk_device_guard_exit(&g);
+    return st;
+}
+
+extern "C" dk_status dk_roi_pool_backward_gpu(const dk_tensor *grad_output, const dk_tensor *rois,
+                                              const dk_tensor *argmax, dk_tensor *grad_input)
+{
+    const dk__rp_gpu_args a = dk__rp_gpu_args_of(grad_input, grad_output, rois, argmax);
+    if (a.N * a.C * a.H * a.W == 0) return DK_OK; /* nothing to write */
+    dk_device_guard g;
+    dk_status st = dk__gpu_enter(&g, grad_input->device);
+    if (st) return st;
+    void *stream = dk_current_stream(grad_input->device);
+    DK_SWITCH_FLOAT(dk_tensor_dtype(grad_output), st, dk__rp_gpu_backward,
+                    (grad_output, rois, argmax, grad_input, &a, stream),
+                    st = dk__gpu_unsupported("roi_pool_backward", grad_output))
+    dk_device_guard_exit(&g);
+    return st;
+}
+
+/* Note [GPU kernels register themselves] in dk_gpu_kernels.h */
+DK_GPU_KERNEL(roi_pool_forward, dk_roi_pool_forward_gpu);
+DK_GPU_KERNEL(roi_pool_backward, dk_roi_pool_backward_gpu);

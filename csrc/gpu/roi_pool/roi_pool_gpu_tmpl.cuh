@@ -1,0 +1,96 @@
+/*
+ * roi_pool_gpu_tmpl.cuh — roi_pool's GPU kernels and their launchers (Note [RoIPool on a GPU] in
+ * roi_pool_gpu.h), a template (Note [Templates in C] in kernels/dk_template.h) instantiated for
+ * every float storage type by roi_pool_gpu.cu: DK_S the storage type, DK_T the compute type.
+ */
+#if DK_TMPL_PASS == DK_TMPL_FLOAT
+
+/* RoI k's batch index, or -1 when it is not one of the N images (the CPU's dk__rp_batch). */
+__device__ static inline int64_t DK_SFN(dk__rp_gpu_batch)(const DK_S *rois, const dk__rp_gpu_args &a, int64_t k)
+{
+    const double b = (double)DK_LOAD(rois[k * a.rois_s[0]]);
+    return b >= 0 && b < (double)a.N && b == (double)(int64_t)b ? (int64_t)b : -1;
+}
+
+__global__ void DK_SFN(dk__rp_gpu_forward_kernel)(const DK_S *__restrict__ x, const DK_S *__restrict__ rois,
+                                                  DK_S *__restrict__ y, int64_t *__restrict__ arg, dk__rp_gpu_args a)
+{
+    const int64_t total = a.K * a.C * a.PH * a.PW;
+    for (int64_t i = DK_GPU_FIRST(); i < total; i += DK_GPU_STRIDE()) {
+        const int64_t pw = i % a.PW, ph = i / a.PW % a.PH, c = i / (a.PW * a.PH) % a.C, k = i / (a.PW * a.PH * a.C);
+        const int64_t n = DK_SFN(dk__rp_gpu_batch)(rois, a, k);
+        const DK_S *r = rois + k * a.rois_s[0];
+        const DK_TFN(dk_roi_pool_roi) g = DK_TFN(dk_roi_pool_roi_init)(
+            DK_LOAD(r[a.rois_s[1]]), DK_LOAD(r[2 * a.rois_s[1]]), DK_LOAD(r[3 * a.rois_s[1]]),
+            DK_LOAD(r[4 * a.rois_s[1]]), (DK_T)a.scale, a.PH, a.PW, a.mmcv);
+        int64_t h0, h1, w0, w1, am = -1;
+        DK_T m = 0;
+        if (n >= 0) {
+            const bool some = DK_TFN(dk_roi_pool_bin)(&g, ph, pw, a.H, a.W, &h0, &h1, &w0, &w1);
+            m = DK_SFN(dk_roi_pool_max)(x + n * a.img_s[0] + c * a.img_s[1], a.img_s[2], a.img_s[3], a.W, some, h0,
+                                        h1, w0, w1, &am);
+        }
+        y[k * a.bins_s[0] + c * a.bins_s[1] + ph * a.bins_s[2] + pw * a.bins_s[3]] = DK_STORE(m);
+        arg[k * a.arg_s[0] + c * a.arg_s[1] + ph * a.arg_s[2] + pw * a.arg_s[3]] = am;
+    }
+}
+
+/* grad_input = 0, any strides. */
+__global__ void DK_SFN(dk__rp_gpu_zero_kernel)(DK_S *__restrict__ gin, dk__rp_gpu_args a)
+{
+    const int64_t total = a.N * a.C * a.H * a.W;
+    for (int64_t i = DK_GPU_FIRST(); i < total; i += DK_GPU_STRIDE()) {
+        const int64_t x = i % a.W, y = i / a.W % a.H, c = i / (a.W * a.H) % a.C, n = i / (a.W * a.H * a.C);
+        gin[n * a.img_s[0] + c * a.img_s[1] + y * a.img_s[2] + x * a.img_s[3]] = DK_STORE((DK_T)0);
+    }
+}
+
+/* One thread per (n, c) plane: the CPU's additions, in the CPU's order. */
+__global__ void DK_SFN(dk__rp_gpu_backward_kernel)(const DK_S *__restrict__ gout, const DK_S *__restrict__ rois,
+                                                   const int64_t *__restrict__ arg, DK_S *__restrict__ gin,
+                                                   dk__rp_gpu_args a)
+{
+    const int64_t planes = a.N * a.C, plane = a.H * a.W;
+    for (int64_t i = DK_GPU_FIRST(); i < planes; i += DK_GPU_STRIDE()) {
+        const int64_t c = i % a.C, n = i / a.C;
+        DK_S *img = gin + n * a.img_s[0] + c * a.img_s[1];
+        for (int64_t k = 0; k < a.K; k++) {
+            if (DK_SFN(dk__rp_gpu_batch)(rois, a, k) != n) continue;
+            for (int64_t ph = 0; ph < a.PH; ph++)
+                for (int64_t pw = 0; pw < a.PW; pw++) {
+                    const int64_t am = arg[k * a.arg_s[0] + c * a.arg_s[1] + ph * a.arg_s[2] + pw * a.arg_s[3]];
+                    if (am < 0 || am >= plane) continue; /* -1: nothing was pooled (ops/roi_pool.c) */
+                    DK_S *e = img + (am / a.W) * a.img_s[2] + (am % a.W) * a.img_s[3];
+                    *e = DK_STORE(DK_LOAD(*e) +
+                                  DK_LOAD(gout[k * a.bins_s[0] + c * a.bins_s[1] + ph * a.bins_s[2] + pw * a.bins_s[3]]));
+                }
+        }
+    }
+}
+
+static dk_status DK_SFN(dk__rp_gpu_forward)(const dk_tensor *input, const dk_tensor *rois, dk_tensor *output,
+                                            dk_tensor *argmax, const dk__rp_gpu_args *a, void *stream)
+{
+    const int64_t total = a->K * a->C * a->PH * a->PW;
+    DK_GPU_LAUNCH(DK_SFN(dk__rp_gpu_forward_kernel), dk_gpu_blocks(total), DK_GPU_THREADS, stream,
+                  (const DK_S *)dk_tensor_data(input), (const DK_S *)dk_tensor_data(rois),
+                  (DK_S *)dk_tensor_data(output), (int64_t *)dk_tensor_data(argmax), *a);
+    return dk__gpu_launched("roi_pool_forward");
+}
+
+static dk_status DK_SFN(dk__rp_gpu_backward)(const dk_tensor *grad_output, const dk_tensor *rois,
+                                             const dk_tensor *argmax, dk_tensor *grad_input, const dk__rp_gpu_args *a,
+                                             void *stream)
+{
+    DK_S *gin = (DK_S *)dk_tensor_data(grad_input);
+    DK_GPU_LAUNCH(DK_SFN(dk__rp_gpu_zero_kernel), dk_gpu_blocks(a->N * a->C * a->H * a->W), DK_GPU_THREADS, stream, gin,
+                  *a);
+    dk_status st = dk__gpu_launched("roi_pool_backward");
+    if (st || a->K == 0 || a->PH == 0 || a->PW == 0) return st;
+    DK_GPU_LAUNCH(DK_SFN(dk__rp_gpu_backward_kernel), dk_gpu_blocks(a->N * a->C), DK_GPU_THREADS, stream,
+                  (const DK_S *)dk_tensor_data(grad_output), (const DK_S *)dk_tensor_data(rois),
+                  (const int64_t *)dk_tensor_data(argmax), gin, *a);
+    return dk__gpu_launched("roi_pool_backward");
+}
+
+#endif

@@ -1,0 +1,133 @@
+"""The RoI pooling family: roi_pool (Fast R-CNN's RoIPool), with torchvision's bins or MMCV's.
+(ps_roi_pool and ps_roi_align are to join it.)
+
+Written once against the framework protocol (Note [The framework protocol] in
+dkit/_frameworks/__init__.py): argument normalisation, output shapes, and the forward/backward
+pair that every framework with autograd differentiates. The boxes, output sizes and their bounds
+are roi_align's (dkit/_ops/roi_align.py: rois_of, output_size_pair); the bins and their maximum
+are kernels/roi_pool_math.h's, and ops/roi_pool.h says what the op computes and checks.
+dkit.ops.roi_pool is roi_pool below; dkit.compat.torchvision and dkit.compat.mmcv call it.
+"""
+
+from dkit import _C, _frameworks
+from dkit._ops import _examples, Differentiable, autocast_args, torch_op
+from dkit._ops._args import framework, to_float
+from dkit._ops.roi_align import _LIMIT, output_size_pair, rois_of
+
+OP = "roi_pool"
+
+# Whose bins (ops/roi_pool.h's numbering).
+_GEOMETRIES = {"torchvision": 0, "mmcv": 1}
+
+_forward_kernel = _C.ops.roi_pool_forward
+_backward_kernel = _C.ops.roi_pool_backward
+
+_framework_of_type = _frameworks.BY_TYPE.get
+
+
+@torch_op(
+    "roi_pool(Tensor input, Tensor boxes, int[2] output_size, float spatial_scale=1.0, str geometry=\"torchvision\") -> Tensor",
+    "roi_pool.boxes_list(Tensor input, Tensor[] boxes, int[2] output_size, float spatial_scale=1.0, str geometry=\"torchvision\") -> Tensor",
+    differentiable=True,
+    autocast=True,
+    example=lambda rng: (*_examples.feature(rng), [3, 2], 0.5, "mmcv"),
+)
+def roi_pool(input, boxes, output_size, spatial_scale=1.0, geometry="torchvision"):
+    """RoIPool (Fast R-CNN): the maximum of each bin of each box, as torchvision.ops.roi_pool
+    (geometry="torchvision") or mmcv.ops.roi_pool (geometry="mmcv").
+
+    Args:
+        input: [N, C, H, W] float16 / bfloat16 / float32 / float64 tensor (16-bit computed in
+            float32): a torch.Tensor (any device dkit serves), a numpy.ndarray, or any CPU object
+            with ``__dlpack__``; any strides.
+        boxes: Tensor[K, 5] of (batch_index, x1, y1, x2, y2), same dtype and device as input,
+            or a list of Tensor[L, 4], one per image (list position = batch index).
+        output_size: int or (height, width), positive and below 2^31.
+        spatial_scale: multiplies box coordinates to reach input coordinates.
+        geometry: "torchvision" (corners rounded to whole pixels, boxes at least 1 x 1) or "mmcv"
+            (continuous corners, x2 + 1 and y2 + 1; a box of no width or height pools to 0).
+
+    Returns:
+        [K, C, output_size[0], output_size[1]] in the input's framework, device and dtype: each
+        element the largest input value in its bin (NaN never wins), 0 for an empty bin, and
+        -3.4e38 (-FLT_MAX, as both references) for a bin of NaN or smaller values. For torch
+        inputs that require grad, differentiable with respect to ``input``: the gradient of
+        each bin goes to its maximum, in the same order on every backend and every run (the
+        GPU kernel uses no atomics), once (a second derivative raises DkitNotImplementedError).
+
+    Raises (every class derives from RuntimeError as well as the builtin named):
+        DkitValueError: wrong ndim, boxes of the wrong width, a non-positive output size (or
+            one of 2^31 or more), a non-positive spatial_scale, an unknown geometry, a box with
+            a NaN or infinite coordinate.
+        DkitTypeError: boxes and input of different dtypes, a non-float input.
+        DkitIndexError: a batch index that is not an integer in [0, N).
+    """
+    tp = type(input)
+    fw = _framework_of_type(tp)
+    if fw is None:
+        fw = framework(input, "input", OP)
+    if tp is not fw.AS_IS:
+        input = fw.as_tensor(input, "input", OP)
+    if type(output_size) is int and 0 < output_size < _LIMIT:
+        ph = pw = output_size
+    else:
+        ph, pw = output_size_pair(output_size, OP)
+    if type(spatial_scale) is not float:
+        spatial_scale = to_float(spatial_scale, "spatial_scale", OP)
+    geo = _GEOMETRIES.get(geometry) if type(geometry) is str else None
+    if geo is None:
+        raise _C.DkitValueError(f"{OP}: geometry must be 'torchvision' or 'mmcv', got {geometry!r}")
+    if type(boxes) is not fw.AS_IS:
+        boxes = rois_of(fw, boxes, input, OP)
+    try:
+        if fw.wants_grad(input):
+            return fw.apply(ROI_POOL, input, boxes, ph, pw, spatial_scale, geo)
+        return _forward(fw, input, boxes, ph, pw, spatial_scale, geo)[0]
+    except _C.DkitTypeError:
+        cast = autocast_args(fw, input, boxes)  # Note [Autocast] in dkit/_ops/__init__.py
+        if cast is None:
+            raise
+    out = roi_pool(cast[0], cast[1], (ph, pw), spatial_scale, geometry)
+    return fw.to_dtype(out, fw.dtype_name(input))
+
+
+# ------------------------------------------------------------------------------------------
+# Forward and backward, for every framework (Differentiable in dkit/_ops/__init__.py)
+
+
+def _forward(fw, input, rois, ph, pw, spatial_scale, geometry):
+    """(output, argmax): argmax (int64) is for the backward."""
+    try:
+        shape = (rois.shape[0], input.shape[1], ph, pw)
+    except IndexError:  # ranks are the core's to check, and it names the parameter
+        shape = (0, 0, ph, pw) if len(input.shape) < 2 else (0, input.shape[1], ph, pw)
+    out = fw.new_empty(input, shape)
+    argmax = fw.empty(input, shape, "int64")
+    _forward_kernel(input, rois, out, argmax, ph, pw, spatial_scale, geometry)
+    return out, argmax
+
+
+def _saved(args, results):
+    """The rois, the argmax and the input's shape (not the input: nothing reads its values)."""
+    input, rois = args[0], args[1]
+    return rois, results[1], tuple(input.shape)
+
+
+def _backward(fw, grad_output, rois, argmax, input_shape):
+    """Gradient with respect to input only; boxes get None, as in torchvision and MMCV. The core
+    writes all of grad_input (ops/roi_pool.h), so nothing is zeroed here."""
+    grad_input = fw.new_empty(grad_output, tuple(input_shape))
+    _backward_kernel(grad_output, rois, argmax, grad_input)
+    return (grad_input,)
+
+
+ROI_POOL = Differentiable(
+    OP,
+    "RoIPool",
+    forward=_forward,
+    saved=_saved,
+    backward=_backward,
+    results=1,
+    forward_schema="(Tensor input, Tensor rois, int ph, int pw, float spatial_scale, int geometry) -> (Tensor, Tensor)",
+    backward_schema="(Tensor grad_output, Tensor rois, Tensor argmax, SymInt[] input_shape) -> Tensor",
+)

@@ -1,0 +1,81 @@
+/*
+ * ops/roi_pool.c — roi_pool_forward / roi_pool_backward: definitions and validation. Everything a
+ * kernel may assume is established here, once, for every backend; the core has already refused
+ * outputs that overlap anything (Note [Aliasing] in dk_check.h).
+ */
+#include "roi_pool.h"
+
+#include <float.h>
+#include <math.h>
+
+#include "dk_check.h"
+
+/* rois [K, 5] of the features' float dtype. */
+static dk_status dk__check_rois(const char *op, const dk_tensor *rois, dk_dtype dt)
+{
+    if (rois->ndim != 2 || rois->shape[1] != 5 || rois->shape[0] < 0)
+        return dk_error(DK_EINVAL, "%s: 'rois' must have shape [K, 5] (batch_index, x1, y1, x2, y2), got %d-d%s", op,
+                        (int)rois->ndim, rois->ndim != 2 ? "" : rois->shape[1] != 5 ? " with a different width" : " with K < 0");
+    return dk_check_dtype(op, "rois", rois, dt);
+}
+
+DK_DEFINE_OP(roi_pool_forward, DK_ROI_POOL_FORWARD_ARGS)
+{
+    static const char op[] = "roi_pool_forward";
+    dk_status st;
+    if ((st = dk_check_ndim(op, "input", input, 4, "[N, C, H, W]"))) return st;
+    if ((st = dk_check_float(op, "input", input))) return st;
+    const dk_dtype dt = dk_tensor_dtype(input);
+    if ((st = dk__check_rois(op, rois, dt))) return st;
+    /* C ints in both references' kernels; here they also keep bin arithmetic far from overflow */
+    if (pooled_height <= 0 || pooled_width <= 0 || pooled_height > INT32_MAX || pooled_width > INT32_MAX)
+        return dk_error(DK_EINVAL, "%s: output size must be positive and below 2^31, got (%lld, %lld)", op,
+                        (long long)pooled_height, (long long)pooled_width);
+    if (!(spatial_scale > 0) || !isfinite(spatial_scale))
+        return dk_error(DK_EINVAL, "%s: spatial_scale must be a positive finite number, got %g", op, spatial_scale);
+    /* the kernels compute 16- and 32-bit inputs in float32 (Note [Scale in the compute type] in
+     * ops/roi_align.c) */
+    if (dt != DK_FLOAT64 && (isinf((float)spatial_scale) || (float)spatial_scale == 0.0f))
+        return dk_error(DK_EINVAL, "%s: spatial_scale (%g) %s float32, in which %s inputs are computed", op,
+                        spatial_scale, isinf((float)spatial_scale) ? "overflows" : "underflows to 0 in",
+                        dk_dtype_name(dt));
+    if (geometry != DK_ROI_POOL_TORCHVISION && geometry != DK_ROI_POOL_MMCV)
+        return dk_error(DK_EINVAL, "%s: geometry must be 0 (torchvision) or 1 (mmcv), got %lld", op,
+                        (long long)geometry);
+    for (int i = 0; i < 4; i++)
+        if (input->shape[i] < 0) return dk_error(DK_EINVAL, "%s: 'input' has a negative dimension", op);
+    const int64_t shape[4] = {rois->shape[0], input->shape[1], pooled_height, pooled_width};
+    if ((st = dk_check_shape(op, "output", output, 4, shape))) return st;
+    if ((st = dk_check_dtype(op, "output", output, dt))) return st;
+    if ((st = dk_check_shape(op, "argmax", argmax, 4, shape))) return st;
+    if ((st = dk_check_dtype(op, "argmax", argmax, DK_INT64))) return st;
+    if (dk_tensor_numel(output) == 0) return DK_OK; /* no work: a kernel never reads the rois */
+    return dk_check_roi_values(op, rois, input->shape[0], spatial_scale);
+}
+
+/*
+ * The backward trusts argmax only as far as it can check it cheaply: its shape and dtype. Its
+ * values index one (batch_index, c) plane of grad_input, so each kernel ignores a value outside
+ * [-1, H * W) rather than write out of bounds (argmax is the forward's output, unless the caller
+ * made one up).
+ */
+DK_DEFINE_OP(roi_pool_backward, DK_ROI_POOL_BACKWARD_ARGS)
+{
+    static const char op[] = "roi_pool_backward";
+    dk_status st;
+    if ((st = dk_check_ndim(op, "grad_input", grad_input, 4, "[N, C, H, W]"))) return st;
+    if ((st = dk_check_float(op, "grad_input", grad_input))) return st;
+    const dk_dtype dt = dk_tensor_dtype(grad_input);
+    if ((st = dk__check_rois(op, rois, dt))) return st;
+    if ((st = dk_check_ndim(op, "grad_output", grad_output, 4, "[K, C, PH, PW]"))) return st;
+    for (int i = 0; i < 4; i++)
+        if (grad_input->shape[i] < 0 || grad_output->shape[i] < 0)
+            return dk_error(DK_EINVAL, "%s: a negative dimension", op);
+    const int64_t shape[4] = {rois->shape[0], grad_input->shape[1], grad_output->shape[2], grad_output->shape[3]};
+    if ((st = dk_check_shape(op, "grad_output", grad_output, 4, shape))) return st;
+    if ((st = dk_check_dtype(op, "grad_output", grad_output, dt))) return st;
+    if ((st = dk_check_shape(op, "argmax", argmax, 4, shape))) return st;
+    if ((st = dk_check_dtype(op, "argmax", argmax, DK_INT64))) return st;
+    if (dk_tensor_numel(grad_output) == 0) return DK_OK;
+    return dk_check_roi_values(op, rois, grad_input->shape[0], 1.0);
+}

@@ -1,0 +1,64 @@
+/*
+ * ops/roi_pool.h — the RoI pooling family: roi_pool (Fast R-CNN's RoIPool), with torchvision's
+ * and MMCV's semantics. (ps_roi_pool and ps_roi_align are to join it: the same boxes, bins and
+ * bounds.)
+ *
+ * For every RoI k = (batch_index, x1, y1, x2, y2) and output bin (ph, pw), each channel c is the
+ * maximum of the input over the bin's whole pixels, and argmax the plane index h * W + w of the
+ * first maximum (rows, then columns), or -1 when the bin is empty or holds no value above its
+ * start (NaN never wins, as `>` decides). The bins (kernels/roi_pool_math.h) follow one of two
+ * references, by `geometry`:
+ *   DK_ROI_POOL_TORCHVISION (0)  torchvision.ops.roi_pool: box corners rounded to whole pixels,
+ *                                the box at least 1 x 1, an empty bin 0;
+ *   DK_ROI_POOL_MMCV (1)         mmcv.ops.roi_pool: continuous corners, x2 + 1 and y2 + 1, a box
+ *                                of no width or height pools to 0 (argmax -1: MMCV leaves its
+ *                                zero-filled argmax there, which sends those gradients to pixel
+ *                                (0, 0); dkit sends none).
+ * A bin that is not empty starts from -FLT_MAX (both references, whatever the dtype), so inputs
+ * all below it or all NaN give -FLT_MAX (-inf in 16 bits) with argmax -1.
+ *
+ * Backward adds grad_output[k, c, ph, pw] to grad_input[batch_index, c, argmax] (nothing for
+ * -1), and writes every other element of grad_input as 0.
+ *
+ * Tensors (dtypes float16, bfloat16 (computed in float32), float32, float64; any strides):
+ *   input       [N, C, H, W]
+ *   rois        [K, 5], same dtype as input; batch_index an integer in [0, N)
+ *   output      [K, C, PH, PW], same dtype as input
+ *   argmax      [K, C, PH, PW], int64 (torchvision's is int32; plane indices of large maps
+ *               need more)
+ *   grad_output [K, C, PH, PW], grad_input [N, C, H, W], same dtype as rois
+ */
+#ifndef DK_OPS_ROI_POOL_H
+#define DK_OPS_ROI_POOL_H
+
+#include "dk_op_define.h"
+
+/* Whose bins (see above). */
+enum { DK_ROI_POOL_TORCHVISION = 0, DK_ROI_POOL_MMCV = 1 };
+
+#define DK_ROI_POOL_FORWARD_ARGS(X)                                                           \
+    X(TENSOR, input)                                                                          \
+    X(TENSOR, rois)                                                                           \
+    X(TENSOR_OUT, output)                                                                     \
+    X(TENSOR_OUT, argmax)                                                                     \
+    X(INT, pooled_height)                                                                     \
+    X(INT, pooled_width)                                                                      \
+    X(FLOAT, spatial_scale)                                                                   \
+    X(INT, geometry)
+
+#define DK_ROI_POOL_BACKWARD_ARGS(X)                                                          \
+    X(TENSOR, grad_output)                                                                    \
+    X(TENSOR, rois)                                                                           \
+    X(TENSOR, argmax)                                                                         \
+    X(TENSOR_OUT, grad_input)
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+DK_DECLARE_OP(roi_pool_forward, DK_ROI_POOL_FORWARD_ARGS)
+DK_DECLARE_OP(roi_pool_backward, DK_ROI_POOL_BACKWARD_ARGS)
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DK_OPS_ROI_POOL_H */

@@ -1,0 +1,107 @@
+/*
+ * test_gpu_roi_pool.c — roi_pool's GPU kernels against its CPU kernels (whose results are the
+ * references', test_kernel_roi_pool.c), bit for bit: forward values and argmax, and the
+ * backward's sums (the GPU adds in the CPU's order, Note [RoIPool on a GPU]), for every float
+ * dtype, both geometries, any strides, boxes inside, across and outside the map, NaN and
+ * infinite pixels, and a backward run twice. Built twice (gpu/dk_gpu_test.h): emulated on the
+ * host in `make test-c`, on a real GPU in `make test-gpu`.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "gpu/dk_gpu_test.h"
+#include "roi_pool.h"
+
+#ifdef DKT_GPU_EMULATED
+#include "roi_pool/roi_pool_gpu.h"
+#define GPU_FORWARD dk_roi_pool_forward_gpu
+#define GPU_BACKWARD dk_roi_pool_backward_gpu
+#else
+#define GPU_FORWARD dk_roi_pool_forward
+#define GPU_BACKWARD dk_roi_pool_backward
+#endif
+
+static const dk_dtype DTYPES[] = {DK_FLOAT32, DK_FLOAT64, DK_FLOAT16, DK_BFLOAT16};
+
+static void check_case(dk_dtype dt, int geometry, double scale, int64_t PH, int64_t PW, bool nhwc, int64_t K,
+                       dkk_rng *r)
+{
+    char what[160];
+    snprintf(what, sizeof what, "roi_pool %s geometry %d scale %g %lldx%lld K %lld", dk_dtype_name(dt), geometry,
+             scale, (long long)PH, (long long)PW, (long long)K);
+    const int64_t N = 2, C = 5, H = 13, W = 11;
+    const int *order = nhwc ? (const int[]){0, 2, 3, 1} : NULL;
+    dkk_tensor *x = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, order, 1);
+    dkk_fill_uniform(x, r, -3, 3);
+    dkk_set(x, (int64_t[]){0, 2, 4, 4}, NAN);
+    dkk_set(x, (int64_t[]){1, 1, 6, 2}, INFINITY);
+    dkk_tensor *rois = dkk_new(dt, 2, (int64_t[]){K, 5}, NULL, 0);
+    const double span = (double)W / scale;
+    for (int64_t k = 0; k < K; k++) {
+        const double x1 = dkk_uniform(r, -0.3 * span, span), y1 = dkk_uniform(r, -0.3 * span, span);
+        double v[5] = {(double)(k % N), x1, y1, x1 + dkk_uniform(r, -2, span), y1 + dkk_uniform(r, -2, span)};
+        for (int j = 0; j < 5; j++) dkk_set(rois, (int64_t[]){k, j}, v[j]);
+    }
+    const int64_t shape[4] = {K, C, PH, PW};
+    dkk_tensor *out = dkk_new(dt, 4, shape, NULL, 0), *arg = dkk_new(DK_INT64, 4, shape, NULL, 0);
+    dkk_tensor *gout = dkk_new(dt, 4, shape, NULL, 2), *garg = dkk_new(DK_INT64, 4, shape, (int[]){1, 0, 2, 3}, 0);
+    memset(gout->mem, 0x7f, gout->bytes); /* every element must be written */
+    assert_ok(dk_roi_pool_forward(&x->t, &rois->t, &out->t, &arg->t, PH, PW, scale, geometry));
+    dkg_tensor dx, dr, dout, darg;
+    dkg_up(&dx, x), dkg_up(&dr, rois), dkg_up(&dout, gout), dkg_up(&darg, garg);
+    assert_ok(GPU_FORWARD(&dx.dev, &dr.dev, &dout.dev, &darg.dev, PH, PW, scale, geometry));
+    dkg_down(&dout), dkg_down(&darg);
+    dkk_assert_identical(gout, out, what);
+    dkk_assert_identical(garg, arg, what);
+    /* backward, from the same argmax */
+    dkk_tensor *g = dkk_new(dt, 4, shape, NULL, 0);
+    dkk_fill_uniform(g, r, -1, 1);
+    dkk_tensor *gi = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, NULL, 0);
+    assert_ok(dk_roi_pool_backward(&g->t, &rois->t, &arg->t, &gi->t));
+    dkg_tensor dg;
+    dkg_up(&dg, g);
+    for (int run = 0; run < 2; run++) {
+        dkk_tensor *ggi = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, order, 3);
+        memset(ggi->mem, 0x7f, ggi->bytes);
+        dkg_tensor dgi;
+        dkg_up(&dgi, ggi);
+        assert_ok(GPU_BACKWARD(&dg.dev, &dr.dev, &darg.dev, &dgi.dev));
+        dkg_down(&dgi);
+        dkk_assert_identical(ggi, gi, what);
+        dkg_release(&dgi);
+        dkk_free(ggi);
+    }
+    dkg_release(&dx), dkg_release(&dr), dkg_release(&dout), dkg_release(&darg), dkg_release(&dg);
+    dkk_free(x), dkk_free(rois), dkk_free(out), dkk_free(arg), dkk_free(gout), dkk_free(garg), dkk_free(g);
+    dkk_free(gi);
+}
+
+static void gpu_matches_cpu(void **state)
+{
+    (void)state;
+    dkk_rng r = {0x9101};
+    for (size_t d = 0; d < DK_COUNTOF(DTYPES); d++)
+        for (int geo = 0; geo < 2; geo++) {
+            check_case(DTYPES[d], geo, 1.0, 2, 2, false, 9, &r);
+            check_case(DTYPES[d], geo, 0.5, 7, 7, true, 17, &r);
+            check_case(DTYPES[d], geo, 0.3, 3, 1, false, 0, &r);
+        }
+}
+
+/* More bins than one grid-stride pass covers (DK_GPU_MAX_BLOCKS x 256): every thread loops. */
+static void beyond_one_grid(void **state)
+{
+    (void)state;
+    dkk_rng r = {0x9102};
+    check_case(DK_FLOAT32, 0, 0.5, 64, 64, false, 130, &r);
+}
+
+int main(void)
+{
+    if (dkg_setup()) return 0;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(gpu_matches_cpu),
+        cmocka_unit_test(beyond_one_grid),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

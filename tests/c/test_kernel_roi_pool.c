@@ -1,0 +1,245 @@
+/*
+ * test_kernel_roi_pool.c — the CPU roi_pool (ops/roi_pool.h) against references written here from
+ * the two libraries' definitions, in their own integer and float arithmetic (torchvision's
+ * rounded whole-pixel bins, MMCV's continuous ones with floorf / ceilf): values, argmax and the
+ * backward's sums, bit for bit, for every float dtype, any strides, boxes inside, across and
+ * outside the map, degenerate and reversed boxes, NaN and infinite pixels; MMCV's published
+ * vectors; thread counts; and the refusals.
+ */
+#include <float.h>
+#include <math.h>
+
+#include "dk_kernel_test.h"
+#include "dk_parallel.h"
+#include "roi_pool.h"
+
+/* ---- references ---------------------------------------------------------------------------- */
+
+/* [lo, hi) of bin p along an axis of `size`, as torchvision computes it (in T = float or double). */
+static void ref_tv_axis(double c1, double c2, double scale, int p, int pooled, int size, bool f32, int *lo, int *hi)
+{
+#define T(v) (f32 ? (double)(float)(v) : (v))
+    const int start = (int)(f32 ? roundf((float)T(c1 * T(scale))) : round(c1 * scale));
+    const int end = (int)(f32 ? roundf((float)T(c2 * T(scale))) : round(c2 * scale));
+    const int len = end - start + 1 > 1 ? end - start + 1 : 1;
+    const double bin = T((double)len / (double)pooled);
+    int a = (int)floor(T(p * bin)) + start, b = (int)ceil(T((p + 1) * bin)) + start;
+#undef T
+    *lo = a < 0 ? 0 : a > size ? size : a;
+    *hi = b < 0 ? 0 : b > size ? size : b;
+}
+
+/* The same, as MMCV computes it; false for its box of no width or height. */
+static bool ref_mmcv_axis(double c1, double c2, double scale, int p, int pooled, int size, bool f32, int *lo, int *hi)
+{
+#define T(v) (f32 ? (double)(float)(v) : (v))
+    const double s = T(scale), start = T(c1 * s), end = T(T(c2 + 1) * s), len = T(end - start);
+    if (len <= 0) return false;
+    const double bin = T(len / pooled);
+    int a = (int)floorf((float)T(T(p * bin) + start)), b = (int)ceilf((float)T(T((p + 1) * bin) + start));
+#undef T
+    *lo = a < 0 ? 0 : a > size ? size : a;
+    *hi = b < 0 ? 0 : b > size ? size : b;
+    return true;
+}
+
+typedef struct {
+    dkk_tensor *out, *arg;
+} ref_result;
+
+static ref_result ref_forward(const dkk_tensor *x, const dkk_tensor *rois, int PH, int PW, double scale, int geometry)
+{
+    const int64_t K = rois->t.shape[0], C = x->t.shape[1], H = x->t.shape[2], W = x->t.shape[3];
+    const dk_dtype dt = dk_tensor_dtype(&x->t);
+    const bool f32 = dt != DK_FLOAT64;
+    ref_result r = {dkk_new(dt, 4, (int64_t[]){K, C, PH, PW}, NULL, 0), dkk_new(DK_INT64, 4, (int64_t[]){K, C, PH, PW}, NULL, 0)};
+    for (int64_t k = 0; k < K; k++) {
+        double b[5];
+        for (int j = 0; j < 5; j++) b[j] = dkk_get(rois, (int64_t[]){k, j});
+        for (int64_t c = 0; c < C; c++)
+            for (int ph = 0; ph < PH; ph++)
+                for (int pw = 0; pw < PW; pw++) {
+                    int h0, h1, w0, w1;
+                    bool ok;
+                    if (geometry == DK_ROI_POOL_TORCHVISION) {
+                        ref_tv_axis(b[2], b[4], scale, ph, PH, (int)H, f32, &h0, &h1);
+                        ref_tv_axis(b[1], b[3], scale, pw, PW, (int)W, f32, &w0, &w1);
+                        ok = true;
+                    } else {
+                        ok = ref_mmcv_axis(b[2], b[4], scale, ph, PH, (int)H, f32, &h0, &h1) &&
+                             ref_mmcv_axis(b[1], b[3], scale, pw, PW, (int)W, f32, &w0, &w1);
+                    }
+                    const bool empty = !ok || h1 <= h0 || w1 <= w0;
+                    double m = empty ? 0 : (f32 ? (double)-FLT_MAX : -FLT_MAX);
+                    int64_t a = -1;
+                    for (int h = ok ? h0 : 0; ok && h < h1; h++)
+                        for (int w = w0; w < w1; w++) {
+                            const double v = dkk_get(x, (int64_t[]){(int64_t)b[0], c, h, w});
+                            if (v > m) m = v, a = h * W + w;
+                        }
+                    dkk_set(r.out, (int64_t[]){k, c, ph, pw}, m);
+                    dkk_set(r.arg, (int64_t[]){k, c, ph, pw}, (double)a);
+                }
+    }
+    return r;
+}
+
+/* ---- cases ------------------------------------------------------------------------------- */
+
+static const dk_dtype DTYPES[] = {DK_FLOAT32, DK_FLOAT64, DK_FLOAT16, DK_BFLOAT16};
+
+/* k RoIs over an n-image H x W map: inside, across the edges, outside, reversed, a point. */
+static dkk_tensor *make_rois(dk_dtype dt, dkk_rng *r, int64_t k, int64_t n, double span)
+{
+    dkk_tensor *t = dkk_new(dt, 2, (int64_t[]){k, 5}, NULL, 1);
+    for (int64_t i = 0; i < k; i++) {
+        double x1 = dkk_uniform(r, -0.2 * span, span), y1 = dkk_uniform(r, -0.2 * span, span);
+        double v[5] = {(double)(dkk_u64(r) % (uint64_t)n), x1, y1, x1 + dkk_uniform(r, 0, span), y1 + dkk_uniform(r, 0, span)};
+        switch (i % 9) {
+        case 3: v[3] = v[1] - 3; break;                              /* reversed */
+        case 4: v[3] = v[1], v[4] = v[2]; break;                     /* a point */
+        case 5: v[1] += 4 * span, v[3] += 4 * span; break;           /* outside */
+        case 6: v[1] = -span, v[3] = 2 * span; break;                /* across the whole map */
+        case 7: v[1] = 2.5, v[3] = 5.5, v[2] = 0.5, v[4] = 3.5; break; /* halves: round() ties */
+        default: break;
+        }
+        for (int j = 0; j < 5; j++) dkk_set(t, (int64_t[]){i, j}, v[j]);
+    }
+    return t;
+}
+
+static void check_case(dk_dtype dt, int geometry, double scale, int PH, int PW, bool nhwc, dkk_rng *r)
+{
+    char what[160];
+    snprintf(what, sizeof what, "%s geometry %d scale %g %dx%d %s", dk_dtype_name(dt), geometry, scale, PH, PW,
+             nhwc ? "NHWC" : "NCHW");
+    const int64_t N = 2, C = 3, H = 11, W = 13, K = 27;
+    dkk_tensor *x = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, nhwc ? (int[]){0, 2, 3, 1} : NULL, 1);
+    dkk_fill_uniform(x, r, -5, 5);
+    dkk_set(x, (int64_t[]){0, 1, 3, 3}, NAN);
+    dkk_set(x, (int64_t[]){1, 0, 5, 5}, INFINITY);
+    dkk_set(x, (int64_t[]){1, 2, 0, 0}, -INFINITY);
+    dkk_tensor *rois = make_rois(dt, r, K, N, W / scale);
+    dkk_tensor *out = dkk_new(dt, 4, (int64_t[]){K, C, PH, PW}, NULL, 2);
+    dkk_tensor *arg = dkk_new(DK_INT64, 4, (int64_t[]){K, C, PH, PW}, (int[]){3, 2, 1, 0}, 0);
+    assert_ok(dk_roi_pool_forward(&x->t, &rois->t, &out->t, &arg->t, PH, PW, scale, geometry));
+    ref_result want = ref_forward(x, rois, PH, PW, scale, geometry);
+    dkk_assert_identical(out, want.out, what);
+    dkk_assert_identical(arg, want.arg, what);
+    /* backward: the gradient of each bin at its argmax, summed in (k, ph, pw) order */
+    dkk_tensor *go = dkk_new(dt, 4, (int64_t[]){K, C, PH, PW}, NULL, 0);
+    dkk_fill_uniform(go, r, -1, 1);
+    dkk_tensor *gi = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, nhwc ? (int[]){0, 2, 3, 1} : NULL, 3);
+    dkk_fill_uniform(gi, r, 7, 8); /* overwritten */
+    assert_ok(dk_roi_pool_backward(&go->t, &rois->t, &arg->t, &gi->t));
+    dkk_tensor *gw = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, NULL, 0);
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t k = 0; k < K; k++)
+            for (int ph = 0; ph < PH; ph++)
+                for (int pw = 0; pw < PW; pw++) {
+                    const int64_t a = (int64_t)dkk_get(want.arg, (int64_t[]){k, c, ph, pw});
+                    if (a < 0) continue;
+                    const int64_t idx[4] = {(int64_t)dkk_get(rois, (int64_t[]){k, 0}), c, a / W, a % W};
+                    dkk_set(gw, idx, dkk_get(gw, idx) + dkk_get(go, (int64_t[]){k, c, ph, pw}));
+                }
+    dkk_assert_identical(gi, gw, what);
+    dkk_free(x), dkk_free(rois), dkk_free(out), dkk_free(arg), dkk_free(want.out), dkk_free(want.arg);
+    dkk_free(go), dkk_free(gi), dkk_free(gw);
+}
+
+static void both_geometries_every_dtype(void **state)
+{
+    (void)state;
+    dkk_rng r = {0x9001};
+    for (size_t d = 0; d < DK_COUNTOF(DTYPES); d++)
+        for (int geo = 0; geo < 2; geo++) {
+            check_case(DTYPES[d], geo, 1.0, 2, 2, false, &r);
+            check_case(DTYPES[d], geo, 0.5, 3, 5, true, &r);
+            check_case(DTYPES[d], geo, 0.25, 7, 7, false, &r);
+            check_case(DTYPES[d], geo, 1.7, 1, 4, true, &r);
+        }
+}
+
+static void same_bits_for_any_thread_count(void **state)
+{
+    (void)state;
+    for (int t = 1; t <= 4; t++) {
+        assert_ok(dk_set_num_threads(t));
+        dkk_rng r = {0x9002};
+        check_case(DK_FLOAT32, DK_ROI_POOL_TORCHVISION, 0.5, 7, 7, false, &r);
+    }
+    assert_ok(dk_set_num_threads(0));
+}
+
+/* mmcv tests/test_ops/test_roi_pool.py: output and the gradient of a sum, 2 x 2 bins. */
+static void mmcv_published_vectors(void **state)
+{
+    (void)state;
+    dkk_tensor *x = dkk_new(DK_FLOAT32, 4, (int64_t[]){1, 1, 4, 4}, NULL, 0);
+    for (int i = 0; i < 16; i++) {
+        static const double v[16] = {1, 2, 5, 6, 3, 4, 7, 8, 9, 10, 13, 14, 11, 12, 15, 16};
+        dkk_set(x, (int64_t[]){0, 0, i / 4, i % 4}, v[i]);
+    }
+    dkk_tensor *rois = dkk_new(DK_FLOAT32, 2, (int64_t[]){1, 5}, NULL, 0);
+    dkk_set(rois, (int64_t[]){0, 3}, 3), dkk_set(rois, (int64_t[]){0, 4}, 3);
+    dkk_tensor *out = dkk_new(DK_FLOAT32, 4, (int64_t[]){1, 1, 2, 2}, NULL, 0);
+    dkk_tensor *arg = dkk_new(DK_INT64, 4, (int64_t[]){1, 1, 2, 2}, NULL, 0);
+    assert_ok(dk_roi_pool_forward(&x->t, &rois->t, &out->t, &arg->t, 2, 2, 1.0, DK_ROI_POOL_MMCV));
+    static const double want[4] = {4, 8, 12, 16}, grad[16] = {0, 0, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0, 0, 1, 0, 1};
+    for (int i = 0; i < 4; i++) assert_true(dkk_get(out, (int64_t[]){0, 0, i / 2, i % 2}) == want[i]);
+    dkk_tensor *go = dkk_new(DK_FLOAT32, 4, (int64_t[]){1, 1, 2, 2}, NULL, 0), *gi = dkk_new(DK_FLOAT32, 4, (int64_t[]){1, 1, 4, 4}, NULL, 0);
+    for (int i = 0; i < 4; i++) dkk_set(go, (int64_t[]){0, 0, i / 2, i % 2}, 1);
+    assert_ok(dk_roi_pool_backward(&go->t, &rois->t, &arg->t, &gi->t));
+    for (int i = 0; i < 16; i++) assert_true(dkk_get(gi, (int64_t[]){0, 0, i / 4, i % 4}) == grad[i]);
+    dkk_free(x), dkk_free(rois), dkk_free(out), dkk_free(arg), dkk_free(go), dkk_free(gi);
+}
+
+static void bad_input(void **state)
+{
+    (void)state;
+    dkk_tensor *x = dkk_new(DK_FLOAT32, 4, (int64_t[]){1, 2, 4, 4}, NULL, 0);
+    dkk_tensor *rois = dkk_new(DK_FLOAT32, 2, (int64_t[]){1, 5}, NULL, 0);
+    dkk_tensor *out = dkk_new(DK_FLOAT32, 4, (int64_t[]){1, 2, 2, 2}, NULL, 0);
+    dkk_tensor *arg = dkk_new(DK_INT64, 4, (int64_t[]){1, 2, 2, 2}, NULL, 0);
+    dkk_tensor *arg32 = dkk_new(DK_INT32, 4, (int64_t[]){1, 2, 2, 2}, NULL, 0);
+    dkk_tensor *r4 = dkk_new(DK_FLOAT32, 2, (int64_t[]){1, 4}, NULL, 0);
+    assert_error(dk_roi_pool_forward(&x->t, &r4->t, &out->t, &arg->t, 2, 2, 1.0, 0), DK_EINVAL,
+                 "roi_pool_forward: 'rois' must have shape [K, 5] (batch_index, x1, y1, x2, y2), got 2-d with a different width");
+    assert_error(dk_roi_pool_forward(&x->t, &rois->t, &out->t, &arg->t, 0, 2, 1.0, 0), DK_EINVAL,
+                 "roi_pool_forward: output size must be positive and below 2^31, got (0, 2)");
+    assert_error(dk_roi_pool_forward(&x->t, &rois->t, &out->t, &arg->t, 2, 2, -1.0, 0), DK_EINVAL,
+                 "roi_pool_forward: spatial_scale must be a positive finite number, got -1");
+    assert_error(dk_roi_pool_forward(&x->t, &rois->t, &out->t, &arg->t, 2, 2, 1.0, 2), DK_EINVAL,
+                 "roi_pool_forward: geometry must be 0 (torchvision) or 1 (mmcv), got 2");
+    assert_error(dk_roi_pool_forward(&x->t, &rois->t, &out->t, &arg32->t, 2, 2, 1.0, 0), DK_ETYPE,
+                 "roi_pool_forward: 'argmax' must be int64, got int32");
+    dkk_set(rois, (int64_t[]){0, 0}, 1);
+    assert_error(dk_roi_pool_forward(&x->t, &rois->t, &out->t, &arg->t, 2, 2, 1.0, 0), DK_EINDEX,
+                 "roi_pool_forward: rois[0] has batch index 1, which is not an integer in [0, 1)");
+    dkk_set(rois, (int64_t[]){0, 0}, 0);
+    dkk_set(rois, (int64_t[]){0, 3}, NAN);
+    assert_error(dk_roi_pool_forward(&x->t, &rois->t, &out->t, &arg->t, 2, 2, 1.0, 0), DK_EINVAL,
+                 "roi_pool_forward: rois[0] has a non-finite coordinate (nan)");
+    dkk_set(rois, (int64_t[]){0, 3}, 2);
+    /* a made-up argmax outside the plane adds nothing (and reads nothing out of bounds) */
+    assert_ok(dk_roi_pool_forward(&x->t, &rois->t, &out->t, &arg->t, 2, 2, 1.0, 0));
+    dkk_set(arg, (int64_t[]){0, 0, 0, 0}, 1000);
+    dkk_set(arg, (int64_t[]){0, 1, 0, 0}, -7);
+    dkk_tensor *gi = dkk_new(DK_FLOAT32, 4, (int64_t[]){1, 2, 4, 4}, NULL, 0);
+    assert_ok(dk_roi_pool_backward(&out->t, &rois->t, &arg->t, &gi->t));
+    dkk_tensor *gbad = dkk_new(DK_FLOAT32, 4, (int64_t[]){1, 3, 2, 2}, NULL, 0);
+    assert_error(dk_roi_pool_backward(&gbad->t, &rois->t, &arg->t, &gi->t), DK_EINVAL,
+                 "roi_pool_backward: 'grad_output' must have shape [1, 2, 2, 2], got [1, 3, 2, 2]");
+    dkk_free(x), dkk_free(rois), dkk_free(out), dkk_free(arg), dkk_free(arg32), dkk_free(r4), dkk_free(gi), dkk_free(gbad);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(both_geometries_every_dtype),
+        cmocka_unit_test(same_bits_for_any_thread_count),
+        cmocka_unit_test(mmcv_published_vectors),
+        cmocka_unit_test(bad_input),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,208 @@
+"""roi_pool (dkit.ops, dkit.compat.mmcv): torchvision's op as the reference for its bins, values,
+argmax and gradients, to the bit; MMCV's published test vectors and a NumPy port of MMCV's kernel
+for its bins; 16-bit inputs, NumPy arrays, TorchScript, and the refusals."""
+
+import numpy as np
+import pytest
+
+import dkit
+from dkit import _C
+
+torch = pytest.importorskip("torch")
+tvops = pytest.importorskip("torchvision.ops")
+
+from dkit.compat import DkitAssertionError  # noqa: E402
+from dkit.compat import mmcv as dk_mmcv  # noqa: E402
+
+
+def _rois(n, k, span, seed, dtype=torch.float32):
+    """k RoIs over n images: inside, across the edges, outside, reversed, points, half-pixel ties."""
+    g = torch.Generator().manual_seed(seed)
+    xy = torch.rand(k, 2, generator=g, dtype=torch.float64) * span * 1.2 - 0.2 * span
+    wh = torch.rand(k, 2, generator=g, dtype=torch.float64) * span
+    b = torch.cat([torch.randint(0, n, (k, 1), generator=g).double(), xy, xy + wh], 1)
+    b[3::9, 3] = b[3::9, 1] - 3  # reversed
+    b[4::9, 3:] = b[4::9, 1:3]  # a point
+    b[5::9, 1::2] += 4 * span  # outside
+    b[7::9, 1:] = torch.tensor([2.5, 0.5, 5.5, 3.5], dtype=torch.float64)  # round() ties
+    return b.to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("size, scale", [((2, 2), 1.0), ((7, 7), 0.25), ((3, 5), 0.5), ((1, 4), 1.7)])
+def test_equal_to_torchvision(dtype, size, scale):
+    g = torch.Generator().manual_seed(size[0] * 10 + size[1])
+    x = torch.randn(2, 3, 17, 19, generator=g, dtype=torch.float64).to(dtype)
+    x[0, 1, 3, 3] = float("nan")
+    x[1, 0, 5, 5] = float("inf")
+    rois = _rois(2, 40, 19 / scale, 7, dtype)
+    want = tvops.roi_pool(x, rois, size, scale)
+    got = dkit.ops.roi_pool(x, rois, size, scale)
+    assert got.dtype == dtype and torch.equal(got.nan_to_num(), want.nan_to_num())
+    # the gradients: each bin's to its maximum, added in torchvision's CPU order: the same bits
+    xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
+    gout = torch.randn(want.shape, generator=g, dtype=torch.float64).to(dtype)
+    tvops.roi_pool(xa, rois, size, scale).backward(gout)
+    dkit.ops.roi_pool(xb, rois, size, scale).backward(gout)
+    assert torch.equal(xa.grad, xb.grad)
+    # and the module, and boxes as a list per image
+    assert torch.equal(tvops.RoIPool(size, scale)(x, rois).nan_to_num(), got.nan_to_num())
+    boxes = [rois[rois[:, 0] == i, 1:] for i in range(2)]
+    assert torch.equal(dkit.ops.roi_pool(x, boxes, size, scale).nan_to_num(),
+                       tvops.roi_pool(x, boxes, size, scale).nan_to_num())  # fmt: skip
+
+
+def test_gradcheck():
+    x = torch.rand(1, 2, 10, 10, dtype=torch.float64, requires_grad=True)
+    rois = torch.tensor([[0, 1, 1, 7, 8], [0, 0, 3, 9, 5]], dtype=torch.float64)
+    for geometry in ("torchvision", "mmcv"):
+        assert torch.autograd.gradcheck(lambda t: dkit.ops.roi_pool(t, rois, 3, 1.0, geometry), (x,))
+
+
+# ------------------------------------------------------------------------------------------
+# MMCV's bins
+
+MMCV_INPUTS = [([[[[1.0, 2.0], [3.0, 4.0]]]], [[0.0, 0.0, 0.0, 1.0, 1.0]]),
+               ([[[[1.0, 2.0], [3.0, 4.0]], [[4.0, 3.0], [2.0, 1.0]]]], [[0.0, 0.0, 0.0, 1.0, 1.0]]),
+               ([[[[1.0, 2.0, 5.0, 6.0], [3.0, 4.0, 7.0, 8.0], [9.0, 10.0, 13.0, 14.0], [11.0, 12.0, 15.0, 16.0]]]],
+                [[0.0, 0.0, 0.0, 3.0, 3.0]])]  # fmt: skip
+MMCV_OUTPUTS = [([[[[1.0, 2.0], [3.0, 4.0]]]], [[[[1.0, 1.0], [1.0, 1.0]]]]),
+                ([[[[1.0, 2.0], [3.0, 4.0]], [[4.0, 3.0], [2.0, 1.0]]]], [[[[1.0, 1.0], [1.0, 1.0]], [[1.0, 1.0], [1.0, 1.0]]]]),
+                ([[[[4.0, 8.0], [12.0, 16.0]]]], [[[[0, 0, 0, 0], [0, 1, 0, 1], [0, 0, 0, 0], [0, 1, 0, 1.0]]]])]  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_mmcv_published_vectors(dtype):
+    # mmcv tests/test_ops/test_roi_pool.py (MMCV runs them on CUDA only; dkit on the CPU too)
+    for (x, rois), (out, grad) in zip(MMCV_INPUTS, MMCV_OUTPUTS):
+        x = torch.tensor(x, dtype=dtype, requires_grad=True)
+        o = dk_mmcv.roi_pool(x, torch.tensor(rois, dtype=dtype), (2, 2), 1.0)
+        o.backward(torch.ones_like(o))
+        assert o.tolist() == out and x.grad.tolist() == grad
+
+
+def _mmcv_reference(x, rois, ph_n, pw_n, scale):
+    """MMCV's roi_pool_forward_cuda_kernel in NumPy, float32 arithmetic, floorf / ceilf."""
+    f = np.float32
+    x, rois = x.numpy(), rois.numpy()
+    k_n, c_n, h_n, w_n = len(rois), x.shape[1], x.shape[2], x.shape[3]
+    out = np.zeros((k_n, c_n, ph_n, pw_n), np.float32)
+    for k in range(k_n):
+        b, x1, y1, x2, y2 = (f(v) for v in rois[k])
+        s = f(scale)
+        rx1, ry1, rx2, ry2 = x1 * s, y1 * s, (x2 + f(1)) * s, (y2 + f(1)) * s
+        rw, rh = rx2 - rx1, ry2 - ry1
+        if rw <= 0 or rh <= 0:
+            continue
+        bw, bh = rw / f(pw_n), rh / f(ph_n)
+        for ph in range(ph_n):
+            for pw in range(pw_n):
+                ys = min(max(int(np.floor(f(ph) * bh + ry1)), 0), h_n)
+                ye = min(max(int(np.ceil(f(ph + 1) * bh + ry1)), 0), h_n)
+                xs = min(max(int(np.floor(f(pw) * bw + rx1)), 0), w_n)
+                xe = min(max(int(np.ceil(f(pw + 1) * bw + rx1)), 0), w_n)
+                if ye <= ys or xe <= xs:
+                    continue
+                out[k, :, ph, pw] = x[int(b), :, ys:ye, xs:xe].reshape(c_n, -1).max(1).clip(min=-np.finfo(f).max)
+    return torch.from_numpy(out)
+
+
+@pytest.mark.parametrize("size, scale", [((2, 2), 1.0), ((7, 7), 0.25), ((3, 5), 0.6)])
+def test_mmcv_geometry_against_its_kernel(size, scale):
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(2, 4, 15, 13, generator=g)
+    rois = _rois(2, 60, 13 / scale, 8)
+    got = dkit.ops.roi_pool(x, rois, size, scale, geometry="mmcv")
+    assert torch.equal(got, _mmcv_reference(x, rois, *size, scale))
+    assert torch.equal(dk_mmcv.roi_pool(x, rois, size, scale), got)
+    assert torch.equal(dk_mmcv.RoIPool(size, scale)(x, rois), got)
+
+
+# ------------------------------------------------------------------------------------------
+# Dtypes, frameworks, TorchScript
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_sixteen_bit_inputs(dtype):
+    # a maximum is exact in any dtype; bins are computed in float32 (torchvision's CPU kernel
+    # takes neither dtype)
+    x = torch.randn(1, 3, 12, 12).to(dtype)
+    rois = _rois(1, 20, 12, 9).to(dtype)
+    got = dkit.ops.roi_pool(x, rois, 3, 1.0)
+    assert got.dtype == dtype
+    assert torch.equal(got, dkit.ops.roi_pool(x.float(), rois.float(), 3, 1.0).to(dtype))
+
+
+def test_numpy_in_numpy_out():
+    x = np.random.default_rng(0).standard_normal((2, 3, 9, 9)).astype(np.float32)
+    rois = np.array([[0, 1, 1, 6, 6], [1, 0, 2, 8, 5]], np.float32)
+    got = dkit.ops.roi_pool(x, rois, 2, 1.0)
+    assert isinstance(got, np.ndarray) and got.dtype == np.float32
+    np.testing.assert_array_equal(got, tvops.roi_pool(torch.from_numpy(x), torch.from_numpy(rois), 2, 1.0).numpy())
+
+
+def test_torchscript_and_torch_op():
+    x, rois = torch.randn(1, 2, 8, 8), torch.tensor([[0.0, 1, 1, 6, 6]])
+    want = dkit.ops.roi_pool(x, rois, (2, 3), 0.5, "mmcv")
+    assert torch.equal(torch.ops.dkit.roi_pool(x, rois, [2, 3], 0.5, "mmcv"), want)
+    assert torch.equal(torch.jit.script(dk_mmcv.RoIPool((2, 3), 0.5))(x, rois), want)
+    assert torch.equal(torch.jit.script(dk_mmcv.roi_pool)(x, rois, [2, 3], 0.5), want)
+
+
+def test_same_bits_for_any_thread_count():
+    x = torch.randn(2, 64, 32, 32, requires_grad=True)
+    rois = _rois(2, 200, 32, 10)
+    runs = []
+    for t in (1, 2, 3):
+        dkit.set_num_threads(t)
+        try:
+            x.grad = None
+            out = dkit.ops.roi_pool(x, rois, 7, 1.0)
+            out.sum().backward()
+            runs.append((out.detach(), x.grad.clone()))
+        finally:
+            dkit.set_num_threads(0)
+    assert all(torch.equal(a[0], runs[0][0]) and torch.equal(a[1], runs[0][1]) for a in runs)
+
+
+# ------------------------------------------------------------------------------------------
+# Refusals
+
+
+def test_bad_input():
+    x, rois = torch.randn(1, 2, 8, 8), torch.tensor([[0.0, 1, 1, 6, 6]])
+    with pytest.raises(ValueError, match="geometry must be 'torchvision' or 'mmcv', got 'caffe'"):
+        dkit.ops.roi_pool(x, rois, 2, 1.0, "caffe")
+    with pytest.raises(ValueError, match="output size must be positive"):
+        dkit.ops.roi_pool(x, rois, 0, 1.0)
+    with pytest.raises(ValueError, match="spatial_scale must be a positive finite number"):
+        dkit.ops.roi_pool(x, rois, 2, -1.0)
+    with pytest.raises(ValueError, match=r"'rois' must have shape \[K, 5\]"):
+        dkit.ops.roi_pool(x, rois[:, :4], 2, 1.0)
+    with pytest.raises(ValueError, match=r"'input' must be 4-d"):
+        dkit.ops.roi_pool(x[0], rois, 2, 1.0)
+    with pytest.raises(TypeError, match="'rois' must be float32, got float64"):
+        dkit.ops.roi_pool(x, rois.double(), 2, 1.0)
+    with pytest.raises(TypeError, match="must be float16, bfloat16, float32 or float64, got int64"):
+        dkit.ops.roi_pool(x.long(), rois.long(), 2, 1.0)
+    with pytest.raises(IndexError, match="batch index 3"):
+        dkit.ops.roi_pool(x, torch.tensor([[3.0, 1, 1, 6, 6]]), 2, 1.0)
+    with pytest.raises(ValueError, match="non-finite coordinate"):
+        dkit.ops.roi_pool(x, torch.tensor([[0.0, 1, float("nan"), 6, 6]]), 2, 1.0)
+    with pytest.raises(RuntimeError):  # every dkit error is a RuntimeError too, as torchvision's
+        dkit.ops.roi_pool(x, rois, 0, 1.0)
+    # MMCV's assertion for rois without 5 columns
+    with pytest.raises(AssertionError, match=r"RoI must be \(idx, x1, y1, x2, y2\)!"):
+        dk_mmcv.roi_pool(x, rois[:, :4], (2, 2))
+    assert issubclass(DkitAssertionError, AssertionError)
+    # empty: no boxes, no channels
+    assert dkit.ops.roi_pool(x, rois[:0], 2, 1.0).shape == (0, 2, 2, 2)
+    assert dkit.ops.roi_pool(x[:, :0], rois, 2, 1.0).shape == (1, 0, 2, 2)
+
+
+def test_signatures():
+    import inspect
+
+    assert list(inspect.signature(dk_mmcv.roi_pool).parameters) == ["input", "rois", "output_size", "spatial_scale"]
+    assert "roi_pool" in dkit.ops.__all__ and "RoIPool" in dk_mmcv.__all__
+    assert repr(dk_mmcv.RoIPool(7, 0.25)) == "RoIPool(output_size=(7, 7), spatial_scale=0.25)"
