@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""roi_pool: dkit against torchvision.ops.roi_pool, in one process, on the same tensors.
+"""roi_pool and ps_roi_pool: dkit against torchvision.ops, in one process, on the same tensors.
 
     /usr/bin/python3 bench/bench_roi_pool.py [--reps 5] [--threads 1,2] [--quick]
 
@@ -10,6 +10,9 @@ Cases (float32): a Faster R-CNN head's feature map [2, 256, 50, 68] (quick: [1, 
                    gradient
   interleaved      the forward after 64 MB written and 64 MB read elsewhere and a few
                    allocations, as a training step's other ops leave the caches and the allocator
+  ps forward, ps forward+backward
+                   ps_roi_pool (R-FCN) on the same RoIs, 7 x 7 bins over a map of 10 x 49 channels
+                   (quick: 2 x 49)
 Each rep runs every (thread count, library) once, in turn; the median of --reps is printed as
 time and as the ratio dkit / torchvision (below 1: dkit is faster). torch.set_num_threads and
 dkit.set_num_threads set the counts. The results are checked equal before timing.
@@ -70,6 +73,10 @@ def main():
     libs = {"torchvision": tvops.roi_pool, "dkit": dkit.ops.roi_pool}
     ref = libs["torchvision"](x, rois, 7, 1 / 16)
     assert torch.equal(libs["dkit"](x, rois, 7, 1 / 16), ref)
+    xps = torch.randn(x.shape[0], (2 if args.quick else 10) * 49, x.shape[2], x.shape[3])
+    gps = torch.randn(rois.shape[0], xps.shape[1] // 49, 7, 7)
+    ps_libs = {"torchvision": tvops.ps_roi_pool, "dkit": dkit.ops.ps_roi_pool}
+    assert torch.equal(ps_libs["dkit"](xps, rois, 7, 1 / 16), ps_libs["torchvision"](xps, rois, 7, 1 / 16))
 
     def forward(f):
         return lambda: f(x, rois, 7, 1 / 16)
@@ -81,7 +88,21 @@ def main():
 
         return run
 
-    cases = [("forward", forward, False), ("forward+backward", training, False), ("interleaved", forward, True)]
+    def ps_forward(f):
+        return lambda: ps_libs[_name_of(f)](xps, rois, 7, 1 / 16)
+
+    def ps_training(f):
+        def run():
+            xg = xps.detach().requires_grad_()
+            ps_libs[_name_of(f)](xg, rois, 7, 1 / 16).backward(gps)
+
+        return run
+
+    def _name_of(f):
+        return "torchvision" if f is libs["torchvision"] else "dkit"
+
+    cases = [("forward", forward, False), ("forward+backward", training, False), ("interleaved", forward, True),
+             ("ps forward", ps_forward, False), ("ps forward+backward", ps_training, False)]  # fmt: skip
     threads = [int(t) for t in args.threads.split(",")]
     times = {}
     for name, make, disturb in cases:
@@ -97,12 +118,13 @@ def main():
                     times.setdefault((name, t, lib), []).append(_timed(make(f), disturb))
     shape = "x".join(str(s) for s in x.shape)
     print(f"roi_pool, input {shape}, {rois.shape[0]} RoIs, 7x7 bins, float32, median of {args.reps}")
-    print(f"{'case':18} {'threads':>7} {'torchvision':>14} {'dkit':>12} {'ratio':>8}")
+    print(f"ps_roi_pool, input {'x'.join(str(s) for s in xps.shape)}, the same RoIs and bins")
+    print(f"{'case':20} {'threads':>7} {'torchvision':>14} {'dkit':>12} {'ratio':>8}")
     for name, _, _ in cases:
         for t in threads:
             tv = statistics.median(times[(name, t, "torchvision")]) * 1e3
             dk = statistics.median(times[(name, t, "dkit")]) * 1e3
-            print(f"{name:18} {t:7d} {tv:11.3f} ms {dk:9.3f} ms {dk / tv:7.3f}x")
+            print(f"{name:20} {t:7d} {tv:11.3f} ms {dk:9.3f} ms {dk / tv:7.3f}x")
 
 
 if __name__ == "__main__":

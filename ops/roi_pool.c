@@ -19,6 +19,19 @@ static dk_status dk__check_rois(const char *op, const dk_tensor *rois, dk_dtype 
     return dk_check_dtype(op, "rois", rois, dt);
 }
 
+/* A positive finite spatial_scale, also in float32, in which the kernels compute 16- and 32-bit
+ * inputs (Note [Scale in the compute type] in ops/roi_align.c). */
+static dk_status dk__check_scale(const char *op, double spatial_scale, dk_dtype dt)
+{
+    if (!(spatial_scale > 0) || !isfinite(spatial_scale))
+        return dk_error(DK_EINVAL, "%s: spatial_scale must be a positive finite number, got %g", op, spatial_scale);
+    if (dt != DK_FLOAT64 && (isinf((float)spatial_scale) || (float)spatial_scale == 0.0f))
+        return dk_error(DK_EINVAL, "%s: spatial_scale (%g) %s float32, in which %s inputs are computed", op,
+                        spatial_scale, isinf((float)spatial_scale) ? "overflows" : "underflows to 0 in",
+                        dk_dtype_name(dt));
+    return DK_OK;
+}
+
 DK_DEFINE_OP(roi_pool_forward, DK_ROI_POOL_FORWARD_ARGS)
 {
     static const char op[] = "roi_pool_forward";
@@ -31,14 +44,7 @@ DK_DEFINE_OP(roi_pool_forward, DK_ROI_POOL_FORWARD_ARGS)
     if (pooled_height <= 0 || pooled_width <= 0 || pooled_height > INT32_MAX || pooled_width > INT32_MAX)
         return dk_error(DK_EINVAL, "%s: output size must be positive and below 2^31, got (%lld, %lld)", op,
                         (long long)pooled_height, (long long)pooled_width);
-    if (!(spatial_scale > 0) || !isfinite(spatial_scale))
-        return dk_error(DK_EINVAL, "%s: spatial_scale must be a positive finite number, got %g", op, spatial_scale);
-    /* the kernels compute 16- and 32-bit inputs in float32 (Note [Scale in the compute type] in
-     * ops/roi_align.c) */
-    if (dt != DK_FLOAT64 && (isinf((float)spatial_scale) || (float)spatial_scale == 0.0f))
-        return dk_error(DK_EINVAL, "%s: spatial_scale (%g) %s float32, in which %s inputs are computed", op,
-                        spatial_scale, isinf((float)spatial_scale) ? "overflows" : "underflows to 0 in",
-                        dk_dtype_name(dt));
+    if ((st = dk__check_scale(op, spatial_scale, dt))) return st;
     if (geometry != DK_ROI_POOL_TORCHVISION && geometry != DK_ROI_POOL_MMCV)
         return dk_error(DK_EINVAL, "%s: geometry must be 0 (torchvision) or 1 (mmcv), got %lld", op,
                         (long long)geometry);
@@ -78,4 +84,46 @@ DK_DEFINE_OP(roi_pool_backward, DK_ROI_POOL_BACKWARD_ARGS)
     if ((st = dk_check_dtype(op, "argmax", argmax, DK_INT64))) return st;
     if (dk_tensor_numel(grad_output) == 0) return DK_OK;
     return dk_check_roi_values(op, rois, grad_input->shape[0], 1.0);
+}
+
+/* ps_roi_pool: `feat` is input or grad_input, `pooled` output or grad_output, whose last two
+ * sizes are the output size. */
+static dk_status dk__check_ps(const char *op, const dk_tensor *feat, const char *feat_name, const dk_tensor *rois,
+                              const dk_tensor *pooled, const char *pooled_name, double spatial_scale)
+{
+    dk_status st;
+    if ((st = dk_check_ndim(op, feat_name, feat, 4, "[N, C, H, W]"))) return st;
+    if ((st = dk_check_float(op, feat_name, feat))) return st;
+    const dk_dtype dt = dk_tensor_dtype(feat);
+    if ((st = dk__check_rois(op, rois, dt))) return st;
+    if ((st = dk_check_ndim(op, pooled_name, pooled, 4, "[K, C / (PH PW), PH, PW]"))) return st;
+    for (int i = 0; i < 4; i++)
+        if (feat->shape[i] < 0 || pooled->shape[i] < 0) return dk_error(DK_EINVAL, "%s: a negative dimension", op);
+    const int64_t ph = pooled->shape[2], pw = pooled->shape[3];
+    if (ph <= 0 || pw <= 0 || ph > INT32_MAX || pw > INT32_MAX)
+        return dk_error(DK_EINVAL, "%s: output size must be positive and below 2^31, got (%lld, %lld)", op,
+                        (long long)ph, (long long)pw);
+    /* ph, pw < 2^31: their product fits int64 */
+    if (feat->shape[1] % (ph * pw) != 0)
+        return dk_error(DK_EINVAL,
+                        "%s: input channels must be a multiple of pooling height * pooling width, got %lld channels "
+                        "for %lld x %lld bins",
+                        op, (long long)feat->shape[1], (long long)ph, (long long)pw);
+    if ((st = dk__check_scale(op, spatial_scale, dt))) return st;
+    const int64_t shape[4] = {rois->shape[0], feat->shape[1] / (ph * pw), ph, pw};
+    if ((st = dk_check_shape(op, pooled_name, pooled, 4, shape))) return st;
+    if ((st = dk_check_dtype(op, pooled_name, pooled, dt))) return st;
+    if (dk_tensor_numel(pooled) == 0) return DK_OK;
+    return dk_check_roi_values(op, rois, feat->shape[0], spatial_scale);
+}
+
+DK_DEFINE_OP(ps_roi_pool_forward, DK_PS_ROI_POOL_FORWARD_ARGS)
+{
+    return dk__check_ps("ps_roi_pool_forward", input, "input", rois, output, "output", spatial_scale);
+}
+
+DK_DEFINE_OP(ps_roi_pool_backward, DK_PS_ROI_POOL_BACKWARD_ARGS)
+{
+    return dk__check_ps("ps_roi_pool_backward", grad_input, "grad_input", rois, grad_output, "grad_output",
+                        spatial_scale);
 }

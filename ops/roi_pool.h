@@ -1,8 +1,9 @@
 /*
  * ops/roi_pool.h — the RoI pooling family: roi_pool (Fast R-CNN's RoIPool), with torchvision's
- * and MMCV's semantics. (ps_roi_pool and ps_roi_align are to join it: the same boxes, bins and
- * bounds.)
+ * and MMCV's semantics, and ps_roi_pool (R-FCN's position-sensitive RoI pooling, torchvision's).
+ * (ps_roi_align is to join them: the same boxes, bins and bounds.)
  *
+ * roi_pool:
  * For every RoI k = (batch_index, x1, y1, x2, y2) and output bin (ph, pw), each channel c is the
  * maximum of the input over the bin's whole pixels, and argmax the plane index h * W + w of the
  * first maximum (rows, then columns), or -1 when the bin is empty or holds no value above its
@@ -27,6 +28,14 @@
  *   argmax      [K, C, PH, PW], int64 (torchvision's is int32; plane indices of large maps
  *               need more)
  *   grad_output [K, C, PH, PW], grad_input [N, C, H, W], same dtype as rois
+ *
+ * ps_roi_pool: output [K, C / (PH PW), PH, PW]; element (k, c, ph, pw) is the average of input
+ * channel (c PH + ph) PW + pw over bin (ph, pw) of RoI k, 0 for an empty bin, with torchvision's
+ * bins for it (kernels/roi_pool_math.h: they never reach the map's last row or column). C must
+ * be a multiple of PH PW. Backward spreads each gradient evenly over its bin's pixels (the
+ * forward's gradient; torchvision's backward also reaches the last row and column, which its
+ * forward never reads), and writes every other element of grad_input as 0. Same dtypes as
+ * roi_pool; grad_input [N, C_out PH PW, H, W].
  */
 #ifndef DK_OPS_ROI_POOL_H
 #define DK_OPS_ROI_POOL_H
@@ -52,11 +61,25 @@ enum { DK_ROI_POOL_TORCHVISION = 0, DK_ROI_POOL_MMCV = 1 };
     X(TENSOR, argmax)                                                                         \
     X(TENSOR_OUT, grad_input)
 
+#define DK_PS_ROI_POOL_FORWARD_ARGS(X)                                                        \
+    X(TENSOR, input)                                                                          \
+    X(TENSOR, rois)                                                                           \
+    X(TENSOR_OUT, output)                                                                     \
+    X(FLOAT, spatial_scale)
+
+#define DK_PS_ROI_POOL_BACKWARD_ARGS(X)                                                       \
+    X(TENSOR, grad_output)                                                                    \
+    X(TENSOR, rois)                                                                           \
+    X(TENSOR_OUT, grad_input)                                                                 \
+    X(FLOAT, spatial_scale)
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 DK_DECLARE_OP(roi_pool_forward, DK_ROI_POOL_FORWARD_ARGS)
 DK_DECLARE_OP(roi_pool_backward, DK_ROI_POOL_BACKWARD_ARGS)
+DK_DECLARE_OP(ps_roi_pool_forward, DK_PS_ROI_POOL_FORWARD_ARGS)
+DK_DECLARE_OP(ps_roi_pool_backward, DK_PS_ROI_POOL_BACKWARD_ARGS)
 #ifdef __cplusplus
 }
 #endif

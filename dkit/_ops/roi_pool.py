@@ -1,5 +1,6 @@
-"""The RoI pooling family: roi_pool (Fast R-CNN's RoIPool), with torchvision's bins or MMCV's.
-(ps_roi_pool and ps_roi_align are to join it.)
+"""The RoI pooling family: roi_pool (Fast R-CNN's RoIPool), with torchvision's bins or MMCV's, and
+ps_roi_pool (R-FCN's position-sensitive RoI pooling, torchvision's). (ps_roi_align is to join
+them.)
 
 Written once against the framework protocol (Note [The framework protocol] in
 dkit/_frameworks/__init__.py): argument normalisation, output shapes, and the forward/backward
@@ -21,6 +22,8 @@ _GEOMETRIES = {"torchvision": 0, "mmcv": 1}
 
 _forward_kernel = _C.ops.roi_pool_forward
 _backward_kernel = _C.ops.roi_pool_backward
+_ps_forward_kernel = _C.ops.ps_roi_pool_forward
+_ps_backward_kernel = _C.ops.ps_roi_pool_backward
 
 _framework_of_type = _frameworks.BY_TYPE.get
 
@@ -130,4 +133,99 @@ ROI_POOL = Differentiable(
     results=1,
     forward_schema="(Tensor input, Tensor rois, int ph, int pw, float spatial_scale, int geometry) -> (Tensor, Tensor)",
     backward_schema="(Tensor grad_output, Tensor rois, Tensor argmax, SymInt[] input_shape) -> Tensor",
+)
+
+
+# ------------------------------------------------------------------------------------------
+# ps_roi_pool
+
+
+@torch_op(
+    "ps_roi_pool(Tensor input, Tensor boxes, int[2] output_size, float spatial_scale=1.0) -> Tensor",
+    "ps_roi_pool.boxes_list(Tensor input, Tensor[] boxes, int[2] output_size, float spatial_scale=1.0) -> Tensor",
+    differentiable=True,
+    autocast=True,
+    example=lambda rng: (_examples.feature(rng, c=12)[0], _examples.feature(rng)[1], [3, 2], 0.5),
+)
+def ps_roi_pool(input, boxes, output_size, spatial_scale=1.0):
+    """Position-sensitive RoI pooling (R-FCN), as torchvision.ops.ps_roi_pool.
+
+    Args:
+        input: [N, C, H, W] float16 / bfloat16 / float32 / float64 (16-bit computed in float32),
+            C a multiple of output_size[0] * output_size[1]; the frameworks and strides roi_pool
+            takes.
+        boxes: Tensor[K, 5] (batch_index, x1, y1, x2, y2) or a list of Tensor[L, 4] per image.
+        output_size: int or (height, width), positive and below 2^31.
+        spatial_scale: multiplies box coordinates to reach input coordinates.
+
+    Returns:
+        [K, C / (PH PW), PH, PW]: element (k, c, ph, pw) is the average over bin (ph, pw) of RoI k
+        of input channel (c PH + ph) PW + pw, 0 for an empty bin; torchvision's bins, which
+        never reach the map's last row or column (kernels/roi_pool_math.h). Differentiable with
+        respect to input: the forward's own gradient (torchvision's backward also sends gradient
+        to the last row and column, which its forward never reads), the same bits on every run
+        and backend.
+
+    Raises: as roi_pool, and DkitValueError when C is not a multiple of PH PW.
+    """
+    op = "ps_roi_pool"
+    tp = type(input)
+    fw = _framework_of_type(tp)
+    if fw is None:
+        fw = framework(input, "input", op)
+    if tp is not fw.AS_IS:
+        input = fw.as_tensor(input, "input", op)
+    if type(output_size) is int and 0 < output_size < _LIMIT:
+        ph = pw = output_size
+    else:
+        ph, pw = output_size_pair(output_size, op)
+    if type(spatial_scale) is not float:
+        spatial_scale = to_float(spatial_scale, "spatial_scale", op)
+    if type(boxes) is not fw.AS_IS:
+        boxes = rois_of(fw, boxes, input, op)
+    try:
+        if fw.wants_grad(input):
+            return fw.apply(PS_ROI_POOL, input, boxes, ph, pw, spatial_scale)
+        return _ps_forward(fw, input, boxes, ph, pw, spatial_scale)[0]
+    except _C.DkitTypeError:
+        cast = autocast_args(fw, input, boxes)  # Note [Autocast] in dkit/_ops/__init__.py
+        if cast is None:
+            raise
+    out = ps_roi_pool(cast[0], cast[1], (ph, pw), spatial_scale)
+    return fw.to_dtype(out, fw.dtype_name(input))
+
+
+def _ps_forward(fw, input, rois, ph, pw, spatial_scale):
+    """(output, an empty tensor): the second result only keeps forward's results a pair."""
+    try:
+        channels = input.shape[1] // (ph * pw) if input.shape[1] % (ph * pw) == 0 else input.shape[1]
+        shape = (rois.shape[0], channels, ph, pw)
+    except IndexError:  # ranks are the core's to check, and it names the parameter
+        shape = (0, 0, ph, pw)
+    out = fw.new_empty(input, shape)  # a C that is no multiple of PH PW: the core says so
+    _ps_forward_kernel(input, rois, out, spatial_scale)
+    return out, fw.empty(input, (0,), None)
+
+
+def _ps_saved(args, results):
+    input, rois, ph, pw, spatial_scale = args
+    return rois, tuple(input.shape), spatial_scale
+
+
+def _ps_backward(fw, grad_output, rois, input_shape, spatial_scale):
+    """Gradient with respect to input only; the core writes all of grad_input."""
+    grad_input = fw.new_empty(grad_output, tuple(input_shape))
+    _ps_backward_kernel(grad_output, rois, grad_input, spatial_scale)
+    return (grad_input,)
+
+
+PS_ROI_POOL = Differentiable(
+    "ps_roi_pool",
+    "PSRoIPool",
+    forward=_ps_forward,
+    saved=_ps_saved,
+    backward=_ps_backward,
+    results=1,
+    forward_schema="(Tensor input, Tensor rois, int ph, int pw, float spatial_scale) -> (Tensor, Tensor)",
+    backward_schema="(Tensor grad_output, Tensor rois, SymInt[] input_shape, float spatial_scale) -> Tensor",
 )

@@ -194,6 +194,88 @@ static void mmcv_published_vectors(void **state)
     dkk_free(x), dkk_free(rois), dkk_free(out), dkk_free(arg), dkk_free(go), dkk_free(gi);
 }
 
+/* ---- ps_roi_pool --------------------------------------------------------------------------- */
+
+/* torchvision's ps_roi_pool bins along one axis: len = max(end - start, 1), clamped to size - 1. */
+static void ref_ps_axis(double c1, double c2, double scale, int p, int pooled, int size, bool f32, int *lo, int *hi)
+{
+#define T(v) (f32 ? (double)(float)(v) : (v))
+    const int start = (int)(f32 ? roundf((float)T(c1 * T(scale))) : round(c1 * scale));
+    const int end = (int)(f32 ? roundf((float)T(c2 * T(scale))) : round(c2 * scale));
+    const int len = end - start > 1 ? end - start : 1;
+    const double bin = T((double)len / (double)pooled);
+    int a = (int)floor(T(p * bin)) + start, b = (int)ceil(T((p + 1) * bin)) + start;
+#undef T
+    *lo = a < 0 ? 0 : a > size - 1 ? size - 1 : a;
+    *hi = b < 0 ? 0 : b > size - 1 ? size - 1 : b;
+}
+
+static void check_ps_case(dk_dtype dt, double scale, int PH, int PW, bool nhwc, dkk_rng *r)
+{
+    char what[160];
+    snprintf(what, sizeof what, "ps_roi_pool %s scale %g %dx%d %s", dk_dtype_name(dt), scale, PH, PW,
+             nhwc ? "NHWC" : "NCHW");
+    const int64_t N = 2, CO = 2, C = CO * PH * PW, H = 11, W = 13, K = 19;
+    const bool f32 = dt != DK_FLOAT64;
+    dkk_tensor *x = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, nhwc ? (int[]){0, 2, 3, 1} : NULL, 1);
+    dkk_fill_uniform(x, r, -5, 5);
+    dkk_tensor *rois = make_rois(dt, r, K, N, W / scale);
+    dkk_tensor *out = dkk_new(dt, 4, (int64_t[]){K, CO, PH, PW}, NULL, 2);
+    assert_ok(dk_ps_roi_pool_forward(&x->t, &rois->t, &out->t, scale));
+    dkk_tensor *go = dkk_new(dt, 4, (int64_t[]){K, CO, PH, PW}, NULL, 0);
+    dkk_fill_uniform(go, r, -1, 1);
+    dkk_tensor *gi = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, nhwc ? (int[]){0, 2, 3, 1} : NULL, 3);
+    dkk_fill_uniform(gi, r, 7, 8); /* overwritten */
+    assert_ok(dk_ps_roi_pool_backward(&go->t, &rois->t, &gi->t, scale));
+    dkk_tensor *gw = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, NULL, 0);
+#define T(v) (f32 ? (double)(float)(v) : (v))
+    for (int64_t k = 0; k < K; k++) {
+        double b[5];
+        for (int j = 0; j < 5; j++) b[j] = dkk_get(rois, (int64_t[]){k, j});
+        for (int64_t c = 0; c < CO; c++)
+            for (int ph = 0; ph < PH; ph++)
+                for (int pw = 0; pw < PW; pw++) {
+                    int h0, h1, w0, w1;
+                    ref_ps_axis(b[2], b[4], scale, ph, PH, (int)H, f32, &h0, &h1);
+                    ref_ps_axis(b[1], b[3], scale, pw, PW, (int)W, f32, &w0, &w1);
+                    const int64_t cin = (c * PH + ph) * PW + pw;
+                    double sum = 0, want = 0;
+                    const bool empty = h1 <= h0 || w1 <= w0;
+                    for (int h = h0; !empty && h < h1; h++)
+                        for (int w = w0; w < w1; w++) sum = T(sum + dkk_get(x, (int64_t[]){(int64_t)b[0], cin, h, w}));
+                    if (!empty) want = T(sum / (double)((h1 - h0) * (w1 - w0)));
+                    const double got = dkk_get(out, (int64_t[]){k, c, ph, pw});
+                    /* the stored value: want rounded to the storage dtype */
+                    dkk_tensor *one = dkk_new(dt, 1, (int64_t[]){1}, NULL, 0);
+                    dkk_set(one, (int64_t[]){0}, want);
+                    if (got != dkk_get(one, (int64_t[]){0})) fail_msg("%s: output (%lld, %lld, %d, %d) %.17g, want %.17g",
+                                                                      what, (long long)k, (long long)c, ph, pw, got, want);
+                    dkk_free(one);
+                    if (empty) continue;
+                    const double d = T(dkk_get(go, (int64_t[]){k, c, ph, pw}) / (double)((h1 - h0) * (w1 - w0)));
+                    for (int h = h0; h < h1; h++)
+                        for (int w = w0; w < w1; w++) {
+                            const int64_t idx[4] = {(int64_t)b[0], cin, h, w};
+                            dkk_set(gw, idx, dkk_get(gw, idx) + d);
+                        }
+                }
+    }
+#undef T
+    dkk_assert_identical(gi, gw, what);
+    dkk_free(x), dkk_free(rois), dkk_free(out), dkk_free(go), dkk_free(gi), dkk_free(gw);
+}
+
+static void ps_roi_pool_every_dtype(void **state)
+{
+    (void)state;
+    dkk_rng r = {0x9003};
+    for (size_t d = 0; d < DK_COUNTOF(DTYPES); d++) {
+        check_ps_case(DTYPES[d], 1.0, 2, 2, false, &r);
+        check_ps_case(DTYPES[d], 0.5, 3, 2, true, &r);
+        check_ps_case(DTYPES[d], 0.6, 1, 4, false, &r);
+    }
+}
+
 static void bad_input(void **state)
 {
     (void)state;
@@ -230,7 +312,13 @@ static void bad_input(void **state)
     dkk_tensor *gbad = dkk_new(DK_FLOAT32, 4, (int64_t[]){1, 3, 2, 2}, NULL, 0);
     assert_error(dk_roi_pool_backward(&gbad->t, &rois->t, &arg->t, &gi->t), DK_EINVAL,
                  "roi_pool_backward: 'grad_output' must have shape [1, 2, 2, 2], got [1, 3, 2, 2]");
+    /* ps_roi_pool: channels a multiple of the bins */
+    dkk_tensor *ps = dkk_new(DK_FLOAT32, 4, (int64_t[]){1, 1, 2, 2}, NULL, 0);
+    assert_error(dk_ps_roi_pool_forward(&x->t, &rois->t, &ps->t, 1.0), DK_EINVAL,
+                 "ps_roi_pool_forward: input channels must be a multiple of pooling height * pooling width, got 2 "
+                 "channels for 2 x 2 bins");
     dkk_free(x), dkk_free(rois), dkk_free(out), dkk_free(arg), dkk_free(arg32), dkk_free(r4), dkk_free(gi), dkk_free(gbad);
+    dkk_free(ps);
 }
 
 int main(void)
@@ -239,6 +327,7 @@ int main(void)
         cmocka_unit_test(both_geometries_every_dtype),
         cmocka_unit_test(same_bits_for_any_thread_count),
         cmocka_unit_test(mmcv_published_vectors),
+        cmocka_unit_test(ps_roi_pool_every_dtype),
         cmocka_unit_test(bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

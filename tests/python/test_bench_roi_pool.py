@@ -15,7 +15,7 @@ from conftest import ROOT
 pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 
-_ROW = r"^(forward|forward\+backward|interleaved)\s+(\d+)\s+(\d+\.\d+) ms\s+(\d+\.\d+) ms\s+(\d+\.\d+)x"
+_ROW = r"^(forward|forward\+backward|interleaved|ps forward|ps forward\+backward)\s+(\d+)\s+(\d+\.\d+) ms\s+(\d+\.\d+) ms\s+(\d+\.\d+)x"
 
 
 @pytest.mark.slow
@@ -25,7 +25,7 @@ def test_bench_roi_pool_quick():
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     rows = re.findall(_ROW, r.stdout, re.M)
-    assert len(rows) == 6, r.stdout  # 3 cases at 1 and 2 threads
+    assert len(rows) == 10, r.stdout  # 5 cases at 1 and 2 threads
     for case, threads, tv_ms, dk_ms, ratio in rows:
         numbers = [float(tv_ms), float(dk_ms)]
         assert all(math.isfinite(v) and v > 0 for v in numbers) and float(ratio) >= 0, (case, numbers)

@@ -206,3 +206,65 @@ def test_signatures():
     assert list(inspect.signature(dk_mmcv.roi_pool).parameters) == ["input", "rois", "output_size", "spatial_scale"]
     assert "roi_pool" in dkit.ops.__all__ and "RoIPool" in dk_mmcv.__all__
     assert repr(dk_mmcv.RoIPool(7, 0.25)) == "RoIPool(output_size=(7, 7), spatial_scale=0.25)"
+
+
+# ------------------------------------------------------------------------------------------
+# ps_roi_pool (torchvision's)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("size, scale", [((2, 2), 1.0), ((3, 3), 0.25), ((3, 2), 0.7)])
+def test_ps_roi_pool_equal_to_torchvision(dtype, size, scale):
+    g = torch.Generator().manual_seed(size[0] * 7 + size[1])
+    c = 2 * size[0] * size[1]
+    x = torch.randn(2, c, 17, 15, generator=g, dtype=torch.float64).to(dtype)
+    rois = _rois(2, 40, 15 / scale, 11, dtype)
+    want = tvops.ps_roi_pool(x, rois, size, scale)
+    got = dkit.ops.ps_roi_pool(x, rois, size, scale)
+    assert got.shape == want.shape and torch.equal(got, want)
+    assert torch.equal(tvops.PSRoIPool(size, scale)(x, rois), got)
+    boxes = [rois[rois[:, 0] == i, 1:] for i in range(2)]
+    assert torch.equal(dkit.ops.ps_roi_pool(x, boxes, size, scale), tvops.ps_roi_pool(x, boxes, size, scale))
+
+
+def test_ps_roi_pool_gradients():
+    # where no bin reaches the map's last row or column, torchvision's backward is the forward's
+    # gradient, and dkit's equals it to the bit (the same additions in the same order)
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(2, 18, 16, 16, generator=g, dtype=torch.float64)
+    rois = torch.tensor([[0, 1, 1, 9, 7], [1, 0.5, 2, 11, 11], [0, 3, 3, 4, 5], [1, 2, 2, 13, 12]], dtype=torch.float64)
+    xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
+    gout = torch.randn(4, 2, 3, 3, generator=g, dtype=torch.float64)
+    tvops.ps_roi_pool(xa, rois, 3, 1.0).backward(gout)
+    dkit.ops.ps_roi_pool(xb, rois, 3, 1.0).backward(gout)
+    assert torch.equal(xa.grad, xb.grad)
+    # everywhere, dkit's is the gradient of its forward (torchvision's also reaches the last row
+    # and column, which its forward never reads)
+    edge = torch.tensor([[0, 0, 0, 40, 40]], dtype=torch.float64)
+    xc = torch.rand(1, 8, 9, 9, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda t: dkit.ops.ps_roi_pool(t, torch.cat([rois[:1], edge]), 2, 1.0), (xc,))
+    dkit.ops.ps_roi_pool(xc, edge, 2, 1.0).sum().backward()
+    assert (xc.grad[0, :, -1, :] == 0).all() and (xc.grad[0, :, :, -1] == 0).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_ps_roi_pool_sixteen_bit(dtype):
+    x = torch.randn(1, 8, 12, 12)
+    rois = _rois(1, 20, 12, 12)
+    got = dkit.ops.ps_roi_pool(x.to(dtype), rois.to(dtype), 2, 1.0)
+    want = dkit.ops.ps_roi_pool(x.to(dtype).float(), rois.to(dtype).float(), 2, 1.0)
+    assert got.dtype == dtype and torch.equal(got, want.to(dtype))  # summed in float32, rounded once
+
+
+def test_ps_roi_pool_bad_input():
+    x, rois = torch.randn(1, 6, 8, 8), torch.tensor([[0.0, 1, 1, 6, 6]])
+    with pytest.raises(ValueError, match="input channels must be a multiple of pooling height \\* pooling width"):
+        dkit.ops.ps_roi_pool(x, rois, 2, 1.0)
+    with pytest.raises(ValueError, match="output size must be positive"):
+        dkit.ops.ps_roi_pool(x, rois, (0, 2), 1.0)
+    with pytest.raises(IndexError, match="batch index 2"):
+        dkit.ops.ps_roi_pool(x, torch.tensor([[2.0, 1, 1, 6, 6]]), (2, 3), 1.0)
+    with pytest.raises(TypeError, match="'rois' must be float32, got float64"):
+        dkit.ops.ps_roi_pool(x, rois.double(), (2, 3), 1.0)
+    assert dkit.ops.ps_roi_pool(x, rois[:0], (2, 3), 1.0).shape == (0, 1, 2, 3)
+    assert torch.equal(torch.ops.dkit.ps_roi_pool(x, rois, [2, 3], 0.5), dkit.ops.ps_roi_pool(x, rois, (2, 3), 0.5))

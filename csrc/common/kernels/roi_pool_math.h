@@ -13,7 +13,12 @@
  *                 [floor(pw * bin + start), ceil((pw + 1) * bin + start)), floor and ceil taken in
  *                 float (MMCV calls floorf and ceilf, also for double inputs)
  *
- * each bound then clamped to [0, W] (H for rows); a bin with no pixel is empty. The references
+ *   ps_roi_pool (torchvision): torchvision's roi_pool bins, except len = max(end - start, 1)
+ *                 and the bounds clamped to [0, W - 1]: the last row and column are never
+ *                 pooled (torchvision's forward; its backward clamps to W, and so sends gradient
+ *                 where the forward read nothing: dkit's backward is the forward's gradient)
+ *
+ * each bound then clamped to [0, W] (H for rows; ps_roi_pool W - 1); a bin with no pixel is empty. The references
  * convert to C int along the way, which is undefined for values beyond int's range; here every
  * such value is first clamped to +-2^50 (exact in double, and far beyond any map), so that a huge
  * or non-finite box gives empty or edge bins, never a wild index, and ordinary boxes get the
@@ -24,6 +29,7 @@
  *   dk_roi_pool_bin_*       the pixel bounds of bin (ph, pw)
  * and per element, for storage f32, f64, f16 and bf16 (computed in float):
  *   dk_roi_pool_max_S       the maximum over a bin, and its argmax (h * W + w, or -1)
+ *   dk_roi_pool_avg_S       ps_roi_pool's average over a bin
  */
 #ifndef DK_KERNELS_ROI_POOL_MATH_H
 #define DK_KERNELS_ROI_POOL_MATH_H
@@ -45,6 +51,10 @@ DK_HD DK_INLINE int64_t dk_roi_pool_int(double v)
     if (!(v < lim)) return (int64_t)1125899906842624;
     return (int64_t)v;
 }
+
+/* Whose bins (dk_roi_pool_roi_init's kind): roi_pool's two geometries (ops/roi_pool.h's
+ * numbering), and ps_roi_pool's. */
+enum { DK_ROI_POOL_BINS_TORCHVISION = 0, DK_ROI_POOL_BINS_MMCV = 1, DK_ROI_POOL_BINS_PS = 2 };
 
 /* v clamped to [0, size]. */
 DK_HD DK_INLINE int64_t dk_roi_pool_clamp(int64_t v, int64_t size) { return v < 0 ? 0 : v > size ? size : v; }

@@ -5,21 +5,25 @@
 #if DK_TMPL_PASS == DK_TMPL_COMPUTE
 
 /* One RoI along both axes: torchvision's whole-pixel start (istart) or MMCV's continuous start
- * (start), and the bin size; `none`: MMCV's box of no width or height, every bin empty. */
+ * (start), and the bin size; `none`: MMCV's box of no width or height, every bin empty; `ps`:
+ * ps_roi_pool's bins (roi_pool_math.h). */
 typedef struct {
     int64_t istart_h, istart_w;
     DK_T start_h, start_w, bin_h, bin_w;
-    int mmcv, none;
+    int mmcv, none, ps;
 } DK_TFN(dk_roi_pool_roi);
 
 /* C's round (half away from zero) in the compute type. */
 DK_HD DK_INLINE DK_T DK_TFN(dk__roi_pool_round)(DK_T v) { return DK_TMATH(round)(v); }
 
+/* kind: DK_ROI_POOL_BINS_TORCHVISION, _MMCV or _PS (roi_pool_math.h). */
 DK_HD DK_INLINE DK_TFN(dk_roi_pool_roi)
-    DK_TFN(dk_roi_pool_roi_init)(DK_T x1, DK_T y1, DK_T x2, DK_T y2, DK_T scale, int64_t ph, int64_t pw, int mmcv)
+    DK_TFN(dk_roi_pool_roi_init)(DK_T x1, DK_T y1, DK_T x2, DK_T y2, DK_T scale, int64_t ph, int64_t pw, int kind)
 {
     DK_TFN(dk_roi_pool_roi) r;
+    const int mmcv = kind == DK_ROI_POOL_BINS_MMCV;
     r.mmcv = mmcv;
+    r.ps = kind == DK_ROI_POOL_BINS_PS;
     r.none = 0;
     r.istart_h = r.istart_w = 0;
     if (mmcv) {
@@ -37,8 +41,9 @@ DK_HD DK_INLINE DK_TFN(dk_roi_pool_roi)
     r.istart_h = dk_roi_pool_int((double)DK_TFN(dk__roi_pool_round)(y1 * scale));
     const int64_t end_w = dk_roi_pool_int((double)DK_TFN(dk__roi_pool_round)(x2 * scale));
     const int64_t end_h = dk_roi_pool_int((double)DK_TFN(dk__roi_pool_round)(y2 * scale));
-    const int64_t len_w = end_w - r.istart_w + 1 > 1 ? end_w - r.istart_w + 1 : 1; /* "at least 1 x 1" */
-    const int64_t len_h = end_h - r.istart_h + 1 > 1 ? end_h - r.istart_h + 1 : 1;
+    const int64_t one = r.ps ? 0 : 1; /* roi_pool counts both end pixels, ps_roi_pool one */
+    const int64_t len_w = end_w - r.istart_w + one > 1 ? end_w - r.istart_w + one : 1; /* "at least 1 x 1" */
+    const int64_t len_h = end_h - r.istart_h + one > 1 ? end_h - r.istart_h + one : 1;
     r.bin_w = (DK_T)len_w / (DK_T)pw;
     r.bin_h = (DK_T)len_h / (DK_T)ph;
     return r;
@@ -59,8 +64,10 @@ DK_HD DK_INLINE void DK_TFN(dk__roi_pool_axis)(const DK_TFN(dk_roi_pool_roi) *r,
         *lo = dk_roi_pool_int((double)DK_TMATH(floor)((DK_T)p * bin)) + start;
         *hi = dk_roi_pool_int((double)DK_TMATH(ceil)((DK_T)(p + 1) * bin)) + start;
     }
-    *lo = dk_roi_pool_clamp(*lo, size);
-    *hi = dk_roi_pool_clamp(*hi, size);
+    /* ps_roi_pool clamps to size - 1 (its forward never reaches the last row or column) */
+    const int64_t top = r->ps ? size - 1 : size;
+    *lo = dk_roi_pool_clamp(*lo, top);
+    *hi = dk_roi_pool_clamp(*hi, top);
 }
 
 /* Bin (ph, pw) of an H x W map: rows [*h0, *h1), columns [*w0, *w1); false when it is empty. */
@@ -99,6 +106,18 @@ DK_HD DK_INLINE DK_T DK_SFN(dk_roi_pool_max)(const DK_S *plane, int64_t sy, int6
         }
     *argmax = arg;
     return m;
+}
+
+/* ps_roi_pool's average of bin [h0, h1) x [w0, w1): the sum in the compute type, row by row, over
+ * the bin's area; 0 for an empty bin. */
+DK_HD DK_INLINE DK_T DK_SFN(dk_roi_pool_avg)(const DK_S *plane, int64_t sy, int64_t sx, bool nonempty, int64_t h0,
+                                            int64_t h1, int64_t w0, int64_t w1)
+{
+    if (!nonempty) return (DK_T)0;
+    DK_T sum = 0;
+    for (int64_t h = h0; h < h1; h++)
+        for (int64_t w = w0; w < w1; w++) sum += DK_LOAD(plane[h * sy + w * sx]);
+    return sum / (DK_T)((h1 - h0) * (w1 - w0));
 }
 
 #endif

@@ -19,7 +19,7 @@ dk_status dk_roi_pool_forward_cpu(const dk_tensor *input, const dk_tensor *rois,
     dk__rp_ctx cx = {.img = input, .bins = output, .rois = rois, .argmax = argmax, .N = input->shape[0],
                      .C = input->shape[1], .H = input->shape[2], .W = input->shape[3], .K = rois->shape[0],
                      .PH = pooled_height, .PW = pooled_width, .scale = spatial_scale,
-                     .mmcv = geometry == DK_ROI_POOL_MMCV};
+                     .bins_kind = geometry == DK_ROI_POOL_MMCV ? DK_ROI_POOL_BINS_MMCV : DK_ROI_POOL_BINS_TORCHVISION};
     if (cx.K == 0 || cx.C == 0) return DK_OK; /* nothing to write */
     /* work: about one comparison per pixel of every bin; a bin covers about H W / (PH PW) */
     const int nthreads = dk_parallel_threads_for(cx.K * cx.C * (cx.PH * cx.PW + cx.H * cx.W / 4 + 1));
@@ -44,5 +44,45 @@ dk_status dk_roi_pool_backward_cpu(const dk_tensor *grad_output, const dk_tensor
     return st;
 }
 
+dk_status dk_ps_roi_pool_forward_cpu(const dk_tensor *input, const dk_tensor *rois, dk_tensor *output,
+                                     double spatial_scale)
+{
+    dk__rp_ctx cx = {.img = input, .bins = output, .rois = rois, .N = input->shape[0], .C = input->shape[1],
+                     .H = input->shape[2], .W = input->shape[3], .K = rois->shape[0], .PH = output->shape[2],
+                     .PW = output->shape[3], .scale = spatial_scale, .bins_kind = DK_ROI_POOL_BINS_PS};
+    if (dk_tensor_numel(output) == 0) return DK_OK; /* nothing to write */
+    const int nthreads = dk_parallel_threads_for(cx.K * (cx.C + cx.PH * cx.PW) * (cx.H * cx.W / (cx.PH * cx.PW) + 1));
+    dk_status st = DK_OK;
+    DK_SWITCH_FLOAT(dk_tensor_dtype(input), st, dk__rp_ps_forward, (&cx, nthreads),
+                    st = dk_error(DK_ETYPE, "ps_roi_pool_forward: unsupported dtype"))
+    return st;
+}
+
+dk_status dk_ps_roi_pool_backward_cpu(const dk_tensor *grad_output, const dk_tensor *rois, dk_tensor *grad_input,
+                                      double spatial_scale)
+{
+    dk__rp_ctx cx = {.img = grad_input, .bins = grad_output, .rois = rois, .N = grad_input->shape[0],
+                     .C = grad_input->shape[1], .H = grad_input->shape[2], .W = grad_input->shape[3],
+                     .K = rois->shape[0], .PH = grad_output->shape[2], .PW = grad_output->shape[3],
+                     .scale = spatial_scale, .bins_kind = DK_ROI_POOL_BINS_PS};
+    if (cx.N == 0 || cx.C == 0 || cx.H == 0 || cx.W == 0) return DK_OK; /* nothing to write */
+    const int nthreads = dk_parallel_threads_for(cx.C * (cx.N * cx.H * cx.W + cx.K * 4));
+    /* K PH PW <= K C (C is a multiple of PH PW): no larger than grad_output times C / C_out */
+    DK_ARENA_ON_STACK(ar); /* Note [Scratch arena] */
+    cx.ps_bins = (int64_t *)dk_arena_take_n(&ar, dk_sat_mul(dk_sat_mul((size_t)cx.K, (size_t)(cx.PH * cx.PW)), 4),
+                                            sizeof(int64_t));
+    if (!cx.ps_bins && cx.K > 0) {
+        dk_arena_free(&ar);
+        return dk_error(DK_ENOMEM, "ps_roi_pool_backward: out of memory for the bins of %lld RoIs", (long long)cx.K);
+    }
+    dk_status st = DK_OK;
+    DK_SWITCH_FLOAT(dk_tensor_dtype(grad_output), st, dk__rp_ps_backward, (&cx, nthreads),
+                    st = dk_error(DK_ETYPE, "ps_roi_pool_backward: unsupported dtype"))
+    dk_arena_free(&ar);
+    return st;
+}
+
 DK_REGISTER_DEVICE_IMPL(roi_pool_forward, CPU, dk_roi_pool_forward_cpu)
 DK_REGISTER_DEVICE_IMPL(roi_pool_backward, CPU, dk_roi_pool_backward_cpu)
+DK_REGISTER_DEVICE_IMPL(ps_roi_pool_forward, CPU, dk_ps_roi_pool_forward_cpu)
+DK_REGISTER_DEVICE_IMPL(ps_roi_pool_backward, CPU, dk_ps_roi_pool_backward_cpu)

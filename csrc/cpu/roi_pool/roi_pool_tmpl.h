@@ -38,7 +38,7 @@ static void DK_SFN(dk__rp_forward_worker)(void *p, int tid)
         const DK_TFN(dk_roi_pool_roi) r = DK_TFN(dk_roi_pool_roi_init)(
             DK_SFN(dk__rp_roi_value)(cx->rois, k, 1), DK_SFN(dk__rp_roi_value)(cx->rois, k, 2),
             DK_SFN(dk__rp_roi_value)(cx->rois, k, 3), DK_SFN(dk__rp_roi_value)(cx->rois, k, 4), (DK_T)cx->scale,
-            cx->PH, cx->PW, cx->mmcv);
+            cx->PH, cx->PW, cx->bins_kind);
         for (int64_t ph = 0; ph < cx->PH; ph++)
             for (int64_t pw = 0; pw < cx->PW; pw++) {
                 int64_t h0 = 0, h1 = 0, w0 = 0, w1 = 0;
@@ -102,6 +102,114 @@ static void DK_SFN(dk__rp_backward_worker)(void *p, int tid)
 static dk_status DK_SFN(dk__rp_backward)(dk__rp_ctx *cx, int nthreads)
 {
     dk_parallel_run(nthreads, &cx->counter, DK_SFN(dk__rp_backward_worker), cx);
+    return DK_OK;
+}
+
+/* ---- ps_roi_pool ---------------------------------------------------------------------------- */
+
+/* RoI k's bins, ps_roi_pool's kind (roi_pool_math.h). */
+static inline DK_TFN(dk_roi_pool_roi) DK_SFN(dk__rp_ps_roi)(const dk__rp_ctx *cx, int64_t k)
+{
+    return DK_TFN(dk_roi_pool_roi_init)(DK_SFN(dk__rp_roi_value)(cx->rois, k, 1),
+                                        DK_SFN(dk__rp_roi_value)(cx->rois, k, 2),
+                                        DK_SFN(dk__rp_roi_value)(cx->rois, k, 3),
+                                        DK_SFN(dk__rp_roi_value)(cx->rois, k, 4), (DK_T)cx->scale, cx->PH, cx->PW,
+                                        DK_ROI_POOL_BINS_PS);
+}
+
+/* Forward: a task per RoI and block of output channels; bins found once per (ph, pw). Output
+ * channel c at bin (ph, pw) reads input channel (c PH + ph) PW + pw. */
+static void DK_SFN(dk__rp_ps_forward_worker)(void *p, int tid)
+{
+    (void)tid;
+    dk__rp_ctx *cx = (dk__rp_ctx *)p;
+    const dk_tensor *in = cx->img, *out = cx->bins;
+    const DK_S *x = (const DK_S *)dk_tensor_data(in);
+    DK_S *y = (DK_S *)dk_tensor_data(out);
+    const int64_t xs[4] = {dk_tensor_stride(in, 0), dk_tensor_stride(in, 1), dk_tensor_stride(in, 2),
+                           dk_tensor_stride(in, 3)};
+    const int64_t ys[4] = {dk_tensor_stride(out, 0), dk_tensor_stride(out, 1), dk_tensor_stride(out, 2),
+                           dk_tensor_stride(out, 3)};
+    const int64_t cout = out->shape[1], chunks = (cout + DK__RP_CHANNELS - 1) / DK__RP_CHANNELS;
+    for (int64_t t; (t = dk_parallel_claim(&cx->counter)) < cx->K * chunks;) {
+        const int64_t k = t / chunks, c0 = t % chunks * DK__RP_CHANNELS;
+        const int64_t c1 = c0 + DK__RP_CHANNELS < cout ? c0 + DK__RP_CHANNELS : cout;
+        const int64_t n = dk__rp_batch((double)DK_SFN(dk__rp_roi_value)(cx->rois, k, 0), cx->N);
+        const DK_TFN(dk_roi_pool_roi) r = DK_SFN(dk__rp_ps_roi)(cx, k);
+        for (int64_t ph = 0; ph < cx->PH; ph++)
+            for (int64_t pw = 0; pw < cx->PW; pw++) {
+                int64_t h0 = 0, h1 = 0, w0 = 0, w1 = 0;
+                const bool some = n >= 0 && DK_TFN(dk_roi_pool_bin)(&r, ph, pw, cx->H, cx->W, &h0, &h1, &w0, &w1);
+                for (int64_t c = c0; c < c1; c++) {
+                    const int64_t cin = (c * cx->PH + ph) * cx->PW + pw;
+                    const DK_T v = some ? DK_SFN(dk_roi_pool_avg)(x + n * xs[0] + cin * xs[1], xs[2], xs[3], true, h0, h1,
+                                                                  w0, w1)
+                                        : (DK_T)0;
+                    y[k * ys[0] + c * ys[1] + ph * ys[2] + pw * ys[3]] = DK_STORE(v);
+                }
+            }
+    }
+}
+
+static dk_status DK_SFN(dk__rp_ps_forward)(dk__rp_ctx *cx, int nthreads)
+{
+    dk_parallel_run(nthreads, &cx->counter, DK_SFN(dk__rp_ps_forward_worker), cx);
+    return DK_OK;
+}
+
+/* The bins of every RoI, [K][PH][PW] x (h0, h1, w0, w1), h0 = -1 for an empty bin or a RoI of no
+ * image: found once for the backward's channel tasks, which all read them. */
+static void DK_SFN(dk__rp_ps_bins)(const dk__rp_ctx *cx, int64_t *bins)
+{
+    for (int64_t k = 0; k < cx->K; k++) {
+        const int64_t n = dk__rp_batch((double)DK_SFN(dk__rp_roi_value)(cx->rois, k, 0), cx->N);
+        const DK_TFN(dk_roi_pool_roi) r = DK_SFN(dk__rp_ps_roi)(cx, k);
+        for (int64_t b = 0; b < cx->PH * cx->PW; b++) {
+            int64_t *e = bins + (k * cx->PH * cx->PW + b) * 4;
+            if (n < 0 || !DK_TFN(dk_roi_pool_bin)(&r, b / cx->PW, b % cx->PW, cx->H, cx->W, e, e + 1, e + 2, e + 3))
+                e[0] = -1;
+        }
+    }
+}
+
+/* Backward: a task per input channel (its bin is fixed: (ph, pw) from the channel), zeroed in every
+ * image, then each RoI's gradient spread over its bin, RoIs in order: torchvision's order. */
+static void DK_SFN(dk__rp_ps_backward_worker)(void *p, int tid)
+{
+    (void)tid;
+    dk__rp_ctx *cx = (dk__rp_ctx *)p;
+    const dk_tensor *gi = cx->img, *go = cx->bins;
+    DK_S *x = (DK_S *)dk_tensor_data(gi);
+    const DK_S *g = (const DK_S *)dk_tensor_data(go);
+    const int64_t xs[4] = {dk_tensor_stride(gi, 0), dk_tensor_stride(gi, 1), dk_tensor_stride(gi, 2),
+                           dk_tensor_stride(gi, 3)};
+    const int64_t gs[4] = {dk_tensor_stride(go, 0), dk_tensor_stride(go, 1), dk_tensor_stride(go, 2),
+                           dk_tensor_stride(go, 3)};
+    for (int64_t cin; (cin = dk_parallel_claim(&cx->counter)) < cx->C;) {
+        const int64_t pw = cin % cx->PW, ph = cin / cx->PW % cx->PH, c = cin / (cx->PW * cx->PH);
+        for (int64_t n = 0; n < cx->N; n++)
+            for (int64_t h = 0; h < cx->H; h++)
+                for (int64_t w = 0; w < cx->W; w++) x[n * xs[0] + cin * xs[1] + h * xs[2] + w * xs[3]] = DK_STORE((DK_T)0);
+        for (int64_t k = 0; k < cx->K; k++) {
+            const int64_t *e = cx->ps_bins + (k * cx->PH * cx->PW + ph * cx->PW + pw) * 4;
+            if (e[0] < 0) continue;
+            const int64_t n = dk__rp_batch((double)DK_SFN(dk__rp_roi_value)(cx->rois, k, 0), cx->N);
+            const int64_t h0 = e[0], h1 = e[1], w0 = e[2], w1 = e[3];
+            const DK_T d = DK_LOAD(g[k * gs[0] + c * gs[1] + ph * gs[2] + pw * gs[3]]) / (DK_T)((h1 - h0) * (w1 - w0));
+            DK_S *img = x + n * xs[0] + cin * xs[1];
+            for (int64_t h = h0; h < h1; h++)
+                for (int64_t w = w0; w < w1; w++) {
+                    DK_S *e = img + h * xs[2] + w * xs[3];
+                    *e = DK_STORE(DK_LOAD(*e) + d);
+                }
+        }
+    }
+}
+
+static dk_status DK_SFN(dk__rp_ps_backward)(dk__rp_ctx *cx, int nthreads)
+{
+    DK_SFN(dk__rp_ps_bins)(cx, cx->ps_bins);
+    dk_parallel_run(nthreads, &cx->counter, DK_SFN(dk__rp_ps_backward_worker), cx);
     return DK_OK;
 }
 

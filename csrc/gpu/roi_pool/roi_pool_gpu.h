@@ -14,6 +14,11 @@
  * refuses the backward when torch.use_deterministic_algorithms is on). The backward's parallelism
  * is N x C threads, each reading all K RoIs' batch indices: ample for detection's
  * 256-channel maps, not measured on a GPU yet.
+ *
+ * ps_roi_pool: forward likewise one thread per output element; backward one thread per element
+ * of grad_input (n, c, h, w), which knows its bin (ph, pw) from its channel and gathers, RoIs in
+ * order, the share of every RoI of its image whose bin holds it: the CPU's additions in the CPU's
+ * order, no atomics, N C H W threads.
  */
 #ifndef DK_ROI_POOL_GPU_H
 #define DK_ROI_POOL_GPU_H
@@ -32,7 +37,7 @@ typedef struct {
     int64_t N, C, H, W, K, PH, PW;
     int64_t img_s[4], bins_s[4], arg_s[4], rois_s[2];
     double scale;
-    int mmcv;
+    int bins_kind; /* DK_ROI_POOL_BINS_* (kernels/roi_pool_math.h) */
 } dk__rp_gpu_args;
 
 extern "C" {
@@ -42,6 +47,10 @@ dk_status dk_roi_pool_forward_gpu(const dk_tensor *input, const dk_tensor *rois,
                                   double spatial_scale, int64_t geometry);
 dk_status dk_roi_pool_backward_gpu(const dk_tensor *grad_output, const dk_tensor *rois, const dk_tensor *argmax,
                                    dk_tensor *grad_input);
+dk_status dk_ps_roi_pool_forward_gpu(const dk_tensor *input, const dk_tensor *rois, dk_tensor *output,
+                                     double spatial_scale);
+dk_status dk_ps_roi_pool_backward_gpu(const dk_tensor *grad_output, const dk_tensor *rois, dk_tensor *grad_input,
+                                      double spatial_scale);
 #ifdef __cplusplus
 }
 #endif

@@ -22,7 +22,7 @@ __global__ void DK_SFN(dk__rp_gpu_forward_kernel)(const DK_S *__restrict__ x, co
         const DK_S *r = rois + k * a.rois_s[0];
         const DK_TFN(dk_roi_pool_roi) g = DK_TFN(dk_roi_pool_roi_init)(
             DK_LOAD(r[a.rois_s[1]]), DK_LOAD(r[2 * a.rois_s[1]]), DK_LOAD(r[3 * a.rois_s[1]]),
-            DK_LOAD(r[4 * a.rois_s[1]]), (DK_T)a.scale, a.PH, a.PW, a.mmcv);
+            DK_LOAD(r[4 * a.rois_s[1]]), (DK_T)a.scale, a.PH, a.PW, a.bins_kind);
         int64_t h0, h1, w0, w1, am = -1;
         DK_T m = 0;
         if (n >= 0) {
@@ -91,6 +91,77 @@ static dk_status DK_SFN(dk__rp_gpu_backward)(const dk_tensor *grad_output, const
                   (const DK_S *)dk_tensor_data(grad_output), (const DK_S *)dk_tensor_data(rois),
                   (const int64_t *)dk_tensor_data(argmax), gin, *a);
     return dk__gpu_launched("roi_pool_backward");
+}
+
+/* ---- ps_roi_pool ---------------------------------------------------------------------------- */
+
+__device__ static inline DK_TFN(dk_roi_pool_roi) DK_SFN(dk__rp_gpu_ps_roi)(const DK_S *rois, const dk__rp_gpu_args &a,
+                                                                          int64_t k)
+{
+    const DK_S *r = rois + k * a.rois_s[0];
+    return DK_TFN(dk_roi_pool_roi_init)(DK_LOAD(r[a.rois_s[1]]), DK_LOAD(r[2 * a.rois_s[1]]),
+                                        DK_LOAD(r[3 * a.rois_s[1]]), DK_LOAD(r[4 * a.rois_s[1]]), (DK_T)a.scale, a.PH,
+                                        a.PW, DK_ROI_POOL_BINS_PS);
+}
+
+/* One thread per output element (k, c, ph, pw); a.C is the output's channel count here. */
+__global__ void DK_SFN(dk__rp_gpu_ps_forward_kernel)(const DK_S *__restrict__ x, const DK_S *__restrict__ rois,
+                                                     DK_S *__restrict__ y, dk__rp_gpu_args a)
+{
+    const int64_t total = a.K * a.C * a.PH * a.PW;
+    for (int64_t i = DK_GPU_FIRST(); i < total; i += DK_GPU_STRIDE()) {
+        const int64_t pw = i % a.PW, ph = i / a.PW % a.PH, c = i / (a.PW * a.PH) % a.C, k = i / (a.PW * a.PH * a.C);
+        const int64_t n = DK_SFN(dk__rp_gpu_batch)(rois, a, k);
+        const DK_TFN(dk_roi_pool_roi) g = DK_SFN(dk__rp_gpu_ps_roi)(rois, a, k);
+        int64_t h0 = 0, h1 = 0, w0 = 0, w1 = 0;
+        const bool some = n >= 0 && DK_TFN(dk_roi_pool_bin)(&g, ph, pw, a.H, a.W, &h0, &h1, &w0, &w1);
+        const int64_t cin = (c * a.PH + ph) * a.PW + pw;
+        const DK_T v = some ? DK_SFN(dk_roi_pool_avg)(x + n * a.img_s[0] + cin * a.img_s[1], a.img_s[2], a.img_s[3],
+                                                      true, h0, h1, w0, w1)
+                            : (DK_T)0;
+        y[k * a.bins_s[0] + c * a.bins_s[1] + ph * a.bins_s[2] + pw * a.bins_s[3]] = DK_STORE(v);
+    }
+}
+
+/* One thread per grad_input element (n, cin, h, w); a.C is grad_input's channel count here. */
+__global__ void DK_SFN(dk__rp_gpu_ps_backward_kernel)(const DK_S *__restrict__ gout, const DK_S *__restrict__ rois,
+                                                      DK_S *__restrict__ gin, dk__rp_gpu_args a)
+{
+    const int64_t total = a.N * a.C * a.H * a.W;
+    for (int64_t i = DK_GPU_FIRST(); i < total; i += DK_GPU_STRIDE()) {
+        const int64_t w = i % a.W, h = i / a.W % a.H, cin = i / (a.W * a.H) % a.C, n = i / (a.W * a.H * a.C);
+        const int64_t pw = cin % a.PW, ph = cin / a.PW % a.PH, c = cin / (a.PW * a.PH);
+        DK_S acc = DK_STORE((DK_T)0);
+        for (int64_t k = 0; k < a.K; k++) {
+            if (DK_SFN(dk__rp_gpu_batch)(rois, a, k) != n) continue;
+            const DK_TFN(dk_roi_pool_roi) g = DK_SFN(dk__rp_gpu_ps_roi)(rois, a, k);
+            int64_t h0, h1, w0, w1;
+            if (!DK_TFN(dk_roi_pool_bin)(&g, ph, pw, a.H, a.W, &h0, &h1, &w0, &w1)) continue;
+            if (h < h0 || h >= h1 || w < w0 || w >= w1) continue;
+            const DK_T d = DK_LOAD(gout[k * a.bins_s[0] + c * a.bins_s[1] + ph * a.bins_s[2] + pw * a.bins_s[3]]) /
+                           (DK_T)((h1 - h0) * (w1 - w0));
+            acc = DK_STORE(DK_LOAD(acc) + d); /* rounded to the storage type at each addition, as the CPU */
+        }
+        gin[n * a.img_s[0] + cin * a.img_s[1] + h * a.img_s[2] + w * a.img_s[3]] = acc;
+    }
+}
+
+static dk_status DK_SFN(dk__rp_gpu_ps_forward)(const dk_tensor *input, const dk_tensor *rois, dk_tensor *output,
+                                               const dk__rp_gpu_args *a, void *stream)
+{
+    DK_GPU_LAUNCH(DK_SFN(dk__rp_gpu_ps_forward_kernel), dk_gpu_blocks(a->K * a->C * a->PH * a->PW), DK_GPU_THREADS,
+                  stream, (const DK_S *)dk_tensor_data(input), (const DK_S *)dk_tensor_data(rois),
+                  (DK_S *)dk_tensor_data(output), *a);
+    return dk__gpu_launched("ps_roi_pool_forward");
+}
+
+static dk_status DK_SFN(dk__rp_gpu_ps_backward)(const dk_tensor *grad_output, const dk_tensor *rois,
+                                                dk_tensor *grad_input, const dk__rp_gpu_args *a, void *stream)
+{
+    DK_GPU_LAUNCH(DK_SFN(dk__rp_gpu_ps_backward_kernel), dk_gpu_blocks(a->N * a->C * a->H * a->W), DK_GPU_THREADS,
+                  stream, (const DK_S *)dk_tensor_data(grad_output), (const DK_S *)dk_tensor_data(rois),
+                  (DK_S *)dk_tensor_data(grad_input), *a);
+    return dk__gpu_launched("ps_roi_pool_backward");
 }
 
 #endif

@@ -16,9 +16,13 @@
 #include "roi_pool/roi_pool_gpu.h"
 #define GPU_FORWARD dk_roi_pool_forward_gpu
 #define GPU_BACKWARD dk_roi_pool_backward_gpu
+#define GPU_PS_FORWARD dk_ps_roi_pool_forward_gpu
+#define GPU_PS_BACKWARD dk_ps_roi_pool_backward_gpu
 #else
 #define GPU_FORWARD dk_roi_pool_forward
 #define GPU_BACKWARD dk_roi_pool_backward
+#define GPU_PS_FORWARD dk_ps_roi_pool_forward
+#define GPU_PS_BACKWARD dk_ps_roi_pool_backward
 #endif
 
 static const dk_dtype DTYPES[] = {DK_FLOAT32, DK_FLOAT64, DK_FLOAT16, DK_BFLOAT16};
@@ -76,6 +80,58 @@ static void check_case(dk_dtype dt, int geometry, double scale, int64_t PH, int6
     dkk_free(gi);
 }
 
+/* ps_roi_pool: forward values and the backward's gathered sums against the CPU's. */
+static void check_ps_case(dk_dtype dt, double scale, int64_t PH, int64_t PW, bool nhwc, int64_t K, dkk_rng *r)
+{
+    char what[160];
+    snprintf(what, sizeof what, "ps_roi_pool %s scale %g %lldx%lld K %lld", dk_dtype_name(dt), scale, (long long)PH,
+             (long long)PW, (long long)K);
+    const int64_t N = 2, CO = 3, C = CO * PH * PW, H = 12, W = 10;
+    const int *order = nhwc ? (const int[]){0, 2, 3, 1} : NULL;
+    dkk_tensor *x = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, order, 1);
+    dkk_fill_uniform(x, r, -3, 3);
+    dkk_tensor *rois = dkk_new(dt, 2, (int64_t[]){K, 5}, NULL, 0);
+    const double span = (double)W / scale;
+    for (int64_t k = 0; k < K; k++) {
+        const double x1 = dkk_uniform(r, -0.3 * span, span), y1 = dkk_uniform(r, -0.3 * span, span);
+        double v[5] = {(double)(k % N), x1, y1, x1 + dkk_uniform(r, -2, span), y1 + dkk_uniform(r, -2, span)};
+        for (int j = 0; j < 5; j++) dkk_set(rois, (int64_t[]){k, j}, v[j]);
+    }
+    const int64_t shape[4] = {K, CO, PH, PW};
+    dkk_tensor *out = dkk_new(dt, 4, shape, NULL, 0), *gout = dkk_new(dt, 4, shape, NULL, 2);
+    memset(gout->mem, 0x7f, gout->bytes);
+    assert_ok(dk_ps_roi_pool_forward(&x->t, &rois->t, &out->t, scale));
+    dkg_tensor dx, dr, dout;
+    dkg_up(&dx, x), dkg_up(&dr, rois), dkg_up(&dout, gout);
+    assert_ok(GPU_PS_FORWARD(&dx.dev, &dr.dev, &dout.dev, scale));
+    dkg_down(&dout);
+    dkk_assert_identical(gout, out, what);
+    dkk_tensor *g = dkk_new(dt, 4, shape, NULL, 0);
+    dkk_fill_uniform(g, r, -1, 1);
+    dkk_tensor *gi = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, NULL, 0);
+    assert_ok(dk_ps_roi_pool_backward(&g->t, &rois->t, &gi->t, scale));
+    dkk_tensor *ggi = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, order, 3);
+    memset(ggi->mem, 0x7f, ggi->bytes);
+    dkg_tensor dg, dgi;
+    dkg_up(&dg, g), dkg_up(&dgi, ggi);
+    assert_ok(GPU_PS_BACKWARD(&dg.dev, &dr.dev, &dgi.dev, scale));
+    dkg_down(&dgi);
+    dkk_assert_identical(ggi, gi, what);
+    dkg_release(&dx), dkg_release(&dr), dkg_release(&dout), dkg_release(&dg), dkg_release(&dgi);
+    dkk_free(x), dkk_free(rois), dkk_free(out), dkk_free(gout), dkk_free(g), dkk_free(gi), dkk_free(ggi);
+}
+
+static void ps_roi_pool_gpu_matches_cpu(void **state)
+{
+    (void)state;
+    dkk_rng r = {0x9103};
+    for (size_t d = 0; d < DK_COUNTOF(DTYPES); d++) {
+        check_ps_case(DTYPES[d], 1.0, 2, 2, false, 7, &r);
+        check_ps_case(DTYPES[d], 0.5, 3, 3, true, 13, &r);
+        check_ps_case(DTYPES[d], 0.7, 1, 2, false, 0, &r);
+    }
+}
+
 static void gpu_matches_cpu(void **state)
 {
     (void)state;
@@ -102,6 +158,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(gpu_matches_cpu),
         cmocka_unit_test(beyond_one_grid),
+        cmocka_unit_test(ps_roi_pool_gpu_matches_cpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
