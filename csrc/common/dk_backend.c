@@ -58,10 +58,11 @@ void dk__backend_list_note_keys(int i, dk_keyset claimed)
 }
 
 /* Paths of removed entries, kept for a concurrent reader (as key names are, dk_keys.c). */
-static struct dk__retired_path {
+struct dk__retired_path {
     struct dk__retired_path *next;
     const char *path;
-} *dk__retired_paths;
+};
+static struct dk__retired_path *dk__retired_paths;
 
 void dk__backend_list_remove(int i)
 {

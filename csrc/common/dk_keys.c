@@ -24,6 +24,8 @@ const char *dk__key_names[DK_NUM_KEYS] = {
 
 /* DLPack device type -> backend key. Pinned host memory is CPU-readable, so CPU kernels serve
  * it; managed memory goes to CUDA. Read lock-free by every call (dk__key_of_device_type). */
+/* Lookup tables, one entry per line (clang-format would pack them into columns). */
+// clang-format off
 uint8_t dk__device_keys[32] = {
     [kDLCPU] = DK_KEY_CPU,
     [kDLCUDAHost] = DK_KEY_CPU,
@@ -41,6 +43,7 @@ dk_keyset dk__device_keysets[32] = {
     [kDLCUDAManaged] = DK_KEYSET(DK_KEY_CUDA),
     [kDLROCM] = DK_KEYSET(DK_KEY_HIP),
 };
+// clang-format on
 
 const char *dk_key_name(dk_key k)
 {
@@ -111,10 +114,11 @@ static dk_status dk__claim(dk_key k, const char *name)
 
 /* Names of released keys: a dk_key_name that loaded the pointer just before may still read it,
  * so they are kept (and stay reachable for leak checkers) instead of freed. Lock held. */
-static struct dk__retired_name {
+struct dk__retired_name {
     struct dk__retired_name *next;
     const char *name;
-} *dk__retired_names;
+};
+static struct dk__retired_name *dk__retired_names;
 
 void dk__key_release(dk_key k)
 {

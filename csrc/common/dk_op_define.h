@@ -167,6 +167,9 @@ DK_API void dk__op_announce(dk_op *op);
  * check runs once per call, at the entry, after the device check and before dispatch; kernels
  * may rely on everything it verified.
  */
+/* The block comments inside this macro span continuation lines, whose
+ * backslashes clang-format cannot move (they are part of the comment). */
+// clang-format off
 #define DK_DEFINE_OP(name, ARGS)                                                            \
     static dk_status dk__##name##_check(DK__PARAMS(ARGS));                                  \
     static dk_status dk__##name##_unbox(dk_fnptr dk__fn, const dk_value *dk__v)             \
@@ -272,6 +275,7 @@ DK_API void dk__op_announce(dk_op *op);
                                  DK__NAMES(ARGS));                                          \
     }                                                                                       \
     static dk_status dk__##name##_check(DK__PARAMS(ARGS))
+// clang-format on
 
 #ifdef __cplusplus
 }

@@ -51,8 +51,11 @@ DK_API dk_status dk_register_device_impl(dk_op *op, dk_key key, dk_fnptr fn, con
 #ifdef __cplusplus
 #define DK__AS_TENSOR(x) dk__as_tensor(x)
 #else
+/* clang-format 14 reads _Generic's `type: value` pairs as bit-fields. */
+// clang-format off
 #define DK__AS_TENSOR(x)                                                                      \
     _Generic((x), dk_tensor *: (x), const dk_tensor *: (x), default: (const dk_tensor *)0)
+// clang-format on
 #endif
 
 /* Internals of the macros above. */

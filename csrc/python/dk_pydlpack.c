@@ -202,12 +202,15 @@ static void dk__cache_add(dk_py_state *s, PyTypeObject *tp, dk_py_producer_kind 
 }
 
 /* Every PyObject * of dk_py_torch, for clear and traverse. */
+/* An X-list, grouped by hand (clang-format reads it as one expression). */
+// clang-format off
 #define DK__TORCH_REFS(X, t)                                                                  \
     X((t)->tensor) X((t)->to_dlpack) X((t)->tf_default) X((t)->tf_disabled) X((t)->td_default) \
     X((t)->dlpack_fn)                                                                         \
     X((t)->d_is_cpu) X((t)->d_requires_grad) X((t)->d_dtype) X((t)->d_shape) X((t)->d_data_ptr) \
     X((t)->d_stride) X((t)->d_is_neg) X((t)->d_storage) X((t)->d_is_meta) X((t)->reader_capsule)             \
     X((t)->d_is_cuda) X((t)->d_get_device)
+// clang-format on
 
 static void dk__torch_clear(dk_py_torch *t)
 {

@@ -489,6 +489,22 @@ static int dk__dict_set(PyObject *d, const char *key, PyObject *v)
     return rc;
 }
 
+#ifdef _OPENMP
+/* libdkit and this module share the process's one libgomp, so this is the kernels' count. */
+#define DK__OPENMP Py_NewRef(Py_True)
+#define DK__THREADS PyLong_FromLong(omp_get_max_threads())
+#else
+#define DK__OPENMP Py_NewRef(Py_False)
+#define DK__THREADS PyLong_FromLong(1)
+#endif
+#ifdef __clang__
+#define DK__COMPILER "clang " __VERSION__
+#elif defined(__GNUC__)
+#define DK__COMPILER "gcc " __VERSION__
+#else
+#define DK__COMPILER "unknown"
+#endif
+
 static PyObject *dk__config(PyObject *m, PyObject *const *args, Py_ssize_t n)
 {
     if (dk__check_nargs(DK__STATE(m), "config", n, 0) < 0) return NULL;
@@ -496,25 +512,9 @@ static PyObject *dk__config(PyObject *m, PyObject *const *args, Py_ssize_t n)
     if (!d) return NULL;
     /* Each value is made where it is stored (dk__dict_set takes it, also on failure): made
      * beforehand, a value would leak when an earlier item fails and || skips the rest. */
-#ifdef _OPENMP
-    /* libdkit and this module share the process's one libgomp, so this is the kernels' count. */
-#define DK__OPENMP Py_NewRef(Py_True)
-#define DK__THREADS PyLong_FromLong(omp_get_max_threads())
-#else
-#define DK__OPENMP Py_NewRef(Py_False)
-#define DK__THREADS PyLong_FromLong(1)
-#endif
     if (dk__dict_set(d, "version", PyUnicode_FromString(DK_VERSION_STRING)) < 0 ||
         dk__dict_set(d, "abi", PyLong_FromUnsignedLong(DK_ABI_VERSION)) < 0 ||
-        dk__dict_set(d, "compiler", PyUnicode_FromString(
-#ifdef __clang__
-                                        "clang " __VERSION__
-#elif defined(__GNUC__)
-                                        "gcc " __VERSION__
-#else
-                                        "unknown"
-#endif
-                                        )) < 0 ||
+        dk__dict_set(d, "compiler", PyUnicode_FromString(DK__COMPILER)) < 0 ||
         dk__dict_set(d, "openmp", DK__OPENMP) < 0 || dk__dict_set(d, "openmp_max_threads", DK__THREADS) < 0 ||
         dk__dict_set(d, "num_threads", PyLong_FromLong(dk_get_num_threads())) < 0 ||
         dk__dict_set(d, "backends", dk__backend_names()) < 0 ||
@@ -524,10 +524,14 @@ static PyObject *dk__config(PyObject *m, PyObject *const *args, Py_ssize_t n)
     }
 #undef DK__OPENMP
 #undef DK__THREADS
+#undef DK__COMPILER
     return d;
 }
 
+/* A braced initializer as a macro body, which clang-format breaks apart. */
+// clang-format off
 #define DK__FN(name, doc) {#name, DK_PY_FASTCALL(dk__##name), METH_FASTCALL, doc}
+// clang-format on
 PyMethodDef dk_py_introspect_methods[] = {
     DK__FN(op_names, "op_names() -> list[str]: every registered op, in registration order."),
     DK__FN(schema, "schema(name) -> str: the op's schema; DkitValueError for an unknown op."),

@@ -450,6 +450,8 @@ static PyMemberDef dk__op_members[] = {
     {NULL, 0, 0, 0, NULL},
 };
 
+/* One slot per line (clang-format would pack them into columns). */
+// clang-format off
 static PyType_Slot dk__op_slots[] = {
     {Py_tp_call, (void *)PyVectorcall_Call},
     {Py_tp_dealloc, (void *)dk__op_dealloc},
@@ -458,6 +460,7 @@ static PyType_Slot dk__op_slots[] = {
     {Py_tp_members, dk__op_members},
     {0, NULL},
 };
+// clang-format on
 
 static PyType_Spec dk__op_spec = {
     .name = "dkit._C.Op",

@@ -26,7 +26,8 @@
 #define DK_PY_TORCH_READER_ABI 3
 #define DK_PY_TORCH_NEG 2   /* read(): a tensor with torch's negative bit */
 #define DK_PY_TORCH_SHORT 3 /* read(): elements past the end of the tensor's storage */
-#define DK_PY_TORCH_TRACING 4 /* read(): torch.jit.trace is recording this thread (Note [Eager calls under torch.jit.trace]) */
+/* read(): torch.jit.trace is recording this thread (Note [Eager calls under torch.jit.trace]) */
+#define DK_PY_TORCH_TRACING 4
 
 #ifdef __cplusplus
 extern "C" {

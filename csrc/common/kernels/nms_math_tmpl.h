@@ -26,8 +26,9 @@ DK_HD DK_INLINE DK_T DK_TFN(dk_box_nms_overlap)(DK_T ix1, DK_T iy1, DK_T ix2, DK
 }
 
 /*
- * Soft-NMS's factor (dk_soft_nms_method in nms_math.h) for a candidate whose NMS overlap with the box just selected is ovr (MMCV's
- * soft_nms; Bodla et al. 2017), in the compute type as MMCV computes it in float:
+ * Soft-NMS's factor (dk_soft_nms_method in nms_math.h) for a candidate whose NMS overlap with the
+ * box just selected is ovr (MMCV's soft_nms; Bodla et al. 2017), in the compute type as MMCV
+ * computes it in float:
  *   naive     0 when ovr >= thr, else 1 (hard NMS, but with >=)
  *   linear    1 - ovr when ovr >= thr, else 1
  *   gaussian  exp(-ovr^2 / sigma), whatever thr

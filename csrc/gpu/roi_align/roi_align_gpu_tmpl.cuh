@@ -213,7 +213,8 @@ __global__ void DK_SFN(dk__ra_gpu_backward_gather_kernel)(
         const int64_t c0 = cc * DK__RA_GPU_CHANNELS;
         const int nc = (int)(a.C - c0 < DK__RA_GPU_CHANNELS ? a.C - c0 : DK__RA_GPU_CHANNELS);
         DK_T sum[DK__RA_GPU_CHANNELS];
-        DK_GPU_UNROLL for (int j = 0; j < DK__RA_GPU_CHANNELS; ++j) sum[j] = (DK_T)0;
+        DK_GPU_UNROLL
+        for (int j = 0; j < DK__RA_GPU_CHANNELS; ++j) sum[j] = (DK_T)0;
         const int64_t t = n * g.ty * g.tx + t_img;
         const int32_t *list = lists + t * a.K;
         for (int32_t li = 0; li < counts[t]; ++li) {
@@ -238,7 +239,8 @@ __global__ void DK_SFN(dk__ra_gpu_backward_gather_kernel)(
                 const int64_t ph1 = jy1 / ay.grid, pw0 = jx0 / ax.grid, pw1 = jx1 / ax.grid;
                 for (int64_t ph = jy0 / ay.grid; ph <= ph1; ++ph)
                     for (int64_t pw = pw0; pw <= pw1; ++pw) {
-                        DK_GPU_UNROLL for (int j = 0; j < DK__RA_GPU_CHANNELS; ++j) {
+                        DK_GPU_UNROLL
+                        for (int j = 0; j < DK__RA_GPU_CHANNELS; ++j) {
                             if (j >= nc) continue;
                             const int64_t c = c0 + j;
                             const DK_T sy = amy[k * a.amy_s[0] + c * a.amy_s[1] + ph * a.amy_s[2] + pw * a.amy_s[3]];
@@ -268,7 +270,8 @@ __global__ void DK_SFN(dk__ra_gpu_backward_gather_kernel)(
                                                         &tx))
                         continue;
                     if (tx.lo != x && tx.hi != x) continue;
-                    DK_GPU_UNROLL for (int j = 0; j < DK__RA_GPU_CHANNELS; ++j) {
+                    DK_GPU_UNROLL
+                    for (int j = 0; j < DK__RA_GPU_CHANNELS; ++j) {
                         if (j >= nc) continue;
                         /* the four taps' weights as dk_roi_align_bilinear_init forms them */
                         const DK_T gc = DK_LOAD(gk[j * a.bins_s[1] + ph * a.bins_s[2] + pw * a.bins_s[3]]) / count;
@@ -281,7 +284,8 @@ __global__ void DK_SFN(dk__ra_gpu_backward_gather_kernel)(
             }
         }
         DK_S *out = gin + n * a.img_s[0] + c0 * a.img_s[1] + y * a.img_s[2] + x * a.img_s[3];
-        DK_GPU_UNROLL for (int j = 0; j < DK__RA_GPU_CHANNELS; ++j)
+        DK_GPU_UNROLL
+        for (int j = 0; j < DK__RA_GPU_CHANNELS; ++j)
             if (j < nc) out[j * a.img_s[1]] = DK_STORE(sum[j]);
     }
 }
