@@ -194,7 +194,8 @@ class BuildExt(build_ext):
 
     def _link_core(self, objects, pkg_dir, todo):
         lib = os.path.join(pkg_dir, "libdkit.so")
-        if todo or not os.path.exists(lib) or self.force or any(os.path.getmtime(o) > os.path.getmtime(lib) for o in objects):
+        if (todo or not os.path.exists(lib) or self.force
+                or any(os.path.getmtime(o) > os.path.getmtime(lib) for o in objects)):  # fmt: skip
             # -soname: _C records "libdkit.so" as its DT_NEEDED, found through its $ORIGIN rpath.
             _run([_cc(), "-shared", "-o", lib, *objects, "-Wl,-soname,libdkit.so", *CORE_LDFLAGS])
         return lib

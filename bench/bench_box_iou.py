@@ -28,7 +28,7 @@ import subprocess
 import sys
 import time
 
-from _dkit_path import child_env, use_checkout  # noqa: E402
+from _dkit_path import child_env, use_checkout
 
 CASES = ("box_iou", "generalized_box_iou", "distance_box_iou", "complete_box_iou")
 

@@ -19,7 +19,6 @@ test where no GPU is): its figures say nothing about a GPU. No figure here is es
 """
 
 import argparse
-import os
 import sys
 
 from _dkit_path import use_checkout
@@ -30,8 +29,8 @@ import torch  # noqa: E402
 import torchvision  # noqa: E402
 
 import dkit  # noqa: E402
-from dkit import _C  # noqa: E402
 import dkit.ops  # noqa: E402
+from dkit import _C  # noqa: E402
 from dkit.compat import torchvision as dtv  # noqa: E402
 
 

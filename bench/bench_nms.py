@@ -137,7 +137,8 @@ def main():
         if not torch.equal(ref, got):
             sys.exit(f"bench_nms: nms on {n} boxes differs from torchvision")
         for label, disturb in (("", None), (" in a step", step)):
-            d, t = _measure([lambda: dkit.ops.nms(b, s, 0.5), lambda: torchvision.ops.nms(b, s, 0.5)], args.reps, disturb)
+            d, t = _measure([lambda: dkit.ops.nms(b, s, 0.5), lambda: torchvision.ops.nms(b, s, 0.5)], args.reps,
+                            disturb)
             rows.append((f"nms {n} boxes ({len(ref)} kept){label}", d, t))
 
     n, objects = (1000, 20) if args.quick else (6000, 100)
@@ -151,11 +152,12 @@ def main():
     n, classes = (2000, 20) if args.quick else (20000, 80)
     b, s = _boxes(torch, n, 7)
     idxs = torch.randint(0, classes, (n,), generator=torch.Generator().manual_seed(1))
-    if not torch.equal(dkit.compat.torchvision.batched_nms(b, s, idxs, 0.5), torchvision.ops.batched_nms(b, s, idxs, 0.5)):
+    if not torch.equal(dkit.compat.torchvision.batched_nms(b, s, idxs, 0.5),
+                       torchvision.ops.batched_nms(b, s, idxs, 0.5)):
         sys.exit("bench_nms: batched_nms differs from torchvision")
     for label, disturb in (("", None), (" in a step", step)):
-        d, t = _measure([lambda: dkit.ops.batched_nms(b, s, idxs, 0.5), lambda: torchvision.ops.batched_nms(b, s, idxs, 0.5)],
-                        args.reps, disturb)  # fmt: skip
+        d, t = _measure([lambda: dkit.ops.batched_nms(b, s, idxs, 0.5),
+                         lambda: torchvision.ops.batched_nms(b, s, idxs, 0.5)], args.reps, disturb)  # fmt: skip
         rows.append((f"batched_nms {n} boxes, {classes} classes{label}", d, t))
 
     import numpy as np
@@ -169,7 +171,8 @@ def main():
         if len(ref_inds) != len(inds):
             sys.exit(f"bench_nms: soft_nms ({method}) keeps {len(inds)} boxes, MMCV's procedure {len(ref_inds)}")
         d, t = _measure([lambda: dkit.ops.soft_nms(b, s, 0.3, 0.5, 1e-3, method),
-                         lambda: _soft_nms_numpy(np, bn, sn, 0.3, 0.5, 1e-3, method)], max(1, args.reps // 2), None)  # fmt: skip
+                         lambda: _soft_nms_numpy(np, bn, sn, 0.3, 0.5, 1e-3, method)],
+                        max(1, args.reps // 2), None)  # fmt: skip
         rows.append((f"soft_nms {n} boxes, {method} (vs MMCV's loop in NumPy)", d, t))
 
     print(f"{'case':52s} {'dkit':>12s} {'torchvision':>12s} {'ratio':>7s} {'speedup':>8s}")

@@ -40,8 +40,7 @@ import subprocess
 import sys
 import time
 
-from _dkit_path import child_env, use_checkout  # noqa: E402
-
+from _dkit_path import child_env, use_checkout
 
 # ------------------------------------------------------------------------------------------
 # Worker: one thread count, one process
@@ -51,7 +50,7 @@ def _boxes(torch, k, n, height, width, spatial_scale, seed=0):
     g = torch.Generator().manual_seed(seed)
     ih, iw = height / spatial_scale, width / spatial_scale
     # Detector-like proposals: sizes from 16 px to half the image, centres anywhere.
-    wh = torch.exp(torch.empty(k, 2).uniform_(0, 1, generator=g) * (torch.log(torch.tensor(min(ih, iw) / 2 / 16.0)))) * 16
+    wh = torch.exp(torch.empty(k, 2).uniform_(0, 1, generator=g) * torch.log(torch.tensor(min(ih, iw) / 2 / 16.0))) * 16
     cx = torch.rand(k, generator=g) * iw
     cy = torch.rand(k, generator=g) * ih
     idx = torch.randint(0, n, (k,), generator=g).float()
@@ -105,7 +104,7 @@ def _scaling_cases(torch, dkit, x, rois, g, scale, out):
     setup); kernel = dkit._C.ops into outputs allocated (and touched) once, dkit's work only.
     (A fresh output is first touched inside the timed call: on a VM that hands freed memory back
     to its host, bench/README.md, that is host work no thread count speeds up.)"""
-    ops = dkit._C.ops
+    fwd, bwd = dkit._C.ops.roi_align_forward, dkit._C.ops.roi_align_backward
     fwd_out = torch.zeros(rois.shape[0], x.shape[1], out, out)
     grad_in = torch.zeros_like(x)
     xr = x.clone().requires_grad_()
@@ -118,9 +117,9 @@ def _scaling_cases(torch, dkit, x, rois, g, scale, out):
         "end to end forward sr=2": (None, lambda _: dkit.ops.roi_align(x, rois, out, scale, 2, "avg", True)),
         "end to end backward sr=2": (graph, lambda y: y.backward(g)),
         "end to end forward sr=0": (None, lambda _: dkit.ops.roi_align(x, rois, out, scale, 0, "avg", True)),
-        "kernel forward sr=2": (None, lambda _: ops.roi_align_forward(x, rois, fwd_out, None, None, out, out, scale, 2, 1, True)),
-        "kernel backward sr=2": (None, lambda _: ops.roi_align_backward(g, rois, None, None, grad_in, out, out, scale, 2, 1, True)),
-        "kernel forward sr=0": (None, lambda _: ops.roi_align_forward(x, rois, fwd_out, None, None, out, out, scale, 0, 1, True)),
+        "kernel forward sr=2": (None, lambda _: fwd(x, rois, fwd_out, None, None, out, out, scale, 2, 1, True)),
+        "kernel backward sr=2": (None, lambda _: bwd(g, rois, None, None, grad_in, out, out, scale, 2, 1, True)),
+        "kernel forward sr=0": (None, lambda _: fwd(x, rois, fwd_out, None, None, out, out, scale, 0, 1, True)),
     }  # fmt: skip
 
 
@@ -323,7 +322,7 @@ def worker(threads, reps, quick):
     if tv_roi_align:
         fns["torchvision"] = lambda: tv_roi_align(xt, bt, 2, 1.0, 0, True)
     per_call = {name: [] for name in fns}
-    for name, f in fns.items():
+    for f in fns.values():
         for _ in range(number // 10):
             f()
     for _ in range(max(reps, 5)):
@@ -429,7 +428,10 @@ def main():
     if scaling:
         rows = []
         for name, r in scaling.items():
-            measure, case = ("end to end", name[len("end to end "):]) if name.startswith("end to end") else ("kernel", name[len("kernel "):])
+            if name.startswith("end to end"):
+                measure, case = "end to end", name[len("end to end "):]
+            else:
+                measure, case = "kernel", name[len("kernel "):]
             rows.append((case, measure, _fmt_ms(r["one"]), str(r["threads"]), _fmt_ms(r["many"]),
                          f"{r['speedup']:.2f}x", f"{r['ceiling']:.2f}x", f"{r['of ceiling']:.0%}"))  # fmt: skip
         rows.sort(key=lambda row: ("forward sr=2", "backward sr=2", "forward sr=0").index(row[0]))
@@ -449,7 +451,8 @@ def main():
         runs, number = res["tiny call runs"]
         print(f"\ntiny call by entry point (best of {runs} runs of {number} calls; + = over dkit.ops):")
         rows = [(name if name != "dkit" else "dkit.ops", _fmt_ms(v),
-                 f"{(v - entries['dkit']) * 1e3:+.2f} us" if name.startswith("dkit.") else "") for name, v in entries.items()]  # fmt: skip
+                 f"{(v - entries['dkit']) * 1e3:+.2f} us" if name.startswith("dkit.") else "")
+                for name, v in entries.items()]  # fmt: skip
         table(("entry point", "per call", "over dkit.ops"), rows)
 
 

@@ -26,12 +26,10 @@ median of --reps is printed. dkit.set_num_threads and torch.set_num_threads set 
 
 import argparse
 import math
-import os
 import statistics
-import sys
 import time
 
-from _dkit_path import use_checkout  # noqa: E402
+from _dkit_path import use_checkout
 
 use_checkout()
 
@@ -178,7 +176,8 @@ def main():
     keep_dk = dkit.ops.nms_rotated(dets, scores, 0.5)[1]
     keep_mat = greedy_keep(torch, dkit.ops.box_iou_rotated(dets, dets), scores, float(torch.tensor(0.5).float()))
     print(f"dkit vs torch-ref, max |iou difference|: NxM {diff_full:.1e}, aligned {diff_al:.1e}")
-    print(f"nms_rotated keeps {keep_dk.numel()} of {n_nms}; the same as the matrix route: {torch.equal(keep_dk, keep_mat)}")
+    same = torch.equal(keep_dk, keep_mat)
+    print(f"nms_rotated keeps {keep_dk.numel()} of {n_nms}; the same as the matrix route: {same}")
 
     cases = [
         (f"iou {n}x{m}", {

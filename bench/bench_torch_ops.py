@@ -31,7 +31,7 @@ import subprocess
 import sys
 import time
 
-from _dkit_path import child_env, use_checkout  # noqa: E402
+from _dkit_path import child_env, use_checkout
 
 use_checkout()
 

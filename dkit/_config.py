@@ -25,8 +25,12 @@ def config():
         cfg["torch_reader"] = _C._torch_reader()
     bridge = sys.modules.get("dkit._torch_library")  # Note [dkit ops in torch]
     if bridge is not None:
-        holder = "dkit._torch_kernel" if bridge._holder_impl is not None else "torch.library (terse errors in TorchScript)"
-        cfg["torch_ops"] = f"{len(bridge._core_done) + len(bridge._public_done)} ops as torch.ops.dkit.*, kernels by {holder}"
+        if bridge._holder_impl is not None:
+            holder = "dkit._torch_kernel"
+        else:
+            holder = "torch.library (terse errors in TorchScript)"
+        n = len(bridge._core_done) + len(bridge._public_done)
+        cfg["torch_ops"] = f"{n} ops as torch.ops.dkit.*, kernels by {holder}"
     return cfg
 
 

@@ -14,7 +14,7 @@ import contextlib
 import operator
 import os
 import sys
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 from dkit import _C
 
@@ -52,7 +52,7 @@ class Slot(NamedTuple):
 
     key: str  # "Profile", "cpu", a vendor backend's name, ...
     provenance: str  # which rule filled the slot (kernel, composite, fallback, fallthrough, missing, ...)
-    kernel: Optional[str]  # the kernel's name, None when the slot is empty
+    kernel: str | None  # the kernel's name, None when the slot is empty
     boxed: bool  # True when the kernel takes a boxed stack (fallbacks)
 
 
@@ -179,7 +179,9 @@ def _device(device):
         try:
             dev_type, dev_id = device
         except (TypeError, ValueError):
-            raise _C.DkitTypeError(f"dispatch.stream: a device is (type, index) or a torch.device, got {device!r}") from None
+            raise _C.DkitTypeError(
+                f"dispatch.stream: a device is (type, index) or a torch.device, got {device!r}"
+            ) from None
     if isinstance(dev_type, str):
         code = _DEVICE_TYPES.get(dev_type)
         if code is None:
@@ -190,13 +192,13 @@ def _device(device):
 
 class Backend(NamedTuple):
     name: str
-    path: Optional[str]  # the shared library a backend was loaded from; None when built in
-    key: Optional[str]  # its dispatch key ("cpu", a vendor's name); None if it claimed none
+    path: str | None  # the shared library a backend was loaded from; None when built in
+    key: str | None  # its dispatch key ("cpu", a vendor's name); None if it claimed none
     available: bool  # whether its kernels can run now
-    reason: Optional[str]  # why not, when unavailable (e.g. "no CUDA driver")
-    devices: Optional[int]  # devices present now; None when the backend does not say
+    reason: str | None  # why not, when unavailable (e.g. "no CUDA driver")
+    devices: int | None  # devices present now; None when the backend does not say
 
-    build: Optional[str] = None  # what a GPU backend was built for ("sm_80, sm_90 (+ PTX compute_90)")
+    build: str | None = None  # what a GPU backend was built for ("sm_80, sm_90 (+ PTX compute_90)")
 
     def __str__(self):
         where = f" ({self.path})" if self.path else ""

@@ -27,7 +27,8 @@ def _declared():
         if info.name.startswith("_"):
             continue  # helpers (_args)
         module = _importlib.import_module(f"dkit._ops.{info.name}")
-        fns = [v for k, v in vars(module).items() if hasattr(v, "__dkit_torch_schemas__") and v.__module__ == module.__name__]
+        fns = [v for v in vars(module).values()
+               if hasattr(v, "__dkit_torch_schemas__") and v.__module__ == module.__name__]  # fmt: skip
         found += sorted(fns, key=lambda f: f.__code__.co_firstlineno)
     return found
 

@@ -85,8 +85,8 @@ def run_torch(np, rng):
 
     print(f"features [{N}, {C}, {H}, {W}] float32 (stride {STRIDE}), {NUM_BOXES} boxes -> "
           f"[{NUM_BOXES}, {C}, {OUTPUT}, {OUTPUT}], sampling_ratio {SAMPLING}, aligned=True, "
-          f"dkit on {dkit.get_num_threads()} thread(s)\n(dkit.set_num_threads(n) sets that; by default dkit follows OpenMP's "
-          f"default, which torch.set_num_threads(n) sets too)")  # fmt: skip
+          f"dkit on {dkit.get_num_threads()} thread(s)\n(dkit.set_num_threads(n) sets that; "
+          "by default dkit follows OpenMP's default, which torch.set_num_threads(n) sets too)")  # fmt: skip
     with torch.no_grad():
         t_fwd = timed(dkit_forward)
     t_bwd = statistics.median(backward_of(dkit_forward)() * 1e3 for _ in range(REPS))

@@ -28,7 +28,6 @@ from dkit import _C
 from dkit._ops import _examples, torch_op
 from dkit._ops._args import tensor_pair, to_bool, to_float, to_int
 
-
 # dk_box_kind (csrc/common/kernels/box_iou_math.h)
 _IOU, _GIOU, _DIOU, _CIOU, _MMCV_IOU, _MMCV_IOF = range(6)
 

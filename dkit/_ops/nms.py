@@ -20,7 +20,6 @@ from dkit import _C
 from dkit._ops import _examples, autocast_args, torch_op
 from dkit._ops._args import tensor, tensor_pair, to_float
 
-
 _nms_kernel = _C.ops.nms
 _batched_nms_kernel = _C.ops.batched_nms
 _soft_nms_kernel = _C.ops.soft_nms
@@ -137,7 +136,8 @@ def batched_nms(boxes, scores, idxs, iou_threshold):
 
 
 @torch_op(
-    "soft_nms(Tensor boxes, Tensor scores, float iou_threshold=0.3, float sigma=0.5, float min_score=0.001, str method=\"linear\", int offset=0) -> (Tensor, Tensor)",
+    "soft_nms(Tensor boxes, Tensor scores, float iou_threshold=0.3, float sigma=0.5, float min_score=0.001, "
+    "str method=\"linear\", int offset=0) -> (Tensor, Tensor)",
     example=lambda rng: (*_examples.boxes(rng, 200), 0.3, 0.5, 1e-3, "gaussian"),
 )
 def soft_nms(boxes, scores, iou_threshold=0.3, sigma=0.5, min_score=1e-3, method="linear", offset=0):

@@ -33,9 +33,8 @@ core's own rules.
 import math
 
 from dkit import _C, _frameworks
-from dkit._ops import _examples, Differentiable, autocast_args, torch_op
+from dkit._ops import Differentiable, _examples, autocast_args, torch_op
 from dkit._ops._args import framework, to_bool, to_float, to_int, to_pair
-
 
 OP = "roi_align"
 
@@ -59,8 +58,10 @@ _framework_of_type = _frameworks.BY_TYPE.get
 
 
 @torch_op(
-    "roi_align(Tensor input, Tensor boxes, int[2] output_size, float spatial_scale=1.0, int sampling_ratio=0, str pool_mode=\"avg\", bool aligned=True) -> Tensor",
-    "roi_align.boxes_list(Tensor input, Tensor[] boxes, int[2] output_size, float spatial_scale=1.0, int sampling_ratio=0, str pool_mode=\"avg\", bool aligned=True) -> Tensor",
+    "roi_align(Tensor input, Tensor boxes, int[2] output_size, float spatial_scale=1.0, int sampling_ratio=0, "
+    "str pool_mode=\"avg\", bool aligned=True) -> Tensor",
+    "roi_align.boxes_list(Tensor input, Tensor[] boxes, int[2] output_size, float spatial_scale=1.0, "
+    "int sampling_ratio=0, str pool_mode=\"avg\", bool aligned=True) -> Tensor",
     differentiable=True,
     autocast=True,
     example=lambda rng: (*_examples.feature(rng), [3, 2], 0.5, 2, "max", False),

@@ -22,7 +22,6 @@ from dkit import _C
 from dkit._ops import _examples, torch_op
 from dkit._ops._args import framework, tensor, to_bool, to_float
 
-
 _LIMIT = 2**31
 
 # MMCV's mode_flag, as ops/rotated.h.
@@ -33,7 +32,8 @@ _nms_kernel = _C.ops.nms_rotated
 
 
 @torch_op(
-    "box_iou_rotated(Tensor bboxes1, Tensor bboxes2, str mode=\"iou\", bool aligned=False, bool clockwise=True) -> Tensor",
+    "box_iou_rotated(Tensor bboxes1, Tensor bboxes2, str mode=\"iou\", bool aligned=False, bool clockwise=True) "
+    "-> Tensor",
     example=lambda rng: (_examples.rotated(rng, 40), _examples.rotated(rng, 10), "iou", False, True),
 )
 def box_iou_rotated(bboxes1, bboxes2, mode="iou", aligned=False, clockwise=True):
@@ -84,7 +84,8 @@ def box_iou_rotated(bboxes1, bboxes2, mode="iou", aligned=False, clockwise=True)
 
 
 @torch_op(
-    "nms_rotated(Tensor dets, Tensor scores, float iou_threshold, Tensor? labels=None, bool clockwise=True) -> (Tensor, Tensor)",
+    "nms_rotated(Tensor dets, Tensor scores, float iou_threshold, Tensor? labels=None, bool clockwise=True) "
+    "-> (Tensor, Tensor)",
     example=lambda rng: (_examples.rotated(rng, 40), _examples.boxes(rng, 40)[1], 0.2),
 )
 def nms_rotated(dets, scores, iou_threshold, labels=None, clockwise=True):

@@ -20,7 +20,7 @@ dkit raises DkitValueError; float64 boxes, which MMCV's CPU box_iou_rotated does
 import ctypes
 import functools
 import warnings
-from typing import List, Optional, Tuple, Union
+from typing import Optional, Tuple
 
 import numpy as np
 import torch
@@ -109,7 +109,8 @@ def _renamed_kwargs(renames, cls_name):
                 if old in kwargs:
                     if new in kwargs:
                         raise DkitAssertionError(f'The expected behavior is to replace the deprecated key "{old}" '
-                                                 f'to new key "{new}", but got them in the arguments at the same time')  # fmt: skip
+                                                 f'to new key "{new}", '
+                                                 "but got them in the arguments at the same time")  # fmt: skip
                     warnings.warn(
                         f'"{old}" is deprecated in `{cls_name}.{func.__name__}`, please use "{new}" instead',
                         DeprecationWarning,
@@ -244,7 +245,8 @@ def _nms_inputs(boxes, scores, op="nms"):
     if boxes.ndim < 2 or boxes.shape[1] != 4:
         raise DkitAssertionError(f"{op}: boxes must be [N, 4], got {list(boxes.shape)}")
     if scores.ndim < 1 or boxes.shape[0] != scores.shape[0]:
-        raise DkitAssertionError(f"{op}: boxes and scores must have as many rows, got {list(boxes.shape)} and {list(scores.shape)}")
+        raise DkitAssertionError(f"{op}: boxes and scores must have as many rows, "
+                                 f"got {list(boxes.shape)} and {list(scores.shape)}")
     return boxes, scores
 
 
@@ -457,7 +459,8 @@ def nms_rotated(
         if not torch.jit.is_scripting():
             _check_labels(labels, dets.shape[0])
         else:
-            torch._assert(labels.dim() == 1 and labels.size(0) == dets.size(0), "nms_rotated: labels must have shape [N]")
+            torch._assert(labels.dim() == 1 and labels.size(0) == dets.size(0),
+                          "nms_rotated: labels must have shape [N]")
     kept, keep = _nms_rotated(dets, scores, iou_threshold, None, clockwise)
     return kept, keep
 
@@ -465,7 +468,8 @@ def nms_rotated(
 def _check_labels(labels, n):
     shape = getattr(labels, "shape", None)
     if shape is None or len(shape) != 1 or shape[0] != n:
-        raise _C.DkitValueError(f"nms_rotated: labels must have shape [{n}], got {None if shape is None else list(shape)}")
+        got = None if shape is None else list(shape)
+        raise _C.DkitValueError(f"nms_rotated: labels must have shape [{n}], got {got}")
 
 
 # batched_nms(..., nms_cfg=dict(type='nms_rotated', ...)) as MMCV: rotated boxes [N, 5].
@@ -473,7 +477,9 @@ _NMS_OPS["nms_rotated"] = nms_rotated
 
 
 @torch.fx.wrap
-def bbox_overlaps(bboxes1: Tensor, bboxes2: Tensor, mode: str = "iou", aligned: bool = False, offset: int = 0) -> Tensor:
+def bbox_overlaps(
+    bboxes1: Tensor, bboxes2: Tensor, mode: str = "iou", aligned: bool = False, offset: int = 0
+) -> Tensor:
     """Calculate overlap between two sets of bboxes, as mmcv.ops.bbox_overlaps (see
     dkit.ops.bbox_overlaps).
 

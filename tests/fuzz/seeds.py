@@ -95,14 +95,16 @@ def boxed_seeds():
         tail = [int_arg(4), int_arg(4), float_arg(1.0), int_arg(2), int_arg(mode), bool_arg(True)]
         for keys in (0, 3):
             suffix = "" if keys == 0 else "-through-fallback-and-profile"
-            write("fuzz_boxed", f"roi_align_forward-{name}{suffix}", boxed("roi_align_forward", pool, [x, rois, out] + am + tail, keys))
+            write("fuzz_boxed", f"roi_align_forward-{name}{suffix}",
+                  boxed("roi_align_forward", pool, [x, rois, out] + am + tail, keys))
             gout = tensor([K, C, FOUR, FOUR], F32, (0, 0, 7, 0, 0))
             gin = tensor([N, C, HW, HW], F32)
-            write("fuzz_boxed", f"roi_align_backward-{name}{suffix}", boxed("roi_align_backward", pool, [gout, rois] + am + [gin] + tail, keys))
+            write("fuzz_boxed", f"roi_align_backward-{name}{suffix}",
+                  boxed("roi_align_backward", pool, [gout, rois] + am + [gin] + tail, keys))
     # the other dtypes, avg
     for dt, name in ((F64, "f64"), (F16, "f16"), (BF16, "bf16")):
-        args = [tensor([N, C, HW, HW], dt), boxes_tensor([K, FIVE], dt, rows), tensor([K, C, FOUR, FOUR], dt), none(), none(),
-                int_arg(4), int_arg(4), float_arg(0.5), int_arg(0), int_arg(1), bool_arg(False)]
+        args = [tensor([N, C, HW, HW], dt), boxes_tensor([K, FIVE], dt, rows), tensor([K, C, FOUR, FOUR], dt), none(),
+                none(), int_arg(4), int_arg(4), float_arg(0.5), int_arg(0), int_arg(1), bool_arg(False)]
         write("fuzz_boxed", f"roi_align_forward-avg-{name}", boxed("roi_align_forward", pool, args))
     if "nms" in OPS:
         boxes = boxes_tensor([K, FOUR], F32, [(0, 48, 48, 48, 40), (0, 50, 50, 48, 40), (0, 90, 90, 16, 16)])
@@ -113,7 +115,8 @@ def boxed_seeds():
         write("fuzz_boxed", "nms", boxed("nms", pool, [boxes, scores, none(), keep, num, float_arg(0.5), int_arg(0)]))
         write("fuzz_boxed", "nms-with-categories-offset-1",
               boxed("nms", pool, [boxes, scores, idxs, keep, num, float_arg(0.25), int_arg(1)]))
-        write("fuzz_boxed", "batched_nms", boxed("batched_nms", pool, [boxes, scores, idxs, keep, num, float_arg(0.5)], 3))
+        write("fuzz_boxed", "batched_nms",
+              boxed("batched_nms", pool, [boxes, scores, idxs, keep, num, float_arg(0.5)], 3))
     if "soft_nms" in OPS:
         dets = tensor([K, FIVE], F32)
         inds = tensor([K], I64)

@@ -291,7 +291,8 @@ def _copy_tree(dst):
             shutil.copy2(src, os.path.join(dst, f))
     for sub in ("obj", "cuda", "hip", "emu"):
         if os.path.isdir(os.path.join(ROOT, "build", sub)):
-            shutil.copytree(os.path.join(ROOT, "build", sub), os.path.join(dst, "build", sub), copy_function=shutil.copy2)
+            shutil.copytree(os.path.join(ROOT, "build", sub), os.path.join(dst, "build", sub),
+                            copy_function=shutil.copy2)
     # the torch reader and kernel holder, which do not depend on the core (setup.py keeps them)
     for f in os.listdir(os.path.join(ROOT, "dkit")):
         if f.startswith(("_torch_reader", "_torch_kernel")) and f.endswith(".so"):

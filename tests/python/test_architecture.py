@@ -273,7 +273,8 @@ def test_every_layer_is_cut_by_op_family():
     ops = {os.path.splitext(n)[0] for n in _listing("ops")}
     kernels = {n[: -len("_math.h")] for n in _listing("csrc", "common", "kernels") if n.endswith("_math.h")}
     for layer, names in (("ops", ops), ("csrc/common/kernels/*_math.h", kernels),
-                         ("csrc/cpu/*/", set(_subdirs("csrc", "cpu"))), ("csrc/gpu/*/", set(_subdirs("csrc", "gpu")))):  # fmt: skip
+                         ("csrc/cpu/*/", set(_subdirs("csrc", "cpu"))),
+                         ("csrc/gpu/*/", set(_subdirs("csrc", "gpu")))):  # fmt: skip
         if names != set(families):
             wrong.append(f"{layer} is cut as {sorted(names)}, the families are {families}")
     for layer, pattern in (("cpu", _CPU_FILE), ("gpu", _GPU_FILE)):
@@ -283,5 +284,6 @@ def test_every_layer_is_cut_by_op_family():
         # the layer's own runtime sits beside the family folders, named dk_*
         wrong += [f"csrc/{layer}/{n} is neither a family folder nor the runtime's (dk_*)"
                   for n in _listing("csrc", layer)
-                  if not os.path.isdir(os.path.join(ROOT, "csrc", layer, n)) and not n.startswith("dk_") and n != "rules.mk"]  # fmt: skip
+                  if not os.path.isdir(os.path.join(ROOT, "csrc", layer, n))
+                  and not n.startswith("dk_") and n != "rules.mk"]  # fmt: skip
     assert wrong == [], "Note [One grain]:\n" + "\n".join(wrong)

@@ -17,7 +17,6 @@ from dkit import _C  # noqa: E402
 from dkit.compat import torchvision as T  # noqa: E402
 
 
-
 def _cpu_autocast_takes(dtype):
     """Whether CPU autocast runs with `dtype` (torch 1.13 disables itself, with a warning, for
     anything but bfloat16; torch 2.x takes float16 too)."""

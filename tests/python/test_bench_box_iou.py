@@ -15,9 +15,9 @@ import re
 import subprocess
 import sys
 
-from conftest import ROOT
-
 import pytest
+
+from conftest import ROOT
 
 pytest.importorskip("torch")
 pytest.importorskip("torchvision")

@@ -17,7 +17,8 @@ from conftest import ROOT
 pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 
-_ROW = r"^(iou \d+x\d+|iou aligned \d+|nms \d+)\s+(\d+)\s+(torch-ref|tv box_iou|dkit matrix|tv nms)\s+(\d+\.\d+) ms\s+(\d+\.\d+) ms\s+(\d+\.\d+)x"
+_ROW = (r"^(iou \d+x\d+|iou aligned \d+|nms \d+)\s+(\d+)\s+(torch-ref|tv box_iou|dkit matrix|tv nms)"
+        r"\s+(\d+\.\d+) ms\s+(\d+\.\d+) ms\s+(\d+\.\d+)x")
 
 
 @pytest.mark.slow
@@ -31,7 +32,7 @@ def test_bench_rotated_quick():
     assert "the same as the matrix route: True" in out, out
     rows = re.findall(_ROW, out, re.M)
     assert len(rows) == 10, out  # 5 (case, reference) pairs at 1 and 2 threads
-    for case, threads, ref, ref_ms, dk_ms, ratio in rows:
+    for case, _threads, ref, ref_ms, dk_ms, ratio in rows:
         numbers = [float(ref_ms), float(dk_ms), float(ratio)]
         # times are positive; a ratio printed to 3 decimals may round to 0.000 (the reference
         # can take 1000x longer on a loaded machine)

@@ -17,6 +17,7 @@ tvops = pytest.importorskip("torchvision.ops")
 
 from dkit.compat import mmcv as dk_mmcv  # noqa: E402
 from dkit.compat import torchvision as dk_tv  # noqa: E402
+
 from conftest import assert_signature_covers  # noqa: E402
 
 TV = {
@@ -350,8 +351,8 @@ def test_box_iou_formats():
         for f in (dk_tv.box_iou, scripted):
             torch.testing.assert_close(f(boxes, boxes[:3], fmt), tvops.box_iou(b, b[:3]), rtol=1e-12, atol=1e-12)
         if _tv_batched():  # the corners are converted first: torchvision's values within rounding
-            torch.testing.assert_close(dk_tv.box_iou(boxes, boxes[:3], fmt=fmt), tvops.box_iou(boxes, boxes[:3], fmt=fmt),
-                                       rtol=1e-12, atol=1e-12)  # fmt: skip
+            torch.testing.assert_close(dk_tv.box_iou(boxes, boxes[:3], fmt=fmt),
+                                       tvops.box_iou(boxes, boxes[:3], fmt=fmt), rtol=1e-12, atol=1e-12)  # fmt: skip
     for f in (dk_tv.box_iou, scripted):
         with pytest.raises(Exception, match="Unsupported Box IoU Calculation for given format xyzw"):
             f(b, b, "xyzw")

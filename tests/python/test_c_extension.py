@@ -40,7 +40,6 @@ from dlpack_ctypes import (  # noqa: E402  (shared with test_roi_align.py)
     DLTensor,
 )
 
-
 READ_ONLY = 1
 IS_COPIED = 2
 _NAMES = {True: b"dltensor_versioned", False: b"dltensor"}  # kept alive: capsules point at them
@@ -310,7 +309,8 @@ def test_torch_function_mode_answers_are_checked(torch_path):
     tx, tr, tout = torch.from_numpy(x), torch.from_numpy(rois), torch.from_numpy(out)
     with Lying():
         if torch_path == "getters":
-            with pytest.raises(_C.DkitTypeError, match=r"'input': the tensor's stride\(\) is \(256, 64, 8\), not 4 ints"):
+            with pytest.raises(_C.DkitTypeError,
+                               match=r"'input': the tensor's stride\(\) is \(256, 64, 8\), not 4 ints"):
                 FWD(tx, tr, tout, None, None, *AVG)
             assert np.isnan(out).all()
         else:
@@ -1089,7 +1089,9 @@ def _build_backend(tmp_path, name, source, link=True):
     src, so = tmp_path / f"{name}.c", tmp_path / f"lib{name}.so"
     src.write_text(source)
     cmd = [cc, "-std=c11", "-D_GNU_SOURCE", "-shared", "-fPIC", "-Wall", "-Werror", "-Wno-unused-parameter",
-           f"-I{inc}", str(src), "-o", str(so)] + ([lib, f"-Wl,-rpath,{os.path.dirname(lib)}"] if link else [])  # fmt: skip
+           f"-I{inc}", str(src), "-o", str(so)]
+    if link:
+        cmd += [lib, f"-Wl,-rpath,{os.path.dirname(lib)}"]
     r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     return so

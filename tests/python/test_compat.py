@@ -9,12 +9,13 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import dkit  # noqa: E402
-import roi_align_ref  # noqa: E402
-from conftest import assert_signature_covers, random_rois  # noqa: E402
 from dkit import _C  # noqa: E402
 from dkit.compat import DkitAssertionError  # noqa: E402
 from dkit.compat import mmcv as dk_mmcv  # noqa: E402
 from dkit.compat import torchvision as dk_tv  # noqa: E402
+
+import roi_align_ref  # noqa: E402
+from conftest import assert_signature_covers, random_rois  # noqa: E402
 
 
 def _case(seed=0, n=2, c=4, h=13, w=15, k=20, spatial_scale=0.5, dtype=torch.float32):
@@ -79,7 +80,9 @@ def test_torchvision_defaults_are_torchvision_s():
     x, rois = _case(seed=2, dtype=torch.float64)
     ref = roi_align_ref.roi_align(x.numpy(), rois.numpy(), 3, 1.0, -1, "avg", False)
     np.testing.assert_allclose(dk_tv.roi_align(x, rois, 3).numpy(), ref, rtol=1e-12, atol=1e-12)
-    assert repr(dk_tv.RoIAlign(7, 0.25, 2)) == "RoIAlign(output_size=7, spatial_scale=0.25, sampling_ratio=2, aligned=False)"
+    assert repr(dk_tv.RoIAlign(7, 0.25, 2)) == (
+        "RoIAlign(output_size=7, spatial_scale=0.25, sampling_ratio=2, aligned=False)"
+    )
 
 
 def test_torchvision_exceptions():
@@ -170,8 +173,10 @@ def test_assertions_come_first_and_alone():
 
 def test_compat_aligned_takes_bools_only():
     x, rois = _case(seed=11, k=3)
-    for call in (lambda a: dk_tv.roi_align(x, rois, 2, 1.0, 0, a), lambda a: dk_mmcv.roi_align(x, rois, 2, aligned=a),
-                 lambda a: dk_mmcv.RoIAlign(2, aligned=a)(x, rois), lambda a: dk_tv.RoIAlign(2, 1.0, 0, a)(x, rois)):  # fmt: skip
+    for call in (lambda a: dk_tv.roi_align(x, rois, 2, 1.0, 0, a),
+                 lambda a: dk_mmcv.roi_align(x, rois, 2, aligned=a),
+                 lambda a: dk_mmcv.RoIAlign(2, aligned=a)(x, rois),
+                 lambda a: dk_tv.RoIAlign(2, 1.0, 0, a)(x, rois)):  # fmt: skip
         torch.testing.assert_close(call(np.bool_(True)), call(True), rtol=0, atol=0)
         torch.testing.assert_close(call(0), call(False), rtol=0, atol=0)
         with pytest.raises(_C.DkitTypeError, match="roi_align: aligned must be a bool, got str 'no'"):

@@ -32,7 +32,8 @@ def _feature(seed=0, grad=True):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(2, 4, 16, 16, generator=g).requires_grad_(grad)
     xy = torch.rand(6, 2, generator=g) * 12
-    rois = torch.cat([torch.randint(0, 2, (6, 1), generator=g).float(), xy, xy + torch.rand(6, 2, generator=g) * 8 + 1], 1)
+    idx = torch.randint(0, 2, (6, 1), generator=g).float()
+    rois = torch.cat([idx, xy, xy + torch.rand(6, 2, generator=g) * 8 + 1], 1)
     return x, rois
 
 
@@ -107,7 +108,8 @@ _NMS = {
         lambda b, s, i: torchvision.ops.batched_nms(b, s, i, 0.5),
     ),
     "compat nms": (lambda b, s, i: T.nms(b, s, 0.5), lambda b, s, i: torchvision.ops.nms(b, s, 0.5)),
-    "kept boxes": (lambda b, s, i: b[dkit.ops.nms(b, s, 0.5)].sum(0), lambda b, s, i: b[torchvision.ops.nms(b, s, 0.5)].sum(0)),
+    "kept boxes": (lambda b, s, i: b[dkit.ops.nms(b, s, 0.5)].sum(0),
+                   lambda b, s, i: b[torchvision.ops.nms(b, s, 0.5)].sum(0)),
 }  # fmt: skip
 
 

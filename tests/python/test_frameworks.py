@@ -15,6 +15,7 @@ from dkit._ops import Differentiable
 from dkit._ops import roi_align as roi_mod
 from dkit.compat import mmcv as dk_mmcv
 from dkit.compat import torchvision as dk_tv
+
 from dlpack_ctypes import CtypesProducer
 
 FRAMEWORKS = ["torch", "numpy", "dlpack"]
@@ -80,7 +81,8 @@ def test_resolution_of_subclasses_and_non_tensors():
     assert _frameworks.name_of(torch.nn.Parameter(torch.zeros(2))) == "torch"  # also a DLPack producer
     assert _frameworks.name_of(np.zeros(2).view(np.recarray)) == "numpy"
     for bad in ([[1.0]], "x", None, 3.0):
-        with pytest.raises(_C.DkitTypeError, match="expected a torch.Tensor, a numpy.ndarray or an object with __dlpack__"):
+        with pytest.raises(_C.DkitTypeError,
+                           match="expected a torch.Tensor, a numpy.ndarray or an object with __dlpack__"):
             _frameworks.of(bad)
         assert type(bad) not in _frameworks.BY_TYPE
 
@@ -278,7 +280,8 @@ def test_outputs_in_every_framework(name):
     np.testing.assert_array_equal(_np(out), want)
     per_image = [_make(name, np.ascontiguousarray(rois[rois[:, 0] == i, 1:])) for i in range(2)]
     order = np.argsort(rois[:, 0], kind="stable")
-    np.testing.assert_array_equal(_np(dkit.ops.roi_align(_make(name, x), per_image, (2, 3), 0.5, 2, "max")), want[order])
+    got = _np(dkit.ops.roi_align(_make(name, x), per_image, (2, 3), 0.5, 2, "max"))
+    np.testing.assert_array_equal(got, want[order])
 
 
 def _entry_points(x, rois):
@@ -302,7 +305,8 @@ def test_bounds_are_the_same_everywhere(entry):
         with pytest.raises(_C.DkitValueError, match=r"output size must be positive and below 2\^31"):
             f(size, 0)
     for sr in (2**31, -2):
-        with pytest.raises(_C.DkitValueError, match=r"sampling_ratio must be >= -1 \(<= 0 is adaptive\) and below 2\^31"):
+        with pytest.raises(_C.DkitValueError,
+                           match=r"sampling_ratio must be >= -1 \(<= 0 is adaptive\) and below 2\^31"):
             f(2, sr)
     assert tuple(f((2, 3), -1).shape) == (3, 3, 2, 3)
     if entry == "dkit.nn":  # the largest legal size is taken at construction (not run: too big)

@@ -13,7 +13,7 @@ import dkit
 from dkit import _C
 
 sys.path.insert(0, os.path.dirname(__file__))
-from dlpack_ctypes import CtypesProducer  # noqa: E402
+from dlpack_ctypes import CtypesProducer
 
 PKG = os.path.dirname(dkit.__file__)
 BUILT = {name: os.path.isfile(os.path.join(PKG, f"libdkit_{name}.so")) for name in ("cuda", "hip")}
@@ -192,13 +192,13 @@ def test_a_frameworks_current_stream_is_used_for_its_tensors():
 
 def test_torch_tensors_use_torchs_current_stream():
     torch = pytest.importorskip("torch")
-    import dkit._torch_library  # noqa: F401  (registers torch's getter)
+    import dkit._torch_library  # registers torch's getter
 
     getter = dkit._torch_library.current_stream
     assert getter.__name__ == "current_stream"
     raw = dkit._torch_library._raw_current_stream  # torch's C function, which dkit registers
     if not torch.cuda.is_available():  # CPU-only torch: the getter is torch's own call
-        with pytest.raises(Exception):
+        with pytest.raises(Exception):  # noqa: B017 - whatever this torch raises without CUDA
             getter(0)
     else:
         assert raw is not None

@@ -124,7 +124,8 @@ def test_every_op_takes_inputs_that_require_grad(device):
         expect = dkit.ops.nms(boxes, scores, 0.5)
     assert torch.equal(dkit.ops.nms(b, s, 0.5), expect)
     assert torch.equal(T.nms(b, s, 0.5), expect)
-    assert torch.equal(dkit.ops.batched_nms(b, s, (scores * 4).long(), 0.5), T.batched_nms(boxes, scores, (scores * 4).long(), 0.5))
+    assert torch.equal(dkit.ops.batched_nms(b, s, (scores * 4).long(), 0.5),
+                       T.batched_nms(boxes, scores, (scores * 4).long(), 0.5))
     dets, inds = dkit.ops.soft_nms(b, s)
     assert dets.shape[1] == 5 and dets.shape[0] == inds.shape[0]
     with torch.no_grad():
@@ -145,7 +146,8 @@ def test_gpu_results_match_the_cpu_and_torchvision():
     cpu = (boxes.cpu(), scores.cpu())
     assert torch.equal(dkit.ops.nms(boxes, scores, 0.5).cpu(), dkit.ops.nms(*cpu, 0.5))
     assert torch.equal(dkit.ops.nms(boxes, scores, 0.5), torchvision.ops.nms(boxes, scores, 0.5))
-    assert torch.equal(dkit.ops.batched_nms(boxes, scores, idxs, 0.5), torchvision.ops.batched_nms(boxes, scores, idxs, 0.5))
+    assert torch.equal(dkit.ops.batched_nms(boxes, scores, idxs, 0.5),
+                       torchvision.ops.batched_nms(boxes, scores, idxs, 0.5))
     for name in ("box_iou", "generalized_box_iou", "distance_box_iou"):
         got = getattr(dkit.ops, name)(boxes, boxes[:700])
         assert torch.equal(got.cpu(), getattr(dkit.ops, name)(cpu[0], cpu[0][:700])), name

@@ -365,7 +365,8 @@ _MALFORMED = r"""
         }
         for param, calls in paths.items():
             for i, call in enumerate(calls):
-                with pytest.raises(_C.DkitBufferError, match=f"(roi_align|nms|box_iou_rotated).*'?{param}.*{reason}") as e:
+                with pytest.raises(_C.DkitBufferError,
+                                   match=f"(roi_align|nms|box_iou_rotated).*'?{param}.*{reason}") as e:
                     call(Malformed(case))
                 assert isinstance(e.value, RuntimeError), (case, param, i)
     assert not read, read
@@ -388,6 +389,7 @@ def test_checked_exports_hand_over_valid_capsules_once():
     import numpy as np
 
     import dkit
+
     from dlpack_ctypes import CtypesProducer
 
     x, b = np.random.rand(1, 2, 8, 8).astype(np.float32), np.array([[0, 1, 1, 5, 5]], np.float32)
@@ -431,7 +433,8 @@ def test_big_endian_numpy_arrays_name_the_op_and_parameter():
 
     x, b = np.random.rand(1, 2, 8, 8).astype(np.float32), np.array([[0, 1, 1, 5, 5]], np.float32)
     for args, param in (((x.astype(">f4"), b), "input"), ((x, b.astype(">f4")), "rois")):
-        with pytest.raises(_C.DkitBufferError, match=f"roi_align_forward: parameter '{param}' .*dtype >f4.*byte order") as e:
+        with pytest.raises(_C.DkitBufferError,
+                           match=f"roi_align_forward: parameter '{param}' .*dtype >f4.*byte order") as e:
             dkit.ops.roi_align(*args, 2)
         assert isinstance(e.value, RuntimeError) and isinstance(e.value.__cause__, BufferError)
     out = np.zeros((1, 2, 2, 2), ">f4")
@@ -470,7 +473,8 @@ def test_unsupported_dtypes_are_named():
     for dt, name in ((torch.int8, "int8"), (torch.int16, "int16"), (torch.uint8, "uint8"), (torch.bool, "bool"),
                      (torch.complex64, "complex64")):  # fmt: skip
         x, b = torch.zeros(1, 2, 8, 8, dtype=dt), torch.zeros(1, 5, dtype=dt)
-        with pytest.raises(_C.DkitTypeError, match=f"'input' must be float16, bfloat16, float32 or float64, got {name}$"):
+        with pytest.raises(_C.DkitTypeError,
+                           match=f"'input' must be float16, bfloat16, float32 or float64, got {name}$"):
             dkit.ops.roi_align(x, b, 2)
     with pytest.raises(_C.DkitTypeError, match="got uint16$"):
         dkit.ops.roi_align(np.zeros((1, 2, 8, 8), np.uint16), np.zeros((1, 5), np.uint16), 2)
@@ -480,7 +484,8 @@ def test_batch_index_printed_with_every_digit():
     import dkit
 
     x = torch.rand(2, 2, 8, 8)
-    with pytest.raises(_C.DkitIndexError, match=r"rois\[0\] has batch index 1.0000009536743164, which is not an integer"):
+    with pytest.raises(_C.DkitIndexError,
+                       match=r"rois\[0\] has batch index 1.0000009536743164, which is not an integer"):
         dkit.ops.roi_align(x, torch.tensor([[1.00000095, 1, 1, 5, 5]]), 2)
     with pytest.raises(_C.DkitIndexError, match=r"batch index 1.0000000000000002, which"):
         dkit.ops.roi_align(x.double(), torch.tensor([[1 + 2**-52, 1, 1, 5, 5]], dtype=torch.float64), 2)
@@ -511,7 +516,8 @@ def test_tensors_for_scalar_parameters_name_the_parameter():
     out = torch.empty(1, 2, 2, 2)
     fwd = _C.ops.roi_align_forward
     # a 0-d float tensor for an int: torch's own TypeError named no parameter
-    with pytest.raises(_C.DkitTypeError, match="roi_align_forward: parameter 'sampling_ratio' must be int, got Tensor") as e:
+    with pytest.raises(_C.DkitTypeError,
+                       match="roi_align_forward: parameter 'sampling_ratio' must be int, got Tensor") as e:
         fwd(x, b, out, None, None, 2, 2, 1.0, torch.tensor(2.0), 1, True)
     assert isinstance(e.value.__cause__, TypeError)
     with pytest.raises(_C.DkitTypeError, match="parameter 'spatial_scale' must be float, got Tensor"):

@@ -205,5 +205,6 @@ def test_the_threshold_set_at_run_time_reaches_torch_outputs():
     before = dkit.host_cache_stats()["live_blocks"]
     y = fw.new_empty(like, (1 << 18,))
     assert dkit.host_cache_stats()["live_blocks"] == before
+    del y
     with pytest.raises(_C.DkitError, match="no tunable named"):
         _C._tunable_watch("no.such", print)

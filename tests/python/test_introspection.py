@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 import dkit
-from conftest import PKG_ROOT
 from dkit import _C
+
+from conftest import PKG_ROOT
 
 
 def _x():

@@ -14,9 +14,10 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import dkit  # noqa: E402
+from dkit import _C  # noqa: E402
+
 import roi_align_ref  # noqa: E402
 from conftest import PKG_ROOT, random_rois  # noqa: E402
-from dkit import _C  # noqa: E402
 
 roi_align = dkit.ops.roi_align
 
@@ -83,7 +84,8 @@ def test_non_finite_values_match_torchvision(dtype, channels_last):
         n, c, h, w = 2, 3, int(torch.randint(2, 20, (), generator=g)), int(torch.randint(2, 20, (), generator=g))
         x = torch.randn(n, c, h, w, generator=g, dtype=dtype)
         for v in (float("inf"), -float("inf"), float("nan"))[: 1 + trial % 3]:
-            x[trial % n, trial % c, int(torch.randint(1, h, (), generator=g)), int(torch.randint(0, w, (), generator=g))] = v
+            i, j = int(torch.randint(1, h, (), generator=g)), int(torch.randint(0, w, (), generator=g))
+            x[trial % n, trial % c, i, j] = v
         if channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
         lo = torch.rand(16, 2, generator=g, dtype=dtype) * torch.tensor([w, h], dtype=dtype) * 1.2 - 1
@@ -184,7 +186,8 @@ def test_gradcheck_max(aligned):
     # inside the image avoid the zero-valued samples outside it tying with each other.
     rng = np.random.default_rng(9)
     x = torch.from_numpy(rng.uniform(-1, 1, (2, 2, 7, 8))).requires_grad_()
-    rois = torch.tensor([[0, 0.5, 0.5, 6.0, 5.5], [1, 1.2, 0.3, 4.7, 6.1], [1, 2.0, 2.0, 7.0, 6.0]], dtype=torch.float64)
+    rois = torch.tensor([[0, 0.5, 0.5, 6.0, 5.5], [1, 1.2, 0.3, 4.7, 6.1], [1, 2.0, 2.0, 7.0, 6.0]],
+                        dtype=torch.float64)
     for sr in (0, 2):
         assert torch.autograd.gradcheck(lambda t: roi_align(t, rois, 2, 1.0, sr, "max", aligned), (x,))
 
@@ -452,7 +455,9 @@ def test_parameter_input_and_module():
     x, rois = _case(seed=20, k=5)
     p = torch.nn.Parameter(x.clone())
     layer = dkit.nn.RoIAlign(3, 0.5, 2, "max", aligned=False)
-    assert repr(layer) == "RoIAlign(output_size=(3, 3), spatial_scale=0.5, sampling_ratio=2, pool_mode='max', aligned=False)"
+    assert repr(layer) == (
+        "RoIAlign(output_size=(3, 3), spatial_scale=0.5, sampling_ratio=2, pool_mode='max', aligned=False)"
+    )
     out = layer(p, rois)
     torch.testing.assert_close(out, roi_align(x, rois, 3, 0.5, 2, "max", False))
     out.sum().backward()
@@ -666,8 +671,10 @@ _DETERMINISM_SCRIPT = textwrap.dedent(
 
 
 def _run_determinism(threads):
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONPATH=PKG_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    r = subprocess.run([sys.executable, "-c", _DETERMINISM_SCRIPT], env=env, capture_output=True, text=True, timeout=300)
+    path = PKG_ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONPATH=path)
+    r = subprocess.run([sys.executable, "-c", _DETERMINISM_SCRIPT], env=env, capture_output=True, text=True,
+                       timeout=300)
     assert r.returncode == 0, r.stderr
     return r.stdout.strip()
 

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 import dkit
+from dkit import _C
+
 import roi_align_ref
 from conftest import PKG_ROOT, random_rois
-from dkit import _C
 
 roi_align = dkit.ops.roi_align
 

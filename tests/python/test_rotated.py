@@ -316,7 +316,8 @@ def test_angle_zero_is_torchvision_box_iou(dtype):
     b2[:, 4] = 0
 
     def xyxy(b):
-        return torch.stack([b[:, 0] - b[:, 2] / 2, b[:, 1] - b[:, 3] / 2, b[:, 0] + b[:, 2] / 2, b[:, 1] + b[:, 3] / 2], 1)
+        return torch.stack([b[:, 0] - b[:, 2] / 2, b[:, 1] - b[:, 3] / 2, b[:, 0] + b[:, 2] / 2, b[:, 1] + b[:, 3] / 2],
+                           1)
 
     want = tv.box_iou(xyxy(b1.double()), xyxy(b2.double()))
     got = dkit.ops.box_iou_rotated(b1, b2)

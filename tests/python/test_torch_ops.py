@@ -4,8 +4,8 @@ tensors. References: torchvision's own ops (and its roi_align tests' TorchScript
 and dkit's eager functions, which the torch ops must equal."""
 
 import inspect
-import re
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -16,14 +16,16 @@ import pytest
 torch = pytest.importorskip("torch")
 torchvision = pytest.importorskip("torchvision")
 
+from torchvision import ops as tv  # noqa: E402
+
 import dkit  # noqa: E402
 import dkit.nn  # noqa: E402
 import dkit.ops  # noqa: E402
-from conftest import PKG_ROOT  # noqa: E402
 from dkit import _C, _torch_library  # noqa: E402
 from dkit.compat import mmcv as dk_mmcv  # noqa: E402
 from dkit.compat import torchvision as dk_tv  # noqa: E402
-from torchvision import ops as tv  # noqa: E402
+
+from conftest import PKG_ROOT  # noqa: E402
 
 Tensor = torch.Tensor
 
@@ -141,7 +143,8 @@ def test_the_kernel_holder_is_built_where_torchs_headers_are():
         pytest.skip("torch's C++ headers are not installed: dkit._torch_kernel is not built")
     assert _torch_library._holder_impl is not None
     cfg = dkit.show_config(file=open(os.devnull, "w"))
-    assert cfg["torch_ops"] == f"{len(_C.op_names()) + len(dkit.ops.__all__)} ops as torch.ops.dkit.*, kernels by dkit._torch_kernel"
+    n = len(_C.op_names()) + len(dkit.ops.__all__)
+    assert cfg["torch_ops"] == f"{n} ops as torch.ops.dkit.*, kernels by dkit._torch_kernel"
 
 
 def test_kernels_keep_their_error_messages():
@@ -467,7 +470,8 @@ def test_an_op_a_backend_adds_becomes_a_torch_op(tmp_path):
         x, out = torch.arange(6.0), torch.empty(6)
         assert torch.ops.dkit.pyscale.out(x, out, 2.5) is out and torch.equal(out, x * 2.5)
 
-        cu = torch.jit.CompilationUnit("def f(x: Tensor, out: Tensor):\n    return torch.ops.dkit.pyscale(x, out, 3.0)\n")
+        cu = torch.jit.CompilationUnit("def f(x: Tensor, out: Tensor):\n"
+                                       "    return torch.ops.dkit.pyscale(x, out, 3.0)\n")
         assert torch.equal(cu.f(x, out), x * 3)
         print("ok")
         """,
@@ -500,8 +504,8 @@ def test_bench_torch_ops_runs():
     """bench/bench_torch_ops.py (the figures are the benchmark's to report, not a test's): every
     route runs, agrees with torchvision, and is reported with the registration time."""
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    r = subprocess.run([sys.executable, os.path.join(root, "bench", "bench_torch_ops.py"), "--reps", "1", "--calls", "20"],
-                       capture_output=True, text=True, timeout=300, cwd=root)  # fmt: skip
+    r = subprocess.run([sys.executable, os.path.join(root, "bench", "bench_torch_ops.py"), "--reps", "1",
+                        "--calls", "20"], capture_output=True, text=True, timeout=300, cwd=root)  # fmt: skip
     assert r.returncode == 0, r.stderr
     routes = ["torchvision", "tv C++ op", "dkit eager", "dkit torch op", "dkit scripted", "torchvision scripted"]
     for route in routes:

@@ -18,10 +18,11 @@ torch = pytest.importorskip("torch")
 import dkit  # noqa: E402
 import dkit.nn  # noqa: E402
 import dkit.ops  # noqa: E402
-from conftest import PKG_ROOT  # noqa: E402
 from dkit import _C  # noqa: E402
 from dkit.compat import mmcv as dk_mmcv  # noqa: E402
 from dkit.compat import torchvision as dk_tv  # noqa: E402
+
+from conftest import PKG_ROOT  # noqa: E402
 
 Tensor = torch.Tensor
 T = torch.ops.dkit
@@ -45,7 +46,7 @@ def _outcome(call):
     """(result, None) or (None, (exception type, message))."""
     try:
         return call(), None
-    except Exception as e:  # noqa: BLE001 - the very thing compared
+    except Exception as e:  # the very thing compared
         return None, (type(e), str(e))
 
 
@@ -353,7 +354,7 @@ def test_scripted_dkit_ops_from_eight_threads():
                 pooled, keep = model(x, rois, b, s)
                 if not (torch.equal(pooled, expect[0]) and torch.equal(keep, expect[1])):
                     failures.append("wrong result")
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:
             failures.append(repr(e))
 
     threads = [threading.Thread(target=work) for _ in range(8)]
@@ -737,7 +738,8 @@ def test_scripted_compat_answers_as_its_eager_branch(case):
     if expect_error is None:
         assert error is None, error
         for a, b in zip(*((v,) if isinstance(v, Tensor) else v for v in (got, expect))):
-            assert (a is None and b is None) or torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(), b.nan_to_num())
+            assert (a is None and b is None) or (torch.equal(a.isnan(), b.isnan())
+                                                 and torch.equal(a.nan_to_num(), b.nan_to_num()))  # fmt: skip
     else:
         assert error is not None, (fn.__name__, expect_error)
         assert error[0] in (RuntimeError, torch.jit.Error), error
