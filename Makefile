@@ -98,6 +98,8 @@ $(eval $(call test_rules,$(BUILD)/tsan,-O1 -fsanitize=thread))
 include csrc/gpu/rules.mk
 # libFuzzer targets (make fuzz, make fuzz-smoke): after the C tests' rules, whose fixtures seed them.
 -include tests/fuzz/rules.mk
+# make lint, make format: clang-format and ruff.
+include tests/lint/rules.mk
 
 # cmocka prints its own "[  PASSED  ] N test(s)." summary per executable.
 test-c: deps $(addprefix $(BUILD)/tests/,$(C_TESTS)) $(EXTRA_C_TEST_DEPS)
@@ -116,7 +118,7 @@ test-c-tsan: deps $(addprefix $(BUILD)/tsan/tests/,$(TSAN_TESTS))
 	@set -e; for t in $(TSAN_TESTS); do echo "== tsan $$t"; \
 	  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(BUILD)/tsan/tests/$$t; done
 
-test: deps test-c test-c-asan test-c-tsan fuzz-smoke vendor-example gpu test-python test-python-noreader \
+test: deps lint test-c test-c-asan test-c-tsan fuzz-smoke vendor-example gpu test-python test-python-noreader \
       test-python-asan test-python-tsan test-debian13
 
 # ---------------------------------------------------------------------------------------------
