@@ -222,15 +222,15 @@ static int bench_table(const dk_tensor *a, dk_tensor *out, uint64_t iters, int r
     }
 
     printf("dkit dispatch overhead: bench_nop(Tensor a, Tensor(a!) out, int n), CPU kernel writes one int64\n");
-    printf("%" PRIu64 " calls x %d repetitions, CLOCK_MONOTONIC; ns/call is the median over repetitions\n\n",
-           iters, reps);
+    printf("%" PRIu64 " calls x %d repetitions, CLOCK_MONOTONIC; ns/call is the median over repetitions\n\n", iters,
+           reps);
     printf("%-40s %9s %9s %9s %11s\n", "path", "ns/call", "min", "x (a)", "- (a) ns");
     for (int v = 0; v < BENCH_NVARIANTS; v++)
         printf("%-40s %9.2f %9.2f %9.2f %+11.2f\n", bench_variants[v].label, med[v], min[v], med[v] / med[0],
                med[v] - med[0]);
     printf("\ntargets: (c) - (a) <= 10 ns: %s (%.2f ns);  (d) - (a) <= 50 ns: %s (%.2f ns)\n",
-           med[2] - med[0] <= 10.0 ? "met" : "MISSED", med[2] - med[0],
-           med[3] - med[0] <= 50.0 ? "met" : "MISSED", med[3] - med[0]);
+           med[2] - med[0] <= 10.0 ? "met" : "MISSED", med[2] - med[0], med[3] - med[0] <= 50.0 ? "met" : "MISSED",
+           med[3] - med[0]);
     printf("instructions per call: make bench-callgrind\n");
     return 0;
 }

@@ -101,8 +101,8 @@ typedef struct {
 static dk_status ra_forward(void *c, int gpu)
 {
     ra_case *r = c;
-    return dk_roi_align_forward(&r->x[gpu].t, &r->rois[gpu].t, &r->out[gpu].t, NULL, NULL, 7, 7, 0.25, 2,
-                                DK_POOL_AVG, true);
+    return dk_roi_align_forward(&r->x[gpu].t, &r->rois[gpu].t, &r->out[gpu].t, NULL, NULL, 7, 7, 0.25, 2, DK_POOL_AVG,
+                                true);
 }
 
 static dk_status ra_backward(void *c, int gpu)
@@ -184,7 +184,8 @@ static float *random_boxes(int64_t n, int width)
         const double x = 1000 * uniform(), y = 800 * uniform(), w = 16 + 200 * uniform(), h = 16 + 200 * uniform();
         float *r = b + i * width;
         if (width == 4) r[0] = (float)x, r[1] = (float)y, r[2] = (float)(x + w), r[3] = (float)(y + h);
-        else r[0] = (float)x, r[1] = (float)y, r[2] = (float)w, r[3] = (float)h, r[4] = (float)(6.28 * uniform() - 3.14);
+        else
+            r[0] = (float)x, r[1] = (float)y, r[2] = (float)w, r[3] = (float)h, r[4] = (float)(6.28 * uniform() - 3.14);
     }
     return b;
 }

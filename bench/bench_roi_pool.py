@@ -105,10 +105,9 @@ def main():
              ("ps forward", ps_forward, False), ("ps forward+backward", ps_training, False)]  # fmt: skip
     threads = [int(t) for t in args.threads.split(",")]
     times = {}
-    for name, make, disturb in cases:
-        for t in threads:
-            for lib, f in libs.items():
-                _timed(make(f))  # warm-up
+    for _name, make, _disturb in cases:
+        for f in libs.values():
+            _timed(make(f))  # warm-up
     for _ in range(args.reps):
         for name, make, disturb in cases:
             for t in threads:

@@ -32,10 +32,8 @@ static void demo_section(const char *title)
 /* Prints a dk_* status the way a caller would see it: status name, and the message. */
 static void demo_report(const char *what, dk_status st)
 {
-    if (st == DK_OK)
-        printf("  %s -> DK_OK\n", what);
-    else
-        printf("  %s -> %s\n      \"%s\"\n", what, dk_status_name(st), dk_last_error());
+    if (st == DK_OK) printf("  %s -> DK_OK\n", what);
+    else printf("  %s -> %s\n      \"%s\"\n", what, dk_status_name(st), dk_last_error());
     fflush(stdout);
 }
 

@@ -6,8 +6,8 @@
 #include "dk_check.h"
 
 static const char *const dk__box_kind_names[DK_BOX_NKINDS] = {
-    "box_iou", "generalized_box_iou", "distance_box_iou", "complete_box_iou", "bbox_overlaps 'iou'",
-    "bbox_overlaps 'iof'",
+    "box_iou",          "generalized_box_iou", "distance_box_iou",
+    "complete_box_iou", "bbox_overlaps 'iou'", "bbox_overlaps 'iof'",
 };
 
 static bool dk__box_kind_is_mmcv(int64_t kind) { return kind == DK_BOX_MMCV_IOU || kind == DK_BOX_MMCV_IOF; }
@@ -47,16 +47,15 @@ static dk_status dk__check_boxes(const char *name, const dk_tensor *t)
 {
     if (t->ndim != 2 || t->shape[1] != 4 || t->shape[0] < 0) {
         if (t->ndim != 2)
-            return dk_error(DK_EINVAL, "box_iou: '%s' must have shape [N, 4] (x1, y1, x2, y2), got %d dimensions",
-                            name, (int)t->ndim);
+            return dk_error(DK_EINVAL, "box_iou: '%s' must have shape [N, 4] (x1, y1, x2, y2), got %d dimensions", name,
+                            (int)t->ndim);
         return dk_error(DK_EINVAL, "box_iou: '%s' must have shape [N, 4] (x1, y1, x2, y2), got [%lld, %lld]", name,
                         (long long)t->shape[0], (long long)t->shape[1]);
     }
     /* the references index boxes with int (MMCV's kernels) and dkit keeps box indices below 2^31
      * everywhere (ops/nms.h): a row index then fits every backend's int */
     if (t->shape[0] > INT32_MAX)
-        return dk_error(DK_EINVAL, "box_iou: at most 2^31 - 1 boxes in '%s', got %lld", name,
-                        (long long)t->shape[0]);
+        return dk_error(DK_EINVAL, "box_iou: at most 2^31 - 1 boxes in '%s', got %lld", name, (long long)t->shape[0]);
     return DK_OK;
 }
 
@@ -84,14 +83,17 @@ DK_DEFINE_OP(box_iou, DK_BOX_IOU_ARGS)
     const int64_t n = boxes1->shape[0], m = boxes2->shape[0];
     if (aligned) {
         if (n != m)
-            return dk_error(DK_EINVAL, "box_iou: aligned pairs need as many boxes in 'boxes2' as in 'boxes1', got %lld and %lld",
+            return dk_error(DK_EINVAL,
+                            "box_iou: aligned pairs need as many boxes in 'boxes2' as in 'boxes1', got %lld and %lld",
                             (long long)m, (long long)n);
         const int64_t shape[1] = {n};
-        if ((st = dk_check_ndim("box_iou", "out", out, 1, "[N]")) || (st = dk_check_shape("box_iou", "out", out, 1, shape)))
+        if ((st = dk_check_ndim("box_iou", "out", out, 1, "[N]")) ||
+            (st = dk_check_shape("box_iou", "out", out, 1, shape)))
             return st;
     } else {
         const int64_t shape[2] = {n, m};
-        if ((st = dk_check_ndim("box_iou", "out", out, 2, "[N, M]")) || (st = dk_check_shape("box_iou", "out", out, 2, shape)))
+        if ((st = dk_check_ndim("box_iou", "out", out, 2, "[N, M]")) ||
+            (st = dk_check_shape("box_iou", "out", out, 2, shape)))
             return st;
     }
     return dk_check_dtype("box_iou", "out", out, want);

@@ -28,13 +28,13 @@
 #include "dk_op_define.h"
 #include "kernels/box_iou_math.h"
 
-#define DK_BOX_IOU_ARGS(X)                                                                        \
-    X(TENSOR, boxes1)                                                                             \
-    X(TENSOR, boxes2)                                                                             \
-    X(TENSOR_OUT, out)                                                                            \
-    X(INT, kind)                                                                                  \
-    X(BOOL, aligned)                                                                              \
-    X(FLOAT, eps)                                                                                 \
+#define DK_BOX_IOU_ARGS(X) \
+    X(TENSOR, boxes1)      \
+    X(TENSOR, boxes2)      \
+    X(TENSOR_OUT, out)     \
+    X(INT, kind)           \
+    X(BOOL, aligned)       \
+    X(FLOAT, eps)          \
     X(INT, offset)
 
 #ifdef __cplusplus

@@ -18,8 +18,7 @@ static dk_status dk__check_nms(const char *op, const dk_tensor *boxes, const dk_
     if ((st = dk_check_float(op, "boxes", boxes))) return st;
     const int64_t n = boxes->shape[0];
     /* MMCV's and torchvision's kernels index boxes with int; dkit keeps indices below 2^31 too */
-    if (n > INT32_MAX)
-        return dk_error(DK_EINVAL, "%s: at most 2^31 - 1 boxes, got %lld", op, (long long)n);
+    if (n > INT32_MAX) return dk_error(DK_EINVAL, "%s: at most 2^31 - 1 boxes, got %lld", op, (long long)n);
     const int64_t vec[1] = {n};
     if ((st = dk_check_shape(op, "scores", scores, 1, vec))) return st;
     if ((st = dk_check_dtype(op, "scores", scores, dk_tensor_dtype(boxes)))) return st;

@@ -30,23 +30,23 @@
 #include "dk_op_define.h"
 #include "kernels/nms_math.h" /* dk_soft_nms_method */
 
-#define DK_NMS_ARGS(X)                                                                            \
-    X(TENSOR, boxes)                                                                              \
-    X(TENSOR, scores)                                                                             \
-    X(OPT_TENSOR, idxs)                                                                           \
-    X(TENSOR_OUT, keep)                                                                           \
-    X(TENSOR_OUT, num)                                                                            \
-    X(FLOAT, iou_threshold)                                                                       \
+#define DK_NMS_ARGS(X)      \
+    X(TENSOR, boxes)        \
+    X(TENSOR, scores)       \
+    X(OPT_TENSOR, idxs)     \
+    X(TENSOR_OUT, keep)     \
+    X(TENSOR_OUT, num)      \
+    X(FLOAT, iou_threshold) \
     X(INT, offset)
 
 /* torchvision's batched_nms: nms with categories. A composite (ops/nms.c): every backend with
  * nms serves it. */
-#define DK_BATCHED_NMS_ARGS(X)                                                                    \
-    X(TENSOR, boxes)                                                                              \
-    X(TENSOR, scores)                                                                             \
-    X(TENSOR, idxs)                                                                               \
-    X(TENSOR_OUT, keep)                                                                           \
-    X(TENSOR_OUT, num)                                                                            \
+#define DK_BATCHED_NMS_ARGS(X) \
+    X(TENSOR, boxes)           \
+    X(TENSOR, scores)          \
+    X(TENSOR, idxs)            \
+    X(TENSOR_OUT, keep)        \
+    X(TENSOR_OUT, num)         \
     X(FLOAT, iou_threshold)
 
 /*
@@ -61,16 +61,16 @@
  *   num     [1]     int64
  *   method  0 naive, 1 linear, 2 gaussian (dk_soft_nms_method); sigma > 0 for gaussian
  */
-#define DK_SOFT_NMS_ARGS(X)                                                                       \
-    X(TENSOR, boxes)                                                                              \
-    X(TENSOR, scores)                                                                             \
-    X(TENSOR_OUT, dets)                                                                           \
-    X(TENSOR_OUT, inds)                                                                           \
-    X(TENSOR_OUT, num)                                                                            \
-    X(FLOAT, iou_threshold)                                                                       \
-    X(FLOAT, sigma)                                                                               \
-    X(FLOAT, min_score)                                                                           \
-    X(INT, method)                                                                                \
+#define DK_SOFT_NMS_ARGS(X) \
+    X(TENSOR, boxes)        \
+    X(TENSOR, scores)       \
+    X(TENSOR_OUT, dets)     \
+    X(TENSOR_OUT, inds)     \
+    X(TENSOR_OUT, num)      \
+    X(FLOAT, iou_threshold) \
+    X(FLOAT, sigma)         \
+    X(FLOAT, min_score)     \
+    X(INT, method)          \
     X(INT, offset)
 
 #ifdef __cplusplus

@@ -15,23 +15,23 @@
 #include "dk_check.h"
 
 /* The argmax tensors hold sample coordinates; 16 bits cannot hold them exactly. */
-static dk_dtype dk__argmax_dtype(dk_dtype in)
-{
-    return (in == DK_FLOAT16 || in == DK_BFLOAT16) ? DK_FLOAT32 : in;
-}
+static dk_dtype dk__argmax_dtype(dk_dtype in) { return (in == DK_FLOAT16 || in == DK_BFLOAT16) ? DK_FLOAT32 : in; }
 
 /* Checks shared by forward and backward: `feat` is input (forward) or grad_input (backward). */
-static dk_status dk__check_common(const char *op, const dk_tensor *feat, const char *feat_name,
-                                  const dk_tensor *rois, const dk_tensor *pooled, const char *pooled_name,
-                                  const dk_tensor *argmax_y, const dk_tensor *argmax_x, int64_t ph, int64_t pw,
-                                  double spatial_scale, int64_t sampling_ratio, int64_t pool_mode)
+static dk_status dk__check_common(const char *op, const dk_tensor *feat, const char *feat_name, const dk_tensor *rois,
+                                  const dk_tensor *pooled, const char *pooled_name, const dk_tensor *argmax_y,
+                                  const dk_tensor *argmax_x, int64_t ph, int64_t pw, double spatial_scale,
+                                  int64_t sampling_ratio, int64_t pool_mode)
 {
     dk_status st;
     if ((st = dk_check_ndim(op, feat_name, feat, 4, "[N, C, H, W]"))) return st;
     if ((st = dk_check_float(op, feat_name, feat))) return st;
     if (rois->ndim != 2 || rois->shape[1] != 5 || rois->shape[0] < 0)
         return dk_error(DK_EINVAL, "%s: 'rois' must have shape [K, 5] (batch_index, x1, y1, x2, y2), got %d-d%s", op,
-                        (int)rois->ndim, rois->ndim != 2 ? "" : rois->shape[1] != 5 ? " with a different width" : " with K < 0");
+                        (int)rois->ndim,
+                        rois->ndim != 2       ? ""
+                        : rois->shape[1] != 5 ? " with a different width"
+                                              : " with K < 0");
     const dk_dtype dt = dk_tensor_dtype(feat);
     if ((st = dk_check_dtype(op, "rois", rois, dt))) return st;
     /* Upper bounds: MMCV's and torchvision's kernels take these as C int; here they also keep
@@ -54,8 +54,8 @@ static dk_status dk__check_common(const char *op, const dk_tensor *feat, const c
                         op, spatial_scale, isinf((float)spatial_scale) ? "overflows" : "underflows to 0 in",
                         dk_dtype_name(dt), (double)FLT_TRUE_MIN, (double)FLT_MAX);
     if (sampling_ratio < -1 || sampling_ratio > INT32_MAX)
-        return dk_error(DK_EINVAL, "%s: sampling_ratio must be >= -1 (<= 0 is adaptive) and below 2^31, got %lld",
-                        op, (long long)sampling_ratio);
+        return dk_error(DK_EINVAL, "%s: sampling_ratio must be >= -1 (<= 0 is adaptive) and below 2^31, got %lld", op,
+                        (long long)sampling_ratio);
     if (pool_mode != DK_POOL_MAX && pool_mode != DK_POOL_AVG)
         return dk_error(DK_EINVAL, "%s: pool_mode must be 0 (max) or 1 (avg), got %lld", op, (long long)pool_mode);
     for (int i = 0; i < 4; i++)
@@ -69,8 +69,7 @@ static dk_status dk__check_common(const char *op, const dk_tensor *feat, const c
     if (pool_mode == DK_POOL_AVG && (argmax_y || argmax_x))
         return dk_error(DK_EINVAL, "%s: 'argmax_y' and 'argmax_x' are for max pooling; pass none in avg mode", op);
     if (pool_mode == DK_POOL_MAX) {
-        if (!argmax_y || !argmax_x)
-            return dk_error(DK_EINVAL, "%s: max pooling needs 'argmax_y' and 'argmax_x'", op);
+        if (!argmax_y || !argmax_x) return dk_error(DK_EINVAL, "%s: max pooling needs 'argmax_y' and 'argmax_x'", op);
         const dk_dtype adt = dk__argmax_dtype(dt);
         if ((st = dk_check_shape(op, "argmax_y", argmax_y, 4, shape))) return st;
         if ((st = dk_check_shape(op, "argmax_x", argmax_x, 4, shape))) return st;
@@ -92,7 +91,6 @@ DK_DEFINE_OP(roi_align_forward, DK_ROI_ALIGN_FORWARD_ARGS)
 DK_DEFINE_OP(roi_align_backward, DK_ROI_ALIGN_BACKWARD_ARGS)
 {
     (void)aligned;
-    return dk__check_common("roi_align_backward", grad_input, "grad_input", rois, grad_output, "grad_output",
-                            argmax_y, argmax_x, aligned_height, aligned_width, spatial_scale, sampling_ratio,
-                            pool_mode);
+    return dk__check_common("roi_align_backward", grad_input, "grad_input", rois, grad_output, "grad_output", argmax_y,
+                            argmax_x, aligned_height, aligned_width, spatial_scale, sampling_ratio, pool_mode);
 }

@@ -24,30 +24,30 @@
 /* MMCV's numbering. */
 enum { DK_POOL_MAX = 0, DK_POOL_AVG = 1 };
 
-#define DK_ROI_ALIGN_FORWARD_ARGS(X)                                                          \
-    X(TENSOR, input)                                                                          \
-    X(TENSOR, rois)                                                                           \
-    X(TENSOR_OUT, output)                                                                     \
-    X(OPT_TENSOR_OUT, argmax_y)                                                               \
-    X(OPT_TENSOR_OUT, argmax_x)                                                               \
-    X(INT, aligned_height)                                                                    \
-    X(INT, aligned_width)                                                                     \
-    X(FLOAT, spatial_scale)                                                                   \
-    X(INT, sampling_ratio)                                                                    \
-    X(INT, pool_mode)                                                                         \
+#define DK_ROI_ALIGN_FORWARD_ARGS(X) \
+    X(TENSOR, input)                 \
+    X(TENSOR, rois)                  \
+    X(TENSOR_OUT, output)            \
+    X(OPT_TENSOR_OUT, argmax_y)      \
+    X(OPT_TENSOR_OUT, argmax_x)      \
+    X(INT, aligned_height)           \
+    X(INT, aligned_width)            \
+    X(FLOAT, spatial_scale)          \
+    X(INT, sampling_ratio)           \
+    X(INT, pool_mode)                \
     X(BOOL, aligned)
 
-#define DK_ROI_ALIGN_BACKWARD_ARGS(X)                                                         \
-    X(TENSOR, grad_output)                                                                    \
-    X(TENSOR, rois)                                                                           \
-    X(OPT_TENSOR, argmax_y)                                                                   \
-    X(OPT_TENSOR, argmax_x)                                                                   \
-    X(TENSOR_OUT, grad_input)                                                                 \
-    X(INT, aligned_height)                                                                    \
-    X(INT, aligned_width)                                                                     \
-    X(FLOAT, spatial_scale)                                                                   \
-    X(INT, sampling_ratio)                                                                    \
-    X(INT, pool_mode)                                                                         \
+#define DK_ROI_ALIGN_BACKWARD_ARGS(X) \
+    X(TENSOR, grad_output)            \
+    X(TENSOR, rois)                   \
+    X(OPT_TENSOR, argmax_y)           \
+    X(OPT_TENSOR, argmax_x)           \
+    X(TENSOR_OUT, grad_input)         \
+    X(INT, aligned_height)            \
+    X(INT, aligned_width)             \
+    X(FLOAT, spatial_scale)           \
+    X(INT, sampling_ratio)            \
+    X(INT, pool_mode)                 \
     X(BOOL, aligned)
 
 #ifdef __cplusplus

@@ -15,7 +15,10 @@ static dk_status dk__check_rois(const char *op, const dk_tensor *rois, dk_dtype 
 {
     if (rois->ndim != 2 || rois->shape[1] != 5 || rois->shape[0] < 0)
         return dk_error(DK_EINVAL, "%s: 'rois' must have shape [K, 5] (batch_index, x1, y1, x2, y2), got %d-d%s", op,
-                        (int)rois->ndim, rois->ndim != 2 ? "" : rois->shape[1] != 5 ? " with a different width" : " with K < 0");
+                        (int)rois->ndim,
+                        rois->ndim != 2       ? ""
+                        : rois->shape[1] != 5 ? " with a different width"
+                                              : " with K < 0");
     return dk_check_dtype(op, "rois", rois, dt);
 }
 

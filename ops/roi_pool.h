@@ -45,32 +45,32 @@
 /* Whose bins (see above). */
 enum { DK_ROI_POOL_TORCHVISION = 0, DK_ROI_POOL_MMCV = 1 };
 
-#define DK_ROI_POOL_FORWARD_ARGS(X)                                                           \
-    X(TENSOR, input)                                                                          \
-    X(TENSOR, rois)                                                                           \
-    X(TENSOR_OUT, output)                                                                     \
-    X(TENSOR_OUT, argmax)                                                                     \
-    X(INT, pooled_height)                                                                     \
-    X(INT, pooled_width)                                                                      \
-    X(FLOAT, spatial_scale)                                                                   \
+#define DK_ROI_POOL_FORWARD_ARGS(X) \
+    X(TENSOR, input)                \
+    X(TENSOR, rois)                 \
+    X(TENSOR_OUT, output)           \
+    X(TENSOR_OUT, argmax)           \
+    X(INT, pooled_height)           \
+    X(INT, pooled_width)            \
+    X(FLOAT, spatial_scale)         \
     X(INT, geometry)
 
-#define DK_ROI_POOL_BACKWARD_ARGS(X)                                                          \
-    X(TENSOR, grad_output)                                                                    \
-    X(TENSOR, rois)                                                                           \
-    X(TENSOR, argmax)                                                                         \
+#define DK_ROI_POOL_BACKWARD_ARGS(X) \
+    X(TENSOR, grad_output)           \
+    X(TENSOR, rois)                  \
+    X(TENSOR, argmax)                \
     X(TENSOR_OUT, grad_input)
 
-#define DK_PS_ROI_POOL_FORWARD_ARGS(X)                                                        \
-    X(TENSOR, input)                                                                          \
-    X(TENSOR, rois)                                                                           \
-    X(TENSOR_OUT, output)                                                                     \
+#define DK_PS_ROI_POOL_FORWARD_ARGS(X) \
+    X(TENSOR, input)                   \
+    X(TENSOR, rois)                    \
+    X(TENSOR_OUT, output)              \
     X(FLOAT, spatial_scale)
 
-#define DK_PS_ROI_POOL_BACKWARD_ARGS(X)                                                       \
-    X(TENSOR, grad_output)                                                                    \
-    X(TENSOR, rois)                                                                           \
-    X(TENSOR_OUT, grad_input)                                                                 \
+#define DK_PS_ROI_POOL_BACKWARD_ARGS(X) \
+    X(TENSOR, grad_output)              \
+    X(TENSOR, rois)                     \
+    X(TENSOR_OUT, grad_input)           \
     X(FLOAT, spatial_scale)
 
 #ifdef __cplusplus

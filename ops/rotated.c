@@ -13,7 +13,10 @@ static dk_status dk__check_rboxes(const char *op, const char *name, const dk_ten
 {
     if (t->ndim != 2 || t->shape[1] != 5 || t->shape[0] < 0)
         return dk_error(DK_EINVAL, "%s: '%s' must have shape [K, 5] (cx, cy, w, h, angle), got %d-d%s", op, name,
-                        (int)t->ndim, t->ndim != 2 ? "" : t->shape[1] != 5 ? " with a different width" : " with K < 0");
+                        (int)t->ndim,
+                        t->ndim != 2       ? ""
+                        : t->shape[1] != 5 ? " with a different width"
+                                           : " with K < 0");
     if (t->shape[0] > INT32_MAX)
         return dk_error(DK_EINVAL, "%s: '%s' may hold at most 2^31 - 1 boxes, got %lld", op, name,
                         (long long)t->shape[0]);
@@ -47,7 +50,10 @@ DK_DEFINE_OP(nms_rotated, DK_NMS_ROTATED_ARGS)
     (void)clockwise;
     if (dets->ndim != 2 || dets->shape[1] != 5 || dets->shape[0] < 0)
         return dk_error(DK_EINVAL, "%s: 'dets' must have shape [N, 5] (cx, cy, w, h, angle), got %d-d%s", op,
-                        (int)dets->ndim, dets->ndim != 2 ? "" : dets->shape[1] != 5 ? " with a different width" : " with N < 0");
+                        (int)dets->ndim,
+                        dets->ndim != 2       ? ""
+                        : dets->shape[1] != 5 ? " with a different width"
+                                              : " with N < 0");
     const int64_t n = dets->shape[0];
     if (n > INT32_MAX) return dk_error(DK_EINVAL, "%s: at most 2^31 - 1 boxes, got %lld", op, (long long)n);
     if ((st = dk_check_float(op, "dets", dets))) return st;

@@ -46,21 +46,21 @@
 
 #include "dk_op_define.h"
 
-#define DK_BOX_IOU_ROTATED_ARGS(X)                                                                \
-    X(TENSOR, boxes1)                                                                             \
-    X(TENSOR, boxes2)                                                                             \
-    X(TENSOR_OUT, ious)                                                                           \
-    X(INT, mode)                                                                                  \
-    X(BOOL, aligned)                                                                              \
+#define DK_BOX_IOU_ROTATED_ARGS(X) \
+    X(TENSOR, boxes1)              \
+    X(TENSOR, boxes2)              \
+    X(TENSOR_OUT, ious)            \
+    X(INT, mode)                   \
+    X(BOOL, aligned)               \
     X(BOOL, clockwise)
 
-#define DK_NMS_ROTATED_ARGS(X)                                                                    \
-    X(TENSOR, dets)                                                                               \
-    X(TENSOR, scores)                                                                             \
-    X(OPT_TENSOR, labels)                                                                         \
-    X(TENSOR_OUT, keep)                                                                           \
-    X(TENSOR_OUT, num)                                                                            \
-    X(FLOAT, iou_threshold)                                                                       \
+#define DK_NMS_ROTATED_ARGS(X) \
+    X(TENSOR, dets)            \
+    X(TENSOR, scores)          \
+    X(OPT_TENSOR, labels)      \
+    X(TENSOR_OUT, keep)        \
+    X(TENSOR_OUT, num)         \
+    X(FLOAT, iou_threshold)    \
     X(BOOL, clockwise)
 
 #ifdef __cplusplus

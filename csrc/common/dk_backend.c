@@ -101,8 +101,8 @@ dk_status dk_backend_register(const dk_backend *b, dk_key *out)
     dk_key key = dk__builtin_key(b->name);
     if (key != DK_KEY_UNDEFINED) {
         if (dk_key_for_device_type(b->device_type) != key)
-            return dk_error(DK_EINVAL, "backend '%s': DLPack device type %d is not the one of dkit's '%s' key",
-                            b->name, (int)b->device_type, b->name);
+            return dk_error(DK_EINVAL, "backend '%s': DLPack device type %d is not the one of dkit's '%s' key", b->name,
+                            (int)b->device_type, b->name);
     } else {
         dk_status st = dk_backend_key_register(b->name, b->device_type, &key);
         if (st) return st;
@@ -110,8 +110,8 @@ dk_status dk_backend_register(const dk_backend *b, dk_key *out)
     dk_status st = DK_OK;
     dk__lock();
     if (dk__objects[key] && dk__objects[key] != b) {
-        st = dk_error(DK_EINVAL, "backend '%s': another backend object is already registered for key %s",
-                      b->name, dk_key_name(key));
+        st = dk_error(DK_EINVAL, "backend '%s': another backend object is already registered for key %s", b->name,
+                      dk_key_name(key));
     } else if (!dk__objects[key]) {
         int i = dk__tls_loading;
         if (i < 0 || i >= dk__nlist || dk__list[i].backend) {
@@ -175,13 +175,13 @@ dk_status dk_device_available(DLDevice device)
     if (b->available) {
         char why[256] = "";
         dk_status st = b->available(b->ctx, why, sizeof why);
-        if (st) return dk_error(st, "%s: backend '%s' is unavailable: %s", dk_device_str(device, d, sizeof d),
-                                b->name, why[0] ? why : "no reason given");
+        if (st)
+            return dk_error(st, "%s: backend '%s' is unavailable: %s", dk_device_str(device, d, sizeof d), b->name,
+                            why[0] ? why : "no reason given");
     }
     int n = b->device_count ? b->device_count(b->ctx) : 1;
     if (device.device_id < 0 || device.device_id >= n)
-        return dk_error(DK_EINVAL, "%s: backend '%s' has %d device(s)", dk_device_str(device, d, sizeof d),
-                        b->name, n);
+        return dk_error(DK_EINVAL, "%s: backend '%s' has %d device(s)", dk_device_str(device, d, sizeof d), b->name, n);
     return DK_OK;
 }
 

@@ -65,8 +65,8 @@ typedef struct dk_backend {
     dk_status (*alloc)(void *ctx, int32_t device, size_t bytes, void *stream, void **out);
     void (*free)(void *ctx, int32_t device, void *ptr, void *stream);
     /* `bytes` from src to dst in stream order on `stream`; `device` is the device side. */
-    dk_status (*copy)(void *ctx, int32_t device, void *dst, const void *src, size_t bytes,
-                      dk_copy_kind kind, void *stream);
+    dk_status (*copy)(void *ctx, int32_t device, void *dst, const void *src, size_t bytes, dk_copy_kind kind,
+                      void *stream);
 } dk_backend;
 
 /*

@@ -125,8 +125,7 @@ dk_status dk__elf_check(const char *path, uint64_t size, dk__elf_read_fn read, v
     if (head < SELFMAG || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0)
         return dk__elf_bad(path, "not an ELF file (it does not start with the ELF magic number \\177ELF)");
     if (head < EI_NIDENT)
-        return dk__elf_bad(path, "a truncated ELF file (%llu bytes, shorter than an ELF header of %zu)", n,
-                           sizeof eh);
+        return dk__elf_bad(path, "a truncated ELF file (%llu bytes, shorter than an ELF header of %zu)", n, sizeof eh);
     if (eh.e_ident[EI_CLASS] != DK__ELFCLASS)
         return dk__elf_bad(path, "an ELF file of class %s; this dkit is %s",
                            eh.e_ident[EI_CLASS] == ELFCLASS32   ? "ELFCLASS32 (32-bit)"
@@ -140,23 +139,21 @@ dk_status dk__elf_check(const char *path, uint64_t size, dk__elf_read_fn read, v
                                                                 : "unknown",
                            DK__ELFDATA == ELFDATA2LSB ? "little-endian" : "big-endian");
     if (head < sizeof eh)
-        return dk__elf_bad(path, "a truncated ELF file (%llu bytes, shorter than an ELF header of %zu)", n,
-                           sizeof eh);
+        return dk__elf_bad(path, "a truncated ELF file (%llu bytes, shorter than an ELF header of %zu)", n, sizeof eh);
     if (eh.e_ident[EI_VERSION] != EV_CURRENT || eh.e_version != EV_CURRENT)
         return dk__elf_bad(path, "a malformed ELF file (ELF version %u/%u, expected %u)",
                            (unsigned)eh.e_ident[EI_VERSION], (unsigned)eh.e_version, (unsigned)EV_CURRENT);
     if (DK__EM != EM_NONE && eh.e_machine != DK__EM)
         return dk__elf_bad(path, "an ELF file for another machine (%s, e_machine %u); this one is %s (e_machine %u)",
-                           dk__elf_machine_name(eh.e_machine), (unsigned)eh.e_machine,
-                           dk__elf_machine_name(DK__EM), (unsigned)DK__EM);
+                           dk__elf_machine_name(eh.e_machine), (unsigned)eh.e_machine, dk__elf_machine_name(DK__EM),
+                           (unsigned)DK__EM);
     switch (eh.e_type) {
     case ET_DYN: break;
     case ET_EXEC: return dk__elf_bad(path, "an ELF executable (ET_EXEC), not a shared object (ET_DYN)");
     case ET_REL:
         return dk__elf_bad(path, "an ELF relocatable object (ET_REL, a .o file), not a shared object (ET_DYN)");
     case ET_CORE: return dk__elf_bad(path, "an ELF core dump (ET_CORE), not a shared object (ET_DYN)");
-    default:
-        return dk__elf_bad(path, "an ELF file of type %u, not a shared object (ET_DYN)", (unsigned)eh.e_type);
+    default: return dk__elf_bad(path, "an ELF file of type %u, not a shared object (ET_DYN)", (unsigned)eh.e_type);
     }
     /* Program headers: the native size, at least one, inside the file, aligned. */
     if (eh.e_phentsize != sizeof(ElfW(Phdr)))
@@ -200,20 +197,19 @@ dk_status dk__elf_check(const char *path, uint64_t size, dk__elf_read_fn read, v
         }
         const uint64_t al = ph.p_align;
         if (al > 1 && ((al & (al - 1)) != 0 || (va - off) % al != 0))
-            return dk__elf_bad(path,
-                               "a malformed ELF file (program header %d, PT_LOAD, has alignment %llu, which %s)", i,
-                               (unsigned long long)al,
+            return dk__elf_bad(path, "a malformed ELF file (program header %d, PT_LOAD, has alignment %llu, which %s)",
+                               i, (unsigned long long)al,
                                (al & (al - 1)) != 0 ? "is not a power of two" : "its address and offset disagree on");
         if (nload > 0 && va < last_end)
-            return dk__elf_bad(path,
-                               "a malformed ELF file (program header %d, PT_LOAD, overlaps or precedes the one before)",
-                               i);
+            return dk__elf_bad(
+                path, "a malformed ELF file (program header %d, PT_LOAD, overlaps or precedes the one before)", i);
         last_end = va + msz;
         nload++;
     }
     if (nload == 0) return dk__elf_bad(path, "a malformed ELF file (no PT_LOAD program header: nothing to load)");
     if (dyn < 0)
-        return dk__elf_bad(path, "an ELF file without a PT_DYNAMIC program header (not a dynamically linked shared object)");
+        return dk__elf_bad(path,
+                           "an ELF file without a PT_DYNAMIC program header (not a dynamically linked shared object)");
     if (dph.p_memsz == 0) return dk__elf_bad(path, "a malformed ELF file (an empty PT_DYNAMIC)");
     /* The loader reads the dynamic section where it is mapped: inside one PT_LOAD's memory. */
     for (int i = 0; i < eh.e_phnum; i++) {
@@ -277,8 +273,10 @@ static dk_status dk__elf_check_file(const char *path)
         st = dk_error(DK_ENOENT, "cannot load backend '%s': cannot stat it (%s)", path, strerror(errno));
     } else if (!S_ISREG(sb.st_mode)) {
         st = dk__elf_bad(path, "not a regular file (%s)",
-                         S_ISDIR(sb.st_mode) ? "a directory" : S_ISFIFO(sb.st_mode) ? "a FIFO"
-                         : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "a device" : "a socket or other special file");
+                         S_ISDIR(sb.st_mode)                          ? "a directory"
+                         : S_ISFIFO(sb.st_mode)                       ? "a FIFO"
+                         : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "a device"
+                                                                      : "a socket or other special file");
     } else {
         dk__elf_file f = {fd, path};
         st = dk__elf_check(path, (uint64_t)sb.st_size, dk__elf_read_file, &f);
@@ -315,10 +313,8 @@ static dk_status dk__run_entry(dk_status (*init)(void), const char *name, const 
     if (st == DK_OK) dk__backend_list_note_keys(entry, claimed);
     if (st != DK_OK) {
         char why[512];
-        if (dk_last_error()[0])
-            snprintf(why, sizeof why, "%s", dk_last_error());
-        else
-            snprintf(why, sizeof why, "its entry point returned %s without a message", dk_status_name(st));
+        if (dk_last_error()[0]) snprintf(why, sizeof why, "%s", dk_last_error());
+        else snprintf(why, sizeof why, "its entry point returned %s without a message", dk_status_name(st));
         dk__undo(&journal, claimed, entry);
         st = dk_error(st, "backend '%s' (%s) failed to initialise: %s%s", name, path, why,
                       journal.overflow ? " [out of memory recording its registrations: some may remain]" : "");
@@ -362,9 +358,13 @@ dk_status dk_load_backend(const char *path)
     *(void **)&init = dlsym(h, "dk_backend_init");
     const char *name = (const char *)dlsym(h, "dk_backend_name");
     if (!abi || !init || !name) {
-        st = dk_error(DK_EINVAL,
-                      "cannot load backend '%s': not a dkit backend (missing entry point %s; define it with DK_BACKEND_ENTRY)",
-                      path, !abi ? "dk_backend_abi_version" : !init ? "dk_backend_init" : "dk_backend_name");
+        st = dk_error(
+            DK_EINVAL,
+            "cannot load backend '%s': not a dkit backend (missing entry point %s; define it with DK_BACKEND_ENTRY)",
+            path,
+            !abi    ? "dk_backend_abi_version"
+            : !init ? "dk_backend_init"
+                    : "dk_backend_name");
         goto done;
     }
     if (*abi != DK_ABI_VERSION) {

@@ -39,12 +39,12 @@ extern "C" {
 #define DK__EXTERN_C
 #endif
 
-#define DK_BACKEND_ENTRY(name)                                                                \
-    DK__EXTERN_C DK_API const uint32_t dk_backend_abi_version;                                 \
-    DK__EXTERN_C DK_API const uint32_t dk_backend_abi_version = DK_ABI_VERSION;                \
-    DK__EXTERN_C DK_API const char dk_backend_name[];                                          \
-    DK__EXTERN_C DK_API const char dk_backend_name[] = #name;                                  \
-    DK__EXTERN_C DK_API dk_status dk_backend_init(void);                                       \
+#define DK_BACKEND_ENTRY(name)                                                  \
+    DK__EXTERN_C DK_API const uint32_t dk_backend_abi_version;                  \
+    DK__EXTERN_C DK_API const uint32_t dk_backend_abi_version = DK_ABI_VERSION; \
+    DK__EXTERN_C DK_API const char dk_backend_name[];                           \
+    DK__EXTERN_C DK_API const char dk_backend_name[] = #name;                   \
+    DK__EXTERN_C DK_API dk_status dk_backend_init(void);                        \
     DK__EXTERN_C DK_API dk_status dk_backend_init(void)
 
 /* Errors: DK_ENOENT (no such file, unreadable, or not loadable: dlerror's text), DK_EINVAL (not a

@@ -50,8 +50,7 @@ static dk_status dk__check_args(const dk_op *op, dk_value *v)
         case DK_ARG_STR: want = DK_TYPE_STR; break;
         case DK_ARG_INT_LIST: want = DK_TYPE_INT_LIST; break;
         }
-        if (v[i].tag != want || (want == DK_TYPE_TENSOR && !v[i].u.t) ||
-            (want == DK_TYPE_STR && !v[i].u.s))
+        if (v[i].tag != want || (want == DK_TYPE_TENSOR && !v[i].u.t) || (want == DK_TYPE_STR && !v[i].u.s))
             return dk_error(DK_ETYPE, "%s: argument '%s' expects %s, got %s", op->name, a->name,
                             dk_arg_kind_name(a->kind),
                             (v[i].tag == DK_TYPE_TENSOR && !v[i].u.t) || (v[i].tag == DK_TYPE_STR && !v[i].u.s)
@@ -73,8 +72,7 @@ dk_status dk_op_call_boxed(const dk_op *op, dk_stack *stack)
 {
     if (!op || !stack) return dk_error(DK_EINVAL, "dk_op_call_boxed: %s is NULL", op ? "stack" : "op");
     if (stack->size < op->nargs)
-        return dk_error(DK_ETYPE, "%s: expects %d arguments, the stack holds %d", op->name, op->nargs,
-                        stack->size);
+        return dk_error(DK_ETYPE, "%s: expects %d arguments, the stack holds %d", op->name, op->nargs, stack->size);
     dk_value *args = dk_stack_args(stack, op);
     dk_clear_error(); /* Note [Failures without a message] */
     dk_status st = dk__check_args(op, args);

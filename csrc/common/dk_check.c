@@ -14,8 +14,7 @@ static const char *dk__shape_str(const dk_tensor *t, int ndim, const int64_t *sh
     size_t used = 0;
     buf[0] = '\0';
     for (int i = 0; i < ndim && used < n; i++) {
-        if (shape && shape[i] < 0)
-            used += (size_t)snprintf(buf + used, n - used, "%s*", i ? ", " : "");
+        if (shape && shape[i] < 0) used += (size_t)snprintf(buf + used, n - used, "%s*", i ? ", " : "");
         else
             used += (size_t)snprintf(buf + used, n - used, "%s%lld", i ? ", " : "",
                                      (long long)(shape ? shape[i] : t->shape[i]));
@@ -38,8 +37,7 @@ dk_status dk_check_shape(const char *op, const char *name, const dk_tensor *t, i
     /* Formatting is for the error path only: these checks run on every call. */
     char want[160], got[160];
     return dk_error(DK_EINVAL, "%s: '%s' must have shape [%s], got [%s]", op, name,
-                    dk__shape_str(t, ndim, shape, want, sizeof want),
-                    dk__shape_str(t, t->ndim, NULL, got, sizeof got));
+                    dk__shape_str(t, ndim, shape, want, sizeof want), dk__shape_str(t, t->ndim, NULL, got, sizeof got));
 }
 
 dk_status dk_check_dtype(const char *op, const char *name, const dk_tensor *t, dk_dtype dtype)
@@ -91,8 +89,7 @@ dk_status dk_tensor_validate(const dk_tensor *t, const char *op, const char *arg
     uintptr_t lo, hi;
     const int e = dk_tensor_extent(t, &lo, &hi);
     if (e < 0)
-        return dk_error(DK_EBUFFER, "%s: parameter '%s' has a shape and strides that overflow 64-bit offsets", op,
-                        arg);
+        return dk_error(DK_EBUFFER, "%s: parameter '%s' has a shape and strides that overflow 64-bit offsets", op, arg);
     if (e > 0 && !t->data)
         return dk_error(DK_EBUFFER,
                         "%s: parameter '%s' has elements but no memory (a NULL data pointer, e.g. torch's efficient "
@@ -143,10 +140,7 @@ bool dk_tensor_host_readable(const dk_tensor *t)
 /* ------------------------------------------------------------------------------------------ */
 /* Aliasing (Note [Aliasing])                                                                 */
 
-static int64_t dk__elem_bytes(const dk_tensor *t)
-{
-    return ((int64_t)t->dtype.bits * t->dtype.lanes + 7) / 8;
-}
+static int64_t dk__elem_bytes(const dk_tensor *t) { return ((int64_t)t->dtype.bits * t->dtype.lanes + 7) / 8; }
 
 int dk_tensor_extent(const dk_tensor *t, uintptr_t *lo, uintptr_t *hi)
 {
@@ -160,8 +154,7 @@ int dk_tensor_extent(const dk_tensor *t, uintptr_t *lo, uintptr_t *hi)
         const int64_t s = t->strides ? t->strides[d] : compact;
         int64_t e;
         if (__builtin_mul_overflow(n - 1, s, &e)) goto too_large;
-        if (e < 0 ? __builtin_add_overflow(below, e, &below) : __builtin_add_overflow(above, e, &above))
-            goto too_large;
+        if (e < 0 ? __builtin_add_overflow(below, e, &below) : __builtin_add_overflow(above, e, &above)) goto too_large;
         if (!t->strides && __builtin_mul_overflow(compact, n, &compact)) goto too_large;
     }
     const int64_t es = dk__elem_bytes(t);
@@ -267,10 +260,11 @@ dk_status dk__op_check_aliasing_slow(const dk_op *op, const dk_tensor *const *t)
         for (uint32_t r = live & ~(1u << i); r; r &= r - 1) {
             const int j = __builtin_ctz(r);
             if (lo[i] < hi[j] && lo[j] < hi[i] && dk__device_word(t[j]) == dev)
-                return dk_error(DK_EINVAL,
-                                "%s: output '%s' overlaps %s '%s' in memory; an op's outputs must not share memory with "
-                                "its other arguments (pass a separate tensor)",
-                                op->name, op->args[i].name, op->args[j].out ? "output" : "argument", op->args[j].name);
+                return dk_error(
+                    DK_EINVAL,
+                    "%s: output '%s' overlaps %s '%s' in memory; an op's outputs must not share memory with "
+                    "its other arguments (pass a separate tensor)",
+                    op->name, op->args[i].name, op->args[j].out ? "output" : "argument", op->args[j].name);
         }
     }
     return DK_OK;
@@ -300,8 +294,8 @@ dk_status dk_check_roi_values(const char *op, const dk_tensor *rois, int64_t n, 
     for (int64_t i = 0; i < k; i++) {
         double b = dk__roi_load(rois, i * s0);
         if (!(b >= 0 && b < (double)n) || b != floor(b))
-            return dk_error(DK_EINDEX, "%s: rois[%lld] has batch index %.17g, which is not an integer in [0, %lld)",
-                            op, (long long)i, b, (long long)n);
+            return dk_error(DK_EINDEX, "%s: rois[%lld] has batch index %.17g, which is not an integer in [0, %lld)", op,
+                            (long long)i, b, (long long)n);
         for (int j = 1; j < 5; j++) {
             double c = dk__roi_load(rois, i * s0 + j * s1);
             if (!isfinite(c))
@@ -315,4 +309,3 @@ dk_status dk_check_roi_values(const char *op, const dk_tensor *rois, int64_t n, 
     }
     return DK_OK;
 }
-

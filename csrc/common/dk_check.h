@@ -35,8 +35,7 @@ extern "C" {
 /* Exactly `ndim` dimensions; `layout` names them for the message, e.g. "[N, C, H, W]". */
 DK_API dk_status dk_check_ndim(const char *op, const char *name, const dk_tensor *t, int ndim, const char *layout);
 /* Exactly this shape; an entry of -1 accepts any size >= 0 in that dimension. */
-DK_API dk_status dk_check_shape(const char *op, const char *name, const dk_tensor *t, int ndim,
-                                const int64_t *shape);
+DK_API dk_status dk_check_shape(const char *op, const char *name, const dk_tensor *t, int ndim, const int64_t *shape);
 /* Exactly this dtype. */
 DK_API dk_status dk_check_dtype(const char *op, const char *name, const dk_tensor *t, dk_dtype dtype);
 /* One of float16, bfloat16, float32, float64. */

@@ -144,12 +144,12 @@ DK_API dk_status dk__op_check_aliasing_slow(const dk_op *op, const dk_tensor *co
 
 /* Products and sums are taken in unsigned arithmetic, which wraps instead of overflowing: their
  * results are used only when every size and |stride| is below 2^28, where nothing wraps. */
-DK__ALWAYS_INLINE static inline bool dk__aliasing_range(const dk_tensor *t, bool out, uintptr_t *lo,
-                                                        uintptr_t *hi, bool *slow)
+DK__ALWAYS_INLINE static inline bool dk__aliasing_range(const dk_tensor *t, bool out, uintptr_t *lo, uintptr_t *hi,
+                                                        bool *slow)
 {
     const int64_t *sh = t->shape, *st = t->strides;
     const int nd = t->ndim;
-    uint64_t big = (uint64_t)nd; /* ndim >= 2^28 (or negative) also goes the slow way */
+    uint64_t big = (uint64_t)nd;   /* ndim >= 2^28 (or negative) also goes the slow way */
     uint64_t below = 0, above = 0; /* element offsets below and above the data pointer */
     bool empty = false;
     if (!st) {

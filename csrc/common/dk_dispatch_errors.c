@@ -34,8 +34,8 @@ dk_status dk__op_no_kernel(const dk_op *op, dk_keyset ks)
     dk__registered_keys_locked(op, have, sizeof have);
     dk__unlock();
     if (k == DK_KEY_UNDEFINED)
-        return dk_error(DK_ENOTIMPL, "%s: no dispatch key left for this call (keys %s; registered: %s)",
-                        op->name, dk_keyset_str(ks, keys, sizeof keys), have);
+        return dk_error(DK_ENOTIMPL, "%s: no dispatch key left for this call (keys %s; registered: %s)", op->name,
+                        dk_keyset_str(ks, keys, sizeof keys), have);
     return dk_error(DK_ENOTIMPL, "%s: no kernel for %s %s (registered: %s)", op->name,
                     dk_key_is_backend(k) ? "device" : "key", dk_key_name(k), have);
 }
@@ -45,11 +45,11 @@ dk_status dk__op_device_error(const dk_op *op, const dk__device_check *dc)
     char a[64], b[64];
     dk_device_str(dc->bad->device, a, sizeof a);
     if (dk__key_of_device_type((int32_t)dc->bad->device.device_type) == DK_KEY_UNDEFINED)
-        return dk_error(DK_EINVAL, "%s: parameter '%s' is on %s, which no loaded dkit backend serves",
-                        op->name, dc->bad_name, a);
+        return dk_error(DK_EINVAL, "%s: parameter '%s' is on %s, which no loaded dkit backend serves", op->name,
+                        dc->bad_name, a);
     dk_device_str(dc->first->device, b, sizeof b);
-    return dk_error(DK_EINVAL, "%s: parameter '%s' is on %s but '%s' is on %s", op->name,
-                    dc->bad_name, a, dc->first_name, b);
+    return dk_error(DK_EINVAL, "%s: parameter '%s' is on %s but '%s' is on %s", op->name, dc->bad_name, a,
+                    dc->first_name, b);
 }
 
 /*
@@ -81,8 +81,7 @@ dk_status dk__op_failed_silently(const dk_op *op, const dk_value *args, dk_statu
         dk__unlock();
     }
     const char *status = dk_status_name(st);
-    if (k == DK_KEY_UNDEFINED)
-        return dk_error(st, "%s: a kernel failed with %s without a message", op->name, status);
+    if (k == DK_KEY_UNDEFINED) return dk_error(st, "%s: a kernel failed with %s without a message", op->name, status);
     return dk_error(st, "%s: the %s kernel%s%s%s failed with %s without a message", op->name, dk_key_name(k),
                     name[0] ? " '" : "", name, name[0] ? "'" : "", status);
 }
@@ -104,6 +103,6 @@ void dk__op_trace(const dk_op *op, dk_keyset ks, dk_key k)
         if (op->priv->slot_name[k]) snprintf(name, sizeof name, "%s", op->priv->slot_name[k]);
     }
     dk__unlock();
-    fprintf(stderr, "[dkit dispatch] %s keys=%s -> %s (%s %s)\n", op->name,
-            dk_keyset_str(ks, keys, sizeof keys), dk_key_name(k), prov, name);
+    fprintf(stderr, "[dkit dispatch] %s keys=%s -> %s (%s %s)\n", op->name, dk_keyset_str(ks, keys, sizeof keys),
+            dk_key_name(k), prov, name);
 }

@@ -51,8 +51,7 @@ dk__journal *dk__journal_swap(dk__journal *j)
  * claiming a key never has to recompute a table (dk_keys.c stays a leaf). Dumps show a slot
  * only once its key is claimed or something was registered at it (dk__op_key_shown_locked).
  */
-static void dk__resolve(const dk_op *op, dk_key k, dk_slot *slot, dk_provenance *prov,
-                        const char **name)
+static void dk__resolve(const dk_op *op, dk_key k, dk_slot *slot, dk_provenance *prov, const char **name)
 {
     const struct dk__op_private *p = op->priv;
     const struct dk__registration *r = NULL;
@@ -228,8 +227,7 @@ static dk_status dk__register(dk_op *op, int kind, dk_key key, dk_kernel k, dk_h
     if (!fallthrough && !k.unboxed && !k.boxed)
         return dk_error(DK_EINVAL, "%s: a kernel needs a typed or a boxed function", who);
     if (kind == DK__REG_FALLBACK && !fallthrough && !k.boxed)
-        return dk_error(DK_EINVAL, "fallback at %s: fallbacks serve every op and must be boxed",
-                        dk_key_name(key));
+        return dk_error(DK_EINVAL, "fallback at %s: fallbacks serve every op and must be boxed", dk_key_name(key));
     if (kind == DK__REG_COMPOSITE && fallthrough)
         return dk_error(DK_EINVAL, "%s: a composite cannot be a fallthrough", who);
 
@@ -255,8 +253,8 @@ static dk_status dk__register(dk_op *op, int kind, dk_key key, dk_kernel k, dk_h
     struct dk__registration **top = dk__stack_of(op, kind, key);
     if (*top) {
         if (op)
-            snprintf(warning, sizeof warning, "%s: %s '%s' at %s overrides '%s'", op->name, dk__where(kind),
-                     r->name, kind == DK__REG_COMPOSITE ? "all backends" : dk_key_name(key), (*top)->name);
+            snprintf(warning, sizeof warning, "%s: %s '%s' at %s overrides '%s'", op->name, dk__where(kind), r->name,
+                     kind == DK__REG_COMPOSITE ? "all backends" : dk_key_name(key), (*top)->name);
         else
             snprintf(warning, sizeof warning, "fallback '%s' at %s overrides '%s'", r->name, dk_key_name(key),
                      (*top)->name);
@@ -267,10 +265,8 @@ static dk_status dk__register(dk_op *op, int kind, dk_key key, dk_kernel k, dk_h
     r->all_next = dk__all_regs;
     if (dk__all_regs) dk__all_regs->all_prev = r;
     dk__all_regs = r;
-    if (op)
-        dk__op_recompute_locked(op);
-    else
-        dk__recompute_all_locked();
+    if (op) dk__op_recompute_locked(op);
+    else dk__recompute_all_locked();
     dk__unlock();
     dk__journal *j = dk__tls_journal;
     if (j) {
@@ -324,10 +320,8 @@ dk_status dk_unregister(dk_handle h)
     if (r->all_prev) r->all_prev->all_next = r->all_next;
     else dk__all_regs = r->all_next;
     if (r->all_next) r->all_next->all_prev = r->all_prev;
-    if (r->op)
-        dk__op_recompute_locked(r->op);
-    else
-        dk__recompute_all_locked();
+    if (r->op) dk__op_recompute_locked(r->op);
+    else dk__recompute_all_locked();
     dk__unlock();
     /* Kernels are code and stay valid; the name may still be read by a trace that copied it
      * under the lock, and by nothing else. */

@@ -32,14 +32,14 @@ typedef struct {
 typedef enum {
     kDLCPU = 1,
     kDLCUDA = 2,
-    kDLCUDAHost = 3,     /* pinned host memory, readable by the CPU */
+    kDLCUDAHost = 3, /* pinned host memory, readable by the CPU */
     kDLOpenCL = 4,
     kDLVulkan = 7,
     kDLMetal = 8,
     kDLVPI = 9,
     kDLROCM = 10,
-    kDLROCMHost = 11,    /* pinned host memory, readable by the CPU */
-    kDLExtDev = 12,      /* reserved for out-of-tree devices */
+    kDLROCMHost = 11, /* pinned host memory, readable by the CPU */
+    kDLExtDev = 12,   /* reserved for out-of-tree devices */
     kDLCUDAManaged = 13,
     kDLOneAPI = 14,
     kDLWebGPU = 15,

@@ -30,7 +30,9 @@
 #if defined(__GNUC__)
 #define DK__NOINLINE __attribute__((noinline))
 #define DK__ALWAYS_INLINE __attribute__((always_inline))
-#define DK__CONSTRUCTOR(fn) static void fn(void) __attribute__((constructor, used)); static void fn(void)
+#define DK__CONSTRUCTOR(fn)                                  \
+    static void fn(void) __attribute__((constructor, used)); \
+    static void fn(void)
 #else
 #error "dkit needs a compiler with __attribute__((constructor))"
 #endif

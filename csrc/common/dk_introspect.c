@@ -67,8 +67,7 @@ char *dk_op_dump(const dk_op *op)
     dk__strbuf_printf(&b, "%s\n", dk_op_schema(op));
     dk__strbuf_printf(&b, "  %-12s %-12s %s\n", "key", "provenance", "kernel");
     for (int i = 0; i < n && i < DK_NUM_KEYS; i++) {
-        dk__strbuf_printf(&b, "  %-12s %-12s %s%s\n", dk_key_name(e[i].key),
-                          dk_provenance_name(e[i].provenance),
+        dk__strbuf_printf(&b, "  %-12s %-12s %s%s\n", dk_key_name(e[i].key), dk_provenance_name(e[i].provenance),
                           e[i].kernel_name && e[i].provenance != DK_PROV_FALLTHROUGH ? e[i].kernel_name : "-",
                           e[i].boxed ? " (boxed)" : "");
     }
@@ -87,10 +86,8 @@ static char *dk__format_schema(const dk_op *op)
         const char *sep = i ? ", " : "";
         bool tensor = a->kind == DK_ARG_TENSOR || a->kind == DK_ARG_OPT_TENSOR;
         if (tensor && a->out)
-            dk__strbuf_printf(&b, "%sTensor(%c!)%s %s", sep, alias++,
-                              a->kind == DK_ARG_OPT_TENSOR ? "?" : "", a->name);
-        else
-            dk__strbuf_printf(&b, "%s%s %s", sep, dk_arg_kind_name(a->kind), a->name);
+            dk__strbuf_printf(&b, "%sTensor(%c!)%s %s", sep, alias++, a->kind == DK_ARG_OPT_TENSOR ? "?" : "", a->name);
+        else dk__strbuf_printf(&b, "%s%s %s", sep, dk_arg_kind_name(a->kind), a->name);
     }
     dk__strbuf_printf(&b, ") -> ()");
     return dk__strbuf_finish(&b);

@@ -49,14 +49,13 @@ const char *dk_key_name(dk_key k)
 {
     static const char *const unclaimed[DK_NUM_KEYS] = {
 #define DK__K(i) [i] = "key" #i
-        DK__K(0), DK__K(1), DK__K(2), DK__K(3), DK__K(4), DK__K(5), DK__K(6), DK__K(7),
-        DK__K(8), DK__K(9), DK__K(10), DK__K(11), DK__K(12), DK__K(13), DK__K(14), DK__K(15),
-        DK__K(16), DK__K(17), DK__K(18), DK__K(19), DK__K(20), DK__K(21), DK__K(22), DK__K(23),
-        DK__K(24), DK__K(25), DK__K(26), DK__K(27), DK__K(28), DK__K(29), DK__K(30), DK__K(31),
-        DK__K(32), DK__K(33), DK__K(34), DK__K(35), DK__K(36), DK__K(37), DK__K(38), DK__K(39),
-        DK__K(40), DK__K(41), DK__K(42), DK__K(43), DK__K(44), DK__K(45), DK__K(46), DK__K(47),
-        DK__K(48), DK__K(49), DK__K(50), DK__K(51), DK__K(52), DK__K(53), DK__K(54), DK__K(55),
-        DK__K(56), DK__K(57), DK__K(58), DK__K(59), DK__K(60), DK__K(61), DK__K(62), DK__K(63),
+        DK__K(0),  DK__K(1),  DK__K(2),  DK__K(3),  DK__K(4),  DK__K(5),  DK__K(6),  DK__K(7),  DK__K(8),  DK__K(9),
+        DK__K(10), DK__K(11), DK__K(12), DK__K(13), DK__K(14), DK__K(15), DK__K(16), DK__K(17), DK__K(18), DK__K(19),
+        DK__K(20), DK__K(21), DK__K(22), DK__K(23), DK__K(24), DK__K(25), DK__K(26), DK__K(27), DK__K(28), DK__K(29),
+        DK__K(30), DK__K(31), DK__K(32), DK__K(33), DK__K(34), DK__K(35), DK__K(36), DK__K(37), DK__K(38), DK__K(39),
+        DK__K(40), DK__K(41), DK__K(42), DK__K(43), DK__K(44), DK__K(45), DK__K(46), DK__K(47), DK__K(48), DK__K(49),
+        DK__K(50), DK__K(51), DK__K(52), DK__K(53), DK__K(54), DK__K(55), DK__K(56), DK__K(57), DK__K(58), DK__K(59),
+        DK__K(60), DK__K(61), DK__K(62), DK__K(63),
 #undef DK__K
     };
     if (k < 0 || k >= DK_NUM_KEYS) return "key?";
@@ -143,17 +142,13 @@ void dk__key_release(dk_key k)
     dk__unlock();
 }
 
-static bool dk__name_ok(const char *name)
-{
-    return name && name[0] && strlen(name) < 64;
-}
+static bool dk__name_ok(const char *name) { return name && name[0] && strlen(name) < 64; }
 
 dk_status dk_backend_key_register(const char *name, int32_t device_type, dk_key *out)
 {
     if (!dk__name_ok(name)) return dk_error(DK_EINVAL, "backend name must be 1..63 characters");
     if (device_type < 0 || device_type >= 32)
-        return dk_error(DK_EINVAL, "backend '%s': DLPack device type %d is outside [0, 32)", name,
-                        (int)device_type);
+        return dk_error(DK_EINVAL, "backend '%s': DLPack device type %d is outside [0, 32)", name, (int)device_type);
     dk_status st = DK_OK;
     dk__lock();
     dk_key have = DK_KEY_UNDEFINED;
@@ -162,16 +157,15 @@ dk_status dk_backend_key_register(const char *name, int32_t device_type, dk_key 
     dk_key owner = dk__device_keys[device_type];
     if (have != DK_KEY_UNDEFINED) {
         if (owner != have) {
-            st = dk_error(DK_EINVAL, "backend '%s' is already registered for another device type",
-                          name);
+            st = dk_error(DK_EINVAL, "backend '%s' is already registered for another device type", name);
         } else {
             *out = have;
         }
         goto done;
     }
     if (owner != DK_KEY_UNDEFINED) {
-        st = dk_error(DK_EINVAL, "backend '%s': DLPack device type %d is already served by '%s'",
-                      name, (int)device_type, dk_key_name(owner));
+        st = dk_error(DK_EINVAL, "backend '%s': DLPack device type %d is already served by '%s'", name,
+                      (int)device_type, dk_key_name(owner));
         goto done;
     }
     for (dk_key k = DK_KEY_VENDOR_FIRST; k <= DK_KEY_VENDOR_LAST; k++) {

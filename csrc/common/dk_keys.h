@@ -94,8 +94,7 @@ static inline dk_key dk__key_of_device_type(int32_t t)
 
 static inline dk_keyset dk__keyset_of_device_type(int32_t t)
 {
-    return (uint32_t)t < 32u ? __atomic_load_n(&dk__device_keysets[t], __ATOMIC_RELAXED)
-                             : 0;
+    return (uint32_t)t < 32u ? __atomic_load_n(&dk__device_keysets[t], __ATOMIC_RELAXED) : 0;
 }
 
 #ifdef __cplusplus

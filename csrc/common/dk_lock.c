@@ -9,10 +9,7 @@ static pthread_once_t dk__atfork_once = PTHREAD_ONCE_INIT;
 static void dk__fork_prepare(void) { pthread_mutex_lock(&dk__mutex); }
 static void dk__fork_release(void) { pthread_mutex_unlock(&dk__mutex); }
 
-static void dk__atfork_install(void)
-{
-    pthread_atfork(dk__fork_prepare, dk__fork_release, dk__fork_release);
-}
+static void dk__atfork_install(void) { pthread_atfork(dk__fork_prepare, dk__fork_release, dk__fork_release); }
 
 void dk__lock(void)
 {

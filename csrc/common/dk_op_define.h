@@ -82,9 +82,12 @@ DK_API void dk__op_announce(dk_op *op);
 #define DK__BOX_STR(x) dk_value_str(x)
 #define DK__BOX_INT_LIST(x) dk_value_int_list(x)
 
-#define DK__SAME_TENSOR(x) if (DK_UNLIKELY(!(x))) return dk__op_null_tensor(dk__op_self, #x); dk__same_device(&dk__first, &dk__dev, &dk__mixed, x);
+#define DK__SAME_TENSOR(x)                                             \
+    if (DK_UNLIKELY(!(x))) return dk__op_null_tensor(dk__op_self, #x); \
+    dk__same_device(&dk__first, &dk__dev, &dk__mixed, x);
 #define DK__SAME_TENSOR_OUT(x) DK__SAME_TENSOR(x)
-#define DK__SAME_OPT_TENSOR(x) if (x) dk__same_device(&dk__first, &dk__dev, &dk__mixed, x);
+#define DK__SAME_OPT_TENSOR(x) \
+    if (x) dk__same_device(&dk__first, &dk__dev, &dk__mixed, x);
 #define DK__SAME_OPT_TENSOR_OUT(x) DK__SAME_OPT_TENSOR(x)
 #define DK__SAME_INT(x)
 #define DK__SAME_FLOAT(x)
@@ -93,7 +96,9 @@ DK_API void dk__op_announce(dk_op *op);
 #define DK__SAME_INT_LIST(x)
 
 /* Device collection: required tensors must be non-NULL. */
-#define DK__COLLECT_TENSOR(dc, x) if (DK_UNLIKELY(!(x))) return dk__op_null_tensor(dk__op_self, #x); dk__collect(dc, x, #x);
+#define DK__COLLECT_TENSOR(dc, x)                                      \
+    if (DK_UNLIKELY(!(x))) return dk__op_null_tensor(dk__op_self, #x); \
+    dk__collect(dc, x, #x);
 #define DK__COLLECT_TENSOR_OUT(dc, x) DK__COLLECT_TENSOR(dc, x)
 #define DK__COLLECT_OPT_TENSOR(dc, x) dk__collect(dc, x, #x);
 #define DK__COLLECT_OPT_TENSOR_OUT(dc, x) dk__collect(dc, x, #x);
@@ -139,7 +144,9 @@ DK_API void dk__op_announce(dk_op *op);
 #define DK__X_NAME(K, n) , n
 #define DK__X_VOID(K, n) (void)n;
 #define DK__X_INFO(K, n) {#n, DK__INFO_##K},
-#define DK__X_UNBOX(K, n) DK__CTYPE_##K n = DK__UNBOX_##K(dk__v[dk__i]); dk__i++;
+#define DK__X_UNBOX(K, n)                          \
+    DK__CTYPE_##K n = DK__UNBOX_##K(dk__v[dk__i]); \
+    dk__i++;
 #define DK__X_BOX(K, n) dk__s.v[dk__s.size++] = DK__BOX_##K(n);
 #define DK__X_COLLECT(K, n) DK__COLLECT_##K(&dk__dc, n)
 #define DK__X_SAME(K, n) DK__SAME_##K(n)
@@ -153,12 +160,11 @@ DK_API void dk__op_announce(dk_op *op);
 #define DK__NARGS(ARGS) (0 ARGS(DK__X_COUNT))
 #define DK__NOUTS(ARGS) (0 ARGS(DK__X_NOUT))
 
-
 /* In a header: the kernel type, the op object and the typed entries. */
-#define DK_DECLARE_OP(name, ARGS)                                                           \
-    typedef dk_status (*dk_##name##_fn)(DK__PARAMS(ARGS));                                  \
-    DK_API extern dk_op dk_##name##_op;                                                     \
-    DK_API dk_status dk_##name(DK__PARAMS(ARGS));                                           \
+#define DK_DECLARE_OP(name, ARGS)                          \
+    typedef dk_status (*dk_##name##_fn)(DK__PARAMS(ARGS)); \
+    DK_API extern dk_op dk_##name##_op;                    \
+    DK_API dk_status dk_##name(DK__PARAMS(ARGS));          \
     DK_API dk_status dk_##name##_redispatch(dk_keyset ks, DK__PARAMS(ARGS));
 
 /*

@@ -12,13 +12,13 @@
 enum { DK__REG_KERNEL, DK__REG_COMPOSITE, DK__REG_FALLBACK };
 
 struct dk__registration {
-    struct dk__registration *below; /* the registration this one shadows in its stack */
+    struct dk__registration *below;               /* the registration this one shadows in its stack */
     struct dk__registration *all_prev, *all_next; /* every live registration, for handle checks */
-    dk_op *op;                      /* NULL for fallbacks */
+    dk_op *op;                                    /* NULL for fallbacks */
     int kind;
-    dk_key key;                     /* unused for composites */
+    dk_key key; /* unused for composites */
     dk_kernel kernel;
-    char name[];                    /* the kernel's name, owned */
+    char name[]; /* the kernel's name, owned */
 };
 
 /* Written under the registry lock (dk_lock_private.h). */
@@ -56,7 +56,7 @@ bool dk__op_key_shown_locked(const dk_op *op, dk_key k);
 typedef struct {
     dk_handle *handles; /* grown with realloc; the owner frees it */
     int cap, n;
-    bool overflow;      /* a realloc failed: some registration was not recorded */
+    bool overflow; /* a realloc failed: some registration was not recorded */
 } dk__journal;
 
 /* Starts recording this thread's registrations into j (NULL stops); returns the previous one. */

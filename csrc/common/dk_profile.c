@@ -155,8 +155,8 @@ char *dk_profile_format(void)
             uint64_t c, ns;
             dk__prof_read(op, k, &c, &ns);
             if (!c) continue;
-            dk__strbuf_printf(&b, "%-28s %-10s %10llu %14.3f %14.3f\n", op->name, dk_key_name(k),
-                              (unsigned long long)c, (double)ns / 1e6, (double)ns / 1e3 / (double)c);
+            dk__strbuf_printf(&b, "%-28s %-10s %10llu %14.3f %14.3f\n", op->name, dk_key_name(k), (unsigned long long)c,
+                              (double)ns / 1e6, (double)ns / 1e3 / (double)c);
         }
     }
     return dk__strbuf_finish(&b);

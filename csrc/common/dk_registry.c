@@ -6,14 +6,14 @@
 
 #include "dk_introspect.h"
 
-void dk__register_device_impl(unsigned abi, dk_op *op, dk_key key, dk_fnptr fn, const char *name,
-                              const char *file, int line)
+void dk__register_device_impl(unsigned abi, dk_op *op, dk_key key, dk_fnptr fn, const char *name, const char *file,
+                              int line)
 {
     /* Runs from a constructor: nobody can receive a status, so failures become warnings (and a
      * backend built for another ABI is also refused by dk_load_backend with an error). */
     if (abi != DK_ABI_VERSION) {
-        dk_warn("%s: kernel '%s' (%s:%d) was built for dkit ABI %u, this dkit has ABI %u; not registered",
-                op->name, name, file, line, abi, DK_ABI_VERSION);
+        dk_warn("%s: kernel '%s' (%s:%d) was built for dkit ABI %u, this dkit has ABI %u; not registered", op->name,
+                name, file, line, abi, DK_ABI_VERSION);
         return;
     }
     char label[256];
@@ -26,8 +26,7 @@ dk_status dk_register_device_impl(dk_op *op, dk_key key, dk_fnptr fn, const char
 {
     if (!op) return dk_error(DK_EINVAL, "dk_register_device_impl: op is NULL");
     if (!dk_key_is_backend(key))
-        return dk_error(DK_EINVAL, "%s: device kernels go to backend keys; %s is not one", op->name,
-                        dk_key_name(key));
+        return dk_error(DK_EINVAL, "%s: device kernels go to backend keys; %s is not one", op->name, dk_key_name(key));
     if (!fn) return dk_error(DK_EINVAL, "%s: kernel for %s is NULL", op->name, dk_key_name(key));
     return dk_op_register(op, key, dk_kernel_unboxed(fn, name), out);
 }
@@ -41,14 +40,16 @@ static dk_status dk__lookup_error(const dk_op *op, dk_key k, const dk_tensor *t)
     have[0] = '\0';
     /* Lowest key first reads naturally: "cpu, cuda". */
     for (int i = (n < DK_NUM_KEYS ? n : DK_NUM_KEYS) - 1; i >= 0 && used < sizeof have; i--) {
-        if (!dk_key_is_backend(e[i].key) || !(e[i].provenance == DK_PROV_KERNEL || e[i].provenance == DK_PROV_COMPOSITE))
+        if (!dk_key_is_backend(e[i].key) ||
+            !(e[i].provenance == DK_PROV_KERNEL || e[i].provenance == DK_PROV_COMPOSITE))
             continue;
         used += (size_t)snprintf(have + used, sizeof have - used, "%s%s", used ? ", " : "", dk_key_name(e[i].key));
     }
     if (k == DK_KEY_UNDEFINED) {
         dk_device_str(t->device, dev, sizeof dev);
-        return dk_error(DK_ENOTIMPL, "%s: no kernel for device %s, which no loaded dkit backend serves (registered: %s)",
-                        op->name, dev, used ? have : "none");
+        return dk_error(DK_ENOTIMPL,
+                        "%s: no kernel for device %s, which no loaded dkit backend serves (registered: %s)", op->name,
+                        dev, used ? have : "none");
     }
     return dk_error(DK_ENOTIMPL, "%s: no kernel for device %s (registered: %s)", op->name, dk_key_name(k),
                     used ? have : "none");

@@ -29,24 +29,22 @@ extern "C" {
  * link kernel archives with -Wl,--whole-archive (as MMCV's users do), or as objects. Both are
  * tested (tests/c/test_static_link.*).
  */
-#define DK_REGISTER_DEVICE_IMPL(op, DEV, fn)                                                  \
-    DK__CONSTRUCTOR(DK__CAT(dk__register_##op##_##DEV##_, __LINE__))                          \
-    {                                                                                         \
-        dk_##op##_fn dk__typed = (fn); /* a signature mismatch fails to compile here */        \
-        dk__register_device_impl(DK_ABI_VERSION, &dk_##op##_op, DK_KEY_OF_##DEV,              \
-                                 (dk_fnptr)dk__typed, #fn, __FILE__, __LINE__);               \
+#define DK_REGISTER_DEVICE_IMPL(op, DEV, fn)                                                                         \
+    DK__CONSTRUCTOR(DK__CAT(dk__register_##op##_##DEV##_, __LINE__))                                                 \
+    {                                                                                                                \
+        dk_##op##_fn dk__typed = (fn); /* a signature mismatch fails to compile here */                              \
+        dk__register_device_impl(DK_ABI_VERSION, &dk_##op##_op, DK_KEY_OF_##DEV, (dk_fnptr)dk__typed, #fn, __FILE__, \
+                                 __LINE__);                                                                          \
     }
 
 /* Same, for a key known only at run time (a vendor slot); returns the handle. */
-DK_API dk_status dk_register_device_impl(dk_op *op, dk_key key, dk_fnptr fn, const char *name,
-                                         dk_handle *out);
+DK_API dk_status dk_register_device_impl(dk_op *op, dk_key key, dk_fnptr fn, const char *name, dk_handle *out);
 
 /* Expression of type dk_status. Ints, floats and other non-tensors are skipped by _Generic. */
-#define DK_DISPATCH_DEVICE_IMPL(op, ...)                                                      \
-    ((dk_##op##_fn)dk__device_impl_find(                                                      \
-        &dk_##op##_op, (const dk_tensor *const[]){DK__FOREACH(DK__AS_TENSOR, __VA_ARGS__)},    \
-        (const char *const[]){DK__FOREACH(DK__STR_I, __VA_ARGS__)}, DK__NARG(__VA_ARGS__)))(  \
-        __VA_ARGS__)
+#define DK_DISPATCH_DEVICE_IMPL(op, ...)                                                    \
+    ((dk_##op##_fn)dk__device_impl_find(                                                    \
+        &dk_##op##_op, (const dk_tensor *const[]){DK__FOREACH(DK__AS_TENSOR, __VA_ARGS__)}, \
+        (const char *const[]){DK__FOREACH(DK__STR_I, __VA_ARGS__)}, DK__NARG(__VA_ARGS__)))(__VA_ARGS__)
 
 #ifdef __cplusplus
 #define DK__AS_TENSOR(x) dk__as_tensor(x)
@@ -59,11 +57,11 @@ DK_API dk_status dk_register_device_impl(dk_op *op, dk_key key, dk_fnptr fn, con
 #endif
 
 /* Internals of the macros above. */
-DK_API void dk__register_device_impl(unsigned abi, dk_op *op, dk_key key, dk_fnptr fn,
-                                     const char *name, const char *file, int line);
+DK_API void dk__register_device_impl(unsigned abi, dk_op *op, dk_key key, dk_fnptr fn, const char *name,
+                                     const char *file, int line);
 /* Returns the kernel for the tensors' common device, or op->error_stub with the error set. */
-DK_API dk_fnptr dk__device_impl_lookup(const dk_op *op, const dk_tensor *const *tensors,
-                                       const char *const *names, int n);
+DK_API dk_fnptr dk__device_impl_lookup(const dk_op *op, const dk_tensor *const *tensors, const char *const *names,
+                                       int n);
 
 /*
  * Inlined into each DK_DISPATCH_DEVICE_IMPL: `n` and the NULL entries (non-tensor arguments) are
@@ -71,8 +69,8 @@ DK_API dk_fnptr dk__device_impl_lookup(const dk_op *op, const dk_tensor *const *
  * case (one device, served, a typed kernel present, tracing off) reads one slot; everything else,
  * including every error, goes to dk__device_impl_lookup.
  */
-static inline dk_fnptr dk__device_impl_find(const dk_op *op, const dk_tensor *const *tensors,
-                                            const char *const *names, int n)
+static inline dk_fnptr dk__device_impl_find(const dk_op *op, const dk_tensor *const *tensors, const char *const *names,
+                                            int n)
 {
     const dk_tensor *first = NULL;
     uint64_t dev = 0;

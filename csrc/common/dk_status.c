@@ -43,12 +43,10 @@ const char *dk_status_name(dk_status st)
 {
     switch (st) {
 #define DK__STATUS_CASE(name, value, py, text) \
-    case name:                                 \
-        return #name;
+    case name: return #name;
         DK_STATUS_TABLE(DK__STATUS_CASE)
 #undef DK__STATUS_CASE
-    default:
-        return "DK_UNKNOWN";
+    default: return "DK_UNKNOWN";
     }
 }
 

@@ -20,23 +20,23 @@ extern "C" {
 #endif
 
 /*  X(name, value, python exception, default text) */
-#define DK_STATUS_TABLE(X)                                                        \
-    X(DK_OK, 0, None, "success")                                                  \
-    X(DK_EINVAL, 1, ValueError, "invalid argument")                               \
-    X(DK_ETYPE, 2, TypeError, "wrong type")                                       \
-    X(DK_EINDEX, 3, IndexError, "index out of range")                             \
-    X(DK_ENOTIMPL, 4, NotImplementedError, "no kernel")                           \
-    X(DK_EBUFFER, 5, BufferError, "buffer protocol error")                        \
-    X(DK_ENOMEM, 6, MemoryError, "out of memory")                                 \
-    X(DK_ENOENT, 7, FileNotFoundError, "not found")                               \
-    X(DK_EABI, 8, ImportError, "ABI version mismatch")                            \
+#define DK_STATUS_TABLE(X)                                 \
+    X(DK_OK, 0, None, "success")                           \
+    X(DK_EINVAL, 1, ValueError, "invalid argument")        \
+    X(DK_ETYPE, 2, TypeError, "wrong type")                \
+    X(DK_EINDEX, 3, IndexError, "index out of range")      \
+    X(DK_ENOTIMPL, 4, NotImplementedError, "no kernel")    \
+    X(DK_EBUFFER, 5, BufferError, "buffer protocol error") \
+    X(DK_ENOMEM, 6, MemoryError, "out of memory")          \
+    X(DK_ENOENT, 7, FileNotFoundError, "not found")        \
+    X(DK_EABI, 8, ImportError, "ABI version mismatch")     \
     X(DK_ERUNTIME, 9, RuntimeError, "runtime error")
 
 typedef enum {
 #define DK__STATUS_ENUM(name, value, py, text) name = value,
     DK_STATUS_TABLE(DK__STATUS_ENUM)
 #undef DK__STATUS_ENUM
-    DK_STATUS_COUNT
+        DK_STATUS_COUNT
 } dk_status;
 
 /* "DK_EINVAL" etc.; "DK_UNKNOWN" for values outside the table. */

@@ -11,12 +11,10 @@ dk_dtype dk_dtype_from_dl(DLDataType t)
     if (t.lanes != 1) return DK_DTYPE_UNSUPPORTED;
     switch ((unsigned)t.code << 8 | t.bits) {
 #define DK__DTYPE_CASE(e, name, c, b) \
-    case (unsigned)(c) << 8 | (b):    \
-        return e;
+    case (unsigned)(c) << 8 | (b): return e;
         DK_DTYPE_TABLE(DK__DTYPE_CASE)
 #undef DK__DTYPE_CASE
-    default:
-        return DK_DTYPE_UNSUPPORTED;
+    default: return DK_DTYPE_UNSUPPORTED;
     }
 }
 
@@ -24,16 +22,15 @@ DLDataType dk_dtype_to_dl(dk_dtype d)
 {
     DLDataType t = {0, 0, 0};
     switch (d) {
-#define DK__DTYPE_TO(e, name, c, b)    \
-    case e:                            \
-        t.code = (uint8_t)(c);         \
-        t.bits = (uint8_t)(b);         \
-        t.lanes = 1;                   \
+#define DK__DTYPE_TO(e, name, c, b) \
+    case e:                         \
+        t.code = (uint8_t)(c);      \
+        t.bits = (uint8_t)(b);      \
+        t.lanes = 1;                \
         break;
         DK_DTYPE_TABLE(DK__DTYPE_TO)
 #undef DK__DTYPE_TO
-    default:
-        break;
+    default: break;
     }
     return t;
 }
@@ -42,12 +39,10 @@ const char *dk_dtype_name(dk_dtype d)
 {
     switch (d) {
 #define DK__DTYPE_NAME(e, name, c, b) \
-    case e:                           \
-        return name;
+    case e: return name;
         DK_DTYPE_TABLE(DK__DTYPE_NAME)
 #undef DK__DTYPE_NAME
-    default:
-        return "unsupported";
+    default: return "unsupported";
     }
 }
 
@@ -85,14 +80,10 @@ const char *dk_dl_dtype_str(DLDataType t, char *buf, size_t n)
     dk_dtype d = dk_dtype_from_dl(t);
     bool with_bits;
     const char *name = dk__dl_code_name(t.code, &with_bits);
-    if (d != DK_DTYPE_UNSUPPORTED)
-        snprintf(buf, n, "%s", dk_dtype_name(d));
-    else if (name && t.lanes == 1 && with_bits)
-        snprintf(buf, n, "%s%u", name, t.bits);
-    else if (name && t.lanes == 1 && (t.code != kDLBool || t.bits == 8))
-        snprintf(buf, n, "%s", name);
-    else
-        snprintf(buf, n, "dtype(code %u, bits %u, lanes %u)", t.code, t.bits, t.lanes);
+    if (d != DK_DTYPE_UNSUPPORTED) snprintf(buf, n, "%s", dk_dtype_name(d));
+    else if (name && t.lanes == 1 && with_bits) snprintf(buf, n, "%s%u", name, t.bits);
+    else if (name && t.lanes == 1 && (t.code != kDLBool || t.bits == 8)) snprintf(buf, n, "%s", name);
+    else snprintf(buf, n, "dtype(code %u, bits %u, lanes %u)", t.code, t.bits, t.lanes);
     return buf;
 }
 
@@ -144,10 +135,7 @@ static bool dk__is_compact(const dk_tensor *t, const int *perm)
     return true;
 }
 
-bool dk_tensor_is_contiguous(const dk_tensor *t)
-{
-    return t->strides == NULL || dk__is_compact(t, NULL);
-}
+bool dk_tensor_is_contiguous(const dk_tensor *t) { return t->strides == NULL || dk__is_compact(t, NULL); }
 
 int dk_tensor_repeated_dim(const dk_tensor *t)
 {
@@ -189,9 +177,7 @@ const char *dk_device_str(DLDevice d, char *buf, size_t n)
         }
     }
     }
-    if (d.device_type == kDLCPU && d.device_id == 0)
-        snprintf(buf, n, "%s", name);
-    else
-        snprintf(buf, n, "%s:%d", name, (int)d.device_id);
+    if (d.device_type == kDLCPU && d.device_id == 0) snprintf(buf, n, "%s", name);
+    else snprintf(buf, n, "%s:%d", name, (int)d.device_id);
     return buf;
 }

@@ -21,23 +21,23 @@ extern "C" {
 typedef DLTensor dk_tensor;
 
 /* The dtypes dkit kernels understand. DK_DTYPE_UNSUPPORTED covers every other DLDataType. */
-#define DK_DTYPE_TABLE(X)                       \
-    X(DK_FLOAT16, "float16", kDLFloat, 16)      \
-    X(DK_BFLOAT16, "bfloat16", kDLBfloat, 16)   \
-    X(DK_FLOAT32, "float32", kDLFloat, 32)      \
-    X(DK_FLOAT64, "float64", kDLFloat, 64)      \
-    X(DK_INT32, "int32", kDLInt, 32)            \
-    X(DK_INT64, "int64", kDLInt, 64)            \
-    X(DK_UINT8, "uint8", kDLUInt, 8)            \
-    X(DK_BOOL, "bool", kDLBool, 8)              \
-    X(DK_INT8, "int8", kDLInt, 8)               \
+#define DK_DTYPE_TABLE(X)                     \
+    X(DK_FLOAT16, "float16", kDLFloat, 16)    \
+    X(DK_BFLOAT16, "bfloat16", kDLBfloat, 16) \
+    X(DK_FLOAT32, "float32", kDLFloat, 32)    \
+    X(DK_FLOAT64, "float64", kDLFloat, 64)    \
+    X(DK_INT32, "int32", kDLInt, 32)          \
+    X(DK_INT64, "int64", kDLInt, 64)          \
+    X(DK_UINT8, "uint8", kDLUInt, 8)          \
+    X(DK_BOOL, "bool", kDLBool, 8)            \
+    X(DK_INT8, "int8", kDLInt, 8)             \
     X(DK_INT16, "int16", kDLInt, 16)
 
 typedef enum {
 #define DK__DTYPE_ENUM(e, name, code, bits) e,
     DK_DTYPE_TABLE(DK__DTYPE_ENUM)
 #undef DK__DTYPE_ENUM
-    DK_DTYPE_UNSUPPORTED
+        DK_DTYPE_UNSUPPORTED
 } dk_dtype;
 
 DK_API dk_dtype dk_dtype_from_dl(DLDataType t);

@@ -19,8 +19,8 @@ typedef struct {
 
 typedef struct dk__tls_record {
     struct dk__tls_record *prev, *next;
-    dk_tls_state *tls;  /* the owning thread's dk__tls */
-    dk_tls_state base;  /* the push/pop layer */
+    dk_tls_state *tls; /* the owning thread's dk__tls */
+    dk_tls_state base; /* the push/pop layer */
     dk__scope *scopes;
     int n, cap;
 } dk__tls_record;

@@ -58,8 +58,7 @@ void dk__tunable_register(dk_tunable_def *t)
     int64_t v;
     bool bad;
     if (dk__env_value(t->name, &v, &bad)) {
-        if (v >= t->min && v <= t->max)
-            t->value = v;
+        if (v >= t->min && v <= t->max) t->value = v;
         else
             fprintf(stderr, "dkit: DKIT_TUNE: %s=%lld is outside [%lld, %lld]; ignored\n", t->name, (long long)v,
                     (long long)t->min, (long long)t->max);

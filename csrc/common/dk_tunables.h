@@ -36,8 +36,8 @@ typedef struct dk_tunable_def {
 } dk_tunable_def;
 
 /* Defines a tunable and registers it when the library loads. */
-#define DK_TUNABLE(var, name, def, min, max, doc)                                              \
-    static dk_tunable_def var = {name, def, def, min, max, doc, NULL};                         \
+#define DK_TUNABLE(var, name, def, min, max, doc)                      \
+    static dk_tunable_def var = {name, def, def, min, max, doc, NULL}; \
     DK__CONSTRUCTOR(var##_register) { dk__tunable_register(&var); }
 
 static inline int64_t dk_tunable(const dk_tunable_def *t) { return __atomic_load_n(&t->value, __ATOMIC_RELAXED); }

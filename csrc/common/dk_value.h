@@ -60,13 +60,55 @@ typedef struct {
 
 static inline void dk_stack_init(dk_stack *s) { s->size = 0; }
 DK_API dk_status dk_stack_push(dk_stack *s, dk_value v);
-static inline dk_value dk_value_tensor(dk_tensor *t) { dk_value v; v.tag = t ? DK_TYPE_TENSOR : DK_TYPE_NONE; v.u.t = t; return v; }
-static inline dk_value dk_value_int(int64_t i) { dk_value v; v.tag = DK_TYPE_INT; v.u.i = i; return v; }
-static inline dk_value dk_value_float(double f) { dk_value v; v.tag = DK_TYPE_FLOAT; v.u.f = f; return v; }
-static inline dk_value dk_value_bool(bool b) { dk_value v; v.tag = DK_TYPE_BOOL; v.u.b = b; return v; }
-static inline dk_value dk_value_str(const char *s) { dk_value v; v.tag = DK_TYPE_STR; v.u.s = s; return v; }
-static inline dk_value dk_value_int_list(dk_int_list l) { dk_value v; v.tag = DK_TYPE_INT_LIST; v.u.il = l; return v; }
-static inline dk_value dk_value_none(void) { dk_value v; v.tag = DK_TYPE_NONE; v.u.t = NULL; return v; }
+static inline dk_value dk_value_tensor(dk_tensor *t)
+{
+    dk_value v;
+    v.tag = t ? DK_TYPE_TENSOR : DK_TYPE_NONE;
+    v.u.t = t;
+    return v;
+}
+static inline dk_value dk_value_int(int64_t i)
+{
+    dk_value v;
+    v.tag = DK_TYPE_INT;
+    v.u.i = i;
+    return v;
+}
+static inline dk_value dk_value_float(double f)
+{
+    dk_value v;
+    v.tag = DK_TYPE_FLOAT;
+    v.u.f = f;
+    return v;
+}
+static inline dk_value dk_value_bool(bool b)
+{
+    dk_value v;
+    v.tag = DK_TYPE_BOOL;
+    v.u.b = b;
+    return v;
+}
+static inline dk_value dk_value_str(const char *s)
+{
+    dk_value v;
+    v.tag = DK_TYPE_STR;
+    v.u.s = s;
+    return v;
+}
+static inline dk_value dk_value_int_list(dk_int_list l)
+{
+    dk_value v;
+    v.tag = DK_TYPE_INT_LIST;
+    v.u.il = l;
+    return v;
+}
+static inline dk_value dk_value_none(void)
+{
+    dk_value v;
+    v.tag = DK_TYPE_NONE;
+    v.u.t = NULL;
+    return v;
+}
 
 #ifdef __cplusplus
 }

@@ -52,8 +52,8 @@ typedef struct {
     void *heap;    /* newest heap block; each starts with a pointer to the one before */
 } dk_arena;
 
-#define DK_ARENA_ON_STACK(name)                                                               \
-    _Alignas(64) char name##_stack[DK_ARENA_STACK_BYTES];                                     \
+#define DK_ARENA_ON_STACK(name)                           \
+    _Alignas(64) char name##_stack[DK_ARENA_STACK_BYTES]; \
     dk_arena name = {name##_stack, name##_stack + sizeof name##_stack, sizeof name##_stack, NULL}
 
 /* dk_arena_take when the current block is full: chains a new one. */

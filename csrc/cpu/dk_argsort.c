@@ -15,7 +15,7 @@ static inline uint32_t dk__desc_key_f32(float f)
     if (f == 0) f = 0;    /* -0.0 ties with +0.0 */
     memcpy(&u, &f, sizeof u);
     u = (u & 0x80000000u) ? ~u : (u | 0x80000000u); /* ascending as the float */
-    return ~u + 1u;       /* descending; 0 is left for NaN (the largest float maps to 1 at least) */
+    return ~u + 1u; /* descending; 0 is left for NaN (the largest float maps to 1 at least) */
 }
 
 static inline uint64_t dk__desc_key_f64(double f)
@@ -78,16 +78,16 @@ static dk_status dk__argsort_keys(int64_t *idx, uint64_t *key, int64_t n, int bi
 }
 
 /* keys -> their descending radix keys, then the sort; `bits` of key the mapping uses. */
-#define DK__ARGSORT_DESC(LINK, T, SUFFIX, BITS)                                                                  \
+#define DK__ARGSORT_DESC(LINK, T, SUFFIX, BITS)                                                                   \
     LINK dk_status dk_argsort_desc_##SUFFIX(int64_t *idx, const T *keys, int64_t stride, int64_t n, dk_arena *ar) \
-    {                                                                                                            \
-        uint64_t *key = (uint64_t *)dk_arena_take_n(ar, (size_t)n, sizeof *key);                                 \
-        if (!key) return dk_error(DK_ENOMEM, "argsort: out of memory for %lld keys", (long long)n);             \
-        for (int64_t i = 0; i < n; i++) {                                                                        \
-            idx[i] = i;                                                                                          \
-            key[i] = dk__desc_key_##SUFFIX(keys[i * stride]);                                                    \
-        }                                                                                                        \
-        return dk__argsort_keys(idx, key, n, BITS, ar);                                                          \
+    {                                                                                                             \
+        uint64_t *key = (uint64_t *)dk_arena_take_n(ar, (size_t)n, sizeof *key);                                  \
+        if (!key) return dk_error(DK_ENOMEM, "argsort: out of memory for %lld keys", (long long)n);               \
+        for (int64_t i = 0; i < n; i++) {                                                                         \
+            idx[i] = i;                                                                                           \
+            key[i] = dk__desc_key_##SUFFIX(keys[i * stride]);                                                     \
+        }                                                                                                         \
+        return dk__argsort_keys(idx, key, n, BITS, ar);                                                           \
     }
 DK__ARGSORT_DESC(, double, f64, 66) /* 6 passes of 11 bits */
 static inline uint32_t dk__desc_key_f32_wide(float f) { return dk__desc_key_f32(f); }
@@ -147,4 +147,7 @@ dk_status dk_argsort_desc_f32(int64_t *idx, const float *keys, int64_t stride, i
     return DK_OK;
 }
 
-dk_status dk_argsort_u64(int64_t *idx, uint64_t *key, int64_t n, dk_arena *ar) { return dk__argsort_keys(idx, key, n, 66, ar); }
+dk_status dk_argsort_u64(int64_t *idx, uint64_t *key, int64_t n, dk_arena *ar)
+{
+    return dk__argsort_keys(idx, key, n, 66, ar);
+}

@@ -29,8 +29,8 @@ static void dk__cpu_free(void *ctx, int32_t device, void *ptr, void *stream)
     free(ptr);
 }
 
-static dk_status dk__cpu_copy(void *ctx, int32_t device, void *dst, const void *src, size_t bytes,
-                              dk_copy_kind kind, void *stream)
+static dk_status dk__cpu_copy(void *ctx, int32_t device, void *dst, const void *src, size_t bytes, dk_copy_kind kind,
+                              void *stream)
 {
     (void)ctx, (void)device, (void)kind, (void)stream;
     if (bytes) memmove(dst, src, bytes);

@@ -8,7 +8,8 @@ dk_status dk_groups_build(dk_groups *g, dk_arena *ar, const int64_t *key, int64_
     g->beg = (int64_t *)dk_arena_take_n(ar, (size_t)ngroups + 2, sizeof *g->beg);
     g->order = (int64_t *)dk_arena_take_n(ar, (size_t)n, sizeof *g->order);
     g->orphans = (int64_t *)dk_arena_take_n(ar, (size_t)n, sizeof *g->orphans);
-    if (!g->beg || !g->order || !g->orphans) return dk_error(DK_ENOMEM, "out of memory grouping %lld items", (long long)n);
+    if (!g->beg || !g->order || !g->orphans)
+        return dk_error(DK_ENOMEM, "out of memory grouping %lld items", (long long)n);
     memset(g->beg, 0, ((size_t)ngroups + 2) * sizeof *g->beg);
     g->norphans = 0;
     for (int64_t i = 0; i < n; ++i) {

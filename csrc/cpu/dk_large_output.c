@@ -34,8 +34,8 @@ static bool dk__resident(void *p, size_t bytes)
     return true;
 }
 
-bool dk_large_output_prepare(dk_large_output *lo, void *data, int ndim, const int64_t *n, const int64_t *s,
-                             size_t elem, bool track_fill)
+bool dk_large_output_prepare(dk_large_output *lo, void *data, int ndim, const int64_t *n, const int64_t *s, size_t elem,
+                             bool track_fill)
 {
     lo->large = false;
     lo->fill = NULL;

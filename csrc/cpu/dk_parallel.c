@@ -12,7 +12,7 @@
 #endif
 
 static atomic_int dk__num_threads; /* 0: OpenMP's default */
-static atomic_bool dk__forked;      /* this process is a fork()ed child: no OpenMP (Note [Fork safety]) */
+static atomic_bool dk__forked;     /* this process is a fork()ed child: no OpenMP (Note [Fork safety]) */
 static pthread_once_t dk__atfork_once = PTHREAD_ONCE_INIT;
 
 /* Note [Fork safety]: the child starts with one thread, and its parallel loops use threads of
@@ -31,8 +31,7 @@ DK__CONSTRUCTOR(dk__parallel_at_load) { pthread_once(&dk__atfork_once, dk__atfor
 dk_status dk_set_num_threads(int n)
 {
     if (n < 0)
-        return dk_error(DK_EINVAL, "set_num_threads: the thread count must be >= 0 (0: OpenMP's default), got %d",
-                        n);
+        return dk_error(DK_EINVAL, "set_num_threads: the thread count must be >= 0 (0: OpenMP's default), got %d", n);
     if (n > DK_MAX_THREADS)
         return dk_error(DK_EINVAL,
                         "set_num_threads: at most %d threads (DK_MAX_THREADS: beyond that OpenMP's thread creation "

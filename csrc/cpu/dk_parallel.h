@@ -66,8 +66,7 @@ typedef struct {
 
 /* Runs worker(ctx, tid) on `nthreads` threads (tid 0 .. nthreads - 1), inline when 1, after
  * resetting the counter; returns when all are done. */
-DK_API void dk_parallel_run(int nthreads, dk_parallel_counter *counter, void (*worker)(void *ctx, int tid),
-                            void *ctx);
+DK_API void dk_parallel_run(int nthreads, dk_parallel_counter *counter, void (*worker)(void *ctx, int tid), void *ctx);
 
 /* The next unclaimed iteration (0, 1, 2, ...); the loop ends when it reaches the total. */
 static inline int64_t dk_parallel_claim(dk_parallel_counter *c)

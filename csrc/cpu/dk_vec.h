@@ -19,14 +19,14 @@ typedef double dk_v4_f64 __attribute__((vector_size(32)));
 #if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)
 #define DK_SHUF(a, b, i, j, k, l) __builtin_shufflevector(a, b, i, j, k, l)
 #else
-#define DK_SHUF(a, b, i, j, k, l)                                                                 \
-    __extension__({                                                                               \
-        __typeof__(a) dk__x = (a), dk__y = (b), dk__r;                                            \
-        dk__r[0] = (i) < 4 ? dk__x[(i) & 3] : dk__y[(i) & 3];                                      \
-        dk__r[1] = (j) < 4 ? dk__x[(j) & 3] : dk__y[(j) & 3];                                      \
-        dk__r[2] = (k) < 4 ? dk__x[(k) & 3] : dk__y[(k) & 3];                                      \
-        dk__r[3] = (l) < 4 ? dk__x[(l) & 3] : dk__y[(l) & 3];                                      \
-        dk__r;                                                                                    \
+#define DK_SHUF(a, b, i, j, k, l)                         \
+    __extension__({                                       \
+        __typeof__(a) dk__x = (a), dk__y = (b), dk__r;    \
+        dk__r[0] = (i) < 4 ? dk__x[(i)&3] : dk__y[(i)&3]; \
+        dk__r[1] = (j) < 4 ? dk__x[(j)&3] : dk__y[(j)&3]; \
+        dk__r[2] = (k) < 4 ? dk__x[(k)&3] : dk__y[(k)&3]; \
+        dk__r[3] = (l) < 4 ? dk__x[(l)&3] : dk__y[(l)&3]; \
+        dk__r;                                            \
     })
 #endif
 

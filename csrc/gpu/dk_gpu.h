@@ -52,7 +52,7 @@
 #if !defined(DK_GPU_EMULATE)
 /* kernel<<<grid, block, 0, stream>>>(args...): hipcc accepts the triple-chevron syntax too. The
  * emulation defines its own DK_GPU_LAUNCH, which runs the blocks on the calling thread. */
-#define DK_GPU_LAUNCH(kernel, grid, block, stream, ...)                                         \
+#define DK_GPU_LAUNCH(kernel, grid, block, stream, ...) \
     kernel<<<(grid), (block), 0, (dkgStream_t)(stream)>>>(__VA_ARGS__)
 #endif
 

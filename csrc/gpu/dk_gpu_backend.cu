@@ -47,10 +47,9 @@ static dk_status dk__gpu_available(void *ctx, char *why, size_t n)
         int version = 0;
         /* a driver that is present but older than the runtime also answers "insufficient" */
         if (dkgDriverGetVersion(&version) == dkgSuccess && version > 0)
-            snprintf(why, n, "the %s driver (version %d) is older than the runtime dkit was built with", DK_GPU_RUNTIME_NAME,
-                     version);
-        else
-            snprintf(why, n, "%s", DK_GPU_NO_DRIVER);
+            snprintf(why, n, "the %s driver (version %d) is older than the runtime dkit was built with",
+                     DK_GPU_RUNTIME_NAME, version);
+        else snprintf(why, n, "%s", DK_GPU_NO_DRIVER);
     } else if (e == dkgErrorNoDevice || (e == dkgSuccess && count == 0)) {
         snprintf(why, n, "no %s device", DK_GPU_RUNTIME_NAME);
     } else {
@@ -99,8 +98,8 @@ static dk_status dk__gpu_alloc(void *ctx, int32_t device, size_t bytes, void *st
 {
     (void)ctx, (void)device;
     *out = NULL;
-    const dk_status st =
-        dk__gpu_status(dkgMallocAsync(out, bytes ? bytes : 1, (dkgStream_t)stream), DK_GPU_BACKEND_NAME ": alloc");
+    const dk_status st = dk__gpu_status(dkgMallocAsync(out, bytes ? bytes : 1, (dkgStream_t)stream),
+                                        DK_GPU_BACKEND_NAME ": alloc");
     if (st) *out = NULL;
     return st;
 }
@@ -123,18 +122,9 @@ static dk_status dk__gpu_copy(void *ctx, int32_t device, void *dst, const void *
 }
 
 static const dk_backend dk__gpu_backend = {
-    DK_ABI_VERSION,
-    DK_GPU_BACKEND_NAME,
-    DK_GPU_DEVICE_TYPE,
-    NULL,
-    dk__gpu_available,
-    dk__gpu_device_count,
-    dk__gpu_get_device,
-    dk__gpu_set_device,
-    dk__gpu_synchronize,
-    dk__gpu_alloc,
-    dk__gpu_free,
-    dk__gpu_copy,
+    DK_ABI_VERSION,      DK_GPU_BACKEND_NAME,  DK_GPU_DEVICE_TYPE, NULL,
+    dk__gpu_available,   dk__gpu_device_count, dk__gpu_get_device, dk__gpu_set_device,
+    dk__gpu_synchronize, dk__gpu_alloc,        dk__gpu_free,       dk__gpu_copy,
 };
 
 /* The backend object, then every GPU kernel of this library (Note [No GPU call at load time];

@@ -32,10 +32,10 @@ int dk_gpu_kernel_add(dk_gpu_kernel *k);
 
 /* At file scope, once per op: `fn` (of the op's type, dk_<op>_fn) becomes op's kernel on this
  * backend when the backend loads. */
-#define DK_GPU_KERNEL(op, fn)                                                                       \
-    static const dk_##op##_fn dk__gpu_typed_##op = (fn);                                           \
-    static dk_gpu_kernel dk__gpu_kernel_##op = {&dk_##op##_op, (dk_fnptr)dk__gpu_typed_##op,      \
-                                                "dk_" #op "_" DK_GPU_BACKEND_NAME, nullptr};       \
+#define DK_GPU_KERNEL(op, fn)                                                                \
+    static const dk_##op##_fn dk__gpu_typed_##op = (fn);                                     \
+    static dk_gpu_kernel dk__gpu_kernel_##op = {&dk_##op##_op, (dk_fnptr)dk__gpu_typed_##op, \
+                                                "dk_" #op "_" DK_GPU_BACKEND_NAME, nullptr}; \
     [[maybe_unused]] static const int dk__gpu_kernel_added_##op = dk_gpu_kernel_add(&dk__gpu_kernel_##op)
 
 #endif /* DK_GPU_KERNELS_H */

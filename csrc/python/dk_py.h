@@ -43,18 +43,18 @@ typedef struct {
 
 /* torch's descriptors and entry points (Note [torch fast path] in dk_pydlpack.c). */
 typedef struct {
-    int found;                 /* torch was imported and everything below is set */
-    PyTypeObject *tensor;      /* torch.Tensor */
-    PyObject *to_dlpack;       /* torch._C._to_dlpack */
-    PyObject *tf_default;      /* torch.Tensor.__torch_function__.__func__ */
-    PyObject *tf_disabled;     /* torch._C._disabled_torch_function_impl */
-    PyObject *td_default;      /* torch.Tensor.__torch_dispatch__ (torch's "disabled" marker) */
-    PyObject *dlpack_fn;       /* torch.Tensor.__dlpack__ */
+    int found;             /* torch was imported and everything below is set */
+    PyTypeObject *tensor;  /* torch.Tensor */
+    PyObject *to_dlpack;   /* torch._C._to_dlpack */
+    PyObject *tf_default;  /* torch.Tensor.__torch_function__.__func__ */
+    PyObject *tf_disabled; /* torch._C._disabled_torch_function_impl */
+    PyObject *td_default;  /* torch.Tensor.__torch_dispatch__ (torch's "disabled" marker) */
+    PyObject *dlpack_fn;   /* torch.Tensor.__dlpack__ */
     /* _TensorBase's own descriptors, called directly (a type qualifies only if it inherits them) */
     PyObject *d_is_cpu, *d_requires_grad, *d_dtype, *d_shape, *d_is_meta, *d_is_cuda; /* getset descriptors */
-    PyObject *d_data_ptr, *d_stride, *d_is_neg, *d_storage, *d_get_device;          /* method descriptors */
+    PyObject *d_data_ptr, *d_stride, *d_is_neg, *d_storage, *d_get_device;            /* method descriptors */
     int gpu_type; /* DLPack device type of torch's "cuda" tensors: kDLCUDA, or kDLROCM (torch.version.hip) */
-    PyObject *dtypes[DK_PY_TORCH_DTYPES];                     /* torch.float32, ... */
+    PyObject *dtypes[DK_PY_TORCH_DTYPES]; /* torch.float32, ... */
     DLDataType dl_dtypes[DK_PY_TORCH_DTYPES];
     /* dkit._torch_reader's capsule and function, when it is built and matches the running torch
      * (Note [torch reader] in dk_pytorch.h); use_reader turns it off for tests (_C._torch_reader). */
@@ -68,13 +68,13 @@ typedef struct {
      * the base of the others. */
     PyObject *exc[DK_STATUS_COUNT];
 
-    PyTypeObject *op_type; /* dkit._C.Op, the type of every op callable */
+    PyTypeObject *op_type;      /* dkit._C.Op, the type of every op callable */
     PyTypeObject *checked_type; /* dkit._C.CheckedTensor (dk_pychecked.c) */
-    PyObject *ops;         /* the dkit._C.ops module object holding one callable per op */
+    PyObject *ops;              /* the dkit._C.ops module object holding one callable per op */
 
     /* Interned names and constant arguments of the DLPack exchange, built once. */
-    PyObject *s_dlpack;        /* "__dlpack__" */
-    PyObject *s_dlpack_device; /* "__dlpack_device__" */
+    PyObject *s_dlpack;              /* "__dlpack__" */
+    PyObject *s_dlpack_device;       /* "__dlpack_device__" */
     PyObject *kw_max_version;        /* ("max_version",) */
     PyObject *kw_stream_max_version; /* ("stream", "max_version") */
     PyObject *kw_stream;             /* ("stream",) */

@@ -31,8 +31,7 @@
 #include "dk_pydlpack.h"
 
 typedef struct {
-    PyObject_HEAD
-    void *managed; /* owned until exported; NULL after */
+    PyObject_HEAD void *managed; /* owned until exported; NULL after */
     int versioned;
     DLDevice device;
 } dk_py_checked;
@@ -172,7 +171,6 @@ static PyMethodDef dk__functions[] = {
 int dk_py_checked_init(PyObject *module, dk_py_state *s)
 {
     s->checked_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &dk__checked_spec, NULL);
-    if (!s->checked_type || PyModule_AddObjectRef(module, "CheckedTensor", (PyObject *)s->checked_type) < 0)
-        return -1;
+    if (!s->checked_type || PyModule_AddObjectRef(module, "CheckedTensor", (PyObject *)s->checked_type) < 0) return -1;
     return PyModule_AddFunctions(module, dk__functions);
 }

@@ -104,7 +104,8 @@ static int dk__refuse_null_data(dk_py_state *s, const DLTensor *t, const char *o
         if (t->shape[i] == 0) return 0;
     dk_py_raise_fmt(s, DK_EBUFFER,
                     "%s: parameter '%s' has elements but no memory (a NULL data pointer, e.g. torch's "
-                    "efficient zero tensor, a wrapper subclass, or a storage freed with resize_(0))", op, arg);
+                    "efficient zero tensor, a wrapper subclass, or a storage freed with resize_(0))",
+                    op, arg);
     return -1;
 }
 
@@ -308,8 +309,9 @@ static void dk__torch_reader_load(dk_py_torch *t)
     PyObject *m = PyImport_ImportModule("dkit._torch_reader");
     t->reader_capsule = m ? PyObject_GetAttrString(m, "reader") : NULL;
     Py_XDECREF(m);
-    const dk_py_torch_reader *r =
-        t->reader_capsule ? PyCapsule_GetPointer(t->reader_capsule, DK_PY_TORCH_READER_CAPSULE) : NULL;
+    const dk_py_torch_reader *r = t->reader_capsule
+                                      ? PyCapsule_GetPointer(t->reader_capsule, DK_PY_TORCH_READER_CAPSULE)
+                                      : NULL;
     if (r && r->abi == DK_PY_TORCH_READER_ABI) {
         t->reader = r;
         t->use_reader = 1;
@@ -325,7 +327,7 @@ static int dk__torch_fill(dk_py_torch *t, PyObject *torch)
     if (!c) return -1;
     /* torch.Tensor's C base: torch._C.TensorBase from torch 2.1 on (_TensorBase before) */
     PyObject *base = PyObject_HasAttrString(c, "TensorBase") ? PyObject_GetAttrString(c, "TensorBase")
-                                                               : PyObject_GetAttrString(c, "_TensorBase");
+                                                             : PyObject_GetAttrString(c, "_TensorBase");
     PyObject *tensor = PyObject_GetAttrString(torch, "Tensor");
     t->to_dlpack = PyObject_GetAttrString(c, "_to_dlpack");
     t->tf_disabled = PyObject_GetAttrString(c, "_disabled_torch_function_impl");
@@ -434,10 +436,7 @@ static inline PyObject *dk__get(PyObject *descr, PyObject *obj)
 }
 
 /* obj.<method>(), through the method descriptor. */
-static inline PyObject *dk__call0(PyObject *descr, PyObject *obj)
-{
-    return PyObject_Vectorcall(descr, &obj, 1, NULL);
-}
+static inline PyObject *dk__call0(PyObject *descr, PyObject *obj) { return PyObject_Vectorcall(descr, &obj, 1, NULL); }
 
 /* Reads a torch tuple of ints (torch.Size or stride()) into dst. These come from torch's
  * getters, which a __torch_function__ mode may answer with anything: a value that is not ndim
@@ -464,7 +463,8 @@ static int dk__refuse_neg(dk_py_state *s, const char *op, const char *arg)
 {
     dk_py_raise_fmt(s, DK_EINVAL,
                     "%s: parameter '%s' is a lazily negated view (torch's negative bit is set), whose memory "
-                    "holds the values un-negated; pass .resolve_neg() of it", op, arg);
+                    "holds the values un-negated; pass .resolve_neg() of it",
+                    op, arg);
     return -1;
 }
 
@@ -488,13 +488,15 @@ static int dk__import_torch(dk_py_state *s, PyObject *obj, int writable, const c
             dk_py_raise_fmt(s, DK_ENOTIMPL,
                             "%s: torch.jit.trace cannot record a dkit call made outside a torch op (the trace "
                             "would keep only its output's allocation): call torch.ops.dkit.<op> in the traced "
-                            "code, or use torch.jit.script, which compiles dkit's calls to those ops", op);
+                            "code, or use torch.jit.script, which compiles dkit's calls to those ops",
+                            op);
             return -1;
         }
         if (r == DK_PY_TORCH_SHORT) {
             dk_py_raise_fmt(s, DK_EBUFFER,
                             "%s: parameter '%s' has elements past the end of its storage (its storage was "
-                            "resized or freed under it)", op, arg);
+                            "resized or freed under it)",
+                            op, arg);
             return -1;
         }
     }
@@ -584,7 +586,7 @@ done:;
     o->versioned = 0;
     o->keep = keep;
     o->unkeep = keep ? t->reader->release : NULL;
-    owners->n++; /* owned from here on, refused or not */
+    owners->n++;                                                   /* owned from here on, refused or not */
     if (dk__refuse_null_data(s, &view->t, op, arg) < 0) return -1; /* Note [NULL data] */
     owners->nviews++;
     *out = &view->t;
@@ -707,7 +709,8 @@ static int64_t dk__device_type(dk_py_state *s, PyObject *obj, const char *op, co
             PyErr_Clear();
             dk_py_raise_fmt(s, DK_ETYPE,
                             "%s: parameter '%s': __dlpack_device__() must return (device_type, device_id) with "
-                            "a non-negative device_type and a device_id in [0, 2^31)", op, arg);
+                            "a non-negative device_type and a device_id in [0, 2^31)",
+                            op, arg);
         }
         return -2;
     }
@@ -734,8 +737,8 @@ static PyObject *dk__call_dlpack(dk_py_state *s, PyObject *obj, int versioned, i
     return cap;
 }
 
-static int dk__import_protocol(dk_py_state *s, PyObject *obj, int kind, int writable, const char *op,
-                               const char *arg, dk_py_owners *owners, DLTensor **out)
+static int dk__import_protocol(dk_py_state *s, PyObject *obj, int kind, int writable, const char *op, const char *arg,
+                               dk_py_owners *owners, DLTensor **out)
 {
     if (kind < 0 && !PyObject_HasAttr(obj, s->s_dlpack)) {
         dk_py_raise_fmt(s, DK_ETYPE,
@@ -891,8 +894,7 @@ int dk_py_dlpack_recheck(dk_py_state *s, PyObject *obj, const DLTensor *t, const
     return -1;
 }
 
-int dk_py_dlpack_take(dk_py_state *s, PyObject *obj, const char *op, const char *arg, void **managed,
-                      int *versioned)
+int dk_py_dlpack_take(dk_py_state *s, PyObject *obj, const char *op, const char *arg, void **managed, int *versioned)
 {
     dk_py_owners owners;
     owners.n = owners.nviews = owners.nstreams = 0;

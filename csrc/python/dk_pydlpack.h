@@ -15,9 +15,9 @@
 /* A tensor dkit holds for one call: a consumed DLPack capsule, or (torch fast path) the tensor
  * object itself, read into a DLTensor that lives in the owners' `views`. */
 typedef struct {
-    PyObject *ref;  /* strong: the capsule (already renamed used_*), or for a torch tensor read
+    PyObject *ref; /* strong: the capsule (already renamed used_*), or for a torch tensor read
                      * directly the tensor (reader) or its storage object (getters) */
-    void *managed;  /* DLManagedTensor(Versioned) *; NULL when the tensor was read directly */
+    void *managed; /* DLManagedTensor(Versioned) *; NULL when the tensor was read directly */
     int versioned;
     void *keep;                 /* the reader's reference to the tensor's storage, or NULL */
     void (*unkeep)(void *keep); /* and how to give it back */
@@ -101,8 +101,7 @@ int dk_py_dlpack_recheck(dk_py_state *s, PyObject *obj, const DLTensor *t, const
  * when *versioned, else a DLManagedTensor) and must call its deleter once; returns 0. On failure
  * -1 with a dkit exception set (Note [Producer errors] in dk_pydlpack.c), nothing taken.
  */
-int dk_py_dlpack_take(dk_py_state *s, PyObject *obj, const char *op, const char *arg, void **managed,
-                      int *versioned);
+int dk_py_dlpack_take(dk_py_state *s, PyObject *obj, const char *op, const char *arg, void **managed, int *versioned);
 
 /* Calls each owned deleter once (newest first) and drops the references. Needs the GIL. */
 void dk_py_owners_release(dk_py_owners *owners);

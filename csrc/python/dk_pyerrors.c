@@ -112,4 +112,3 @@ int dk_py_errors_init(PyObject *m, dk_py_state *s)
     }
     return 0;
 }
-

@@ -115,9 +115,9 @@ static PyObject *dk__host_cache_stats(PyObject *m, PyObject *unused)
     dk_host_cache_get_stats(&st);
     return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:L}", "cached_bytes", (unsigned long long)st.cached_bytes,
                          "cached_blocks", (unsigned long long)st.cached_blocks, "live_bytes",
-                         (unsigned long long)st.live_bytes, "live_blocks", (unsigned long long)st.live_blocks,
-                         "hits", (unsigned long long)st.hits, "misses", (unsigned long long)st.misses,
-                         "min_bytes", (long long)dk_large_output_min_bytes());
+                         (unsigned long long)st.live_bytes, "live_blocks", (unsigned long long)st.live_blocks, "hits",
+                         (unsigned long long)st.hits, "misses", (unsigned long long)st.misses, "min_bytes",
+                         (long long)dk_large_output_min_bytes());
 }
 
 static PyMethodDef dk__functions[] = {

@@ -58,8 +58,7 @@ static const dk_op *dk__op_arg(dk_py_state *s, const char *fn, PyObject *const *
 static int dk__keyset_arg(dk_py_state *s, const char *fn, PyObject *v, dk_keyset *out)
 {
     if (!PyLong_Check(v) || PyBool_Check(v)) {
-        dk_py_raise_fmt(s, DK_ETYPE, "%s(): keys must be an int bit mask (1 << key), got %s", fn,
-                        Py_TYPE(v)->tp_name);
+        dk_py_raise_fmt(s, DK_ETYPE, "%s(): keys must be an int bit mask (1 << key), got %s", fn, Py_TYPE(v)->tp_name);
         return -1;
     }
     unsigned long long ks = PyLong_AsUnsignedLongLong(v);
@@ -153,8 +152,8 @@ static PyObject *dk__key(PyObject *m, PyObject *const *args, Py_ssize_t n)
 /* An int argument in [lo, hi), or -1 with an exception set: DkitTypeError for anything but an int
  * (bools included), `range` for one outside the bounds (an int beyond a C long is as much out of
  * range as any other). */
-static int dk__int_arg(dk_py_state *s, const char *fn, const char *what, PyObject *v, long lo, long hi,
-                       dk_status range, long *out)
+static int dk__int_arg(dk_py_state *s, const char *fn, const char *what, PyObject *v, long lo, long hi, dk_status range,
+                       long *out)
 {
     if (!PyLong_Check(v) || PyBool_Check(v)) {
         dk_py_raise_fmt(s, DK_ETYPE, "%s(): the %s must be an int, got %s", fn, what, Py_TYPE(v)->tp_name);
@@ -460,9 +459,9 @@ static PyObject *dk__set_stream_getter(PyObject *m, PyObject *const *args, Py_ss
     if (args[1] != Py_None && !PyCallable_Check(args[1]))
         return dk_py_raise_fmt(s, DK_ETYPE, "set_stream_getter(): the getter must be callable or None");
     if (!s->stream_getters && !(s->stream_getters = PyDict_New())) return NULL;
-    int rc = args[1] == Py_None ? (PyDict_Contains(s->stream_getters, args[0]) == 1
-                                       ? PyDict_DelItem(s->stream_getters, args[0]) : 0)
-                                : PyDict_SetItem(s->stream_getters, args[0], args[1]);
+    int rc = args[1] == Py_None
+                 ? (PyDict_Contains(s->stream_getters, args[0]) == 1 ? PyDict_DelItem(s->stream_getters, args[0]) : 0)
+                 : PyDict_SetItem(s->stream_getters, args[0], args[1]);
     if (rc < 0) return NULL;
     Py_RETURN_NONE;
 }
@@ -549,7 +548,8 @@ PyMethodDef dk_py_introspect_methods[] = {
     DK__FN(profile_rows, "profile_rows() -> list of (op, backend, count, total_ns)."),
     DK__FN(profile_reset, "profile_reset(): zero every profile counter."),
     DK__FN(profile_format, "profile_format() -> str: the profile as a table."),
-    DK__FN(backends, "backends() -> list of (name, path, key, available, reason, device_count): built-in and loaded backends; reason says why one is unavailable."),
+    DK__FN(backends, "backends() -> list of (name, path, key, available, reason, device_count): built-in and loaded "
+                     "backends; reason says why one is unavailable."),
     DK__FN(load_backend, "load_backend(path): dlopen a backend library and run its entry point."),
     DK__FN(set_trace, "set_trace(on): print every dispatch decision to stderr."),
     DK__FN(_torch_reader, "_torch_reader(on=None) -> bool or None: whether _C reads torch tensors through "
@@ -559,14 +559,17 @@ PyMethodDef dk_py_introspect_methods[] = {
      "on=True/False sets it and the previous value is returned."},
     DK__FN(set_deterministic, "set_deterministic(on) -> previous: whether this thread's calls ask for deterministic "
                               "kernels (a GPU backward without atomics: Note [Deterministic kernels])."),
-    DK__FN(set_num_threads, "set_num_threads(n): CPU kernels use up to n threads, from any thread (0: OpenMP's default)."),
+    DK__FN(set_num_threads,
+           "set_num_threads(n): CPU kernels use up to n threads, from any thread (0: OpenMP's default)."),
     DK__FN(get_num_threads, "get_num_threads() -> int: the threads a large CPU kernel call would use now."),
     DK__FN(set_stream_getter, "set_stream_getter(type, fn): fn(device_id) -> the current stream of the framework "
                               "whose tensors are `type`, used when dkit has none set (None: forget it)."),
     DK__FN(set_current_stream, "set_current_stream(device_type, device_id, stream) -> previous: this thread's current "
                                "stream for a device (a pointer value; 0: the default stream)."),
     DK__FN(refresh_ops, "refresh_ops(): add callables to _C.ops for ops registered since import."),
-    DK__FN(config, "config() -> dict: version, abi, compiler, openmp, openmp_max_threads, num_threads, backends, dlpack_version."),
+    DK__FN(
+        config,
+        "config() -> dict: version, abi, compiler, openmp, openmp_max_threads, num_threads, backends, dlpack_version."),
     {NULL, NULL, 0, NULL},
 };
 #undef DK__FN

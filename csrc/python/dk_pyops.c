@@ -24,8 +24,7 @@
 #include "dk_pydlpack.h"
 
 typedef struct {
-    PyObject_HEAD
-    vectorcallfunc vectorcall;
+    PyObject_HEAD vectorcallfunc vectorcall;
     const dk_op *op;
     PyObject *name;      /* str: op->name */
     PyObject *schema;    /* str: dk_op_schema(op) */
@@ -51,8 +50,8 @@ static int dk__argname_index(const dk_py_op *self, PyObject *key)
 
 /* Places positional and keyword arguments by schema position; missing optional tensors are
  * None. `bound` has op->nargs entries. */
-static int dk__bind(dk_py_state *s, const dk_py_op *self, PyObject *const *args, Py_ssize_t npos,
-                    PyObject *kwnames, PyObject **bound)
+static int dk__bind(dk_py_state *s, const dk_py_op *self, PyObject *const *args, Py_ssize_t npos, PyObject *kwnames,
+                    PyObject **bound)
 {
     const dk_op *op = self->op;
     if (npos > op->nargs) {
@@ -249,28 +248,19 @@ static int dk__convert(dk_py_state *s, const dk_op *op, const dk_arg_info *a, Py
 {
     switch (a->kind) {
     case DK_ARG_TENSOR:
-    case DK_ARG_OPT_TENSOR:
-        break; /* dk__convert_tensors */
-    case DK_ARG_INT:
-        out->tag = DK_TYPE_INT;
-        return dk__to_int(s, op, a, v, &out->u.i);
-    case DK_ARG_FLOAT:
-        out->tag = DK_TYPE_FLOAT;
-        return dk__to_float(s, op, a, v, &out->u.f);
+    case DK_ARG_OPT_TENSOR: break; /* dk__convert_tensors */
+    case DK_ARG_INT: out->tag = DK_TYPE_INT; return dk__to_int(s, op, a, v, &out->u.i);
+    case DK_ARG_FLOAT: out->tag = DK_TYPE_FLOAT; return dk__to_float(s, op, a, v, &out->u.f);
     case DK_ARG_BOOL:
         /* True/False only: 0/1 or numpy bools are rejected rather than guessed at. */
         if (!PyBool_Check(v)) return dk__type_error(s, op, a, v);
         *out = dk_value_bool(v == Py_True);
         return 0;
-    case DK_ARG_STR:
-        out->tag = DK_TYPE_STR;
-        return dk__to_str(s, op, a, v, &out->u.s);
-    case DK_ARG_INT_LIST:
-        out->tag = DK_TYPE_INT_LIST;
-        return dk__to_int_list(s, op, a, v, lists, &out->u.il);
+    case DK_ARG_STR: out->tag = DK_TYPE_STR; return dk__to_str(s, op, a, v, &out->u.s);
+    case DK_ARG_INT_LIST: out->tag = DK_TYPE_INT_LIST; return dk__to_int_list(s, op, a, v, lists, &out->u.il);
     }
-    dk_py_raise_fmt(s, DK_ENOTIMPL, "%s: parameter '%s' has a kind this dkit._C does not know (%d)", op->name,
-                    a->name, (int)a->kind);
+    dk_py_raise_fmt(s, DK_ENOTIMPL, "%s: parameter '%s' has a kind this dkit._C does not know (%d)", op->name, a->name,
+                    (int)a->kind);
     return -1;
 }
 

@@ -81,8 +81,7 @@ int dk_py_consumer_stream(dk_py_state *s, PyObject *obj, int64_t device_type, in
         if (got < 0) return -1;
         if (got) {
             void *previous = NULL;
-            if (ptr && owners->nstreams < DK_STACK_MAX &&
-                dk_set_current_stream(device, ptr, &previous) == DK_OK) {
+            if (ptr && owners->nstreams < DK_STACK_MAX && dk_set_current_stream(device, ptr, &previous) == DK_OK) {
                 owners->streams[owners->nstreams].device = device;
                 owners->streams[owners->nstreams].previous = previous;
                 owners->nstreams++;

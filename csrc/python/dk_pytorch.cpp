@@ -75,8 +75,8 @@ template <class Impl> void *dk_data(const Impl *impl, int writable)
     return const_cast<void *>(static_cast<const void *>(impl->data()));
 }
 
-int dk_read(PyObject *obj, int writable, int max_ndim, DLTensor *t, int64_t *shape,
-            int64_t *strides, void **keep) noexcept
+int dk_read(PyObject *obj, int writable, int max_ndim, DLTensor *t, int64_t *shape, int64_t *strides,
+            void **keep) noexcept
 {
     try {
         if (!THPVariable_Check(obj)) return 1;
@@ -84,8 +84,8 @@ int dk_read(PyObject *obj, int writable, int max_ndim, DLTensor *t, int64_t *sha
         const c10::TensorImpl *impl = THPVariable_Unpack(obj).unsafeGetTensorImpl();
         /* Sparse, mkldnn, nested, meta, functorch wrappers and Python-dispatch tensors all fail
          * one of these; their errors are torch's own, raised on the general path. */
-        if (impl->device_type() != c10::DeviceType::CPU || impl->layout() != c10::kStrided ||
-            !impl->has_storage() || impl->is_python_dispatch() || impl->is_conj())
+        if (impl->device_type() != c10::DeviceType::CPU || impl->layout() != c10::kStrided || !impl->has_storage() ||
+            impl->is_python_dispatch() || impl->is_conj())
             return 1;
         if (impl->is_neg()) return DK_PY_TORCH_NEG;
         if (writable && impl->requires_grad()) return 1;
@@ -131,10 +131,7 @@ int dk_read(PyObject *obj, int writable, int max_ndim, DLTensor *t, int64_t *sha
     }
 }
 
-void dk_release(void *keep) noexcept
-{
-    c10::raw::intrusive_ptr::decref(static_cast<c10::StorageImpl *>(keep));
-}
+void dk_release(void *keep) noexcept { c10::raw::intrusive_ptr::decref(static_cast<c10::StorageImpl *>(keep)); }
 
 const dk_py_torch_reader dk_reader = {DK_PY_TORCH_READER_ABI, dk_read, dk_release};
 
@@ -150,19 +147,16 @@ int dk_exec(PyObject *module)
     const char *built = TORCH_VERSION;
     const size_t n = strlen(built);
     /* "1.13.0" matches "1.13.0", "1.13.0a0", "1.13.0+cpu"; not "1.13.1" or "1.13.10". */
-    const bool same = running && strncmp(running, built, n) == 0 &&
-                      !(running[n] >= '0' && running[n] <= '9');
+    const bool same = running && strncmp(running, built, n) == 0 && !(running[n] >= '0' && running[n] <= '9');
     if (!same) {
         if (!PyErr_Occurred())
-            PyErr_Format(PyExc_ImportError,
-                         "dkit._torch_reader was built for torch %s, but torch %s is running",
-                         built, running ? running : "?");
+            PyErr_Format(PyExc_ImportError, "dkit._torch_reader was built for torch %s, but torch %s is running", built,
+                         running ? running : "?");
         Py_DECREF(v);
         return -1;
     }
     Py_DECREF(v);
-    PyObject *cap = PyCapsule_New(const_cast<dk_py_torch_reader *>(&dk_reader),
-                                  DK_PY_TORCH_READER_CAPSULE, nullptr);
+    PyObject *cap = PyCapsule_New(const_cast<dk_py_torch_reader *>(&dk_reader), DK_PY_TORCH_READER_CAPSULE, nullptr);
     if (!cap) return -1;
     if (PyModule_AddObject(module, "reader", cap) < 0) {
         Py_DECREF(cap);

@@ -49,8 +49,7 @@ typedef struct {
      * torch.jit.trace] in dk_pytorch.cpp). Returns 1
      * for anything else: the caller then takes the general path, which gives the same answer
      * as without the reader. Never raises. */
-    int (*read)(PyObject *obj, int writable, int max_ndim, DLTensor *t, int64_t *shape,
-                int64_t *strides, void **keep);
+    int (*read)(PyObject *obj, int writable, int max_ndim, DLTensor *t, int64_t *shape, int64_t *strides, void **keep);
     void (*release)(void *keep);
 } dk_py_torch_reader;
 

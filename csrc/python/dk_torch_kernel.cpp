@@ -161,8 +161,8 @@ class dk_kernel_holder final : public c10::OperatorKernel {
                 dk_bad_result(schema, out, why.c_str());
             }
             for (size_t i = 0; i < returns.size(); i++)
-                torch::jit::push(stack, dk_to_ivalue(schema, PyTuple_GET_ITEM(out, static_cast<Py_ssize_t>(i)),
-                                                     returns[i].type()));
+                torch::jit::push(
+                    stack, dk_to_ivalue(schema, PyTuple_GET_ITEM(out, static_cast<Py_ssize_t>(i)), returns[i].type()));
         }
     }
 
@@ -184,8 +184,8 @@ PyObject *dk_impl(PyObject *, PyObject *args)
     try {
         /* Kept for the process's lifetime (see the file comment). */
         auto *lib = new torch::Library(torch::Library::IMPL, ns, c10::nullopt, __FILE__, __LINE__);
-        lib->impl(name, torch::dispatch(c10::parseDispatchKey(key),
-                                        torch::CppFunction::makeFromBoxedFunctor(std::make_unique<dk_kernel_holder>(fn))));
+        lib->impl(name, torch::dispatch(c10::parseDispatchKey(key), torch::CppFunction::makeFromBoxedFunctor(
+                                                                        std::make_unique<dk_kernel_holder>(fn))));
     } catch (const std::exception &e) {
         PyErr_SetString(PyExc_RuntimeError, e.what());
         return nullptr;
@@ -220,8 +220,15 @@ PyModuleDef_Slot dk_slots[] = {
 };
 
 PyModuleDef dk_module = {
-    PyModuleDef_HEAD_INIT, "dkit._torch_kernel", "Python callables as torch kernels whose errors keep their messages.",
-    0, dk_methods, dk_slots, nullptr, nullptr, nullptr,
+    PyModuleDef_HEAD_INIT,
+    "dkit._torch_kernel",
+    "Python callables as torch kernels whose errors keep their messages.",
+    0,
+    dk_methods,
+    dk_slots,
+    nullptr,
+    nullptr,
+    nullptr,
 };
 
 } // namespace

@@ -11,7 +11,7 @@ dkit.ops.roi_pool is roi_pool below; dkit.compat.torchvision and dkit.compat.mmc
 """
 
 from dkit import _C, _frameworks
-from dkit._ops import _examples, Differentiable, autocast_args, torch_op
+from dkit._ops import Differentiable, _examples, autocast_args, torch_op
 from dkit._ops._args import framework, to_float
 from dkit._ops.roi_align import _LIMIT, output_size_pair, rois_of
 
@@ -29,8 +29,10 @@ _framework_of_type = _frameworks.BY_TYPE.get
 
 
 @torch_op(
-    "roi_pool(Tensor input, Tensor boxes, int[2] output_size, float spatial_scale=1.0, str geometry=\"torchvision\") -> Tensor",
-    "roi_pool.boxes_list(Tensor input, Tensor[] boxes, int[2] output_size, float spatial_scale=1.0, str geometry=\"torchvision\") -> Tensor",
+    "roi_pool(Tensor input, Tensor boxes, int[2] output_size, float spatial_scale=1.0, "
+    "str geometry=\"torchvision\") -> Tensor",
+    "roi_pool.boxes_list(Tensor input, Tensor[] boxes, int[2] output_size, float spatial_scale=1.0, "
+    "str geometry=\"torchvision\") -> Tensor",
     differentiable=True,
     autocast=True,
     example=lambda rng: (*_examples.feature(rng), [3, 2], 0.5, "mmcv"),

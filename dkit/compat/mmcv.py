@@ -40,8 +40,8 @@ from dkit.compat import DkitAssertionError
 from dkit.compat import torchvision as _torchvision
 
 __all__ = [
-    "roi_align", "RoIAlign", "RoIAlignFunction", "roi_pool", "RoIPool", "RoIPoolFunction", "nms", "soft_nms", "batched_nms", "box_iou_rotated",
-    "nms_rotated", "bbox_overlaps",
+    "roi_align", "RoIAlign", "RoIAlignFunction", "roi_pool", "RoIPool", "RoIPoolFunction", "nms", "soft_nms",
+    "batched_nms", "box_iou_rotated", "nms_rotated", "bbox_overlaps",
 ]  # fmt: skip
 
 _Tensor = torch.Tensor

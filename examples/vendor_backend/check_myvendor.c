@@ -64,8 +64,8 @@ enum { N = 2, C = 3, H = 9, W = 7, K = 5, PH = 3, PW = 2 };
 
 /* Boxes in input pixels: batch index, x1, y1, x2, y2. One box hangs over the edge. */
 static float rois_data[K * 5] = {
-    0, 0.0f, 0.0f, 6.0f, 8.0f,  1, 1.5f, 2.25f, 4.0f, 6.5f, 0, 3.0f, 1.0f, 3.5f, 1.2f,
-    1, -2.0f, -1.0f, 9.0f, 10.0f, 1, 2.0f, 2.0f, 5.0f, 7.0f,
+    0,    0.0f, 0.0f, 6.0f,  8.0f,  1,    1.5f,  2.25f, 4.0f, 6.5f, 0,    3.0f, 1.0f,
+    3.5f, 1.2f, 1,    -2.0f, -1.0f, 9.0f, 10.0f, 1,     2.0f, 2.0f, 5.0f, 7.0f,
 };
 
 /* Runs forward (and backward on its result) on tensors of `device_type`; returns the status of
@@ -82,8 +82,8 @@ static dk_status run_roi_align(int32_t device_type, int64_t pool_mode, const flo
     dk_tensor tgout = make_tensor((void *)grad_out, 4, out_shape, NULL, device_type);
     dk_tensor tgin = make_tensor(grad_in, 4, in_shape, NULL, device_type);
     int max = pool_mode == DK_POOL_MAX;
-    dk_status st = dk_roi_align_forward(&tin, &trois, &tout, max ? &tamy : NULL, max ? &tamx : NULL, PH, PW, 0.5,
-                                        2, pool_mode, true);
+    dk_status st = dk_roi_align_forward(&tin, &trois, &tout, max ? &tamy : NULL, max ? &tamx : NULL, PH, PW, 0.5, 2,
+                                        pool_mode, true);
     if (st != DK_OK) return st;
     return dk_roi_align_backward(&tgout, &trois, max ? &tamy : NULL, max ? &tamx : NULL, &tgin, PH, PW, 0.5, 2,
                                  pool_mode, true);
@@ -190,8 +190,7 @@ int main(int argc, char **argv)
         dk_tls_pop(saved);
         dk_profile_get(&dk_roi_align_forward_op, key, &dev_calls, &ns);
         dk_profile_get(&dk_roi_align_forward_op, DK_KEY_CPU, &cpu_calls, &ns);
-        check(st == DK_OK && dev_calls == 3 && cpu_calls == 0,
-              "Profile counts 3 calls at myvendor and none at cpu");
+        check(st == DK_OK && dev_calls == 3 && cpu_calls == 0, "Profile counts 3 calls at myvendor and none at cpu");
 
         /* A batch index out of range: the outer check (toy-device tensors) cannot read RoI
          * values, the CPU check inside the fallback does, before the kernel runs. */

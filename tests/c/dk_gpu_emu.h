@@ -270,8 +270,10 @@ inline bool dk_emu_release(dk_emu_block *b)
             shuffling += s == DK_EMU_AT_SHUFFLE;
         }
         if (shuffling && shuffling != left) {
-            fprintf(stderr, "dk_gpu_emu: warp %zu: lanes at a shuffle while others are at a barrier or finished "
-                            "(Note [Emulated warps])\n", base / w);
+            fprintf(stderr,
+                    "dk_gpu_emu: warp %zu: lanes at a shuffle while others are at a barrier or finished "
+                    "(Note [Emulated warps])\n",
+                    base / w);
             abort(); /* tests only: a kernel bug a GPU would hang on */
         }
         if (shuffling) {
@@ -349,7 +351,7 @@ template <class F> void dk_emu_launch(dk_emu_dim3 grid, dk_emu_dim3 block, F f)
     dk_emu_body = saved_body;
 }
 
-#define DK_GPU_LAUNCH(kernel, grid, block, stream, ...)                                         \
+#define DK_GPU_LAUNCH(kernel, grid, block, stream, ...) \
     dk_emu_launch(dk_emu_dim3(grid), dk_emu_dim3(block), [&]() { kernel(__VA_ARGS__); })
 
 /* The runtime calls the launchers make, on host memory, synchronously. */

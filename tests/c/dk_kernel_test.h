@@ -235,7 +235,8 @@ static inline void dkk_assert_identical(const dkk_tensor *a, const dkk_tensor *b
     do {
         const char *pa = (const char *)a->mem + dkk_offset(a, idx) * (int64_t)es;
         const char *pb = (const char *)b->mem + dkk_offset(b, idx) * (int64_t)es;
-        if (memcmp(pa, pb, es) != 0) fail_msg("%s: the bits differ at flat index %lld", what, (long long)dkk_offset(a, idx));
+        if (memcmp(pa, pb, es) != 0)
+            fail_msg("%s: the bits differ at flat index %lld", what, (long long)dkk_offset(a, idx));
     } while (dkk_next(a, idx));
 }
 

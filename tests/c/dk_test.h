@@ -238,19 +238,19 @@ static inline dk_key dkt_func_key(const char *name)
     return k;
 }
 
-#define assert_ok(expr)                                                                         \
-    do {                                                                                        \
-        dk_status dkt__st = (expr);                                                             \
+#define assert_ok(expr)                                                                                  \
+    do {                                                                                                 \
+        dk_status dkt__st = (expr);                                                                      \
         if (dkt__st != DK_OK) fail_msg("%s -> %s: %s", #expr, dk_status_name(dkt__st), dk_last_error()); \
     } while (0)
 
 /* Asserts a status and the exact error message. */
-#define assert_error(expr, status, message)                                                     \
-    do {                                                                                        \
-        dk_clear_error();                                                                       \
-        dk_status dkt__st = (expr);                                                             \
-        assert_string_equal(dk_status_name(dkt__st), dk_status_name(status));                  \
-        assert_string_equal(dk_last_error(), (message));                                        \
+#define assert_error(expr, status, message)                                   \
+    do {                                                                      \
+        dk_clear_error();                                                     \
+        dk_status dkt__st = (expr);                                           \
+        assert_string_equal(dk_status_name(dkt__st), dk_status_name(status)); \
+        assert_string_equal(dk_last_error(), (message));                      \
     } while (0)
 
 /* ------------------------------------------------------------------------------------------ */
@@ -272,14 +272,14 @@ DK_DEFINE_OP(probe, DKT_PROBE_ARGS)
 }
 
 /* Typed probe kernels that log their name. */
-#define DKT_PROBE_KERNEL(fname, label)                                                          \
-    static dk_status fname(const dk_tensor *a, const dk_tensor *b, int64_t n)                   \
-    {                                                                                           \
-        (void)a;                                                                                \
-        (void)b;                                                                                \
-        (void)n;                                                                                \
-        dkt_log(label);                                                                         \
-        return DK_OK;                                                                           \
+#define DKT_PROBE_KERNEL(fname, label)                                        \
+    static dk_status fname(const dk_tensor *a, const dk_tensor *b, int64_t n) \
+    {                                                                         \
+        (void)a;                                                              \
+        (void)b;                                                              \
+        (void)n;                                                              \
+        dkt_log(label);                                                       \
+        return DK_OK;                                                         \
     }
 
 /* Calls probe(a, b, 0) and returns the log it produced ("" on failure, with the status in st). */

@@ -6,11 +6,11 @@
 #include "dk_test.h"
 #include "roi_align.h"
 
-#define ALIAS_OP_ARGS(X)     \
-    X(TENSOR, a)             \
-    X(OPT_TENSOR, b)         \
-    X(TENSOR_OUT, out)       \
-    X(OPT_TENSOR_OUT, out2)  \
+#define ALIAS_OP_ARGS(X)    \
+    X(TENSOR, a)            \
+    X(OPT_TENSOR, b)        \
+    X(TENSOR_OUT, out)      \
+    X(OPT_TENSOR_OUT, out2) \
     X(INT, n)
 
 DK_DECLARE_OP(alias_op, ALIAS_OP_ARGS)
@@ -48,13 +48,13 @@ static void separate_tensors_pass(void **state)
     assert_ok(dk_alias_op(view(&at, 0, DKT_DIMS(16), NULL), view(&bt, 0, DKT_DIMS(16), NULL),
                           view(&ot, 16, DKT_DIMS(16), NULL), view(&o2t, 32, DKT_DIMS(16), NULL), 0));
     /* a nested, non-contiguous output (every other column; a transposed view) */
-    assert_ok(dk_alias_op(view(&at, 0, DKT_DIMS(8), NULL), NULL, view(&ot, 64, DKT_DIMS(4, 4), DKT_STRIDES(8, 2)),
-                          NULL, 0));
-    assert_ok(dk_alias_op(view(&at, 0, DKT_DIMS(8), NULL), NULL, view(&ot, 64, DKT_DIMS(4, 4), DKT_STRIDES(1, 4)),
-                          NULL, 0));
+    assert_ok(
+        dk_alias_op(view(&at, 0, DKT_DIMS(8), NULL), NULL, view(&ot, 64, DKT_DIMS(4, 4), DKT_STRIDES(8, 2)), NULL, 0));
+    assert_ok(
+        dk_alias_op(view(&at, 0, DKT_DIMS(8), NULL), NULL, view(&ot, 64, DKT_DIMS(4, 4), DKT_STRIDES(1, 4)), NULL, 0));
     /* negative strides: the range runs below the data pointer */
-    assert_ok(dk_alias_op(view(&at, 0, DKT_DIMS(8), NULL), NULL, view(&ot, 100, DKT_DIMS(8), DKT_STRIDES(-1)), NULL,
-                          0));
+    assert_ok(
+        dk_alias_op(view(&at, 0, DKT_DIMS(8), NULL), NULL, view(&ot, 100, DKT_DIMS(8), DKT_STRIDES(-1)), NULL, 0));
     assert_int_equal(calls, 5);
 }
 
@@ -99,23 +99,23 @@ static void output_overlapping_itself_is_refused(void **state)
     (void)state;
     dkt_tensor at, ot;
     /* stride 0 over a dimension of size > 1: an expanded view */
-    assert_error(dk_alias_op(view(&at, 0, DKT_DIMS(4), NULL), NULL, view(&ot, 100, DKT_DIMS(3, 4), DKT_STRIDES(0, 1)),
-                             NULL, 0),
-                 DK_EINVAL,
-                 "alias_op: 'out' repeats its elements (dimension 0 has stride 0, e.g. an expanded view), so results "
-                 "written to it would overwrite each other; pass a tensor with distinct elements");
+    assert_error(
+        dk_alias_op(view(&at, 0, DKT_DIMS(4), NULL), NULL, view(&ot, 100, DKT_DIMS(3, 4), DKT_STRIDES(0, 1)), NULL, 0),
+        DK_EINVAL,
+        "alias_op: 'out' repeats its elements (dimension 0 has stride 0, e.g. an expanded view), so results "
+        "written to it would overwrite each other; pass a tensor with distinct elements");
     /* strides (1, 1, 1, 1): distinct indices, the same elements */
     assert_int_equal(dk_alias_op(view(&at, 0, DKT_DIMS(4), NULL), NULL,
                                  view(&ot, 100, DKT_DIMS(2, 2, 2, 2), DKT_STRIDES(1, 1, 1, 1)), NULL, 0),
                      DK_EINVAL);
     assert_true(strstr(dk_last_error(), "'out' has strides under which its elements may overlap") != NULL);
     /* not nested, though without overlap (0 2 4 3 5 7): refused, the conservative answer */
-    assert_int_equal(dk_alias_op(view(&at, 0, DKT_DIMS(4), NULL), NULL, view(&ot, 100, DKT_DIMS(2, 3), DKT_STRIDES(3, 2)),
-                                 NULL, 0),
-                     DK_EINVAL);
+    assert_int_equal(
+        dk_alias_op(view(&at, 0, DKT_DIMS(4), NULL), NULL, view(&ot, 100, DKT_DIMS(2, 3), DKT_STRIDES(3, 2)), NULL, 0),
+        DK_EINVAL);
     /* size-1 dimensions with stride 0 repeat nothing */
-    assert_ok(dk_alias_op(view(&at, 0, DKT_DIMS(4), NULL), NULL, view(&ot, 100, DKT_DIMS(1, 4), DKT_STRIDES(0, 1)),
-                          NULL, 0));
+    assert_ok(
+        dk_alias_op(view(&at, 0, DKT_DIMS(4), NULL), NULL, view(&ot, 100, DKT_DIMS(1, 4), DKT_STRIDES(0, 1)), NULL, 0));
 }
 
 static void empty_tensors_and_other_devices_never_overlap(void **state)
@@ -138,10 +138,11 @@ static void huge_shapes_and_strides_are_refused_not_overflowed(void **state)
     (void)state;
     dkt_tensor at, ot;
     /* 2^40 x 2^40 elements: the byte range does not fit 64 bits */
-    assert_error(dk_alias_op(view(&at, 0, DKT_DIMS(4), NULL), NULL,
-                             view(&ot, 100, DKT_DIMS(INT64_C(1) << 40, INT64_C(1) << 40), DKT_STRIDES(INT64_C(1) << 40, 1)),
-                             NULL, 0),
-                 DK_EINVAL, "alias_op: parameter 'out' has a shape and strides that overflow 64-bit offsets");
+    assert_error(
+        dk_alias_op(view(&at, 0, DKT_DIMS(4), NULL), NULL,
+                    view(&ot, 100, DKT_DIMS(INT64_C(1) << 40, INT64_C(1) << 40), DKT_STRIDES(INT64_C(1) << 40, 1)),
+                    NULL, 0),
+        DK_EINVAL, "alias_op: parameter 'out' has a shape and strides that overflow 64-bit offsets");
     assert_int_equal(dk_alias_op(view(&at, 0, DKT_DIMS(4), NULL), NULL,
                                  view(&ot, 100, DKT_DIMS(3), DKT_STRIDES(INT64_MAX / 2)), NULL, 0),
                      DK_EINVAL);

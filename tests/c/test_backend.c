@@ -52,7 +52,8 @@ static bool backend_listed(const char *name, const char *path)
 {
     for (int i = 0; i < dk_backend_count(); i++) {
         dk_backend_info b = dk_backend_at(i);
-        if (b.name && strcmp(b.name, name) == 0 && ((!path && !b.path) || (path && b.path && strcmp(path, b.path) == 0)))
+        if (b.name && strcmp(b.name, name) == 0 &&
+            ((!path && !b.path) || (path && b.path && strcmp(path, b.path) == 0)))
             return true;
     }
     return false;
@@ -154,8 +155,7 @@ static void a_file_that_is_not_a_library_is_einval_refused_before_dlopen(void **
     /* Note [Refused before dlopen]: named by dkit, not by the loader (test_backend_elf.c has the
      * other cases). */
     snprintf(want, sizeof want,
-             "cannot load backend '%s': not an ELF file (it does not start with the ELF magic number \\177ELF)",
-             path);
+             "cannot load backend '%s': not an ELF file (it does not start with the ELF magic number \\177ELF)", path);
     assert_error(dk_load_backend(path), DK_EINVAL, want);
 }
 
@@ -234,8 +234,9 @@ static void failed_entry_point_leaves_nothing_registered(void **state)
         dkt_warnings_capture();
         assert_int_equal(dk_load_backend(path), DK_ERUNTIME);
         const char *msg = dk_last_error();
-        if (!strstr(msg, "backend 'halfvendor'") || !strstr(msg, "failed to initialise: its entry point returned "
-                                                                 "DK_ERUNTIME without a message") ||
+        if (!strstr(msg, "backend 'halfvendor'") ||
+            !strstr(msg, "failed to initialise: its entry point returned "
+                         "DK_ERUNTIME without a message") ||
             strstr(msg, "batch index") || strstr(msg, "failed to initialise: backend"))
             fail_msg("message: %s", msg);
         /* everything it registered is gone: the key, the device map, the object, the kernels */
@@ -250,10 +251,9 @@ static void failed_entry_point_leaves_nothing_registered(void **state)
     /* and the CPU kernel really serves again */
     float input[16] = {0}, rois[5] = {0, 0, 0, 1, 1}, output[4] = {1, 1, 1, 1};
     dkt_tensor it, rt, ot;
-    assert_ok(dk_roi_align_forward(dkt_cpu(&it, input, DK_FLOAT32, DKT_DIMS(1, 1, 4, 4)),
-                                   dkt_cpu(&rt, rois, DK_FLOAT32, DKT_DIMS(1, 5)),
-                                   dkt_cpu(&ot, output, DK_FLOAT32, DKT_DIMS(1, 1, 2, 2)), NULL, NULL, 2, 2, 1.0, 0,
-                                   DK_POOL_AVG, false));
+    assert_ok(dk_roi_align_forward(
+        dkt_cpu(&it, input, DK_FLOAT32, DKT_DIMS(1, 1, 4, 4)), dkt_cpu(&rt, rois, DK_FLOAT32, DKT_DIMS(1, 5)),
+        dkt_cpu(&ot, output, DK_FLOAT32, DKT_DIMS(1, 1, 2, 2)), NULL, NULL, 2, 2, 1.0, 0, DK_POOL_AVG, false));
     for (int i = 0; i < 4; i++) assert_true(output[i] == 0.0f);
 }
 

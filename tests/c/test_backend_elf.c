@@ -19,7 +19,7 @@
 
 static char fixture_path[1024];
 static char tmpdir[256];
-static unsigned char *good;  /* the fixture's bytes */
+static unsigned char *good; /* the fixture's bytes */
 static size_t good_size;
 
 static unsigned char *read_all(const char *path, size_t *size)
@@ -269,8 +269,8 @@ static void a_32_bit_or_big_endian_file_is_refused(void **state)
 #if defined(__x86_64__)
     char path[512], want[1024];
     patched("lib32.so", patch_class32, path, sizeof path);
-    snprintf(want, sizeof want, "cannot load backend '%s': an ELF file of class ELFCLASS32 (32-bit); this dkit is 64-bit",
-             path);
+    snprintf(want, sizeof want,
+             "cannot load backend '%s': an ELF file of class ELFCLASS32 (32-bit); this dkit is 64-bit", path);
     assert_refused(path, DK_EINVAL, want);
     patched("libbe.so", patch_big_endian, path, sizeof path);
     snprintf(want, sizeof want,
@@ -304,10 +304,7 @@ static void patch_dynamic_elsewhere(unsigned char *b, size_t n)
     ph->p_vaddr += (ElfW(Addr))1 << 40; /* outside every segment: the loader would read unmapped memory */
 }
 
-static void patch_phoff(unsigned char *b, size_t n)
-{
-    ehdr(b)->e_phoff = n; /* program headers past the end */
-}
+static void patch_phoff(unsigned char *b, size_t n) { ehdr(b)->e_phoff = n; /* program headers past the end */ }
 
 static void patch_phentsize(unsigned char *b, size_t n)
 {
@@ -330,14 +327,15 @@ static void malformed_program_headers_are_refused(void **state)
              "cannot load backend '%s': a malformed ELF file (no PT_LOAD program header: nothing to load)", path);
     assert_refused(path, DK_EINVAL, want);
     patched("libdynout.so", patch_dynamic_elsewhere, path, sizeof path);
-    snprintf(want, sizeof want, "cannot load backend '%s': a malformed ELF file (its PT_DYNAMIC lies outside every PT_LOAD)",
-             path);
+    snprintf(want, sizeof want,
+             "cannot load backend '%s': a malformed ELF file (its PT_DYNAMIC lies outside every PT_LOAD)", path);
     assert_refused(path, DK_EINVAL, want);
     patched("libphoff.so", patch_phoff, path, sizeof path);
-    snprintf(want, sizeof want,
-             "cannot load backend '%s': a truncated or malformed ELF file (%u program headers at byte %zu, past the end "
-             "of the file's %zu bytes)",
-             path, (unsigned)ehdr(good)->e_phnum, good_size, good_size);
+    snprintf(
+        want, sizeof want,
+        "cannot load backend '%s': a truncated or malformed ELF file (%u program headers at byte %zu, past the end "
+        "of the file's %zu bytes)",
+        path, (unsigned)ehdr(good)->e_phnum, good_size, good_size);
     assert_refused(path, DK_EINVAL, want);
     patched("libphent.so", patch_phentsize, path, sizeof path);
     snprintf(want, sizeof want,

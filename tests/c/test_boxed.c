@@ -7,10 +7,10 @@
 #include "roi_align.h"
 
 /* y = x * scale + bias over float32 vectors. */
-#define AXPB_ARGS(X)    \
-    X(TENSOR, x)        \
-    X(TENSOR_OUT, y)    \
-    X(FLOAT, scale)     \
+#define AXPB_ARGS(X) \
+    X(TENSOR, x)     \
+    X(TENSOR_OUT, y) \
+    X(FLOAT, scale)  \
     X(INT, bias)
 
 DK_DECLARE_OP(axpb, AXPB_ARGS)
@@ -25,14 +25,14 @@ DK_DEFINE_OP(axpb, AXPB_ARGS)
 }
 
 /* The schema test's op: one argument of every kind. */
-#define SCHEMA_ARGS(X)           \
-    X(TENSOR, input)             \
-    X(TENSOR_OUT, output)        \
-    X(OPT_TENSOR_OUT, extra)     \
-    X(INT, n)                    \
-    X(FLOAT, f)                  \
-    X(BOOL, b)                   \
-    X(STR, s)                    \
+#define SCHEMA_ARGS(X)       \
+    X(TENSOR, input)         \
+    X(TENSOR_OUT, output)    \
+    X(OPT_TENSOR_OUT, extra) \
+    X(INT, n)                \
+    X(FLOAT, f)              \
+    X(BOOL, b)               \
+    X(STR, s)                \
     X(INT_LIST, l)
 
 DK_DECLARE_OP(schema_op, SCHEMA_ARGS)
@@ -43,12 +43,12 @@ DK_DEFINE_OP(schema_op, SCHEMA_ARGS)
 }
 
 /* Optional inputs, a second output and an output that is not first: for the fill fallback. */
-#define TWO_OUT_ARGS(X)          \
-    X(OPT_TENSOR, maybe_in)      \
-    X(TENSOR_OUT, first)         \
-    X(TENSOR, in)                \
-    X(OPT_TENSOR_OUT, second)    \
-    X(OPT_TENSOR_OUT, third)     \
+#define TWO_OUT_ARGS(X)       \
+    X(OPT_TENSOR, maybe_in)   \
+    X(TENSOR_OUT, first)      \
+    X(TENSOR, in)             \
+    X(OPT_TENSOR_OUT, second) \
+    X(OPT_TENSOR_OUT, third)  \
     X(INT, k)
 
 DK_DECLARE_OP(two_out, TWO_OUT_ARGS)
@@ -464,7 +464,8 @@ static dk_status fill_outputs(const dk_op *op, dk_keyset ks, dk_stack *stack, vo
     for (int i = 0; i < op->nargs; i++) {
         if (!op->args[i].out || v[i].tag != DK_TYPE_TENSOR) continue;
         dk_tensor *t = v[i].u.t;
-        if (dk_tensor_dtype(t) != DK_FLOAT32) return dk_error(DK_ETYPE, "%s: fill: '%s' is not float32", op->name, op->args[i].name);
+        if (dk_tensor_dtype(t) != DK_FLOAT32)
+            return dk_error(DK_ETYPE, "%s: fill: '%s' is not float32", op->name, op->args[i].name);
         float *p = dk_tensor_data(t);
         for (int64_t j = 0; j < dk_tensor_numel(t); j++) p[j] = value;
     }
@@ -492,7 +493,8 @@ static void boxed_fallback_serves_any_op_through_its_schema(void **state)
     float in[2] = {5, 5}, first[4] = {0}, third[2] = {0}, maybe[1] = {9};
     dkt_tensor it, ft, tt, mt;
     assert_ok(dk_two_out(dkt_cpu(&mt, maybe, DK_FLOAT32, DKT_DIMS(1)), dkt_cpu(&ft, first, DK_FLOAT32, DKT_DIMS(2, 2)),
-                         dkt_cpu(&it, in, DK_FLOAT32, DKT_DIMS(2)), NULL, dkt_cpu(&tt, third, DK_FLOAT32, DKT_DIMS(2)), 0));
+                         dkt_cpu(&it, in, DK_FLOAT32, DKT_DIMS(2)), NULL, dkt_cpu(&tt, third, DK_FLOAT32, DKT_DIMS(2)),
+                         0));
     for (int i = 0; i < 4; i++) assert_true(first[i] == 42);
     assert_true(third[0] == 42 && third[1] == 42);
     assert_true(in[0] == 5 && maybe[0] == 9);

@@ -9,19 +9,19 @@
  */
 #include "dk_test.h"
 
-#define DOP_ARGS(X) \
-    X(TENSOR, a)    \
+#define DOP_ARGS(X)  \
+    X(TENSOR, a)     \
     X(OPT_TENSOR, b) \
     X(INT, n)
 
-#define DOP(name)                                                                                \
-    DK_DECLARE_OP(name, DOP_ARGS)                                                                \
-    DK_DEFINE_OP(name, DOP_ARGS)                                                                 \
-    {                                                                                            \
-        (void)a;                                                                                 \
-        (void)b;                                                                                 \
-        if (n < 0) return dk_error(DK_EINVAL, #name ": n must be >= 0");                         \
-        return DK_OK;                                                                            \
+#define DOP(name)                                                        \
+    DK_DECLARE_OP(name, DOP_ARGS)                                        \
+    DK_DEFINE_OP(name, DOP_ARGS)                                         \
+    {                                                                    \
+        (void)a;                                                         \
+        (void)b;                                                         \
+        if (n < 0) return dk_error(DK_EINVAL, #name ": n must be >= 0"); \
+        return DK_OK;                                                    \
     }
 
 DOP(dprio)
@@ -37,14 +37,14 @@ DOP(dvendor)
 DOP(dnokey)
 
 /* Typed kernels that log a label; they fit every op above (same argument list). */
-#define LOGK(fname, label)                                                                       \
-    static dk_status fname(const dk_tensor *a, const dk_tensor *b, int64_t n)                    \
-    {                                                                                            \
-        (void)a;                                                                                 \
-        (void)b;                                                                                 \
-        (void)n;                                                                                 \
-        dkt_log(label);                                                                          \
-        return DK_OK;                                                                            \
+#define LOGK(fname, label)                                                    \
+    static dk_status fname(const dk_tensor *a, const dk_tensor *b, int64_t n) \
+    {                                                                         \
+        (void)a;                                                              \
+        (void)b;                                                              \
+        (void)n;                                                              \
+        dkt_log(label);                                                       \
+        return DK_OK;                                                         \
     }
 LOGK(k_cpu, "cpu")
 LOGK(k_cuda, "cuda")
@@ -385,7 +385,7 @@ static void composite_serves_backends_without_a_kernel_only(void **state)
     dk_handle hc = REG_UNBOXED(dcomp, DK_KEY_CPU, k_cpu, "k_cpu");
     dk_handle comp = NULL;
     assert_ok(dk_op_register_composite(&dk_dcomp_op, dk_kernel_unboxed((dk_fnptr)k_comp, "k_comp"), &comp));
-    assert_string_equal(RUN(dcomp, CPU, &st), "cpu");       /* kernel first */
+    assert_string_equal(RUN(dcomp, CPU, &st), "cpu");        /* kernel first */
     assert_string_equal(RUN(dcomp, CUDA, &st), "composite"); /* no kernel: composite */
     assert_string_equal(RUN(dcomp, HIP, &st), "composite");
     assert_int_equal(st, DK_OK);
@@ -401,9 +401,10 @@ static void composite_serves_backends_without_a_kernel_only(void **state)
     int n = dk_op_table(&dk_dcomp_op, e, DK_NUM_KEYS);
     int checked = 0;
     for (int i = 0; i < n; i++) {
-        dk_provenance want = e[i].key == F1 ? DK_PROV_MISSING
-                           : e[i].key == DK_KEY_CUDA ? DK_PROV_COMPOSITE
-                           : e[i].key == DK_KEY_CPU ? DK_PROV_KERNEL : (dk_provenance)-1;
+        dk_provenance want = e[i].key == F1            ? DK_PROV_MISSING
+                             : e[i].key == DK_KEY_CUDA ? DK_PROV_COMPOSITE
+                             : e[i].key == DK_KEY_CPU  ? DK_PROV_KERNEL
+                                                       : (dk_provenance)-1;
         if (want == (dk_provenance)-1) continue;
         assert_string_equal(dk_provenance_name(e[i].provenance), dk_provenance_name(want));
         checked++;
@@ -437,7 +438,7 @@ static void fallback_serves_only_where_there_is_neither_kernel_nor_composite(voi
     assert_ok(dk_unregister(comp));
     assert_string_equal(RUN(dfb, HIP, &st), "hip-fallback"); /* neither kernel nor composite */
     assert_int_equal(st, DK_OK);
-    assert_string_equal(RUN(dfb, CUDA, &st), "");             /* nothing at all */
+    assert_string_equal(RUN(dfb, CUDA, &st), ""); /* nothing at all */
     assert_int_equal(st, DK_ENOTIMPL);
     assert_ok(dk_unregister(hc));
     assert_string_equal(RUN(dfb, CPU, &st), "cpu-fallback");

@@ -5,11 +5,11 @@
 #define DKT_DEFINE_PROBE
 #include "dk_test.h"
 
-#define EOP_ARGS(X)      \
-    X(TENSOR, a)         \
-    X(TENSOR, b)         \
-    X(OPT_TENSOR, c)     \
-    X(TENSOR_OUT, out)   \
+#define EOP_ARGS(X)    \
+    X(TENSOR, a)       \
+    X(TENSOR, b)       \
+    X(OPT_TENSOR, c)   \
+    X(TENSOR_OUT, out) \
     X(INT, n)
 
 DK_DECLARE_OP(eop, EOP_ARGS)

@@ -149,10 +149,10 @@ static dkk_tensor *make_boxes(dkk_rng *r, dk_dtype dt, int64_t n, bool specials,
         double v[4] = {x, y, x + dkk_uniform(r, 0.5, 40), y + dkk_uniform(r, 0.5, 40)};
         if (specials && n > 12) {
             const int64_t k = i % 12;
-            if (k == 3) v[2] = v[0] - 5;                     /* x2 < x1 */
-            if (k == 4) v[3] = v[1];                         /* no height */
-            if (k == 5) v[0] = v[2] = v[1] = v[3] = 7;       /* a point */
-            if (k == 6 && i > 0)                             /* identical to box 0 */
+            if (k == 3) v[2] = v[0] - 5;               /* x2 < x1 */
+            if (k == 4) v[3] = v[1];                   /* no height */
+            if (k == 5) v[0] = v[2] = v[1] = v[3] = 7; /* a point */
+            if (k == 6 && i > 0)                       /* identical to box 0 */
                 for (int d = 0; d < 4; d++) v[d] = dkk_get(t, (int64_t[]){0, d});
             if (!is_int(dt)) {
                 if (k == 7) v[1] = NAN;
@@ -179,7 +179,8 @@ static void check_case(dk_dtype dt, int kind, bool aligned, int off, int64_t n, 
              (int)aligned, off, (long long)n, (long long)m, (long long)gap);
     dkk_tensor *b1 = make_boxes(r, dt, n, true, gap), *b2 = make_boxes(r, dt, m, true, 0);
     const dk_dtype odt = out_dtype(dt, kind);
-    dkk_tensor *out = aligned ? dkk_new(odt, 1, (int64_t[]){n}, NULL, 0) : dkk_new(odt, 2, (int64_t[]){n, m}, NULL, gap);
+    dkk_tensor *out = aligned ? dkk_new(odt, 1, (int64_t[]){n}, NULL, 0)
+                              : dkk_new(odt, 2, (int64_t[]){n, m}, NULL, gap);
     dkk_tensor *want = aligned ? dkk_new(DK_FLOAT64, 1, (int64_t[]){n}, NULL, 0)
                                : dkk_new(DK_FLOAT64, 2, (int64_t[]){n, m}, NULL, 0);
     const double eps = kind == DK_BOX_DIOU ? 1e-3 : 1e-7;
@@ -281,7 +282,8 @@ static void empty_inputs(void **state)
     (void)state;
     dkk_rng r = {3};
     dkk_tensor *b0 = make_boxes(&r, DK_FLOAT32, 0, false, 0), *b5 = make_boxes(&r, DK_FLOAT32, 5, false, 0);
-    dkk_tensor *o05 = dkk_new(DK_FLOAT32, 2, (int64_t[]){0, 5}, NULL, 0), *o50 = dkk_new(DK_FLOAT32, 2, (int64_t[]){5, 0}, NULL, 0);
+    dkk_tensor *o05 = dkk_new(DK_FLOAT32, 2, (int64_t[]){0, 5}, NULL, 0),
+               *o50 = dkk_new(DK_FLOAT32, 2, (int64_t[]){5, 0}, NULL, 0);
     dkk_tensor *o0 = dkk_new(DK_FLOAT32, 1, (int64_t[]){0}, NULL, 0);
     assert_ok(dk_box_iou(&b0->t, &b5->t, &o05->t, DK_BOX_IOU, false, 1e-7, 0));
     assert_ok(dk_box_iou(&b5->t, &b0->t, &o50->t, DK_BOX_GIOU, false, 1e-7, 0));
@@ -294,10 +296,13 @@ static void bad_input(void **state)
     (void)state;
     dkk_rng r = {5};
     dkk_tensor *b3 = make_boxes(&r, DK_FLOAT32, 3, false, 0), *b2 = make_boxes(&r, DK_FLOAT32, 2, false, 0);
-    dkk_tensor *o32 = dkk_new(DK_FLOAT32, 2, (int64_t[]){3, 2}, NULL, 0), *o3 = dkk_new(DK_FLOAT32, 1, (int64_t[]){3}, NULL, 0);
-    dkk_tensor *v4 = dkk_new(DK_FLOAT32, 1, (int64_t[]){4}, NULL, 0), *w5 = dkk_new(DK_FLOAT32, 2, (int64_t[]){3, 5}, NULL, 0);
+    dkk_tensor *o32 = dkk_new(DK_FLOAT32, 2, (int64_t[]){3, 2}, NULL, 0),
+               *o3 = dkk_new(DK_FLOAT32, 1, (int64_t[]){3}, NULL, 0);
+    dkk_tensor *v4 = dkk_new(DK_FLOAT32, 1, (int64_t[]){4}, NULL, 0),
+               *w5 = dkk_new(DK_FLOAT32, 2, (int64_t[]){3, 5}, NULL, 0);
     dkk_tensor *d2 = make_boxes(&r, DK_FLOAT64, 2, false, 0), *i3 = make_boxes(&r, DK_INT32, 3, false, 0);
-    dkk_tensor *u3 = dkk_new(DK_BOOL, 2, (int64_t[]){3, 4}, NULL, 0), *o32d = dkk_new(DK_FLOAT64, 2, (int64_t[]){3, 2}, NULL, 0);
+    dkk_tensor *u3 = dkk_new(DK_BOOL, 2, (int64_t[]){3, 4}, NULL, 0),
+               *o32d = dkk_new(DK_FLOAT64, 2, (int64_t[]){3, 2}, NULL, 0);
     assert_error(dk_box_iou(&v4->t, &b2->t, &o32->t, DK_BOX_IOU, false, 1e-7, 0), DK_EINVAL,
                  "box_iou: 'boxes1' must have shape [N, 4] (x1, y1, x2, y2), got 1 dimensions");
     assert_error(dk_box_iou(&b3->t, &w5->t, &o32->t, DK_BOX_IOU, false, 1e-7, 0), DK_EINVAL,
@@ -348,7 +353,8 @@ static void nan_bits_are_the_hardwares(void **state)
     const uint16_t inf16 = 0x7c00u, binf = 0x7f80u;
     assert_false(dkk_is_nan_at(&inf, DK_FLOAT32) || dkk_is_nan_at(&one, DK_FLOAT32));
     assert_false(dkk_is_nan_at(&inf16, DK_FLOAT16) || dkk_is_nan_at(&binf, DK_BFLOAT16));
-    dkk_tensor *a = dkk_new(DK_FLOAT32, 1, (int64_t[]){3}, NULL, 0), *b = dkk_new(DK_FLOAT32, 1, (int64_t[]){3}, NULL, 1);
+    dkk_tensor *a = dkk_new(DK_FLOAT32, 1, (int64_t[]){3}, NULL, 0),
+               *b = dkk_new(DK_FLOAT32, 1, (int64_t[]){3}, NULL, 1);
     const uint32_t va[] = {0x7fc00000u, 0x80000000u, 0x3f800000u}, vb[] = {0xffc00001u, 0x80000000u, 0x3f800000u};
     for (int i = 0; i < 3; i++) {
         memcpy((char *)a->mem + 4 * (size_t)dkk_offset(a, (int64_t[]){i}), &va[i], 4);

@@ -89,7 +89,8 @@ static void check(const char *what, dkk_tensor *boxes, dkk_tensor *scores, const
     const int64_t n = boxes->shape[0];
     int64_t *want = malloc((n > 0 ? (size_t)n : 1) * sizeof *want);
     const int64_t nwant = ref_nms(boxes, scores, cls, thr, off, want);
-    dkk_tensor *keep = dkk_new(DK_INT64, 1, (int64_t[]){n}, NULL, 0), *num = dkk_new(DK_INT64, 1, (int64_t[]){1}, NULL, 0);
+    dkk_tensor *keep = dkk_new(DK_INT64, 1, (int64_t[]){n}, NULL, 0),
+               *num = dkk_new(DK_INT64, 1, (int64_t[]){1}, NULL, 0);
     dkk_tensor *idxs = NULL;
     if (cls) {
         idxs = dkk_new(DK_INT64, 1, (int64_t[]){n}, NULL, 0);
@@ -186,8 +187,8 @@ static void boxes_exactly_at_the_threshold(void **state)
 {
     (void)state;
     /* [0,0,10,10] and [0,0,10,5]: IoU 0.5 exactly; [0,0,10,10] and [0,0,10,4]: 0.4 */
-    const double v[][4] = {{0, 0, 10, 10}, {0, 0, 10, 5}, {100, 0, 110, 10}, {100, 0, 110, 4}, {200, 0, 210, 10},
-                           {200, 0, 210, 5.0001}};
+    const double v[][4] = {{0, 0, 10, 10},   {0, 0, 10, 5},     {100, 0, 110, 10},
+                           {100, 0, 110, 4}, {200, 0, 210, 10}, {200, 0, 210, 5.0001}};
     const int64_t n = 6;
     for (size_t d = 0; d < DK_COUNTOF(FLOATS); d++) {
         dkk_tensor *b = dkk_new(FLOATS[d], 2, (int64_t[]){n, 4}, NULL, 0);
@@ -217,7 +218,12 @@ static void hostile_values(void **state)
             for (int k = 0; k < 12; k++) {
                 const int64_t i = (int64_t)dkk_uniform(&r, 0, n), c = (int64_t)dkk_uniform(&r, 0, 4);
                 const double pick = dkk_uniform(&r, 0, 6);
-                const double val = pick < 1 ? NAN : pick < 2 ? INFINITY : pick < 3 ? -INFINITY : pick < 4 ? 1e30 : pick < 5 ? -0.0 : 1e12;
+                const double val = pick < 1   ? NAN
+                                   : pick < 2 ? INFINITY
+                                   : pick < 3 ? -INFINITY
+                                   : pick < 4 ? 1e30
+                                   : pick < 5 ? -0.0
+                                              : 1e12;
                 if (k % 3 == 0) dkk_set(s, (int64_t[]){i}, val);
                 else dkk_set(b, (int64_t[]){i, c}, val);
             }
@@ -256,21 +262,28 @@ static void categories(void **state)
 static void empty_and_bad_input(void **state)
 {
     (void)state;
-    dkk_tensor *b = dkk_new(DK_FLOAT32, 2, (int64_t[]){0, 4}, NULL, 0), *s = dkk_new(DK_FLOAT32, 1, (int64_t[]){0}, NULL, 0);
-    dkk_tensor *keep = dkk_new(DK_INT64, 1, (int64_t[]){0}, NULL, 0), *num = dkk_new(DK_INT64, 1, (int64_t[]){1}, NULL, 0);
+    dkk_tensor *b = dkk_new(DK_FLOAT32, 2, (int64_t[]){0, 4}, NULL, 0),
+               *s = dkk_new(DK_FLOAT32, 1, (int64_t[]){0}, NULL, 0);
+    dkk_tensor *keep = dkk_new(DK_INT64, 1, (int64_t[]){0}, NULL, 0),
+               *num = dkk_new(DK_INT64, 1, (int64_t[]){1}, NULL, 0);
     ((int64_t *)num->mem)[0] = 7;
     assert_ok(dk_nms(&b->t, &s->t, NULL, &keep->t, &num->t, 0.5, 0));
     assert_int_equal(((int64_t *)num->mem)[0], 0);
-    dkk_tensor *b3 = dkk_new(DK_FLOAT32, 2, (int64_t[]){3, 5}, NULL, 0), *s3 = dkk_new(DK_FLOAT32, 1, (int64_t[]){3}, NULL, 0);
+    dkk_tensor *b3 = dkk_new(DK_FLOAT32, 2, (int64_t[]){3, 5}, NULL, 0),
+               *s3 = dkk_new(DK_FLOAT32, 1, (int64_t[]){3}, NULL, 0);
     dkk_tensor *k3 = dkk_new(DK_INT64, 1, (int64_t[]){3}, NULL, 0);
     assert_error(dk_nms(&b3->t, &s3->t, NULL, &k3->t, &num->t, 0.5, 0), DK_EINVAL,
                  "nms: 'boxes' must have shape [*, 4], got [3, 5]");
-    dkk_tensor *b4 = dkk_new(DK_FLOAT32, 2, (int64_t[]){3, 4}, NULL, 0), *s2 = dkk_new(DK_FLOAT32, 2, (int64_t[]){3, 2}, NULL, 0);
-    assert_error(dk_nms(&b4->t, &s2->t, NULL, &k3->t, &num->t, 0.5, 0), DK_EINVAL, "nms: 'scores' must have shape [3], got [3, 2]");
+    dkk_tensor *b4 = dkk_new(DK_FLOAT32, 2, (int64_t[]){3, 4}, NULL, 0),
+               *s2 = dkk_new(DK_FLOAT32, 2, (int64_t[]){3, 2}, NULL, 0);
+    assert_error(dk_nms(&b4->t, &s2->t, NULL, &k3->t, &num->t, 0.5, 0), DK_EINVAL,
+                 "nms: 'scores' must have shape [3], got [3, 2]");
     dkk_tensor *s4 = dkk_new(DK_FLOAT32, 1, (int64_t[]){4}, NULL, 0);
-    assert_error(dk_nms(&b4->t, &s4->t, NULL, &k3->t, &num->t, 0.5, 0), DK_EINVAL, "nms: 'scores' must have shape [3], got [4]");
+    assert_error(dk_nms(&b4->t, &s4->t, NULL, &k3->t, &num->t, 0.5, 0), DK_EINVAL,
+                 "nms: 'scores' must have shape [3], got [4]");
     dkk_tensor *s64 = dkk_new(DK_FLOAT64, 1, (int64_t[]){3}, NULL, 0);
-    assert_error(dk_nms(&b4->t, &s64->t, NULL, &k3->t, &num->t, 0.5, 0), DK_ETYPE, "nms: 'scores' must be float32, got float64");
+    assert_error(dk_nms(&b4->t, &s64->t, NULL, &k3->t, &num->t, 0.5, 0), DK_ETYPE,
+                 "nms: 'scores' must be float32, got float64");
     assert_error(dk_nms(&b4->t, &s3->t, NULL, &k3->t, &num->t, 0.5, 2), DK_EINVAL, "nms: offset must be 0 or 1, got 2");
     dkk_free(b), dkk_free(s), dkk_free(keep), dkk_free(num), dkk_free(b3), dkk_free(s3), dkk_free(k3), dkk_free(b4);
     dkk_free(s2), dkk_free(s4), dkk_free(s64);
@@ -301,7 +314,8 @@ static void soft_nms_mmcv_vectors(void **state)
             dkk_set(s, (int64_t[]){i}, scores_v[i]);
         }
         for (size_t m = 0; m < sizeof want / sizeof *want; m++) {
-            dkk_tensor *dets = dkk_new(dt, 2, (int64_t[]){4, 5}, NULL, 1), *inds = dkk_new(DK_INT64, 1, (int64_t[]){4}, NULL, 1);
+            dkk_tensor *dets = dkk_new(dt, 2, (int64_t[]){4, 5}, NULL, 1),
+                       *inds = dkk_new(DK_INT64, 1, (int64_t[]){4}, NULL, 1);
             dkk_tensor *num = dkk_new(DK_INT64, 1, (int64_t[]){1}, NULL, 0);
             assert_ok(dk_soft_nms(&b->t, &s->t, &dets->t, &inds->t, &num->t, 0.3, 0.5, 0.01, want[m].method, 0));
             assert_int_equal(((int64_t *)num->mem)[0], want[m].n);
@@ -311,17 +325,20 @@ static void soft_nms_mmcv_vectors(void **state)
                 for (int d = 0; d < 4; d++) assert_true(dkk_get(dets, (int64_t[]){k, d}) == boxes_v[i][d]);
                 const double sc = dkk_get(dets, (int64_t[]){k, 4});
                 if (fabs(sc - want[m].score[k]) > 1e-6)
-                    fail_msg("%s method %d: score %lld = %.9g, MMCV %.9g", dk_dtype_name(dt), want[m].method, (long long)k,
-                             sc, want[m].score[k]);
+                    fail_msg("%s method %d: score %lld = %.9g, MMCV %.9g", dk_dtype_name(dt), want[m].method,
+                             (long long)k, sc, want[m].score[k]);
             }
             dkk_free(dets), dkk_free(inds), dkk_free(num);
         }
         dkk_free(b), dkk_free(s);
     }
     /* bad parameters */
-    dkk_tensor *b = dkk_new(DK_FLOAT32, 2, (int64_t[]){2, 4}, NULL, 0), *s = dkk_new(DK_FLOAT32, 1, (int64_t[]){2}, NULL, 0);
-    dkk_tensor *dets = dkk_new(DK_FLOAT32, 2, (int64_t[]){2, 5}, NULL, 0), *inds = dkk_new(DK_INT64, 1, (int64_t[]){2}, NULL, 0);
-    dkk_tensor *num = dkk_new(DK_INT64, 1, (int64_t[]){1}, NULL, 0), *d64 = dkk_new(DK_FLOAT64, 2, (int64_t[]){2, 5}, NULL, 0);
+    dkk_tensor *b = dkk_new(DK_FLOAT32, 2, (int64_t[]){2, 4}, NULL, 0),
+               *s = dkk_new(DK_FLOAT32, 1, (int64_t[]){2}, NULL, 0);
+    dkk_tensor *dets = dkk_new(DK_FLOAT32, 2, (int64_t[]){2, 5}, NULL, 0),
+               *inds = dkk_new(DK_INT64, 1, (int64_t[]){2}, NULL, 0);
+    dkk_tensor *num = dkk_new(DK_INT64, 1, (int64_t[]){1}, NULL, 0),
+               *d64 = dkk_new(DK_FLOAT64, 2, (int64_t[]){2, 5}, NULL, 0);
     assert_error(dk_soft_nms(&b->t, &s->t, &dets->t, &inds->t, &num->t, 0.3, 0.5, 0.01, 3, 0), DK_EINVAL,
                  "soft_nms: method must be 0 (naive), 1 (linear) or 2 (gaussian), got 3");
     assert_error(dk_soft_nms(&b->t, &s->t, &dets->t, &inds->t, &num->t, 0.3, 0.0, 0.01, 2, 0), DK_EINVAL,

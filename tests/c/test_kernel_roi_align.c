@@ -21,7 +21,10 @@ typedef struct {
     double atol;
 } dtype_case;
 static const dtype_case DTYPES[] = {
-    {DK_FLOAT32, 2e-5}, {DK_FLOAT64, 1e-11}, {DK_FLOAT16, 4e-3}, {DK_BFLOAT16, 3e-2},
+    {DK_FLOAT32, 2e-5},
+    {DK_FLOAT64, 1e-11},
+    {DK_FLOAT16, 4e-3},
+    {DK_BFLOAT16, 3e-2},
 };
 
 static const int NCHW[4] = {0, 1, 2, 3}, NHWC[4] = {0, 2, 3, 1};
@@ -203,8 +206,8 @@ static void check_all_cases(const char *config)
                     dkk_tensor *out = dkk_new(dt, 4, (int64_t[]){K, C, PH, PW}, order, gap);
                     dkk_tensor *gin = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, order, gap);
                     dkk_tensor *rout = ref4(K, C, PH, PW), *rgin = ref4(N, C, H, W);
-                    assert_ok(dk_roi_align_forward(&x->t, &rois->t, &out->t, NULL, NULL, PH, PW, SCALE, sr,
-                                                   DK_POOL_AVG, aligned));
+                    assert_ok(dk_roi_align_forward(&x->t, &rois->t, &out->t, NULL, NULL, PH, PW, SCALE, sr, DK_POOL_AVG,
+                                                   aligned));
                     reference_forward_avg(x, rois, sr, aligned, rout);
                     dkk_assert_close(out, rout, atol, atol, what);
                     assert_ok(dk_roi_align_backward(&g->t, &rois->t, NULL, NULL, &gin->t, PH, PW, SCALE, sr,
@@ -274,8 +277,8 @@ static void counted_tap_tables(void **state)
 static void three_threads_and_large_output_paths_on_small_calls(void **state)
 {
     (void)state;
-    set("parallel.min_work", 0);          /* every call uses the thread count */
-    set("large_output.min_bytes", 0);     /* every output is "large": hints, streaming stores */
+    set("parallel.min_work", 0);      /* every call uses the thread count */
+    set("large_output.min_bytes", 0); /* every output is "large": hints, streaming stores */
     assert_ok(dk_set_num_threads(3));
     check_all_cases("3 threads, large-output paths");
 }
@@ -388,15 +391,15 @@ static void empty_input_without_memory(void **state)
                     ax = dkk_new(half ? DK_FLOAT32 : dt, 4, (int64_t[]){K, C, PH, PW}, NULL, 0);
                 }
                 dkk_fill_uniform(out, &rng, 1, 2); /* stale values: every element is written */
-                assert_ok(dk_roi_align_forward(&x->t, &rois->t, &out->t, ay ? &ay->t : NULL, ax ? &ax->t : NULL, PH,
-                                               PW, SCALE, 2, mode, e == 0));
+                assert_ok(dk_roi_align_forward(&x->t, &rois->t, &out->t, ay ? &ay->t : NULL, ax ? &ax->t : NULL, PH, PW,
+                                               SCALE, 2, mode, e == 0));
                 int64_t idx[4] = {0};
                 do assert_true(dkk_get(out, idx) == 0.0);
                 while (dkk_next(out, idx));
                 dkk_tensor *gin = dkk_new(dt, 4, sizes[e], NULL, 0);
                 gin->t.data = NULL;
-                assert_ok(dk_roi_align_backward(&out->t, &rois->t, ay ? &ay->t : NULL, ax ? &ax->t : NULL, &gin->t,
-                                                PH, PW, SCALE, 2, mode, e == 0));
+                assert_ok(dk_roi_align_backward(&out->t, &rois->t, ay ? &ay->t : NULL, ax ? &ax->t : NULL, &gin->t, PH,
+                                                PW, SCALE, 2, mode, e == 0));
                 dkk_free(x), dkk_free(rois), dkk_free(out), dkk_free(ay), dkk_free(ax), dkk_free(gin);
             }
         }
@@ -411,7 +414,8 @@ static void tunables_are_named_and_bounded(void **state)
     assert_int_equal(v, -1);
     assert_ok(dk_tunable_set("roi_align.order", 1, &prev));
     assert_int_equal(prev, -1);
-    assert_error(dk_tunable_set("roi_align.order", 2, NULL), DK_EINVAL, "tunable 'roi_align.order' must be in [-1, 1], got 2");
+    assert_error(dk_tunable_set("roi_align.order", 2, NULL), DK_EINVAL,
+                 "tunable 'roi_align.order' must be in [-1, 1], got 2");
     assert_error(dk_tunable_set("no.such", 0, NULL), DK_ENOENT, "no tunable named 'no.such'");
     dk_tunables_reset();
     assert_ok(dk_tunable_get("roi_align.order", &v));

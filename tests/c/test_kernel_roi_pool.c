@@ -52,7 +52,8 @@ static ref_result ref_forward(const dkk_tensor *x, const dkk_tensor *rois, int P
     const int64_t K = rois->t.shape[0], C = x->t.shape[1], H = x->t.shape[2], W = x->t.shape[3];
     const dk_dtype dt = dk_tensor_dtype(&x->t);
     const bool f32 = dt != DK_FLOAT64;
-    ref_result r = {dkk_new(dt, 4, (int64_t[]){K, C, PH, PW}, NULL, 0), dkk_new(DK_INT64, 4, (int64_t[]){K, C, PH, PW}, NULL, 0)};
+    ref_result r = {dkk_new(dt, 4, (int64_t[]){K, C, PH, PW}, NULL, 0),
+                    dkk_new(DK_INT64, 4, (int64_t[]){K, C, PH, PW}, NULL, 0)};
     for (int64_t k = 0; k < K; k++) {
         double b[5];
         for (int j = 0; j < 5; j++) b[j] = dkk_get(rois, (int64_t[]){k, j});
@@ -94,12 +95,13 @@ static dkk_tensor *make_rois(dk_dtype dt, dkk_rng *r, int64_t k, int64_t n, doub
     dkk_tensor *t = dkk_new(dt, 2, (int64_t[]){k, 5}, NULL, 1);
     for (int64_t i = 0; i < k; i++) {
         double x1 = dkk_uniform(r, -0.2 * span, span), y1 = dkk_uniform(r, -0.2 * span, span);
-        double v[5] = {(double)(dkk_u64(r) % (uint64_t)n), x1, y1, x1 + dkk_uniform(r, 0, span), y1 + dkk_uniform(r, 0, span)};
+        double v[5] = {(double)(dkk_u64(r) % (uint64_t)n), x1, y1, x1 + dkk_uniform(r, 0, span),
+                       y1 + dkk_uniform(r, 0, span)};
         switch (i % 9) {
-        case 3: v[3] = v[1] - 3; break;                              /* reversed */
-        case 4: v[3] = v[1], v[4] = v[2]; break;                     /* a point */
-        case 5: v[1] += 4 * span, v[3] += 4 * span; break;           /* outside */
-        case 6: v[1] = -span, v[3] = 2 * span; break;                /* across the whole map */
+        case 3: v[3] = v[1] - 3; break;                                /* reversed */
+        case 4: v[3] = v[1], v[4] = v[2]; break;                       /* a point */
+        case 5: v[1] += 4 * span, v[3] += 4 * span; break;             /* outside */
+        case 6: v[1] = -span, v[3] = 2 * span; break;                  /* across the whole map */
         case 7: v[1] = 2.5, v[3] = 5.5, v[2] = 0.5, v[4] = 3.5; break; /* halves: round() ties */
         default: break;
         }
@@ -187,7 +189,8 @@ static void mmcv_published_vectors(void **state)
     assert_ok(dk_roi_pool_forward(&x->t, &rois->t, &out->t, &arg->t, 2, 2, 1.0, DK_ROI_POOL_MMCV));
     static const double want[4] = {4, 8, 12, 16}, grad[16] = {0, 0, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0, 0, 1, 0, 1};
     for (int i = 0; i < 4; i++) assert_true(dkk_get(out, (int64_t[]){0, 0, i / 2, i % 2}) == want[i]);
-    dkk_tensor *go = dkk_new(DK_FLOAT32, 4, (int64_t[]){1, 1, 2, 2}, NULL, 0), *gi = dkk_new(DK_FLOAT32, 4, (int64_t[]){1, 1, 4, 4}, NULL, 0);
+    dkk_tensor *go = dkk_new(DK_FLOAT32, 4, (int64_t[]){1, 1, 2, 2}, NULL, 0),
+               *gi = dkk_new(DK_FLOAT32, 4, (int64_t[]){1, 1, 4, 4}, NULL, 0);
     for (int i = 0; i < 4; i++) dkk_set(go, (int64_t[]){0, 0, i / 2, i % 2}, 1);
     assert_ok(dk_roi_pool_backward(&go->t, &rois->t, &arg->t, &gi->t));
     for (int i = 0; i < 16; i++) assert_true(dkk_get(gi, (int64_t[]){0, 0, i / 4, i % 4}) == grad[i]);
@@ -248,8 +251,9 @@ static void check_ps_case(dk_dtype dt, double scale, int PH, int PW, bool nhwc, 
                     /* the stored value: want rounded to the storage dtype */
                     dkk_tensor *one = dkk_new(dt, 1, (int64_t[]){1}, NULL, 0);
                     dkk_set(one, (int64_t[]){0}, want);
-                    if (got != dkk_get(one, (int64_t[]){0})) fail_msg("%s: output (%lld, %lld, %d, %d) %.17g, want %.17g",
-                                                                      what, (long long)k, (long long)c, ph, pw, got, want);
+                    if (got != dkk_get(one, (int64_t[]){0}))
+                        fail_msg("%s: output (%lld, %lld, %d, %d) %.17g, want %.17g", what, (long long)k, (long long)c,
+                                 ph, pw, got, want);
                     dkk_free(one);
                     if (empty) continue;
                     const double d = T(dkk_get(go, (int64_t[]){k, c, ph, pw}) / (double)((h1 - h0) * (w1 - w0)));
@@ -286,7 +290,8 @@ static void bad_input(void **state)
     dkk_tensor *arg32 = dkk_new(DK_INT32, 4, (int64_t[]){1, 2, 2, 2}, NULL, 0);
     dkk_tensor *r4 = dkk_new(DK_FLOAT32, 2, (int64_t[]){1, 4}, NULL, 0);
     assert_error(dk_roi_pool_forward(&x->t, &r4->t, &out->t, &arg->t, 2, 2, 1.0, 0), DK_EINVAL,
-                 "roi_pool_forward: 'rois' must have shape [K, 5] (batch_index, x1, y1, x2, y2), got 2-d with a different width");
+                 "roi_pool_forward: 'rois' must have shape [K, 5] (batch_index, x1, y1, x2, y2), got 2-d with a "
+                 "different width");
     assert_error(dk_roi_pool_forward(&x->t, &rois->t, &out->t, &arg->t, 0, 2, 1.0, 0), DK_EINVAL,
                  "roi_pool_forward: output size must be positive and below 2^31, got (0, 2)");
     assert_error(dk_roi_pool_forward(&x->t, &rois->t, &out->t, &arg->t, 2, 2, -1.0, 0), DK_EINVAL,
@@ -317,7 +322,8 @@ static void bad_input(void **state)
     assert_error(dk_ps_roi_pool_forward(&x->t, &rois->t, &ps->t, 1.0), DK_EINVAL,
                  "ps_roi_pool_forward: input channels must be a multiple of pooling height * pooling width, got 2 "
                  "channels for 2 x 2 bins");
-    dkk_free(x), dkk_free(rois), dkk_free(out), dkk_free(arg), dkk_free(arg32), dkk_free(r4), dkk_free(gi), dkk_free(gbad);
+    dkk_free(x), dkk_free(rois), dkk_free(out), dkk_free(arg), dkk_free(arg32), dkk_free(r4), dkk_free(gi),
+        dkk_free(gbad);
     dkk_free(ps);
 }
 

@@ -243,7 +243,8 @@ static void random_pairs_against_the_clipper(void **state)
         worst64 = fmax(worst64, fabs(got - want));
         worst32 = fmax(worst32, fabs(got32 - want32));
     }
-    if (worst64 > 1e-9 || worst32 > 2e-4) fail_msg("worst |iou - reference|: %g (float64), %g (float32)", worst64, worst32);
+    if (worst64 > 1e-9 || worst32 > 2e-4)
+        fail_msg("worst |iou - reference|: %g (float64), %g (float32)", worst64, worst32);
 }
 
 /* Note [Bounding circles]: pairs built to provoke rounding (equal and perpendicular angles, edges
@@ -374,7 +375,8 @@ static void check_nms(const char *what, dkk_tensor *dets, dkk_tensor *scores, co
     const int64_t n = dets->shape[0];
     int64_t *want = malloc((size_t)(n ? n : 1) * sizeof *want);
     const int64_t nwant = ref_nms(dets, scores, lab, thr, cw, want);
-    dkk_tensor *keep = dkk_new(DK_INT64, 1, (int64_t[]){n}, NULL, 0), *num = dkk_new(DK_INT64, 1, (int64_t[]){1}, NULL, 0);
+    dkk_tensor *keep = dkk_new(DK_INT64, 1, (int64_t[]){n}, NULL, 0),
+               *num = dkk_new(DK_INT64, 1, (int64_t[]){1}, NULL, 0);
     dkk_tensor *labels = NULL;
     if (lab) {
         labels = dkk_new(DK_INT32, 1, (int64_t[]){n}, NULL, 1);
@@ -385,8 +387,8 @@ static void check_nms(const char *what, dkk_tensor *dets, dkk_tensor *scores, co
     if (got != nwant) fail_msg("%s: kept %lld, the reference %lld", what, (long long)got, (long long)nwant);
     for (int64_t i = 0; i < got; i++)
         if (((int64_t *)keep->mem)[i] != want[i])
-            fail_msg("%s: keep[%lld] = %lld, the reference %lld", what, (long long)i, (long long)((int64_t *)keep->mem)[i],
-                     (long long)want[i]);
+            fail_msg("%s: keep[%lld] = %lld, the reference %lld", what, (long long)i,
+                     (long long)((int64_t *)keep->mem)[i], (long long)want[i]);
     dkk_free(keep), dkk_free(num), dkk_free(labels);
     free(want);
 }
@@ -418,8 +420,9 @@ static void nms_rotated_kernel(void **state)
             dkk_free(dets), dkk_free(scores);
         }
     /* hostile values: NaN, infinite, degenerate boxes, duplicates */
-    dkk_tensor *dets = dkk_new(DK_FLOAT32, 2, (int64_t[]){8, 5}, NULL, 0), *scores = dkk_new(DK_FLOAT32, 1, (int64_t[]){8}, NULL, 0);
-    const double v[8][5] = {{0, 0, 4, 4, 0}, {0, 0, 4, 4, 0}, {NAN, 0, 4, 4, 0}, {0, 0, INFINITY, 4, 0},
+    dkk_tensor *dets = dkk_new(DK_FLOAT32, 2, (int64_t[]){8, 5}, NULL, 0),
+               *scores = dkk_new(DK_FLOAT32, 1, (int64_t[]){8}, NULL, 0);
+    const double v[8][5] = {{0, 0, 4, 4, 0},        {0, 0, 4, 4, 0}, {NAN, 0, 4, 4, 0}, {0, 0, INFINITY, 4, 0},
                             {INFINITY, 0, 4, 4, 0}, {0, 0, 0, 4, 0}, {1, 1, 4, 4, NAN}, {0.5, 0, 4, 4, 0.1}};
     for (int64_t i = 0; i < 8; i++) {
         for (int d = 0; d < 5; d++) dkk_set(dets, (int64_t[]){i, d}, v[i][d]);
@@ -433,15 +436,21 @@ static void nms_rotated_kernel(void **state)
 static void empty_and_bad_input(void **state)
 {
     (void)state;
-    dkk_tensor *b0 = dkk_new(DK_FLOAT32, 2, (int64_t[]){0, 5}, NULL, 0), *s0 = dkk_new(DK_FLOAT32, 1, (int64_t[]){0}, NULL, 0);
-    dkk_tensor *k0 = dkk_new(DK_INT64, 1, (int64_t[]){0}, NULL, 0), *num = dkk_new(DK_INT64, 1, (int64_t[]){1}, NULL, 0);
+    dkk_tensor *b0 = dkk_new(DK_FLOAT32, 2, (int64_t[]){0, 5}, NULL, 0),
+               *s0 = dkk_new(DK_FLOAT32, 1, (int64_t[]){0}, NULL, 0);
+    dkk_tensor *k0 = dkk_new(DK_INT64, 1, (int64_t[]){0}, NULL, 0),
+               *num = dkk_new(DK_INT64, 1, (int64_t[]){1}, NULL, 0);
     ((int64_t *)num->mem)[0] = 7;
     assert_ok(dk_nms_rotated(&b0->t, &s0->t, NULL, &k0->t, &num->t, 0.5, true));
     assert_int_equal(((int64_t *)num->mem)[0], 0);
-    dkk_tensor *b3 = dkk_new(DK_FLOAT32, 2, (int64_t[]){3, 5}, NULL, 0), *b4 = dkk_new(DK_FLOAT32, 2, (int64_t[]){3, 4}, NULL, 0);
-    dkk_tensor *s3 = dkk_new(DK_FLOAT32, 1, (int64_t[]){3}, NULL, 0), *k3 = dkk_new(DK_INT64, 1, (int64_t[]){3}, NULL, 0);
-    dkk_tensor *s64 = dkk_new(DK_FLOAT64, 1, (int64_t[]){3}, NULL, 0), *o33 = dkk_new(DK_FLOAT32, 2, (int64_t[]){3, 0}, NULL, 0);
-    dkk_tensor *l3 = dkk_new(DK_UINT8, 1, (int64_t[]){3}, NULL, 0), *o30 = dkk_new(DK_FLOAT32, 2, (int64_t[]){3, 3}, NULL, 0);
+    dkk_tensor *b3 = dkk_new(DK_FLOAT32, 2, (int64_t[]){3, 5}, NULL, 0),
+               *b4 = dkk_new(DK_FLOAT32, 2, (int64_t[]){3, 4}, NULL, 0);
+    dkk_tensor *s3 = dkk_new(DK_FLOAT32, 1, (int64_t[]){3}, NULL, 0),
+               *k3 = dkk_new(DK_INT64, 1, (int64_t[]){3}, NULL, 0);
+    dkk_tensor *s64 = dkk_new(DK_FLOAT64, 1, (int64_t[]){3}, NULL, 0),
+               *o33 = dkk_new(DK_FLOAT32, 2, (int64_t[]){3, 0}, NULL, 0);
+    dkk_tensor *l3 = dkk_new(DK_UINT8, 1, (int64_t[]){3}, NULL, 0),
+               *o30 = dkk_new(DK_FLOAT32, 2, (int64_t[]){3, 3}, NULL, 0);
     assert_ok(dk_box_iou_rotated(&b3->t, &b0->t, &o33->t, 0, false, true)); /* [3, 0]: nothing to do */
     assert_error(dk_nms_rotated(&b4->t, &s3->t, NULL, &k3->t, &num->t, 0.5, true), DK_EINVAL,
                  "nms_rotated: 'dets' must have shape [N, 5] (cx, cy, w, h, angle), got 2-d with a different width");
@@ -449,8 +458,9 @@ static void empty_and_bad_input(void **state)
                  "nms_rotated: 'scores' must have the dtype of 'dets' (float32), got float64");
     assert_error(dk_nms_rotated(&b3->t, &s3->t, &l3->t, &k3->t, &num->t, 0.5, true), DK_ETYPE,
                  "nms_rotated: 'labels' must be int64, int32 or the dtype of 'dets', got uint8");
-    assert_error(dk_box_iou_rotated(&b3->t, &b4->t, &o30->t, 0, false, true), DK_EINVAL,
-                 "box_iou_rotated: 'boxes2' must have shape [K, 5] (cx, cy, w, h, angle), got 2-d with a different width");
+    assert_error(
+        dk_box_iou_rotated(&b3->t, &b4->t, &o30->t, 0, false, true), DK_EINVAL,
+        "box_iou_rotated: 'boxes2' must have shape [K, 5] (cx, cy, w, h, angle), got 2-d with a different width");
     assert_error(dk_box_iou_rotated(&b3->t, &b3->t, &o30->t, 2, false, true), DK_EINVAL,
                  "box_iou_rotated: mode must be 0 (iou) or 1 (iof), got 2");
     assert_error(dk_box_iou_rotated(&b3->t, &b0->t, &s3->t, 0, true, true), DK_EINVAL,

@@ -3,8 +3,8 @@
 
 #include "dk_test.h"
 
-#define POP_ARGS(X) \
-    X(TENSOR, a)    \
+#define POP_ARGS(X)  \
+    X(TENSOR, a)     \
     X(OPT_TENSOR, b) \
     X(INT, n)
 
@@ -34,7 +34,8 @@ static int group_setup(void **state)
 {
     dkt_group_capture_warnings(state);
     if (dk_op_register(&dk_pop_op, DK_KEY_CPU, dk_kernel_unboxed((dk_fnptr)pop_kernel, "pop_cpu"), &h_cpu)) return -1;
-    if (dk_op_register(&dk_pop_op, DK_KEY_CUDA, dk_kernel_unboxed((dk_fnptr)pop_kernel, "pop_cuda"), &h_cuda)) return -1;
+    if (dk_op_register(&dk_pop_op, DK_KEY_CUDA, dk_kernel_unboxed((dk_fnptr)pop_kernel, "pop_cuda"), &h_cuda))
+        return -1;
     return 0;
 }
 

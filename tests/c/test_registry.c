@@ -5,12 +5,12 @@
  */
 #include "dk_test.h"
 
-#define ROP_ARGS(X)     \
-    X(TENSOR, a)        \
-    X(OPT_TENSOR, b)    \
-    X(TENSOR_OUT, out)  \
-    X(INT, n)           \
-    X(FLOAT, s)         \
+#define ROP_ARGS(X)    \
+    X(TENSOR, a)       \
+    X(OPT_TENSOR, b)   \
+    X(TENSOR_OUT, out) \
+    X(INT, n)          \
+    X(FLOAT, s)        \
     X(BOOL, flag)
 
 DK_DECLARE_OP(rop, ROP_ARGS)
@@ -44,19 +44,18 @@ static struct {
     int calls;
 } seen;
 
-#define RK(fname)                                                                                \
-    static dk_status fname(const dk_tensor *a, const dk_tensor *b, dk_tensor *out, int64_t n,    \
-                           double s, bool flag)                                                  \
-    {                                                                                            \
-        seen.kernel = #fname;                                                                    \
-        seen.a = a;                                                                              \
-        seen.b = b;                                                                              \
-        seen.out = out;                                                                          \
-        seen.n = n;                                                                              \
-        seen.s = s;                                                                              \
-        seen.flag = flag;                                                                        \
-        seen.calls++;                                                                            \
-        return DK_OK;                                                                            \
+#define RK(fname)                                                                                                  \
+    static dk_status fname(const dk_tensor *a, const dk_tensor *b, dk_tensor *out, int64_t n, double s, bool flag) \
+    {                                                                                                              \
+        seen.kernel = #fname;                                                                                      \
+        seen.a = a;                                                                                                \
+        seen.b = b;                                                                                                \
+        seen.out = out;                                                                                            \
+        seen.n = n;                                                                                                \
+        seen.s = s;                                                                                                \
+        seen.flag = flag;                                                                                          \
+        seen.calls++;                                                                                              \
+        return DK_OK;                                                                                              \
     }
 RK(rop_cpu)
 RK(rop_cuda)
@@ -213,9 +212,10 @@ static void dispatch_device_impl_errors(void **state)
     reset_seen();
     assert_error(DK_DISPATCH_DEVICE_IMPL(rop, none, none, none_out, 1, 1.0, false), DK_EINVAL,
                  "rop: DK_DISPATCH_DEVICE_IMPL needs at least one tensor argument");
-    assert_error(DK_DISPATCH_DEVICE_IMPL(rop, dkt_on(&t0, kDLCUDA, 0), dkt_on(&t1, kDLCUDA, 1), dkt_on(&t2, kDLCUDA, 0), 1,
-                                         1.0, false),
-                 DK_EINVAL, "rop: parameter 'dkt_on(&t1, kDLCUDA, 1)' is on cuda:1 but 'dkt_on(&t0, kDLCUDA, 0)' is on cuda:0");
+    assert_error(DK_DISPATCH_DEVICE_IMPL(rop, dkt_on(&t0, kDLCUDA, 0), dkt_on(&t1, kDLCUDA, 1), dkt_on(&t2, kDLCUDA, 0),
+                                         1, 1.0, false),
+                 DK_EINVAL,
+                 "rop: parameter 'dkt_on(&t1, kDLCUDA, 1)' is on cuda:1 but 'dkt_on(&t0, kDLCUDA, 0)' is on cuda:0");
     {
         const dk_tensor *a = dkt_on(&t0, kDLCPU, 0), *b = dkt_on(&t1, kDLCUDA, 0);
         dk_tensor *out = dkt_on(&t2, kDLCPU, 0);
@@ -335,7 +335,8 @@ static void release_in_any_order_restores_the_previous_registration(void **state
     for (int o = 0; o < 6; o++) {
         dk_handle h[3];
         bool live[3] = {true, true, true};
-        for (int i = 0; i < 3; i++) assert_ok(dk_op_register(&dk_rstack_op, DK_KEY_CPU, dk_kernel_unboxed(fns[i], names[i]), &h[i]));
+        for (int i = 0; i < 3; i++)
+            assert_ok(dk_op_register(&dk_rstack_op, DK_KEY_CPU, dk_kernel_unboxed(fns[i], names[i]), &h[i]));
         assert_string_equal(rstack_kernel(), "k_three");
         for (int j = 0; j < 3; j++) {
             int r = orders[o][j];
@@ -359,7 +360,8 @@ static void double_release_is_an_error_not_a_crash(void **state)
     assert_error(dk_unregister(h), DK_EINVAL, "dk_unregister: unknown or already released handle");
     assert_error(dk_unregister(NULL), DK_EINVAL, "dk_unregister: unknown or already released handle");
     int not_a_handle;
-    assert_error(dk_unregister((dk_handle)&not_a_handle), DK_EINVAL, "dk_unregister: unknown or already released handle");
+    assert_error(dk_unregister((dk_handle)&not_a_handle), DK_EINVAL,
+                 "dk_unregister: unknown or already released handle");
     assert_string_equal(rstack_kernel(), "k_base");
 }
 
@@ -372,7 +374,8 @@ static void vendor_key_kernel_via_the_registry(void **state)
     assert_ok(dk_register_device_impl(&dk_rop_op, v, (dk_fnptr)rop_vendor, "rop_vendor", &h));
     dkt_tensor t, o;
     reset_seen();
-    assert_ok(DK_DISPATCH_DEVICE_IMPL(rop, dkt_on(&t, 25, 3), (const dk_tensor *)NULL, dkt_on(&o, 25, 3), 1, 1.0, false));
+    assert_ok(
+        DK_DISPATCH_DEVICE_IMPL(rop, dkt_on(&t, 25, 3), (const dk_tensor *)NULL, dkt_on(&o, 25, 3), 1, 1.0, false));
     assert_string_equal(seen.kernel, "rop_vendor");
     assert_ok(dk_rop(&t.t, NULL, &o.t, 1, 1.0, false));
     assert_int_equal(seen.calls, 2);

@@ -5,8 +5,8 @@
 #define DKT_DEFINE_PROBE
 #include "dk_test.h"
 
-#define TOP_ARGS(X) \
-    X(TENSOR, a)    \
+#define TOP_ARGS(X)  \
+    X(TENSOR, a)     \
     X(OPT_TENSOR, b) \
     X(INT, n)
 
@@ -43,7 +43,8 @@ static void table_and_dump_label_every_provenance(void **state)
     dk_handle h[6];
     assert_ok(dk_op_register(&dk_top_op, DK_KEY_CPU, dk_kernel_unboxed((dk_fnptr)top_cpu, "top_cpu"), &h[0]));
     assert_ok(dk_op_register(&dk_top_op, DK_KEY_HIP, dk_kernel_boxed(dkt_boxed_log, "hip", "top_hip"), &h[1]));
-    assert_ok(dk_op_register_composite(&dk_top_op, dk_kernel_boxed(dkt_boxed_log, "composite", "top_composite"), &h[2]));
+    assert_ok(
+        dk_op_register_composite(&dk_top_op, dk_kernel_boxed(dkt_boxed_log, "composite", "top_composite"), &h[2]));
     assert_ok(dk_op_register(&dk_top_op, F1, dk_kernel_fallthrough(), &h[3]));
     assert_ok(dk_register_fallback(F2, dk_kernel_boxed(dkt_boxed_log, "F2", "fb_f2"), &h[4]));
     assert_ok(dk_register_fallback(F3, dk_kernel_fallthrough(), &h[5]));
@@ -75,17 +76,16 @@ static void table_and_dump_label_every_provenance(void **state)
 
     char *dump = dk_op_dump(&dk_top_op);
     assert_non_null(dump);
-    assert_string_equal(dump,
-                        "dkit::top(Tensor a, Tensor? b, int n) -> ()\n"
-                        "  key          provenance   kernel\n"
-                        "  Profile      fallback     dk_profile (boxed)\n"
-                        "  TabF3        fallthrough  -\n"
-                        "  TabF2        fallback     fb_f2 (boxed)\n"
-                        "  TabF1        fallthrough  -\n"
-                        "  tabvendor    composite    top_composite (boxed)\n"
-                        "  hip          kernel       top_hip (boxed)\n"
-                        "  cuda         composite    top_composite (boxed)\n"
-                        "  cpu          kernel       top_cpu\n");
+    assert_string_equal(dump, "dkit::top(Tensor a, Tensor? b, int n) -> ()\n"
+                              "  key          provenance   kernel\n"
+                              "  Profile      fallback     dk_profile (boxed)\n"
+                              "  TabF3        fallthrough  -\n"
+                              "  TabF2        fallback     fb_f2 (boxed)\n"
+                              "  TabF1        fallthrough  -\n"
+                              "  tabvendor    composite    top_composite (boxed)\n"
+                              "  hip          kernel       top_hip (boxed)\n"
+                              "  cuda         composite    top_composite (boxed)\n"
+                              "  cpu          kernel       top_cpu\n");
     dk_free(dump);
 
     for (int i = 5; i >= 0; i--) assert_ok(dk_unregister(h[i]));
@@ -96,17 +96,16 @@ static void dump_shows_missing_keys(void **state)
     (void)state;
     char *dump = dk_op_dump(&dk_bare_op);
     assert_non_null(dump);
-    assert_string_equal(dump,
-                        "dkit::bare(Tensor a, Tensor? b, int n) -> ()\n"
-                        "  key          provenance   kernel\n"
-                        "  Profile      fallback     dk_profile (boxed)\n"
-                        "  TabF3        missing      -\n"
-                        "  TabF2        missing      -\n"
-                        "  TabF1        missing      -\n"
-                        "  tabvendor    missing      -\n"
-                        "  hip          missing      -\n"
-                        "  cuda         missing      -\n"
-                        "  cpu          missing      -\n");
+    assert_string_equal(dump, "dkit::bare(Tensor a, Tensor? b, int n) -> ()\n"
+                              "  key          provenance   kernel\n"
+                              "  Profile      fallback     dk_profile (boxed)\n"
+                              "  TabF3        missing      -\n"
+                              "  TabF2        missing      -\n"
+                              "  TabF1        missing      -\n"
+                              "  tabvendor    missing      -\n"
+                              "  hip          missing      -\n"
+                              "  cuda         missing      -\n"
+                              "  cpu          missing      -\n");
     dk_free(dump);
     dk_table_entry e[DK_NUM_KEYS];
     int n = dk_op_table(&dk_bare_op, e, DK_NUM_KEYS);

@@ -43,7 +43,7 @@ static void dtype_to_dlpack_uses_the_spec_codes(void **state)
 static void dtype_from_dlpack_rejects_unknown_types(void **state)
 {
     (void)state;
-    DLDataType vec = {kDLFloat, 32, 4};   /* float32x4: lanes must be 1 */
+    DLDataType vec = {kDLFloat, 32, 4}; /* float32x4: lanes must be 1 */
     DLDataType cplx = {kDLComplex, 64, 1};
     DLDataType f8 = {kDLFloat8_e4m3fn, 8, 1};
     DLDataType u16 = {kDLUInt, 16, 1};
@@ -74,9 +74,12 @@ static void dl_dtype_str_names_supported_and_describes_others(void **state)
         DLDataType t;
         const char *name;
     } named[] = {
-        {{kDLInt, 8, 1}, "int8"},         {{kDLUInt, 16, 1}, "uint16"},
-        {{kDLComplex, 64, 1}, "complex64"}, {{kDLFloat8_e4m3fn, 8, 1}, "float8_e4m3fn"},
-        {{kDLBfloat, 32, 1}, "bfloat32"}, {{kDLBool, 16, 1}, "dtype(code 6, bits 16, lanes 1)"},
+        {{kDLInt, 8, 1}, "int8"},
+        {{kDLUInt, 16, 1}, "uint16"},
+        {{kDLComplex, 64, 1}, "complex64"},
+        {{kDLFloat8_e4m3fn, 8, 1}, "float8_e4m3fn"},
+        {{kDLBfloat, 32, 1}, "bfloat32"},
+        {{kDLBool, 16, 1}, "dtype(code 6, bits 16, lanes 1)"},
         {{99, 8, 1}, "dtype(code 99, bits 8, lanes 1)"},
     };
     for (size_t i = 0; i < sizeof named / sizeof named[0]; i++)
@@ -164,14 +167,14 @@ static void contiguity(void **state)
     assert_true(dk_tensor_is_contiguous(
         dkt_tensor_init(&tt, NULL, kDLCPU, 0, DK_FLOAT32, DKT_DIMS(1, 1, 1), DKT_STRIDES(7, -3, 0))));
     /* transposed */
-    assert_false(dk_tensor_is_contiguous(
-        dkt_tensor_init(&tt, NULL, kDLCPU, 0, DK_FLOAT32, DKT_DIMS(3, 2), DKT_STRIDES(1, 3))));
+    assert_false(
+        dk_tensor_is_contiguous(dkt_tensor_init(&tt, NULL, kDLCPU, 0, DK_FLOAT32, DKT_DIMS(3, 2), DKT_STRIDES(1, 3))));
     /* a sliced (padded) row */
-    assert_false(dk_tensor_is_contiguous(
-        dkt_tensor_init(&tt, NULL, kDLCPU, 0, DK_FLOAT32, DKT_DIMS(2, 3), DKT_STRIDES(4, 1))));
+    assert_false(
+        dk_tensor_is_contiguous(dkt_tensor_init(&tt, NULL, kDLCPU, 0, DK_FLOAT32, DKT_DIMS(2, 3), DKT_STRIDES(4, 1))));
     /* broadcast (stride 0 on a real dimension) */
-    assert_false(dk_tensor_is_contiguous(
-        dkt_tensor_init(&tt, NULL, kDLCPU, 0, DK_FLOAT32, DKT_DIMS(2, 3), DKT_STRIDES(0, 1))));
+    assert_false(
+        dk_tensor_is_contiguous(dkt_tensor_init(&tt, NULL, kDLCPU, 0, DK_FLOAT32, DKT_DIMS(2, 3), DKT_STRIDES(0, 1))));
     /* 0-d */
     assert_true(dk_tensor_is_contiguous(dkt_cpu(&tt, NULL, DK_FLOAT32, 0, NULL)));
 }
@@ -296,15 +299,18 @@ static void untrusted_tensors_are_validated_before_use(void **state)
     dk_tensor *t = dkt_cpu(&tt, buf, DK_FLOAT32, DKT_DIMS(4, 4));
     assert_ok(dk_tensor_validate(t, "op", "x"));
     t->ndim = 65;
-    assert_error(dk_tensor_validate(t, "op", "x"), DK_EBUFFER, "op: parameter 'x' has 65 dimensions (0 to 64 are supported)");
+    assert_error(dk_tensor_validate(t, "op", "x"), DK_EBUFFER,
+                 "op: parameter 'x' has 65 dimensions (0 to 64 are supported)");
     t->ndim = -1;
     assert_int_equal(dk_tensor_validate(t, "op", "x"), DK_EBUFFER);
     t->ndim = 2;
     t->shape = NULL;
-    assert_error(dk_tensor_validate(t, "op", "x"), DK_EBUFFER, "op: parameter 'x' is a malformed DLTensor (ndim 2, shape NULL)");
+    assert_error(dk_tensor_validate(t, "op", "x"), DK_EBUFFER,
+                 "op: parameter 'x' is a malformed DLTensor (ndim 2, shape NULL)");
     t = dkt_cpu(&tt, buf, DK_FLOAT32, DKT_DIMS(4, 4));
     t->dtype.lanes = 0;
-    assert_error(dk_tensor_validate(t, "op", "x"), DK_EBUFFER, "op: parameter 'x' has a malformed dtype (code 2, bits 32, lanes 0)");
+    assert_error(dk_tensor_validate(t, "op", "x"), DK_EBUFFER,
+                 "op: parameter 'x' has a malformed dtype (code 2, bits 32, lanes 0)");
     t->dtype.lanes = 1;
     t->dtype.bits = 12;
     assert_int_equal(dk_tensor_validate(t, "op", "x"), DK_EBUFFER);

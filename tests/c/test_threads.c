@@ -18,9 +18,9 @@
 
 #include "dk_test.h"
 
-#define THR_ARGS(X)     \
-    X(TENSOR, x)        \
-    X(TENSOR_OUT, out)  \
+#define THR_ARGS(X)    \
+    X(TENSOR, x)       \
+    X(TENSOR_OUT, out) \
     X(INT, caller)
 
 DK_DECLARE_OP(thr, THR_ARGS)
@@ -47,12 +47,12 @@ enum { W_NONE, W_OP_KERNEL, W_FALLBACK, W_COUNT };
 
 static inline void put(dk_tensor *out, int slot, int64_t v) { ((int64_t *)dk_tensor_data(out))[slot] = v; }
 
-#define TYPED_KERNEL(fname, id)                                                                  \
-    static dk_status fname(const dk_tensor *x, dk_tensor *out, int64_t caller)                   \
-    {                                                                                            \
-        (void)x, (void)caller;                                                                   \
-        put(out, 0, id);                                                                         \
-        return DK_OK;                                                                            \
+#define TYPED_KERNEL(fname, id)                                                \
+    static dk_status fname(const dk_tensor *x, dk_tensor *out, int64_t caller) \
+    {                                                                          \
+        (void)x, (void)caller;                                                 \
+        put(out, 0, id);                                                       \
+        return DK_OK;                                                          \
     }
 TYPED_KERNEL(k_base, K_BASE)
 TYPED_KERNEL(k_alt1, K_ALT1)
@@ -112,8 +112,7 @@ static long iterations(void)
 static void note_failure(const char *fmt, long a, long b, long c)
 {
     atomic_fetch_add(&failures, 1);
-    if (!atomic_flag_test_and_set(&first_failure_taken))
-        snprintf(first_failure, sizeof first_failure, fmt, a, b, c);
+    if (!atomic_flag_test_and_set(&first_failure_taken)) snprintf(first_failure, sizeof first_failure, fmt, a, b, c);
 }
 
 typedef struct {
@@ -182,14 +181,16 @@ static void *registrant(void *p)
         PUSH(dk_op_register(&dk_thr_op, DK_KEY_HIP, dk_kernel_unboxed((dk_fnptr)k_bad_hip, "bad_hip"), &h[n]));
         PUSH(dk_op_register(&dk_thr_op, G, dk_kernel_unboxed((dk_fnptr)k_bad_g, "bad_g"), &h[n]));
         PUSH(dk_op_register_composite(&dk_thr_op, dk_kernel_unboxed((dk_fnptr)k_bad_composite, "bad_comp"), &h[n]));
-        PUSH(dk_register_fallback(DK_KEY_CUDA, dk_kernel_boxed(k_bad_boxed, (void *)(intptr_t)(BAD_ID + 5), "bad_fb"), &h[n]));
+        PUSH(dk_register_fallback(DK_KEY_CUDA, dk_kernel_boxed(k_bad_boxed, (void *)(intptr_t)(BAD_ID + 5), "bad_fb"),
+                                  &h[n]));
         PUSH(dk_op_register(&dk_thr_other_op, DK_KEY_CPU, dk_kernel_unboxed((dk_fnptr)k_alt1, "other"), &h[n]));
 #undef PUSH
         if (!ok) note_failure("registrant: registration failed in cycle %ld (%ld %ld)", i, 0, 0);
         /* Release in an order that changes every cycle, so every stack sees middle releases. */
         for (int j = 0; j < n; j++) {
             int r = (int)((j * 5 + i) % n); /* 5 is coprime with 12: a permutation */
-            if (dk_unregister(h[r]) != DK_OK) note_failure("registrant: unregister failed in cycle %ld (%ld %ld)", i, 0, 0);
+            if (dk_unregister(h[r]) != DK_OK)
+                note_failure("registrant: unregister failed in cycle %ld (%ld %ld)", i, 0, 0);
         }
         atomic_store(&registrant_cycles, i + 1);
     }
@@ -266,7 +267,8 @@ static void *trace_caller(void *p)
     dk_tensor *out = dkt_cpu(&ot, buf, DK_INT64, DKT_DIMS(2));
     while (!atomic_load(&trace_stop)) {
         buf[0] = -1;
-        if (dk_thr(x, out, 0) != DK_OK || buf[0] != K_BASE) note_failure("trace caller: bad call (%ld %ld %ld)", 0, 0, 0);
+        if (dk_thr(x, out, 0) != DK_OK || buf[0] != K_BASE)
+            note_failure("trace caller: bad call (%ld %ld %ld)", 0, 0, 0);
     }
     return NULL;
 }

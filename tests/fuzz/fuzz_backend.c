@@ -68,8 +68,8 @@ static void fz_setup(void)
     for (size_t i = 0; i < sizeof special / sizeof special[0]; i++) {
         dk_clear_error();
         const dk_status st = dk_load_backend(special[i]);
-        FZ_ASSERT(st == DK_EINVAL && strstr(dk_last_error(), "not a regular file"),
-                  "dk_load_backend('%s') answered %s", special[i], dk_status_name(st));
+        FZ_ASSERT(st == DK_EINVAL && strstr(dk_last_error(), "not a regular file"), "dk_load_backend('%s') answered %s",
+                  special[i], dk_status_name(st));
     }
 }
 

@@ -52,8 +52,8 @@ static int64_t fz_int_arg(fz_in *in)
 {
     const uint8_t b = fz_u8(in);
     if (b < 224) return (int64_t)(b % 12) - 2;
-    static const int64_t odd[] = {16, (int64_t)INT32_MAX + 1, INT64_MAX, INT64_MIN, INT32_MIN, -((int64_t)1 << 40),
-                                  (int64_t)1 << 40, -1000};
+    static const int64_t odd[] = {16,        (int64_t)INT32_MAX + 1, INT64_MAX,        INT64_MIN,
+                                  INT32_MIN, -((int64_t)1 << 40),    (int64_t)1 << 40, -1000};
     return odd[b % 8];
 }
 
@@ -108,8 +108,8 @@ static void fz_setup(void)
 typedef struct {
     fz_tensor f;
     bool used;
-    bool malformed;  /* a DLTensor the core must refuse */
-    int64_t *arr;    /* an exact shape array for a malformed rank */
+    bool malformed; /* a DLTensor the core must refuse */
+    int64_t *arr;   /* an exact shape array for a malformed rank */
 } fz_arg_tensor;
 
 static DLDataType fz_any_dtype(fz_in *in)
@@ -172,15 +172,9 @@ static void fz_make_tensor(fz_arg_tensor *a, const int64_t *pool, fz_in *in)
         if (ndim == 0) return;
         t->shape = NULL;
         break;
-    case 3:
-        t->dtype.lanes = 0;
-        break;
-    case 4:
-        t->dtype.bits = 12;
-        break;
-    case 5:
-        t->byte_offset = (uint64_t)INT64_MAX + 1 + fz_u8(in);
-        break;
+    case 3: t->dtype.lanes = 0; break;
+    case 4: t->dtype.bits = 12; break;
+    case 5: t->byte_offset = (uint64_t)INT64_MAX + 1 + fz_u8(in); break;
     case 6:
         if (ndim == 0 || fz_numel(&a->f) == 0 || a->f.shape[0] < 3) return;
         a->f.strides[0] = (int64_t)1 << 62; /* (3 - 1) * stride overflows */
@@ -305,8 +299,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (trace < 0) trace = getenv("FZ_TRACE") != NULL;
     if (trace) fprintf(stderr, "fuzz_boxed: %s: %s %s\n", op->name, dk_status_name(st), st ? dk_last_error() : "");
     fz_verify(op->name, st, verify, DK_STACK_MAX);
-    FZ_ASSERT(!must_fail || st != DK_OK, "%s: a boxed call with a malformed tensor, a missing argument or a wrong tag "
-              "succeeded", op->name);
+    FZ_ASSERT(!must_fail || st != DK_OK,
+              "%s: a boxed call with a malformed tensor, a missing argument or a wrong tag "
+              "succeeded",
+              op->name);
     FZ_ASSERT(stack.size == (size_before >= op->nargs ? size_before - op->nargs : size_before),
               "%s: the stack went from %d to %d values (%d arguments)", op->name, size_before, stack.size, op->nargs);
     if (size_before >= op->nargs) {

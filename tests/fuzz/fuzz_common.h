@@ -51,14 +51,14 @@
 /* ------------------------------------------------------------------------------------------ */
 /* Failing                                                                                    */
 
-#define FZ_ASSERT(cond, ...)                                                                   \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
+#define FZ_ASSERT(cond, ...)                                                                    \
+    do {                                                                                        \
+        if (!(cond)) {                                                                          \
             fprintf(stderr, "fuzz: %s:%d: contract broken: %s\n  ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                                      \
-            fprintf(stderr, "\n  last dkit error: %s\n", dk_last_error());                     \
-            abort();                                                                           \
-        }                                                                                      \
+            fprintf(stderr, __VA_ARGS__);                                                       \
+            fprintf(stderr, "\n  last dkit error: %s\n", dk_last_error());                      \
+            abort();                                                                            \
+        }                                                                                       \
     } while (0)
 
 /* ------------------------------------------------------------------------------------------ */
@@ -88,8 +88,26 @@ static inline int64_t fz_range(fz_in *in, int64_t lo, int64_t hi) { return lo + 
 /* A double: small values mostly, then the ones that break arithmetic. */
 static inline double fz_special(int i)
 {
-    static const double s[] = {0.0, -0.0, 1.0, -1.0, 0.5, NAN, INFINITY, -INFINITY, 1e30, -1e30, 65504.0, 65536.0,
-                               1e-40, 5e-324, 1e300, -1e300, 1.7976931348623157e308, 4294967296.0, -2.5, 0.25};
+    static const double s[] = {0.0,
+                               -0.0,
+                               1.0,
+                               -1.0,
+                               0.5,
+                               NAN,
+                               INFINITY,
+                               -INFINITY,
+                               1e30,
+                               -1e30,
+                               65504.0,
+                               65536.0,
+                               1e-40,
+                               5e-324,
+                               1e300,
+                               -1e300,
+                               1.7976931348623157e308,
+                               4294967296.0,
+                               -2.5,
+                               0.25};
     return s[(unsigned)i % (sizeof s / sizeof s[0])]; /* unsigned: callers pass any bits */
 }
 
@@ -121,7 +139,7 @@ FZ_HARNESS static inline uint64_t fz_mix(uint64_t *s)
 typedef struct {
     dk_tensor t;
     int64_t shape[FZ_MAX_NDIM], strides[FZ_MAX_NDIM];
-    unsigned char *mem;  /* malloc'd: exactly the bytes of [first element, last element] */
+    unsigned char *mem; /* malloc'd: exactly the bytes of [first element, last element] */
     size_t bytes;
     unsigned char *snap; /* the bytes before a call */
     unsigned char *mask; /* 1 where a byte belongs to an element */
@@ -155,7 +173,8 @@ FZ_HARNESS static inline int64_t fz_numel(const fz_tensor *f)
 #if defined(__clang__)
 __attribute__((no_sanitize("coverage", "address"), always_inline))
 #endif
-static inline void fz_set_bytes(unsigned char *p, unsigned char v, size_t n)
+static inline void
+fz_set_bytes(unsigned char *p, unsigned char v, size_t n)
 {
     const uint64_t x = v * UINT64_C(0x0101010101010101);
     switch (n) {
@@ -203,8 +222,8 @@ FZ_HARNESS_BLOCK static inline void fz_mark_elements(fz_tensor *f, size_t first,
  * with its memory allocated to exactly its elements' range. `null_strides` asks for NULL
  * strides (only for a compact row-major layout). Elements are zero; gaps hold 0xA5.
  */
-FZ_HARNESS_LOOP static inline void fz_tensor_init(fz_tensor *f, DLDataType dt, int ndim, const int64_t *shape, fz_in *in,
-                                  bool allow_repeats)
+FZ_HARNESS_LOOP static inline void fz_tensor_init(fz_tensor *f, DLDataType dt, int ndim, const int64_t *shape,
+                                                  fz_in *in, bool allow_repeats)
 {
     memset(f, 0, sizeof *f);
     f->t.device.device_type = kDLCPU;
@@ -217,8 +236,7 @@ FZ_HARNESS_LOOP static inline void fz_tensor_init(fz_tensor *f, DLDataType dt, i
     for (int d = 0; d < ndim; d++) order[d] = d;
     switch (layout & 7) {
     case 0: /* row-major, NULL strides */
-    case 1: /* row-major, explicit */
-        break;
+    case 1: /* row-major, explicit */ break;
     case 2: /* channels-last for 4-d, else reversed */
         if (ndim == 4) {
             order[0] = 0, order[1] = 2, order[2] = 3, order[3] = 1;
@@ -235,7 +253,7 @@ FZ_HARNESS_LOOP static inline void fz_tensor_init(fz_tensor *f, DLDataType dt, i
         break;
     }
     const int64_t gap = (layout & 8) ? fz_range(in, 1, 3) : 0; /* padding after each innermost run */
-    const bool pad_all = (layout & 16) != 0;                    /* and after every other dimension */
+    const bool pad_all = (layout & 16) != 0;                   /* and after every other dimension */
     int64_t stride = 1;
     for (int i = ndim - 1; i >= 0; i--) {
         const int d = order[i];
@@ -409,7 +427,8 @@ FZ_HARNESS_BLOCK static inline size_t fz_first_change(const fz_tensor *f)
 FZ_HARNESS_LOOP static inline void fz_verify(const char *what, dk_status st, fz_tensor *const *ts, int n)
 {
     FZ_ASSERT((int)st >= 0 && (int)st < DK_STATUS_COUNT, "%s returned status %d", what, (int)st);
-    if (st != DK_OK) FZ_ASSERT(dk_last_error()[0] != '\0', "%s failed (%s) without a message", what, dk_status_name(st));
+    if (st != DK_OK)
+        FZ_ASSERT(dk_last_error()[0] != '\0', "%s failed (%s) without a message", what, dk_status_name(st));
     for (int i = 0; i < n; i++) {
         const fz_tensor *f = ts[i];
         if (!f) continue;

@@ -71,9 +71,10 @@ static DLDataType fz_dtype(fz_in *in)
         return dk_dtype_to_dl(f[b & 3]);
     }
     if (b < 224) {
-        static const DLDataType other[] = {{kDLInt, 32, 1}, {kDLInt, 64, 1}, {kDLUInt, 8, 1}, {kDLFloat, 32, 2},
-                                           {kDLFloat, 8, 1}, {kDLBool, 8, 1}, {kDLComplex, 64, 1}, {kDLFloat, 12, 1},
-                                           {kDLFloat, 32, 0}, {kDLFloat, 0, 1}, {kDLFloat, 4, 1}, {kDLFloat4_e2m1fn, 4, 2}};
+        static const DLDataType other[] = {{kDLInt, 32, 1},     {kDLInt, 64, 1},   {kDLUInt, 8, 1},
+                                           {kDLFloat, 32, 2},   {kDLFloat, 8, 1},  {kDLBool, 8, 1},
+                                           {kDLComplex, 64, 1}, {kDLFloat, 12, 1}, {kDLFloat, 32, 0},
+                                           {kDLFloat, 0, 1},    {kDLFloat, 4, 1},  {kDLFloat4_e2m1fn, 4, 2}};
         return other[b % 12];
     }
     DLDataType d;
@@ -98,22 +99,22 @@ static int64_t fz_size(fz_in *in)
 {
     const uint8_t b = fz_u8(in);
     if (b < 232) return b % 6;
-    static const int64_t odd[] = {-1, 64, (int64_t)1 << 31, (int64_t)1 << 40, (int64_t)1 << 62, INT64_MAX,
-                                  INT64_MIN, -((int64_t)1 << 40)};
+    static const int64_t odd[] = {-1,        64,        (int64_t)1 << 31,   (int64_t)1 << 40, (int64_t)1 << 62,
+                                  INT64_MAX, INT64_MIN, -((int64_t)1 << 40)};
     return odd[b % 8];
 }
 
 static int64_t fz_stride(fz_in *in, int64_t compact)
 {
     const uint8_t b = fz_u8(in);
-    if (b < 128) return compact;                  /* row-major */
-    if (b < 200) return (int64_t)(b % 13) - 4;    /* small, zero, negative */
-    if (b < 232) { /* padded */
+    if (b < 128) return compact;               /* row-major */
+    if (b < 200) return (int64_t)(b % 13) - 4; /* small, zero, negative */
+    if (b < 232) {                             /* padded */
         int64_t s;
         return __builtin_mul_overflow(compact, (b % 3) + 2, &s) ? compact : s;
     }
-    static const int64_t odd[] = {(int64_t)1 << 31, (int64_t)1 << 40, (int64_t)1 << 62, INT64_MAX,
-                                  INT64_MIN, -((int64_t)1 << 62), INT64_MIN + 1, (int64_t)1 << 32};
+    static const int64_t odd[] = {(int64_t)1 << 31, (int64_t)1 << 40,    (int64_t)1 << 62, INT64_MAX,
+                                  INT64_MIN,        -((int64_t)1 << 62), INT64_MIN + 1,    (int64_t)1 << 32};
     return odd[b % 8];
 }
 
@@ -121,7 +122,7 @@ static int64_t fz_stride(fz_in *in, int64_t compact)
  * (NULL strides: row-major). 1: it has elements, 0: it has none (a size <= 0), -1: an offset
  * overflows 64 bits. Written from the spec, not from dk_tensor_extent. */
 FZ_HARNESS_LOOP static int fz_range_of(int32_t ndim, const int64_t *shape, const int64_t *strides, int64_t es,
-                                  int64_t *below_bytes, int64_t *above_bytes)
+                                       int64_t *below_bytes, int64_t *above_bytes)
 {
     *below_bytes = *above_bytes = 0;
     for (int d = 0; d < ndim; d++)
@@ -141,9 +142,9 @@ FZ_HARNESS_LOOP static int fz_range_of(int32_t ndim, const int64_t *shape, const
 
 /* What the harness built: the managed tensor and the memory behind it. */
 typedef struct {
-    void *managed;   /* DLManagedTensor or DLManagedTensorVersioned (possibly truncated) */
+    void *managed; /* DLManagedTensor or DLManagedTensorVersioned (possibly truncated) */
     bool versioned, truncated;
-    DLTensor *dl;    /* inside managed; NULL when truncated */
+    DLTensor *dl; /* inside managed; NULL when truncated */
     int64_t *shape, *strides;
     unsigned char *block; /* the elements' memory (host tensors whose range fits), or NULL */
     size_t bytes;         /* of block */
@@ -420,14 +421,19 @@ static void fz_role(fz_tensor *acc, int role, fz_in *in)
         }
         const bool feat = i == (fwd ? 0 : 4), roi = i == 1;
         const bool is_am = fwd ? (i == 3 || i == 4) : (i == 2 || i == 3);
-        fz_tensor_init(&p[i], is_am ? adt : dt, feat ? 4 : roi ? 2 : 4, feat ? xs : roi ? rs : os, in,
-                       fz_pick(in, 8) == 0);
+        fz_tensor_init(&p[i], is_am ? adt : dt,
+                       feat  ? 4
+                       : roi ? 2
+                             : 4,
+                       feat  ? xs
+                       : roi ? rs
+                             : os,
+                       in, fz_pick(in, 8) == 0);
         if (roi) fz_rois_values(&p[i], N, in);
         else fz_fill(&p[i], in);
         ts[i] = &p[i];
     }
-    if (slot == 1 && (fz_u8(in) & 1) && acc->t.ndim == 2 && acc->shape[1] == 5 && acc->shape[0] <= 64 &&
-        !acc->repeats)
+    if (slot == 1 && (fz_u8(in) & 1) && acc->t.ndim == 2 && acc->shape[1] == 5 && acc->shape[0] <= 64 && !acc->repeats)
         fz_rois_values(acc, N, in); /* plausible boxes in the accepted tensor */
     const bool with_am = pool_mode == DK_POOL_MAX || slot == (fwd ? 3 : 2) || slot == (fwd ? 4 : 3);
     for (int i = 0; i < 5; i++) ts[i]->out = fwd ? i >= 2 : i == 4;
@@ -443,12 +449,14 @@ static void fz_role(fz_tensor *acc, int role, fz_in *in)
     if (fwd) {
         st = dk_roi_align_forward(&ts[0]->t, &ts[1]->t, &ts[2]->t, with_am ? &ts[3]->t : NULL,
                                   with_am ? &ts[4]->t : NULL, PH, PW, scale, sr, pool_mode, aligned);
-        if (trace_roles()) fprintf(stderr, "fuzz_dlpack: role %d: %s %s\n", role, dk_status_name(st), st ? dk_last_error() : "");
+        if (trace_roles())
+            fprintf(stderr, "fuzz_dlpack: role %d: %s %s\n", role, dk_status_name(st), st ? dk_last_error() : "");
         fz_verify("roi_align_forward", st, given, 5);
     } else {
         st = dk_roi_align_backward(&ts[0]->t, &ts[1]->t, with_am ? &ts[2]->t : NULL, with_am ? &ts[3]->t : NULL,
                                    &ts[4]->t, PH, PW, scale, sr, pool_mode, aligned);
-        if (trace_roles()) fprintf(stderr, "fuzz_dlpack: role %d: %s %s\n", role, dk_status_name(st), st ? dk_last_error() : "");
+        if (trace_roles())
+            fprintf(stderr, "fuzz_dlpack: role %d: %s %s\n", role, dk_status_name(st), st ? dk_last_error() : "");
         fz_verify("roi_align_backward", st, given, 5);
     }
     acc->out = false;
@@ -488,8 +496,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     dk_tensor *out = (dk_tensor *)(uintptr_t)0x1; /* a sentinel: a failure must leave it */
     dk_clear_error();
-    const dk_status st = dk_dlpack_accept((how & 2) && !p.versioned ? NULL : p.managed, p.versioned, writable,
-                                          "fuzz", "x", &out);
+    const dk_status st = dk_dlpack_accept((how & 2) && !p.versioned ? NULL : p.managed, p.versioned, writable, "fuzz",
+                                          "x", &out);
     FZ_ASSERT((int)st >= 0 && (int)st < DK_STATUS_COUNT, "dk_dlpack_accept returned status %d", (int)st);
     static int trace = -1; /* FZ_TRACE=1: one line per input, to see what a corpus reaches */
     if (trace < 0) trace = getenv("FZ_TRACE") != NULL;

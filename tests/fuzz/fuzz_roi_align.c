@@ -59,7 +59,7 @@ static DLDataType fz_float_dtype(int i)
 static DLDataType fz_maybe_wrong(fz_in *in, DLDataType want, bool wrong)
 {
     if (!wrong || fz_pick(in, 4) != 0) return want;
-    static const DLDataType others[] = {{kDLFloat, 32, 1}, {kDLFloat, 64, 1}, {kDLInt, 32, 1},
+    static const DLDataType others[] = {{kDLFloat, 32, 1}, {kDLFloat, 64, 1},  {kDLInt, 32, 1},
                                         {kDLFloat, 16, 1}, {kDLBfloat, 16, 1}, {kDLFloat, 32, 2}};
     return others[fz_pick(in, 6)];
 }
@@ -85,8 +85,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const bool aligned = (opt & 32) != 0;
     const uint8_t am = fz_u8(&in); /* argmax tensors: as the mode wants them, or not */
     const bool with_argmax = (am & 3) == 0 ? pool_mode == DK_POOL_MAX : (am & 3) == 1 ? false : (am & 3) == 2;
-    static const double scales[] = {1.0, 0.5, 0.25, 0.125, 2.0, 1.0 / 16, 0.0, -1.0, NAN, INFINITY, 1e300, 1e-300,
-                                    -0.0, 3.0};
+    static const double scales[] = {1.0,  0.5, 0.25,     0.125, 2.0,    1.0 / 16, 0.0,
+                                    -1.0, NAN, INFINITY, 1e300, 1e-300, -0.0,     3.0};
     const uint8_t sb = fz_u8(&in);
     const double spatial_scale = sb < 14 * 16 ? scales[sb % 14] : fz_f64(&in);
     const uint8_t rb = fz_u8(&in);
@@ -144,9 +144,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fz_tensor *const fwd_given[5] = {&x, &rois, &out, with_argmax ? &amy : NULL, with_argmax ? &amx : NULL};
     fz_snapshot(fwd_given, 5);
     dk_clear_error();
-    dk_status st = dk_roi_align_forward(&x.t, &rois.t, &out.t, with_argmax ? &amy.t : NULL,
-                                        with_argmax ? &amx.t : NULL, aligned_height, aligned_width, spatial_scale,
-                                        sampling_ratio, pool_mode, aligned);
+    dk_status st = dk_roi_align_forward(&x.t, &rois.t, &out.t, with_argmax ? &amy.t : NULL, with_argmax ? &amx.t : NULL,
+                                        aligned_height, aligned_width, spatial_scale, sampling_ratio, pool_mode,
+                                        aligned);
     fz_verify("roi_align_forward", st, fwd_given, 5);
 
     if (st == DK_OK) {
@@ -162,9 +162,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fz_tensor *const bwd_ts[5] = {&gout, &rois, with_argmax ? &amy : NULL, with_argmax ? &amx : NULL, &gin};
         fz_snapshot(bwd_ts, 5);
         dk_clear_error();
-        st = dk_roi_align_backward(&gout.t, &rois.t, with_argmax ? &amy.t : NULL, with_argmax ? &amx.t : NULL,
-                                   &gin.t, aligned_height, aligned_width, spatial_scale, sampling_ratio, pool_mode,
-                                   aligned);
+        st = dk_roi_align_backward(&gout.t, &rois.t, with_argmax ? &amy.t : NULL, with_argmax ? &amx.t : NULL, &gin.t,
+                                   aligned_height, aligned_width, spatial_scale, sampling_ratio, pool_mode, aligned);
         fz_verify("roi_align_backward", st, bwd_ts, 5);
         fz_tensor_free(&gout);
         fz_tensor_free(&gin);

@@ -15,7 +15,8 @@ from conftest import ROOT
 pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 
-_ROW = r"^(forward|forward\+backward|interleaved|ps forward|ps forward\+backward)\s+(\d+)\s+(\d+\.\d+) ms\s+(\d+\.\d+) ms\s+(\d+\.\d+)x"
+_CASE = r"(forward|forward\+backward|interleaved|ps forward|ps forward\+backward)"
+_ROW = r"^" + _CASE + r"\s+(\d+)\s+(\d+\.\d+) ms\s+(\d+\.\d+) ms\s+(\d+\.\d+)x"
 
 
 @pytest.mark.slow
@@ -26,6 +27,6 @@ def test_bench_roi_pool_quick():
     assert r.returncode == 0, r.stderr
     rows = re.findall(_ROW, r.stdout, re.M)
     assert len(rows) == 10, r.stdout  # 5 cases at 1 and 2 threads
-    for case, threads, tv_ms, dk_ms, ratio in rows:
+    for case, _threads, tv_ms, dk_ms, ratio in rows:
         numbers = [float(tv_ms), float(dk_ms)]
         assert all(math.isfinite(v) and v > 0 for v in numbers) and float(ratio) >= 0, (case, numbers)

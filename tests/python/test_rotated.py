@@ -261,8 +261,11 @@ def _twins(rng, n, dtype):
 @pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-9), (np.float32, 5e-5)])
 def test_a_box_against_its_twin_gives_one(dtype, tol):
     # the cases: IoUs of 2.2, 0.25 and 4.33 before
-    cases = [([0, 0, 6, 5, 0], [0, 0, 6, 5, math.pi], np.float32), ([25, 25, 20, 10, 0.3 + math.pi],
-             [25, 25, 20, 10, 0.3], np.float32), ([10, 5, 10, 10, math.pi], [10, 5, 10, 10, math.pi / 2], np.float64)]  # fmt: skip
+    cases = [
+        ([0, 0, 6, 5, 0], [0, 0, 6, 5, math.pi], np.float32),
+        ([25, 25, 20, 10, 0.3 + math.pi], [25, 25, 20, 10, 0.3], np.float32),
+        ([10, 5, 10, 10, math.pi], [10, 5, 10, 10, math.pi / 2], np.float64),
+    ]
     for a, b, dt in cases:
         got = dkit.ops.box_iou_rotated(np.array([a], dt), np.array([b], dt))[0, 0]
         assert abs(got - 1) < (1e-6 if dt == np.float32 else 1e-12), (a, b, got)

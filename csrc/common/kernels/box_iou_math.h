@@ -53,10 +53,10 @@
 
 /* What a box-overlap kernel computes (dk_box_iou_pair_*). */
 typedef enum {
-    DK_BOX_IOU = 0,   /* torchvision box_iou: inter / union */
-    DK_BOX_GIOU = 1,  /* torchvision generalized_box_iou */
-    DK_BOX_DIOU = 2,  /* torchvision distance_box_iou (eps) */
-    DK_BOX_CIOU = 3,  /* torchvision complete_box_iou (eps) */
+    DK_BOX_IOU = 0,      /* torchvision box_iou: inter / union */
+    DK_BOX_GIOU = 1,     /* torchvision generalized_box_iou */
+    DK_BOX_DIOU = 2,     /* torchvision distance_box_iou (eps) */
+    DK_BOX_CIOU = 3,     /* torchvision complete_box_iou (eps) */
     DK_BOX_MMCV_IOU = 4, /* MMCV bbox_overlaps mode 'iou' (offset) */
     DK_BOX_MMCV_IOF = 5, /* MMCV bbox_overlaps mode 'iof': inter / area of the first box */
     DK_BOX_NKINDS
@@ -79,13 +79,19 @@ enum {
 
 /* torch's integer arithmetic for integer boxes (Note [Integer boxes]): int64, or int32 when w32,
  * both wrapping around. */
-DK_HD DK_INLINE int64_t dk_box_iwrap(uint64_t v, int w32)
+DK_HD DK_INLINE int64_t dk_box_iwrap(uint64_t v, int w32) { return w32 ? (int64_t)(int32_t)(uint32_t)v : (int64_t)v; }
+DK_HD DK_INLINE int64_t dk_box_isub(int64_t a, int64_t b, int w32)
 {
-    return w32 ? (int64_t)(int32_t)(uint32_t)v : (int64_t)v;
+    return dk_box_iwrap((uint64_t)a - (uint64_t)b, w32);
 }
-DK_HD DK_INLINE int64_t dk_box_isub(int64_t a, int64_t b, int w32) { return dk_box_iwrap((uint64_t)a - (uint64_t)b, w32); }
-DK_HD DK_INLINE int64_t dk_box_iadd(int64_t a, int64_t b, int w32) { return dk_box_iwrap((uint64_t)a + (uint64_t)b, w32); }
-DK_HD DK_INLINE int64_t dk_box_imul(int64_t a, int64_t b, int w32) { return dk_box_iwrap((uint64_t)a * (uint64_t)b, w32); }
+DK_HD DK_INLINE int64_t dk_box_iadd(int64_t a, int64_t b, int w32)
+{
+    return dk_box_iwrap((uint64_t)a + (uint64_t)b, w32);
+}
+DK_HD DK_INLINE int64_t dk_box_imul(int64_t a, int64_t b, int w32)
+{
+    return dk_box_iwrap((uint64_t)a * (uint64_t)b, w32);
+}
 DK_HD DK_INLINE int64_t dk_box_imax(int64_t a, int64_t b) { return a > b ? a : b; }
 /* A difference computed in the boxes' own 8- or 16-bit integer dtype (Note [Integer boxes]). */
 DK_HD DK_INLINE int64_t dk_box_inarrow(int64_t v, int narrow)
@@ -100,19 +106,22 @@ DK_HD DK_INLINE int64_t dk_box_imin(int64_t a, int64_t b) { return a < b ? a : b
 /* One pair of torchvision's box-IoU family for integer boxes (Note [Integer boxes]): the float32
  * result. kind is DK_BOX_IOU .. DK_BOX_CIOU; eps already rounded to float32 as torch rounds it;
  * narrow is dk_box_iou_narrow's (0 for int32, int64 and the distance kinds). */
-DK_HD DK_INLINE float dk_box_iou_pair_int(const int64_t *a, const int64_t *b, int kind, float eps, int w32,
-                                          int narrow)
+DK_HD DK_INLINE float dk_box_iou_pair_int(const int64_t *a, const int64_t *b, int kind, float eps, int w32, int narrow)
 {
     const int64_t area1 = dk_box_imul(dk_box_isub(a[2], a[0], w32), dk_box_isub(a[3], a[1], w32), w32);
     const int64_t area2 = dk_box_imul(dk_box_isub(b[2], b[0], w32), dk_box_isub(b[3], b[1], w32), w32);
-    const int64_t w = dk_box_imax(dk_box_inarrow(dk_box_isub(dk_box_imin(a[2], b[2]), dk_box_imax(a[0], b[0]), w32), narrow), 0);
-    const int64_t h = dk_box_imax(dk_box_inarrow(dk_box_isub(dk_box_imin(a[3], b[3]), dk_box_imax(a[1], b[1]), w32), narrow), 0);
+    const int64_t w = dk_box_imax(
+        dk_box_inarrow(dk_box_isub(dk_box_imin(a[2], b[2]), dk_box_imax(a[0], b[0]), w32), narrow), 0);
+    const int64_t h = dk_box_imax(
+        dk_box_inarrow(dk_box_isub(dk_box_imin(a[3], b[3]), dk_box_imax(a[1], b[1]), w32), narrow), 0);
     const int64_t inter = dk_box_imul(w, h, w32);
     const int64_t uni = dk_box_isub(dk_box_iadd(area1, area2, w32), inter, w32);
     const float iou = (float)inter / (float)uni;
     if (kind == DK_BOX_IOU) return iou;
-    const int64_t wi = dk_box_imax(dk_box_inarrow(dk_box_isub(dk_box_imax(a[2], b[2]), dk_box_imin(a[0], b[0]), w32), narrow), 0);
-    const int64_t hi = dk_box_imax(dk_box_inarrow(dk_box_isub(dk_box_imax(a[3], b[3]), dk_box_imin(a[1], b[1]), w32), narrow), 0);
+    const int64_t wi = dk_box_imax(
+        dk_box_inarrow(dk_box_isub(dk_box_imax(a[2], b[2]), dk_box_imin(a[0], b[0]), w32), narrow), 0);
+    const int64_t hi = dk_box_imax(
+        dk_box_inarrow(dk_box_isub(dk_box_imax(a[3], b[3]), dk_box_imin(a[1], b[1]), w32), narrow), 0);
     if (kind == DK_BOX_GIOU) {
         const int64_t areai = dk_box_imul(wi, hi, w32);
         return iou - (float)dk_box_isub(areai, uni, w32) / (float)areai;

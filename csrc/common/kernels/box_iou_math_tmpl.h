@@ -30,34 +30,42 @@ DK_HD DK_INLINE DK_T DK_TFN(dk_box_aspect)(const DK_T *a) { return DK_TMATH(atan
  * dk_box_iou_pair computes them itself.
  */
 DK_HD DK_INLINE DK_T DK_TFN(dk_box_iou_pair_aspect)(const DK_T *a, const DK_T *b, int kind, DK_T eps, DK_T offset,
-                                                     int narrow, DK_T aspect_a, DK_T aspect_b)
+                                                    int narrow, DK_T aspect_a, DK_T aspect_b)
 {
 #define DK__NARROW(v) DK_TFN(dk_box_narrow)((v), narrow)
     if (kind == DK_BOX_MMCV_IOU || kind == DK_BOX_MMCV_IOF) {
         /* MMCV's CPU kernel: wh = (rb - lt + offset).clamp(0, INT_MAX * 1.f), every tensor op in
          * the boxes' dtype; the upper bound is the float 2^31 (INT_MAX rounded), in any dtype */
-        DK_T w = DK__NARROW(DK__NARROW(DK_TFN(dk_box_nan_min)(a[2], b[2]) - DK_TFN(dk_box_nan_max)(a[0], b[0])) + offset);
-        DK_T h = DK__NARROW(DK__NARROW(DK_TFN(dk_box_nan_min)(a[3], b[3]) - DK_TFN(dk_box_nan_max)(a[1], b[1])) + offset);
+        DK_T w = DK__NARROW(DK__NARROW(DK_TFN(dk_box_nan_min)(a[2], b[2]) - DK_TFN(dk_box_nan_max)(a[0], b[0])) +
+                            offset);
+        DK_T h = DK__NARROW(DK__NARROW(DK_TFN(dk_box_nan_min)(a[3], b[3]) - DK_TFN(dk_box_nan_max)(a[1], b[1])) +
+                            offset);
         const DK_T top = (DK_T)2147483648.0;
         w = w != w ? w : w < (DK_T)0 ? (DK_T)0 : w > top ? top : w;
         h = h != h ? h : h < (DK_T)0 ? (DK_T)0 : h > top ? top : h;
         const DK_T overlap = DK__NARROW(DK__NARROW(w) * DK__NARROW(h));
-        const DK_T area1 = DK__NARROW(DK__NARROW(DK__NARROW(a[2] - a[0]) + offset) * DK__NARROW(DK__NARROW(a[3] - a[1]) + offset));
+        const DK_T area1 = DK__NARROW(DK__NARROW(DK__NARROW(a[2] - a[0]) + offset) *
+                                      DK__NARROW(DK__NARROW(a[3] - a[1]) + offset));
         if (kind == DK_BOX_MMCV_IOF) return overlap / area1;
-        const DK_T area2 = DK__NARROW(DK__NARROW(DK__NARROW(b[2] - b[0]) + offset) * DK__NARROW(DK__NARROW(b[3] - b[1]) + offset));
+        const DK_T area2 = DK__NARROW(DK__NARROW(DK__NARROW(b[2] - b[0]) + offset) *
+                                      DK__NARROW(DK__NARROW(b[3] - b[1]) + offset));
         return overlap / DK__NARROW(DK__NARROW(area1 + area2) - overlap);
     }
     const DK_T area1 = (a[2] - a[0]) * (a[3] - a[1]);
     const DK_T area2 = (b[2] - b[0]) * (b[3] - b[1]);
-    const DK_T w = DK_TFN(dk_box_nan_max)(DK__NARROW(DK_TFN(dk_box_nan_min)(a[2], b[2]) - DK_TFN(dk_box_nan_max)(a[0], b[0])), (DK_T)0);
-    const DK_T h = DK_TFN(dk_box_nan_max)(DK__NARROW(DK_TFN(dk_box_nan_min)(a[3], b[3]) - DK_TFN(dk_box_nan_max)(a[1], b[1])), (DK_T)0);
+    const DK_T w = DK_TFN(dk_box_nan_max)(
+        DK__NARROW(DK_TFN(dk_box_nan_min)(a[2], b[2]) - DK_TFN(dk_box_nan_max)(a[0], b[0])), (DK_T)0);
+    const DK_T h = DK_TFN(dk_box_nan_max)(
+        DK__NARROW(DK_TFN(dk_box_nan_min)(a[3], b[3]) - DK_TFN(dk_box_nan_max)(a[1], b[1])), (DK_T)0);
     const DK_T inter = w * h;
     const DK_T uni = area1 + area2 - inter;
     const DK_T iou = inter / uni;
     if (kind == DK_BOX_IOU) return iou;
     /* the smallest enclosing box */
-    const DK_T wi = DK_TFN(dk_box_nan_max)(DK__NARROW(DK_TFN(dk_box_nan_max)(a[2], b[2]) - DK_TFN(dk_box_nan_min)(a[0], b[0])), (DK_T)0);
-    const DK_T hi = DK_TFN(dk_box_nan_max)(DK__NARROW(DK_TFN(dk_box_nan_max)(a[3], b[3]) - DK_TFN(dk_box_nan_min)(a[1], b[1])), (DK_T)0);
+    const DK_T wi = DK_TFN(dk_box_nan_max)(
+        DK__NARROW(DK_TFN(dk_box_nan_max)(a[2], b[2]) - DK_TFN(dk_box_nan_min)(a[0], b[0])), (DK_T)0);
+    const DK_T hi = DK_TFN(dk_box_nan_max)(
+        DK__NARROW(DK_TFN(dk_box_nan_max)(a[3], b[3]) - DK_TFN(dk_box_nan_min)(a[1], b[1])), (DK_T)0);
     if (kind == DK_BOX_GIOU) {
         const DK_T areai = wi * hi;
         return iou - (areai - uni) / areai;
@@ -77,8 +85,7 @@ DK_HD DK_INLINE DK_T DK_TFN(dk_box_iou_pair_aspect)(const DK_T *a, const DK_T *b
 }
 
 /* One pair, computing complete IoU's per-box terms here. */
-DK_HD DK_INLINE DK_T DK_TFN(dk_box_iou_pair)(const DK_T *a, const DK_T *b, int kind, DK_T eps, DK_T offset,
-                                              int narrow)
+DK_HD DK_INLINE DK_T DK_TFN(dk_box_iou_pair)(const DK_T *a, const DK_T *b, int kind, DK_T eps, DK_T offset, int narrow)
 {
     const bool ciou = kind == DK_BOX_CIOU;
     return DK_TFN(dk_box_iou_pair_aspect)(a, b, kind, eps, offset, narrow, ciou ? DK_TFN(dk_box_aspect)(a) : (DK_T)0,

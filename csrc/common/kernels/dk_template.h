@@ -50,23 +50,23 @@
  * runs DEFAULT for any other dtype. A statement:
  *     DK_SWITCH_FLOAT(dk_tensor_dtype(x), st, dk__my_kernel, (x, y), st = dk_error(...));
  */
-#define DK_SWITCH_FLOAT(dtype, RESULT, FN, ARGS, DEFAULT)                                       \
-    switch (dtype) {                                                                           \
-    case DK_FLOAT32: RESULT = DK__TCAT(FN, _f32) ARGS; break;                                  \
-    case DK_FLOAT64: RESULT = DK__TCAT(FN, _f64) ARGS; break;                                  \
-    case DK_FLOAT16: RESULT = DK__TCAT(FN, _f16) ARGS; break;                                  \
-    case DK_BFLOAT16: RESULT = DK__TCAT(FN, _bf16) ARGS; break;                                \
-    default: DEFAULT; break;                                                                   \
+#define DK_SWITCH_FLOAT(dtype, RESULT, FN, ARGS, DEFAULT)       \
+    switch (dtype) {                                            \
+    case DK_FLOAT32: RESULT = DK__TCAT(FN, _f32) ARGS; break;   \
+    case DK_FLOAT64: RESULT = DK__TCAT(FN, _f64) ARGS; break;   \
+    case DK_FLOAT16: RESULT = DK__TCAT(FN, _f16) ARGS; break;   \
+    case DK_BFLOAT16: RESULT = DK__TCAT(FN, _bf16) ARGS; break; \
+    default: DEFAULT; break;                                    \
     }
 
-#define DK_SWITCH_INT(dtype, RESULT, FN, ARGS, DEFAULT)                                         \
-    switch (dtype) {                                                                           \
-    case DK_INT8: RESULT = DK__TCAT(FN, _i8) ARGS; break;                                      \
-    case DK_UINT8: RESULT = DK__TCAT(FN, _u8) ARGS; break;                                     \
-    case DK_INT16: RESULT = DK__TCAT(FN, _i16) ARGS; break;                                    \
-    case DK_INT32: RESULT = DK__TCAT(FN, _i32) ARGS; break;                                    \
-    case DK_INT64: RESULT = DK__TCAT(FN, _i64) ARGS; break;                                    \
-    default: DEFAULT; break;                                                                   \
+#define DK_SWITCH_INT(dtype, RESULT, FN, ARGS, DEFAULT)     \
+    switch (dtype) {                                        \
+    case DK_INT8: RESULT = DK__TCAT(FN, _i8) ARGS; break;   \
+    case DK_UINT8: RESULT = DK__TCAT(FN, _u8) ARGS; break;  \
+    case DK_INT16: RESULT = DK__TCAT(FN, _i16) ARGS; break; \
+    case DK_INT32: RESULT = DK__TCAT(FN, _i32) ARGS; break; \
+    case DK_INT64: RESULT = DK__TCAT(FN, _i64) ARGS; break; \
+    default: DEFAULT; break;                                \
     }
 
 #endif /* DK_KERNELS_TEMPLATE_H */

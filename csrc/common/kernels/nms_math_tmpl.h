@@ -15,7 +15,7 @@ DK_HD DK_INLINE DK_T DK_TFN(dk_box_nms_area)(DK_T x1, DK_T y1, DK_T x2, DK_T y2,
 
 /* NMS's overlap of kept box i with candidate j (the header's NMS semantics). */
 DK_HD DK_INLINE DK_T DK_TFN(dk_box_nms_overlap)(DK_T ix1, DK_T iy1, DK_T ix2, DK_T iy2, DK_T iarea, DK_T jx1, DK_T jy1,
-                                                 DK_T jx2, DK_T jy2, DK_T jarea, DK_T offset)
+                                                DK_T jx2, DK_T jy2, DK_T jarea, DK_T offset)
 {
     const DK_T xx1 = DK_TFN(dk_box_std_max)(ix1, jx1), yy1 = DK_TFN(dk_box_std_max)(iy1, jy1);
     const DK_T xx2 = DK_TFN(dk_box_std_min)(ix2, jx2), yy2 = DK_TFN(dk_box_std_min)(iy2, jy2);

@@ -65,8 +65,8 @@
 
 /* See the top of this file: ceil(4 * (size + 1) / pooled) >= 1. It exceeds ceil(len / pooled)
  * only if len > 4 * (size + 1). */
-#define DK_ROI_ALIGN_MAX_ADAPTIVE_GRID(size, pooled)                                              \
-    ((4 * ((int64_t)(size) + 1) + (int64_t)(pooled) - 1) / (int64_t)(pooled))
+#define DK_ROI_ALIGN_MAX_ADAPTIVE_GRID(size, pooled) \
+    ((4 * ((int64_t)(size) + 1) + (int64_t)(pooled)-1) / (int64_t)(pooled))
 
 /* The geometry for float and double, the per-element functions for every float storage type
  * (Note [Templates in C] in dk_template.h). */

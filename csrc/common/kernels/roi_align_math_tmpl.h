@@ -9,9 +9,9 @@
 
 /* One axis of one RoI. */
 typedef struct {
-    DK_T start; /* coordinate of the first bin's edge, in input pixels */
-    DK_T bin;   /* bin size; 0 or negative for degenerate aligned boxes, NaN for NaN boxes */
-    int64_t grid;   /* samples per bin along this axis; 0 when there are none */
+    DK_T start;   /* coordinate of the first bin's edge, in input pixels */
+    DK_T bin;     /* bin size; 0 or negative for degenerate aligned boxes, NaN for NaN boxes */
+    int64_t grid; /* samples per bin along this axis; 0 when there are none */
 } DK_TFN(dk_roi_align_axis);
 
 /* Two bilinear taps along one axis: value = wlo * v[lo] + whi * v[hi]. */
@@ -30,9 +30,8 @@ typedef struct {
 /* Geometry of one axis of a box from its two coordinates c1 <= c2 (x1, x2 or y1, y2), in input
  * coordinates before spatial_scale. `size` is the input's extent along the axis (W or H). */
 DK_HD DK_INLINE DK_TFN(dk_roi_align_axis)
-    DK_TFN(dk_roi_align_axis_init)(DK_T c1, DK_T c2, DK_T spatial_scale,
-                                      int64_t pooled, int64_t sampling_ratio, bool aligned,
-                                      int64_t size)
+    DK_TFN(dk_roi_align_axis_init)(DK_T c1, DK_T c2, DK_T spatial_scale, int64_t pooled, int64_t sampling_ratio,
+                                   bool aligned, int64_t size)
 {
     DK_TFN(dk_roi_align_axis) a;
     const DK_T offset = aligned ? (DK_T)0.5 : (DK_T)0;
@@ -56,39 +55,29 @@ DK_HD DK_INLINE DK_TFN(dk_roi_align_axis)
 }
 
 /* Both axes of the box (x1, y1, x2, y2) for an input of height x width. */
-DK_HD DK_INLINE void DK_TFN(dk_roi_align_roi_init)(DK_T x1, DK_T y1, DK_T x2,
-                                                      DK_T y2, DK_T spatial_scale,
-                                                      int64_t pooled_height, int64_t pooled_width,
-                                                      int64_t sampling_ratio, bool aligned,
-                                                      int64_t height, int64_t width,
-                                                      DK_TFN(dk_roi_align_axis) *ay,
-                                                      DK_TFN(dk_roi_align_axis) *ax)
+DK_HD DK_INLINE void DK_TFN(dk_roi_align_roi_init)(DK_T x1, DK_T y1, DK_T x2, DK_T y2, DK_T spatial_scale,
+                                                   int64_t pooled_height, int64_t pooled_width, int64_t sampling_ratio,
+                                                   bool aligned, int64_t height, int64_t width,
+                                                   DK_TFN(dk_roi_align_axis) *ay, DK_TFN(dk_roi_align_axis) *ax)
 {
-    *ay = DK_TFN(dk_roi_align_axis_init)(y1, y2, spatial_scale, pooled_height, sampling_ratio,
-                                            aligned, height);
-    *ax = DK_TFN(dk_roi_align_axis_init)(x1, x2, spatial_scale, pooled_width, sampling_ratio,
-                                            aligned, width);
+    *ay = DK_TFN(dk_roi_align_axis_init)(y1, y2, spatial_scale, pooled_height, sampling_ratio, aligned, height);
+    *ax = DK_TFN(dk_roi_align_axis_init)(x1, x2, spatial_scale, pooled_width, sampling_ratio, aligned, width);
 }
 
 /* Coordinate of sample i (0 <= i < grid) of bin p. Parenthesised exactly like the references:
  * (start + p * bin) + ((i + 0.5) * bin) / grid. */
-DK_HD DK_INLINE DK_T DK_TFN(dk_roi_align_axis_sample)(const DK_TFN(dk_roi_align_axis) *a,
-                                                             int64_t p, int64_t i)
+DK_HD DK_INLINE DK_T DK_TFN(dk_roi_align_axis_sample)(const DK_TFN(dk_roi_align_axis) *a, int64_t p, int64_t i)
 {
-    return a->start + (DK_T)p * a->bin +
-           ((DK_T)i + (DK_T)0.5) * a->bin / (DK_T)a->grid;
+    return a->start + (DK_T)p * a->bin + ((DK_T)i + (DK_T)0.5) * a->bin / (DK_T)a->grid;
 }
 
 /* The bilinear taps of coordinate v on an axis of `size` pixels. Returns false when the sample
  * contributes nothing (v outside [-1, size], NaN, or size <= 0); then *t is not written.
  * Whenever it returns true, 0 <= lo <= hi <= size - 1. */
-DK_HD DK_INLINE bool DK_TFN(dk_roi_align_taps_init)(DK_T v, int64_t size,
-                                                       DK_TFN(dk_roi_align_taps) *t)
+DK_HD DK_INLINE bool DK_TFN(dk_roi_align_taps_init)(DK_T v, int64_t size, DK_TFN(dk_roi_align_taps) *t)
 {
-    if (!(v >= (DK_T)-1 && v <= (DK_T)size) || size <= 0)
-        return false;
-    if (v <= (DK_T)0)
-        v = (DK_T)0;
+    if (!(v >= (DK_T)-1 && v <= (DK_T)size) || size <= 0) return false;
+    if (v <= (DK_T)0) v = (DK_T)0;
     int64_t lo = (int64_t)v; /* v in [0, size]: the truncation is a floor and cannot overflow */
     int64_t hi;
     if (lo >= size - 1) {
@@ -106,14 +95,11 @@ DK_HD DK_INLINE bool DK_TFN(dk_roi_align_taps_init)(DK_T v, int64_t size,
 }
 
 /* The four taps of sample (y, x) on a height x width plane; false when it contributes nothing. */
-DK_HD DK_INLINE bool DK_TFN(dk_roi_align_bilinear_init)(DK_T y, DK_T x, int64_t height,
-                                                           int64_t width,
-                                                           DK_TFN(dk_roi_align_bilinear) *b)
+DK_HD DK_INLINE bool DK_TFN(dk_roi_align_bilinear_init)(DK_T y, DK_T x, int64_t height, int64_t width,
+                                                        DK_TFN(dk_roi_align_bilinear) *b)
 {
     DK_TFN(dk_roi_align_taps) ty, tx;
-    if (!DK_TFN(dk_roi_align_taps_init)(y, height, &ty) ||
-        !DK_TFN(dk_roi_align_taps_init)(x, width, &tx))
-        return false;
+    if (!DK_TFN(dk_roi_align_taps_init)(y, height, &ty) || !DK_TFN(dk_roi_align_taps_init)(x, width, &tx)) return false;
     b->y_low = ty.lo;
     b->y_high = ty.hi;
     b->x_low = tx.lo;
@@ -138,20 +124,17 @@ DK_HD DK_INLINE bool DK_TFN(dk_roi_align_bilinear_init)(DK_T y, DK_T x, int64_t 
  * coordinates' magnitude, which the guard s > 1e-5 * magnitude keeps below a twentieth of s; the
  * range is widened by two samples each side on top. A bin that is not positive and finite
  * (degenerate or NaN boxes) or samples closer than that guard get the whole axis. */
-DK_HD DK_INLINE void DK_TFN(dk_roi_align_axis_window)(const DK_TFN(dk_roi_align_axis) *a,
-                                                         int64_t pooled, int64_t p, int64_t *lo,
-                                                         int64_t *hi)
+DK_HD DK_INLINE void DK_TFN(dk_roi_align_axis_window)(const DK_TFN(dk_roi_align_axis) *a, int64_t pooled, int64_t p,
+                                                      int64_t *lo, int64_t *hi)
 {
     const int64_t n = a->grid > 0 ? pooled * a->grid : 0;
     *lo = 0;
     *hi = n - 1;
     const double start = (double)a->start, bin = (double)a->bin;
-    if (n == 0 || !(bin > 0.0 && bin < 1e300 && start > -1e300 && start < 1e300))
-        return;
+    if (n == 0 || !(bin > 0.0 && bin < 1e300 && start > -1e300 && start < 1e300)) return;
     const double s = bin / (double)a->grid;
     const double mag = (start < 0.0 ? -start : start) + bin * (double)pooled + 4.0;
-    if (!(s > 1e-5 * mag))
-        return;
+    if (!(s > 1e-5 * mag)) return;
     const double jlo = ceil(((double)p - 2.0 - start) / s - 0.5) - 2.0;
     const double jhi = floor(((double)p + 2.0 - start) / s - 0.5) + 2.0;
     *lo = jlo <= 0.0 ? 0 : jlo >= (double)n ? n : (int64_t)jlo;
@@ -160,7 +143,7 @@ DK_HD DK_INLINE void DK_TFN(dk_roi_align_axis_window)(const DK_TFN(dk_roi_align_
 
 /* Divisor of average pooling: max(grid_h * grid_w, 1). */
 DK_HD DK_INLINE DK_T DK_TFN(dk_roi_align_count)(const DK_TFN(dk_roi_align_axis) *ay,
-                                                       const DK_TFN(dk_roi_align_axis) *ax)
+                                                const DK_TFN(dk_roi_align_axis) *ax)
 {
     const DK_T c = (DK_T)ay->grid * (DK_T)ax->grid;
     return c > (DK_T)1 ? c : (DK_T)1;
@@ -176,9 +159,8 @@ DK_HD DK_INLINE DK_T DK_SFN(dk_roi_align_load)(const DK_S *p) { return DK_LOAD(*
 DK_HD DK_INLINE void DK_SFN(dk_roi_align_store)(DK_S *p, DK_T v) { *p = DK_STORE(v); }
 
 /* w1 * v1 + w2 * v2 + w3 * v3 + w4 * v4, summed left to right like the references. */
-DK_HD DK_INLINE DK_T DK_SFN(dk_roi_align_interp)(const DK_S *plane, int64_t sy,
-                                                         int64_t sx,
-                                                         const DK_TFN(dk_roi_align_bilinear) *b)
+DK_HD DK_INLINE DK_T DK_SFN(dk_roi_align_interp)(const DK_S *plane, int64_t sy, int64_t sx,
+                                                 const DK_TFN(dk_roi_align_bilinear) *b)
 {
     const DK_T v1 = DK_LOAD(plane[b->y_low * sy + b->x_low * sx]);
     const DK_T v2 = DK_LOAD(plane[b->y_low * sy + b->x_high * sx]);
@@ -188,10 +170,9 @@ DK_HD DK_INLINE DK_T DK_SFN(dk_roi_align_interp)(const DK_S *plane, int64_t sy,
 }
 
 /* Average-pooled output (ph, pw) of one RoI on one plane. */
-DK_HD DK_INLINE DK_T DK_SFN(dk_roi_align_forward_avg)(
-    const DK_S *plane, int64_t sy, int64_t sx, int64_t height, int64_t width,
-    const DK_TFN(dk_roi_align_axis) *ay, const DK_TFN(dk_roi_align_axis) *ax, int64_t ph,
-    int64_t pw)
+DK_HD DK_INLINE DK_T DK_SFN(dk_roi_align_forward_avg)(const DK_S *plane, int64_t sy, int64_t sx, int64_t height,
+                                                      int64_t width, const DK_TFN(dk_roi_align_axis) *ay,
+                                                      const DK_TFN(dk_roi_align_axis) *ax, int64_t ph, int64_t pw)
 {
     DK_T sum = (DK_T)0;
     for (int64_t iy = 0; iy < ay->grid; ++iy) {
@@ -214,10 +195,10 @@ DK_HD DK_INLINE DK_T DK_SFN(dk_roi_align_forward_avg)(
  * A bin without samples (only a degenerate or non-finite box has one) gives 0 with argmax
  * (-1, -1): MMCV would return its initial -FLT_MAX (-10000 on its CPU path) there.
  */
-DK_HD DK_INLINE DK_T DK_SFN(dk_roi_align_forward_max)(
-    const DK_S *plane, int64_t sy, int64_t sx, int64_t height, int64_t width,
-    const DK_TFN(dk_roi_align_axis) *ay, const DK_TFN(dk_roi_align_axis) *ax, int64_t ph,
-    int64_t pw, DK_T *argmax_y, DK_T *argmax_x)
+DK_HD DK_INLINE DK_T DK_SFN(dk_roi_align_forward_max)(const DK_S *plane, int64_t sy, int64_t sx, int64_t height,
+                                                      int64_t width, const DK_TFN(dk_roi_align_axis) *ay,
+                                                      const DK_TFN(dk_roi_align_axis) *ax, int64_t ph, int64_t pw,
+                                                      DK_T *argmax_y, DK_T *argmax_x)
 {
     DK_T maxval = (DK_T)-FLT_MAX;
     DK_T my = (DK_T)-1, mx = (DK_T)-1;
@@ -232,8 +213,8 @@ DK_HD DK_INLINE DK_T DK_SFN(dk_roi_align_forward_max)(
             const DK_T x = DK_TFN(dk_roi_align_axis_sample)(ax, pw, ix);
             DK_TFN(dk_roi_align_bilinear) b;
             const DK_T val = DK_TFN(dk_roi_align_bilinear_init)(y, x, height, width, &b)
-                                     ? DK_SFN(dk_roi_align_interp)(plane, sy, sx, &b)
-                                     : (DK_T)0;
+                                 ? DK_SFN(dk_roi_align_interp)(plane, sy, sx, &b)
+                                 : (DK_T)0;
             if (val > maxval) {
                 maxval = val;
                 my = y;

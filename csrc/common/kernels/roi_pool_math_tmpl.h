@@ -51,7 +51,7 @@ DK_HD DK_INLINE DK_TFN(dk_roi_pool_roi)
 
 /* The pixel bounds [lo, hi) of bin p along one axis of `size` pixels. */
 DK_HD DK_INLINE void DK_TFN(dk__roi_pool_axis)(const DK_TFN(dk_roi_pool_roi) *r, bool rows, int64_t p, int64_t size,
-                                              int64_t *lo, int64_t *hi)
+                                               int64_t *lo, int64_t *hi)
 {
     const DK_T bin = rows ? r->bin_h : r->bin_w;
     if (r->mmcv) {
@@ -72,7 +72,7 @@ DK_HD DK_INLINE void DK_TFN(dk__roi_pool_axis)(const DK_TFN(dk_roi_pool_roi) *r,
 
 /* Bin (ph, pw) of an H x W map: rows [*h0, *h1), columns [*w0, *w1); false when it is empty. */
 DK_HD DK_INLINE bool DK_TFN(dk_roi_pool_bin)(const DK_TFN(dk_roi_pool_roi) *r, int64_t ph, int64_t pw, int64_t H,
-                                            int64_t W, int64_t *h0, int64_t *h1, int64_t *w0, int64_t *w1)
+                                             int64_t W, int64_t *h0, int64_t *h1, int64_t *w0, int64_t *w1)
 {
     if (r->none) {
         *h0 = *h1 = *w0 = *w1 = 0;
@@ -92,7 +92,7 @@ DK_HD DK_INLINE bool DK_TFN(dk_roi_pool_bin)(const DK_TFN(dk_roi_pool_roi) *r, i
  * *argmax = h * W + w of the winner, or -1.
  */
 DK_HD DK_INLINE DK_T DK_SFN(dk_roi_pool_max)(const DK_S *plane, int64_t sy, int64_t sx, int64_t W, bool nonempty,
-                                            int64_t h0, int64_t h1, int64_t w0, int64_t w1, int64_t *argmax)
+                                             int64_t h0, int64_t h1, int64_t w0, int64_t w1, int64_t *argmax)
 {
     DK_T m = nonempty ? (DK_T)-FLT_MAX : (DK_T)0;
     int64_t arg = -1;
@@ -111,7 +111,7 @@ DK_HD DK_INLINE DK_T DK_SFN(dk_roi_pool_max)(const DK_S *plane, int64_t sy, int6
 /* ps_roi_pool's average of bin [h0, h1) x [w0, w1): the sum in the compute type, row by row, over
  * the bin's area; 0 for an empty bin. */
 DK_HD DK_INLINE DK_T DK_SFN(dk_roi_pool_avg)(const DK_S *plane, int64_t sy, int64_t sx, bool nonempty, int64_t h0,
-                                            int64_t h1, int64_t w0, int64_t w1)
+                                             int64_t h1, int64_t w0, int64_t w1)
 {
     if (!nonempty) return (DK_T)0;
     DK_T sum = 0;

@@ -12,7 +12,7 @@ DK_HD DK_INLINE DK_T DK_TFN(dk_rbox_dot)(DK_T ax, DK_T ay, DK_T bx, DK_T by) { r
 
 /* The four corners of a box (step 3 of the header), in MMCV's order p0, p1, p2, p3. */
 DK_HD DK_INLINE void DK_TFN(dk_rbox_corners)(DK_T cx, DK_T cy, DK_T w, DK_T h, DK_T angle, bool clockwise, DK_T *px,
-                                            DK_T *py)
+                                             DK_T *py)
 {
     const double theta = clockwise ? (double)angle : -(double)angle;
     const DK_T c = (DK_T)cos(theta) * (DK_T)0.5;
@@ -35,8 +35,8 @@ DK_HD DK_INLINE void DK_TFN(dk_rbox_corners)(DK_T cx, DK_T cy, DK_T w, DK_T h, D
  * point is made only between a vertex strictly inside and one strictly outside, so the
  * parameter t is strictly between 0 and 1 and its denominator is never 0.
  */
-DK_HD DK_INLINE int DK_TFN(dk_rbox_clip_half)(const DK_T *px, const DK_T *py, int n, DK_T sx, DK_T sy, DK_T ex,
-                                             DK_T ey, DK_T orient, DK_T *qx, DK_T *qy)
+DK_HD DK_INLINE int DK_TFN(dk_rbox_clip_half)(const DK_T *px, const DK_T *py, int n, DK_T sx, DK_T sy, DK_T ex, DK_T ey,
+                                              DK_T orient, DK_T *qx, DK_T *qy)
 {
     if (n == 0) return 0;
     const DK_T dx = ex - sx, dy = ey - sy;

@@ -46,7 +46,7 @@ dk_status dk_box_iou_cpu(const dk_tensor *boxes1, const dk_tensor *boxes2, dk_te
     if (n == 0 || m == 0) return DK_OK; /* nothing to write (aligned: n == m) */
     const dk_dtype dt = dk_tensor_dtype(boxes1);
     const bool integer = dt == DK_INT8 || dt == DK_UINT8 || dt == DK_INT16 || dt == DK_INT32 || dt == DK_INT64;
-    const int narrow = dk_box_iou_narrow(kind, dt); /* Note [16-bit boxes] in kernels/box_iou_math.h */
+    const int narrow = dk_box_iou_narrow(kind, dt);         /* Note [16-bit boxes] in kernels/box_iou_math.h */
     const size_t esz = integer || dt == DK_FLOAT64 ? 8 : 4; /* compute (SoA) element */
     /* n, m < 2^31 (ops/box_iou.c): pairs < 2^62, and twice that fits int64 */
     const int64_t pairs = aligned ? n : n * m;
@@ -98,9 +98,11 @@ dk_status dk_box_iou_cpu(const dk_tensor *boxes1, const dk_tensor *boxes2, dk_te
                 (uintptr_t)cx.out % 16 == 0 && cx.os0 * (int64_t)dk_dtype_size(cx.odt) % 16 == 0 &&
                 (dt == DK_FLOAT32 || dt == DK_FLOAT64);
     if (integer) {
-        DK_SWITCH_INT(dt, st, dk__box_iou_run, (&cx, nthreads, boxes2), st = dk_error(DK_ETYPE, "box_iou: unsupported dtype"))
+        DK_SWITCH_INT(dt, st, dk__box_iou_run, (&cx, nthreads, boxes2),
+                      st = dk_error(DK_ETYPE, "box_iou: unsupported dtype"))
     } else {
-        DK_SWITCH_FLOAT(dt, st, dk__box_iou_run, (&cx, nthreads, boxes2), st = dk_error(DK_ETYPE, "box_iou: unsupported dtype"))
+        DK_SWITCH_FLOAT(dt, st, dk__box_iou_run, (&cx, nthreads, boxes2),
+                        st = dk_error(DK_ETYPE, "box_iou: unsupported dtype"))
     }
     dk_arena_free(&ar);
     return st;

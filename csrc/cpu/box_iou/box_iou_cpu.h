@@ -81,11 +81,11 @@
 typedef struct {
     int64_t n, m;
     int kind, narrow, aligned, w32;
-    bool avx2; /* Note [AVX2 spans] */
+    bool avx2;   /* Note [AVX2 spans] */
     bool stream; /* rows through the buffer, to out with streaming stores (Note [Streaming rows]) */
     double eps, offset;
     const dk_tensor *boxes1;
-    char *out; /* out's first element */
+    char *out;        /* out's first element */
     int64_t os0, os1; /* out's strides in elements (os1 unused when aligned) */
     dk_dtype odt;
     const void *soa; /* boxes2: x1[m], y1[m], x2[m], y2[m] (, aspect[m]) in the compute type (int64: integers) */

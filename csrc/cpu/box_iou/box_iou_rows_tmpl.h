@@ -16,15 +16,17 @@ static inline __attribute__((always_inline)) void DK_TFN(dk__box_iou_loop)(
     const DK_T asp_a = kind == DK_BOX_CIOU ? DK_TFN(dk_box_aspect)(ar) : (DK_T)0;
     for (int64_t j = 0; j < cnt; j++) {
         const DK_T b[4] = {x1[j], y1[j], x2[j], y2[j]};
-        dst[j] = DK_TFN(dk_box_iou_pair_aspect)(ar, b, kind, eps, off, narrow, asp_a, kind == DK_BOX_CIOU ? asp[j] : (DK_T)0);
+        dst[j] = DK_TFN(dk_box_iou_pair_aspect)(ar, b, kind, eps, off, narrow, asp_a,
+                                                kind == DK_BOX_CIOU ? asp[j] : (DK_T)0);
     }
 }
 
 /* The span [c0, c0 + cnt) of row a; soa holds x1[m], y1[m], x2[m], y2[m] and, for complete IoU,
  * each box's dk_box_aspect in aspect[m]. */
-static inline __attribute__((always_inline)) void DK_TFN(dk__box_iou_span_body)(
-    const DK_T *a, const DK_T *soa, int64_t m, int64_t c0, int64_t cnt, DK_T *dst, int kind, DK_T eps, DK_T off,
-    int narrow)
+static inline
+    __attribute__((always_inline)) void DK_TFN(dk__box_iou_span_body)(const DK_T *a, const DK_T *soa, int64_t m,
+                                                                      int64_t c0, int64_t cnt, DK_T *dst, int kind,
+                                                                      DK_T eps, DK_T off, int narrow)
 {
     const DK_T *x1 = soa + c0, *y1 = soa + m + c0, *x2 = soa + 2 * m + c0, *y2 = soa + 3 * m + c0;
     const DK_T *asp = soa + 4 * m + c0;
@@ -37,7 +39,9 @@ static inline __attribute__((always_inline)) void DK_TFN(dk__box_iou_span_body)(
     case DK_BOX_GIOU: DK_TFN(dk__box_iou_loop)(a, x1, y1, x2, y2, asp, cnt, dst, DK_BOX_GIOU, eps, off, 0); break;
     case DK_BOX_DIOU: DK_TFN(dk__box_iou_loop)(a, x1, y1, x2, y2, asp, cnt, dst, DK_BOX_DIOU, eps, off, 0); break;
     case DK_BOX_CIOU: DK_TFN(dk__box_iou_loop)(a, x1, y1, x2, y2, asp, cnt, dst, DK_BOX_CIOU, eps, off, 0); break;
-    case DK_BOX_MMCV_IOU: DK_TFN(dk__box_iou_loop)(a, x1, y1, x2, y2, asp, cnt, dst, DK_BOX_MMCV_IOU, eps, off, 0); break;
+    case DK_BOX_MMCV_IOU:
+        DK_TFN(dk__box_iou_loop)(a, x1, y1, x2, y2, asp, cnt, dst, DK_BOX_MMCV_IOU, eps, off, 0);
+        break;
     default: DK_TFN(dk__box_iou_loop)(a, x1, y1, x2, y2, asp, cnt, dst, DK_BOX_MMCV_IOF, eps, off, 0); break;
     }
 }
@@ -51,8 +55,8 @@ static void DK_TFN(dk__box_iou_span)(const DK_T *a, const DK_T *soa, int64_t m, 
 
 #if DK__BOX_IOU_AVX2
 __attribute__((target("avx2"))) static void DK_TFN(dk__box_iou_span_avx2)(const DK_T *a, const DK_T *soa, int64_t m,
-                                                                         int64_t c0, int64_t cnt, DK_T *dst, int kind,
-                                                                         DK_T eps, DK_T off, int narrow)
+                                                                          int64_t c0, int64_t cnt, DK_T *dst, int kind,
+                                                                          DK_T eps, DK_T off, int narrow)
 {
     DK_TFN(dk__box_iou_span_body)(a, soa, m, c0, cnt, dst, kind, eps, off, narrow);
 }

@@ -81,8 +81,7 @@ static void DK_SFN(dk__box_iou_worker)(void *p, int tid)
                         DK_TFN(dk_stream4)(to + j, &v);
                     }
                     for (; j < cnt; j++) to[j] = buf[j];
-                } else if (!direct)
-                    DK_SFN(dk__box_iou_put)(cx, i * cx->os0 + c0 * cx->os1, cx->os1, buf, cnt);
+                } else if (!direct) DK_SFN(dk__box_iou_put)(cx, i * cx->os0 + c0 * cx->os1, cx->os1, buf, cnt);
             }
         }
     }

@@ -35,7 +35,8 @@ dk_status dk_nms_cpu(const dk_tensor *boxes, const dk_tensor *scores, const dk_t
         const int64_t s = dk_tensor_stride(idxs, 0);
         const char *p = (const char *)dk_tensor_data(idxs);
         const bool wide = dk_tensor_dtype(idxs) == DK_INT64;
-        for (int64_t i = 0; !st && i < n; i++) cls[i] = wide ? ((const int64_t *)p)[i * s] : ((const int32_t *)p)[i * s];
+        for (int64_t i = 0; !st && i < n; i++)
+            cls[i] = wide ? ((const int64_t *)p)[i * s] : ((const int32_t *)p)[i * s];
         cx.cls = cls;
     }
     cx.keep = (int64_t *)dk_tensor_data(keep);

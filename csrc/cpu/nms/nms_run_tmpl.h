@@ -69,7 +69,8 @@ static int DK_TFN(dk__nms_kind)(const DK_T *x, const DK_T *area, int64_t n, int6
     /* an empty extent: w (or h) is <= 0 against any box (monotone arithmetic) */
     const bool extent = (c[2] - c[0] + off > (DK_T)0) & (c[3] - c[1] + off > (DK_T)0);
     /* upright (x2 >= x1 > -2^40, so x2 > -2^40 too), finite area of at least 2^-60 */
-    if (near & extent & (c[2] >= c[0]) & (c[3] >= c[1]) & (area[i] >= (DK_T)0x1p-60) & (area[i] <= DK_TFN(dk__nms_big)()))
+    if (near & extent & (c[2] >= c[0]) & (c[3] >= c[1]) & (area[i] >= (DK_T)0x1p-60) &
+        (area[i] <= DK_TFN(dk__nms_big)()))
         return DK__NMS_GRID;
     for (int d = 0; d < 4; d++)
         if (!isfinite((double)c[d])) return DK__NMS_ISOLATED;
@@ -190,7 +191,8 @@ static void DK_TFN(dk__nms_grid)(const DK_T *x, const DK_T *area, int64_t n, DK_
         int64_t k = 0;
         const int64_t step = n / 1024 + 1;
         for (int64_t i = 0; i < n && k < 1024; i += step)
-            if (sc->kind[i] == DK__NMS_GRID) sample[k++] = sc->geo[i].rx > sc->geo[i].ry ? sc->geo[i].rx : sc->geo[i].ry;
+            if (sc->kind[i] == DK__NMS_GRID)
+                sample[k++] = sc->geo[i].rx > sc->geo[i].ry ? sc->geo[i].rx : sc->geo[i].ry;
         const double median = k ? DK_TFN(dk__nms_select)(sample, k, k / 2) : 1.0;
         const double sparse = 0.35 * sqrt((ex - ox) * (ey - oy) / (double)(largest < ng ? largest : ng));
         s = 0.55 * median > sparse ? 0.55 * median : sparse;
@@ -245,7 +247,7 @@ static inline bool DK_TFN(dk__nms_scan)(const DK_TFN(dk__nms_entry) *ent, int32_
             !(fabs(k->g.sy - g->sy) < (k->g.ry < g->ry ? k->g.ry : g->ry)))
             continue;
         const DK_T ovr = DK_TFN(dk_box_nms_overlap)(k->c[0], k->c[1], k->c[2], k->c[3], k->c[4], jb[0], jb[1], jb[2],
-                                                     jb[3], jb[4], off);
+                                                    jb[3], jb[4], off);
         if ((double)ovr > thr) return true;
     }
     return false;
@@ -277,9 +279,11 @@ static void DK_TFN(dk__nms_category)(const DK_T *x, const DK_T *area, int64_t n,
             continue;
         }
         bool sup = false;
-        for (int64_t b = 0; b < nlk && !sup; b++) sup = DK_TFN(dk__nms_suppresses)(x, area, n, sc->loose_kept[b], j, off, thr);
+        for (int64_t b = 0; b < nlk && !sup; b++)
+            sup = DK_TFN(dk__nms_suppresses)(x, area, n, sc->loose_kept[b], j, off, thr);
         if (!sup && kind == DK__NMS_LOOSE) {
-            for (int64_t b = 0; b < ngk && !sup; b++) sup = DK_TFN(dk__nms_suppresses)(x, area, n, sc->grid_kept[b], j, off, thr);
+            for (int64_t b = 0; b < ngk && !sup; b++)
+                sup = DK_TFN(dk__nms_suppresses)(x, area, n, sc->grid_kept[b], j, off, thr);
         } else if (!sup && sc->geo[j].rx > 0 && sc->geo[j].ry > 0) {
             const DK_TFN(dk__nms_geo) g = sc->geo[j];
             /* the cells the reach covers, clamped to the grid (every centre is inside it) */
@@ -298,7 +302,8 @@ static void DK_TFN(dk__nms_category)(const DK_T *x, const DK_T *area, int64_t n,
                 sup = DK_TFN(dk__nms_scan)(sc->ent, sc->span[2 * own], sc->span[2 * own + 1], &g, jb, off, thr);
                 for (int32_t cy = cy0; cy <= cy1 && !sup; cy++)
                     for (int32_t c = cy * sc->gx + cx0; c <= cy * sc->gx + cx1 && !sup; c++)
-                        sup = c != own && DK_TFN(dk__nms_scan)(sc->ent, sc->span[2 * c], sc->span[2 * c + 1], &g, jb, off, thr);
+                        sup = c != own &&
+                              DK_TFN(dk__nms_scan)(sc->ent, sc->span[2 * c], sc->span[2 * c + 1], &g, jb, off, thr);
             } else {
                 for (int32_t cy = cy0; cy <= cy1; cy++) {
                     const int32_t *p = sc->span + 2 * ((int64_t)cy * sc->gx + cx0), *pe = p + 2 * (cx1 - cx0 + 1);
@@ -376,7 +381,8 @@ static dk_status DK_TFN(dk__nms_run)(dk__nms_ctx *cx, const DK_T *x, const DK_T 
     }
     if (!(cx->thr >= 0)) {
         for (int64_t g = 0; g < nseg; g++)
-            DK_TFN(dk__nms_quadratic)(x, area, n, seg_ord + seg_beg[g], seg_beg[g + 1] - seg_beg[g], off, cx->thr, kept);
+            DK_TFN(dk__nms_quadratic)(x, area, n, seg_ord + seg_beg[g], seg_beg[g + 1] - seg_beg[g], off, cx->thr,
+                                      kept);
     } else {
         DK_TFN(dk__nms_scratch) sc;
         const size_t N = (size_t)n, L = (size_t)largest, cells = 4 * N + 16;

@@ -22,8 +22,13 @@ dk_status dk_soft_nms_cpu(const dk_tensor *boxes, const dk_tensor *scores, dk_te
         return DK_OK;
     }
     DK_ARENA_ON_STACK(ar); /* Note [Scratch arena] */
-    dk__soft_nms_args a = {.n = n, .thr = iou_threshold, .sigma = sigma, .min_score = min_score,
-                           .method = (int)method, .offset = (int)offset, .ar = &ar};
+    dk__soft_nms_args a = {.n = n,
+                           .thr = iou_threshold,
+                           .sigma = sigma,
+                           .min_score = min_score,
+                           .method = (int)method,
+                           .offset = (int)offset,
+                           .ar = &ar};
     dk_status st = DK_OK;
     DK_SWITCH_FLOAT(dk_tensor_dtype(boxes), st, dk__soft_nms, (&a, boxes, scores, dets, inds),
                     st = dk_error(DK_ETYPE, "soft_nms: unsupported dtype"))

@@ -19,16 +19,16 @@
 
 /* The arrays of the procedure: box p is (x1[p], y1[p], x2[p], y2[p]), area[p], score sc[p],
  * original index ind[p]. Emits positions 0 .. kept-1; returns kept. */
-static int64_t DK_TFN(dk__soft_nms_run)(const dk__soft_nms_args *a, DK_T *x1, DK_T *y1, DK_T *x2, DK_T *y2,
-                                        DK_T *area, DK_T *sc, int64_t *ind)
+static int64_t DK_TFN(dk__soft_nms_run)(const dk__soft_nms_args *a, DK_T *x1, DK_T *y1, DK_T *x2, DK_T *y2, DK_T *area,
+                                        DK_T *sc, int64_t *ind)
 {
     const DK_T off = (DK_T)a->offset, thr = (DK_T)a->thr, sigma = (DK_T)a->sigma, min_score = (DK_T)a->min_score;
     int64_t n = a->n;
-#define DK__SWAP(arr, p, q)                                                                                           \
-    do {                                                                                                              \
-        const __typeof__(arr[0]) t_ = arr[p];                                                                         \
-        arr[p] = arr[q];                                                                                              \
-        arr[q] = t_;                                                                                                  \
+#define DK__SWAP(arr, p, q)                   \
+    do {                                      \
+        const __typeof__(arr[0]) t_ = arr[p]; \
+        arr[p] = arr[q];                      \
+        arr[q] = t_;                          \
     } while (0)
     for (int64_t i = 0; i < n; i++) {
         int64_t best = i;
@@ -46,8 +46,8 @@ static int64_t DK_TFN(dk__soft_nms_run)(const dk__soft_nms_args *a, DK_T *x1, DK
         DK__SWAP(sc, i, best);
         DK__SWAP(ind, i, best);
         for (int64_t p = i + 1; p < n; p++) {
-            const DK_T ovr = DK_TFN(dk_box_nms_overlap)(x1[i], y1[i], x2[i], y2[i], area[i], x1[p], y1[p], x2[p],
-                                                         y2[p], area[p], off);
+            const DK_T ovr = DK_TFN(dk_box_nms_overlap)(x1[i], y1[i], x2[i], y2[i], area[i], x1[p], y1[p], x2[p], y2[p],
+                                                        area[p], off);
             sc[p] *= DK_TFN(dk_box_soft_nms_weight)(ovr, a->method, thr, sigma);
             if (sc[p] < min_score) { /* the last box takes its place, and is decayed next */
                 n--;

@@ -35,10 +35,9 @@ DK_TUNABLE(dk__ra_taps_bound, "roi_align.taps_bound_bytes", (int64_t)8 << 20, 0,
 
 /* Shape and strides common to both directions; `img` is input or grad_input, `bins` is output
  * or grad_output. */
-static dk_status dk__ra_shape_init(dk__ra_shape *sh, const dk_tensor *img, const dk_tensor *bins,
-                                   const dk_tensor *rois, const dk_tensor *amy, const dk_tensor *amx, int64_t PH,
-                                   int64_t PW, double scale, int64_t sampling_ratio, int64_t pool_mode, bool aligned,
-                                   bool backward)
+static dk_status dk__ra_shape_init(dk__ra_shape *sh, const dk_tensor *img, const dk_tensor *bins, const dk_tensor *rois,
+                                   const dk_tensor *amy, const dk_tensor *amx, int64_t PH, int64_t PW, double scale,
+                                   int64_t sampling_ratio, int64_t pool_mode, bool aligned, bool backward)
 {
     const char *op = backward ? "roi_align_backward" : "roi_align_forward";
     sh->N = img->shape[0];
@@ -141,7 +140,7 @@ dk_status dk_roi_align_backward_cpu(const dk_tensor *grad_output, const dk_tenso
                                      aligned_width, spatial_scale, sampling_ratio, pool_mode, aligned, true);
     if (st != DK_OK) return st;
     if (sh.N == 0 || sh.C == 0 || sh.H == 0 || sh.W == 0) return DK_OK; /* nothing to write */
-    DK_ARENA_ON_STACK(ar); /* Note [Scratch arena] */
+    DK_ARENA_ON_STACK(ar);                                              /* Note [Scratch arena] */
     dk_groups gr;
     dk__ra_ctx cx = {.sh = &sh, .gr = &gr, .ar = &ar, .nthreads = dk_parallel_threads_for(dk__ra_work(&sh))};
     DK_SWITCH_FLOAT(dk_tensor_dtype(grad_output), st, dk__ra_backward,

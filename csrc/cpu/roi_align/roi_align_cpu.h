@@ -114,8 +114,8 @@ typedef struct {
     dk_groups *gr;
     dk_arena *ar;
     int nthreads;
-    bool stream;           /* write grad_input with streaming stores (Note [Streaming stores]) */
-    dk_large_output out;   /* the forward output (Note [Faulting in the shadow]) */
+    bool stream;         /* write grad_input with streaming stores (Note [Streaming stores]) */
+    dk_large_output out; /* the forward output (Note [Faulting in the shadow]) */
 } dk__ra_ctx;
 
 /* One plane loop (Note [Serial calls] in dk_parallel.h): what its workers read. */
@@ -131,7 +131,7 @@ typedef struct {
     const void *amy_in, *amx_in; /* and read by backward */
     char *scratch;               /* thread t's part: scratch + t * per_thread bytes (or elements) */
     size_t per_thread;
-    int64_t *staged_its;         /* per thread, DK__RA_STAGE_ITS staged iterations */
+    int64_t *staged_its; /* per thread, DK__RA_STAGE_ITS staged iterations */
 } dk__ra_job;
 
 /* One iteration of an average-pooling plane loop: image n, channel pairs [q0, q0 + nq), the
@@ -139,6 +139,5 @@ typedef struct {
 typedef struct {
     int64_t n, q0, nq, j0, j1;
 } dk__ra_it;
-
 
 #endif /* DK_ROI_ALIGN_CPU_H */

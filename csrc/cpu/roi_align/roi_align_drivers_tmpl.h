@@ -40,10 +40,8 @@ typedef struct {
     size_t roi_scratch, pair_buf, stage, per_thread; /* in elements of T */
 } DK_SFN(dk__ra_avg_plan);
 
-static DK_SFN(dk__ra_avg_plan) DK_SFN(dk__ra_avg_plan_of)(const dk__ra_shape *sh,
-                                                                   const dk_groups *gr,
-                                                                   const TABLES *tb,
-                                                                   size_t stage_bytes)
+static DK_SFN(dk__ra_avg_plan)
+    DK_SFN(dk__ra_avg_plan_of)(const dk__ra_shape *sh, const dk_groups *gr, const TABLES *tb, size_t stage_bytes)
 {
     DK_SFN(dk__ra_avg_plan) pl;
     pl.CP = (sh->C + 1) / 2;
@@ -52,11 +50,12 @@ static DK_SFN(dk__ra_avg_plan) DK_SFN(dk__ra_avg_plan_of)(const dk__ra_shape *sh
     pl.roi_scratch = DK_TFN(dk__ra_roi_scratch)(tb, sh);
     pl.pair_buf = dk_round8((size_t)(2 * sh->H * sh->W)); /* bounded by dk__ra_shape_init */
     pl.stage = 0;
-    if (stage_bytes) { /* whole iterations' results (Note [Faulting in the shadow]) */
+    if (stage_bytes) {    /* whole iterations' results (Note [Faulting in the shadow]) */
         int64_t most = 0; /* RoIs of the busiest image */
         for (int64_t n = 0; n < sh->N; ++n)
             most = gr->beg[n + 1] - gr->beg[n] > most ? gr->beg[n + 1] - gr->beg[n] : most;
-        const size_t one = dk_sat_mul(dk_sat_mul((size_t)(pl.G * most), 2), (size_t)(sh->PH * sh->PW)); /* one iteration */
+        const size_t one = dk_sat_mul(dk_sat_mul((size_t)(pl.G * most), 2),
+                                      (size_t)(sh->PH * sh->PW)); /* one iteration */
         const size_t room = stage_bytes / sizeof(T);
         pl.stage = one > 0 && one <= room ? room / one * one : 0;
     }
@@ -64,15 +63,13 @@ static DK_SFN(dk__ra_avg_plan) DK_SFN(dk__ra_avg_plan_of)(const dk__ra_shape *sh
      * need not be one): the next thread's scratch then starts aligned for V4, whose loads and
      * stores the compiler may emit as aligned ones. (An unrounded stage of 44 iterations of 481
      * RoIs at 7x7 put thread 1's vectors 8 bytes off: SIGSEGV on the first aligned store.) */
-    pl.per_thread = dk_sat_add(dk_sat_add(pl.roi_scratch, dk_sat_mul((size_t)pl.G, pl.pair_buf)),
-                               dk_round8(pl.stage));
+    pl.per_thread = dk_sat_add(dk_sat_add(pl.roi_scratch, dk_sat_mul((size_t)pl.G, pl.pair_buf)), dk_round8(pl.stage));
     return pl;
 }
 
 /* Thread tid's part of the scratch of an average-pooling plane loop: its RoI scratch (into sc)
  * and, returned, its G pair buffers (then the stage, if any). */
-static T *DK_SFN(dk__ra_avg_scratch)(const dk__ra_job *jb, const DK_SFN(dk__ra_avg_plan) *pl,
-                                         int tid, SCRATCH *sc)
+static T *DK_SFN(dk__ra_avg_scratch)(const dk__ra_job *jb, const DK_SFN(dk__ra_avg_plan) *pl, int tid, SCRATCH *sc)
 {
     T *base = (T *)(void *)(jb->scratch + (size_t)tid * pl->per_thread * sizeof(T));
     *sc = DK_TFN(dk__ra_scratch_at)((const TABLES *)jb->tb, jb->cx->sh, base);
@@ -81,8 +78,7 @@ static T *DK_SFN(dk__ra_avg_scratch)(const dk__ra_job *jb, const DK_SFN(dk__ra_a
 
 /* Iteration `it` of the plane loop: image n, channel pairs [q0, q0 + nq), the image's RoIs
  * order[j0 .. j1). */
-static inline dk__ra_it DK_SFN(dk__ra_it_of)(const DK_SFN(dk__ra_avg_plan) *pl,
-                                                  const dk_groups *gr, int64_t it)
+static inline dk__ra_it DK_SFN(dk__ra_it_of)(const DK_SFN(dk__ra_avg_plan) *pl, const dk_groups *gr, int64_t it)
 {
     dk__ra_it p;
     p.n = it / pl->NG;
@@ -95,8 +91,8 @@ static inline dk__ra_it DK_SFN(dk__ra_it_of)(const DK_SFN(dk__ra_avg_plan) *pl,
 
 /* Writes the results of the `count` staged iterations its[] (Note [Faulting in the shadow]),
  * laid out as the forward worker staged them, to the output. */
-static void DK_SFN(dk__ra_unstage)(dk__ra_job *jb, const DK_SFN(dk__ra_avg_plan) *pl,
-                                       const T *stage, const int64_t *its, int count)
+static void DK_SFN(dk__ra_unstage)(dk__ra_job *jb, const DK_SFN(dk__ra_avg_plan) *pl, const T *stage,
+                                   const int64_t *its, int count)
 {
     const dk__ra_shape *sh = jb->cx->sh;
     const dk_groups *gr = jb->cx->gr;
@@ -167,8 +163,8 @@ static void DK_SFN(dk__ra_forward_avg_worker)(void *job, int tid)
         const S *img = in + p.n * is[0];
         const int64_t rlo = tb->rlo[p.n];
         int64_t next = p.nq == 1 ? rlo : tb->rhi[p.n] + 1;
-        bool finite = p.nq == 1 || DK_SFN(dk__ra_pairs_in)(buf, pl.pair_buf, img, is, 2 * p.q0,
-                                                              p.nq, C, rlo, rlo, tb->rhi[p.n], W);
+        bool finite = p.nq == 1 ||
+                      DK_SFN(dk__ra_pairs_in)(buf, pl.pair_buf, img, is, 2 * p.q0, p.nq, C, rlo, rlo, tb->rhi[p.n], W);
         dk_readahead ra;
         dk_readahead_none(&ra);
         if (ahead && nx < total) {
@@ -177,8 +173,7 @@ static void DK_SFN(dk__ra_forward_avg_worker)(void *job, int tid)
                 const int64_t c2 = 2 * p2.q0, r0 = tb->rlo[p2.n];
                 const S *band = in + p2.n * is[0] + c2 * is[1] + r0 * is[2];
                 const size_t bytes = (size_t)((tb->rhi[p2.n] - r0 + 1) * W) * sizeof(S);
-                dk_readahead_init(&ra, band, c2 + 1 < C ? band + is[1] : NULL, bytes,
-                                  p.nq * (p.j1 - p.j0));
+                dk_readahead_init(&ra, band, c2 + 1 < C ? band + is[1] : NULL, bytes, p.nq * (p.j1 - p.j0));
             }
         }
         for (int64_t q = 0; q < p.nq; ++q) {
@@ -189,17 +184,13 @@ static void DK_SFN(dk__ra_forward_avg_worker)(void *job, int tid)
                     dk_prefetch_write(out + gr->order[j + 2] * os[0] + c * os[1],
                                       (size_t)((1 + two) * PH * PW) * sizeof(S));
                 if (tb->yhi[j] >= next) { /* only for one pair: then q == 0 */
-                    finite &= DK_SFN(dk__ra_pairs_in)(buf, pl.pair_buf, img, is, c, 1, C, rlo,
-                                                          next, tb->yhi[j], W);
+                    finite &= DK_SFN(dk__ra_pairs_in)(buf, pl.pair_buf, img, is, c, 1, C, rlo, next, tb->yhi[j], W);
                     next = tb->yhi[j] + 1;
                 }
                 /* Note [Non-finite values]: every row this RoI reads is copied, so `finite`
                  * covers them (and maybe more). */
-                if (finite)
-                    DK_TFN(dk__ra_forward_roi)(tb, j, PH, PW, W, buf + (size_t)q * pl.pair_buf,
-                                                   rlo, &sc);
-                else
-                    DK_SFN(dk__ra_forward_roi_exact)(sh, img, c, two, &ay[j], &ax[j], sc.acc);
+                if (finite) DK_TFN(dk__ra_forward_roi)(tb, j, PH, PW, W, buf + (size_t)q * pl.pair_buf, rlo, &sc);
+                else DK_SFN(dk__ra_forward_roi_exact)(sh, img, c, two, &ay[j], &ax[j], sc.acc);
                 if (st) {
                     memcpy(st, sc.acc, (size_t)(2 * PH * PW) * sizeof(T));
                     st += 2 * PH * PW;
@@ -240,7 +231,7 @@ static void DK_SFN(dk__ra_backward_avg_worker)(void *job, int tid)
                 const int64_t k = gr->order[j];
                 if (blocks && j + 2 < p.j1)
                     dk_prefetch_read(gout + gr->order[j + 2] * os[0] + c * os[1],
-                                      (size_t)((1 + two) * PH * PW) * sizeof(S));
+                                     (size_t)((1 + two) * PH * PW) * sizeof(S));
                 const S *g = gout + k * os[0] + c * os[1];
                 if (DK_SFN(dk__ra_load_bins)(sc.acc, g, g + two * os[1], os, PH, PW))
                     DK_TFN(dk__ra_backward_roi)(tb, j, PH, PW, W, qbuf, &sc);
@@ -248,16 +239,14 @@ static void DK_SFN(dk__ra_backward_avg_worker)(void *job, int tid)
                     DK_TFN(dk__ra_backward_roi_exact)(&ay[j], &ax[j], PH, PW, H, W, qbuf, &sc);
             }
         }
-        DK_SFN(dk__ra_pairs_out)(gin + p.n * is[0], is, 2 * p.q0, p.nq, C, buf, pl.pair_buf,
-                                     H, W, jb->cx->stream);
+        DK_SFN(dk__ra_pairs_out)(gin + p.n * is[0], is, 2 * p.q0, p.nq, C, buf, pl.pair_buf, H, W, jb->cx->stream);
     }
     if (jb->cx->stream) dk_sfence();
 }
 
 /* Runs an average-pooling worker over the plane loop, with its scratch from the arena. */
-static dk_status DK_SFN(dk__ra_avg)(dk__ra_ctx *cx, const TABLES *tb, const AXIS *ay,
-                                        const AXIS *ax, const S *src, S *dst,
-                                        void (*worker)(void *, int))
+static dk_status DK_SFN(dk__ra_avg)(dk__ra_ctx *cx, const TABLES *tb, const AXIS *ay, const AXIS *ax, const S *src,
+                                    S *dst, void (*worker)(void *, int))
 {
     /* a stage per thread but the one faulting in: no more in all than the output itself */
     size_t stage_bytes = 0;
@@ -266,13 +255,12 @@ static dk_status DK_SFN(dk__ra_avg)(dk__ra_ctx *cx, const TABLES *tb, const AXIS
         stage_bytes = cx->out.fill_bytes / (size_t)(cx->nthreads - 1);
         stage_bytes = stage_bytes < most ? stage_bytes : most;
     }
-    const DK_SFN(dk__ra_avg_plan) pl =
-        DK_SFN(dk__ra_avg_plan_of)(cx->sh, cx->gr, tb, stage_bytes);
+    const DK_SFN(dk__ra_avg_plan) pl = DK_SFN(dk__ra_avg_plan_of)(cx->sh, cx->gr, tb, stage_bytes);
     dk__ra_job jb = {.cx = cx, .tb = tb, .plan = &pl, .ay = ay, .ax = ax, .src = src, .dst = dst};
     jb.scratch = (char *)dk_arena_take_n(cx->ar, dk_sat_mul((size_t)cx->nthreads, pl.per_thread), sizeof(T));
     if (pl.stage)
         jb.staged_its = (int64_t *)dk_arena_take_n(cx->ar, (size_t)cx->nthreads * DK__RA_STAGE_ITS,
-                                                           sizeof *jb.staged_its);
+                                                   sizeof *jb.staged_its);
     if (!jb.scratch || (pl.stage && !jb.staged_its))
         return dk_error(DK_ENOMEM, "%s: out of memory for scratch",
                         cx->sh->backward ? "roi_align_backward" : "roi_align_forward");
@@ -284,8 +272,7 @@ static dk_status DK_SFN(dk__ra_avg)(dk__ra_ctx *cx, const TABLES *tb, const AXIS
 #define DK__RA_MAX_SAMPLE_TABLE (1 << 20)
 
 /* Bytes of one thread's sample tables in forward max pooling (dk__ra_forward_max_worker). */
-static size_t DK_SFN(dk__ra_max_tab_bytes)(const dk__ra_shape *sh, const AXIS *ay,
-                                               const AXIS *ax)
+static size_t DK_SFN(dk__ra_max_tab_bytes)(const dk__ra_shape *sh, const AXIS *ay, const AXIS *ax)
 {
     int64_t most = 1;
     for (int64_t k = 0; k < sh->K; ++k) {
@@ -333,10 +320,9 @@ static void DK_SFN(dk__ra_forward_max_worker)(void *job, int tid)
             for (int64_t ph = 0; ph < PH; ++ph)
                 for (int64_t pw = 0; pw < PW; ++pw) {
                     T my, mx;
-                    const T v = tab ? DK_TFN(dk__ra_max_bin)(buf, W, ysm + ph * gh, gh,
-                                                                 xsm + pw * gw, gw, &my, &mx)
-                                    : DK_TFN(dk_roi_align_forward_max)(
-                                          buf, W, 1, H, W, &ay[j], &ax[j], ph, pw, &my, &mx);
+                    const T v = tab ? DK_TFN(dk__ra_max_bin)(buf, W, ysm + ph * gh, gh, xsm + pw * gw, gw, &my, &mx)
+                                    : DK_TFN(dk_roi_align_forward_max)(buf, W, 1, H, W, &ay[j], &ax[j], ph, pw, &my,
+                                                                       &mx);
                     STORE(out + k * os[0] + c * os[1] + ph * os[2] + pw * os[3], v);
                     amy[k * ys[0] + c * ys[1] + ph * ys[2] + pw * ys[3]] = my;
                     amx[k * xs[0] + c * xs[1] + ph * xs[2] + pw * xs[3]] = mx;
@@ -345,13 +331,13 @@ static void DK_SFN(dk__ra_forward_max_worker)(void *job, int tid)
     }
 }
 
-static dk_status DK_SFN(dk__ra_forward_max)(dk__ra_ctx *cx, const AXIS *ay,
-                                                const AXIS *ax, const S *in, S *out, T *amy,
-                                                T *amx)
+static dk_status DK_SFN(dk__ra_forward_max)(dk__ra_ctx *cx, const AXIS *ay, const AXIS *ax, const S *in, S *out, T *amy,
+                                            T *amx)
 {
     const dk__ra_shape *sh = cx->sh;
     dk__ra_job jb = {.cx = cx, .ay = ay, .ax = ax, .src = in, .dst = out, .amy = amy, .amx = amx};
-    jb.per_thread = dk_sat_add(DK_SFN(dk__ra_max_tab_bytes)(sh, ay, ax), dk_round8((size_t)(sh->H * sh->W) * sizeof(T)));
+    jb.per_thread = dk_sat_add(DK_SFN(dk__ra_max_tab_bytes)(sh, ay, ax),
+                               dk_round8((size_t)(sh->H * sh->W) * sizeof(T)));
     jb.scratch = (char *)dk_arena_take_n(cx->ar, (size_t)cx->nthreads, jb.per_thread);
     if (!jb.scratch) return dk_error(DK_ENOMEM, "roi_align_forward: out of memory for scratch");
     dk_parallel_run(cx->nthreads, &jb.counter, DK_SFN(dk__ra_forward_max_worker), &jb);
@@ -381,8 +367,7 @@ static void DK_SFN(dk__ra_backward_max_worker)(void *job, int tid)
                     const T y = amy[k * ys[0] + c * ys[1] + ph * ys[2] + pw * ys[3]];
                     const T x = amx[k * xs[0] + c * xs[1] + ph * xs[2] + pw * xs[3]];
                     DK_TFN(dk_roi_align_bilinear) b;
-                    if (y == (T)-1 || !DK_TFN(dk_roi_align_bilinear_init)(y, x, H, W, &b))
-                        continue;
+                    if (y == (T)-1 || !DK_TFN(dk_roi_align_bilinear_init)(y, x, H, W, &b)) continue;
                     const T gv = LOAD(gout + k * os[0] + c * os[1] + ph * os[2] + pw * os[3]);
                     buf[b.y_low * W + b.x_low] += gv * b.w1;
                     buf[b.y_low * W + b.x_high] += gv * b.w2;
@@ -396,8 +381,7 @@ static void DK_SFN(dk__ra_backward_max_worker)(void *job, int tid)
     }
 }
 
-static dk_status DK_SFN(dk__ra_backward_max)(dk__ra_ctx *cx, const S *gout,
-                                                 const T *amy, const T *amx, S *gin)
+static dk_status DK_SFN(dk__ra_backward_max)(dk__ra_ctx *cx, const S *gout, const T *amy, const T *amx, S *gin)
 {
     const dk__ra_shape *sh = cx->sh;
     dk__ra_job jb = {.cx = cx, .src = gout, .dst = gin, .amy_in = amy, .amx_in = amx};
@@ -428,8 +412,7 @@ static void DK_SFN(dk__ra_forward_orphans)(dk__ra_ctx *cx, S *out, T *amy, T *am
 }
 
 /* RoI geometry and groups, in the arena. */
-static dk_status DK_SFN(dk__ra_prepare)(dk__ra_ctx *cx, const dk_tensor *rois, AXIS **ay,
-                                            AXIS **ax)
+static dk_status DK_SFN(dk__ra_prepare)(dk__ra_ctx *cx, const dk_tensor *rois, AXIS **ay, AXIS **ax)
 {
     const size_t K = (size_t)cx->sh->K;
     *ay = (AXIS *)dk_arena_take_n(cx->ar, K, sizeof **ay);
@@ -476,9 +459,8 @@ static dk_status DK_SFN(dk__ra_prepare)(dk__ra_ctx *cx, const dk_tensor *rois, A
     return DK_OK;
 }
 
-static dk_status DK_SFN(dk__ra_forward)(dk__ra_ctx *cx, const dk_tensor *input,
-                                            const dk_tensor *rois, dk_tensor *output,
-                                            dk_tensor *argmax_y, dk_tensor *argmax_x)
+static dk_status DK_SFN(dk__ra_forward)(dk__ra_ctx *cx, const dk_tensor *input, const dk_tensor *rois,
+                                        dk_tensor *output, dk_tensor *argmax_y, dk_tensor *argmax_x)
 {
     AXIS *ay, *ax;
     dk_status st = DK_SFN(dk__ra_prepare)(cx, rois, &ay, &ax);
@@ -498,17 +480,14 @@ static dk_status DK_SFN(dk__ra_forward)(dk__ra_ctx *cx, const dk_tensor *input,
     } else {
         TABLES tb;
         st = DK_TFN(dk__ra_tables_build)(cx->ar, &tb, sh, cx->gr, ay, ax);
-        if (st == DK_OK)
-            st = DK_SFN(dk__ra_avg)(cx, &tb, ay, ax, in, out,
-                                        DK_SFN(dk__ra_forward_avg_worker));
+        if (st == DK_OK) st = DK_SFN(dk__ra_avg)(cx, &tb, ay, ax, in, out, DK_SFN(dk__ra_forward_avg_worker));
     }
     if (st == DK_OK) DK_SFN(dk__ra_forward_orphans)(cx, out, amy, amx);
     return st;
 }
 
-static dk_status DK_SFN(dk__ra_backward)(dk__ra_ctx *cx, const dk_tensor *grad_output,
-                                             const dk_tensor *rois, const dk_tensor *argmax_y,
-                                             const dk_tensor *argmax_x, dk_tensor *grad_input)
+static dk_status DK_SFN(dk__ra_backward)(dk__ra_ctx *cx, const dk_tensor *grad_output, const dk_tensor *rois,
+                                         const dk_tensor *argmax_y, const dk_tensor *argmax_x, dk_tensor *grad_input)
 {
     AXIS *ay, *ax;
     dk_status st = DK_SFN(dk__ra_prepare)(cx, rois, &ay, &ax);
@@ -521,13 +500,11 @@ static dk_status DK_SFN(dk__ra_backward)(dk__ra_ctx *cx, const dk_tensor *grad_o
     cx->stream = dk_large_output_prepare(&gl, gin, 4, img, sh->in_s, sizeof(S), false);
     if (sh->max_mode) {
         st = DK_SFN(dk__ra_backward_max)(cx, gout, (const T *)dk_tensor_data(argmax_y),
-                                             (const T *)dk_tensor_data(argmax_x), gin);
+                                         (const T *)dk_tensor_data(argmax_x), gin);
     } else {
         TABLES tb;
         st = DK_TFN(dk__ra_tables_build)(cx->ar, &tb, sh, cx->gr, ay, ax);
-        if (st == DK_OK)
-            st = DK_SFN(dk__ra_avg)(cx, &tb, ay, ax, gout, gin,
-                                        DK_SFN(dk__ra_backward_avg_worker));
+        if (st == DK_OK) st = DK_SFN(dk__ra_avg)(cx, &tb, ay, ax, gout, gin, DK_SFN(dk__ra_backward_avg_worker));
     }
     return st;
 }

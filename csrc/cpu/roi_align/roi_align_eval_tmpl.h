@@ -20,9 +20,8 @@
 /* t[0..n) += sum of w[i] * row_i[c .. c + n) over nr (1..4) y taps, row r at
  * buf + (r - rbase) * sy: the dense vertical pass, four rows per sweep so that t is loaded and
  * stored once per four rows. */
-static inline void DK_TFN(dk__ra_vsum)(T *restrict t, int64_t n, const T *buf, int64_t sy,
-                                           int64_t rbase, int64_t c, const int32_t *idx,
-                                           const T *w, int64_t nr)
+static inline void DK_TFN(dk__ra_vsum)(T *restrict t, int64_t n, const T *buf, int64_t sy, int64_t rbase, int64_t c,
+                                       const int32_t *idx, const T *w, int64_t nr)
 {
 #define DK__RA_ROW(i) (buf + (idx[i] - rbase) * sy + c)
     const T *restrict a = DK__RA_ROW(0);
@@ -30,21 +29,17 @@ static inline void DK_TFN(dk__ra_vsum)(T *restrict t, int64_t n, const T *buf, i
     if (nr >= 4) {
         const T *restrict b = DK__RA_ROW(1), *restrict d = DK__RA_ROW(2), *restrict e = DK__RA_ROW(3);
         const T wb = w[1], wd = w[2], we = w[3];
-        for (int64_t j = 0; j < n; ++j)
-            t[j] += wa * a[j] + wb * b[j] + wd * d[j] + we * e[j];
+        for (int64_t j = 0; j < n; ++j) t[j] += wa * a[j] + wb * b[j] + wd * d[j] + we * e[j];
     } else if (nr == 3) {
         const T *restrict b = DK__RA_ROW(1), *restrict d = DK__RA_ROW(2);
         const T wb = w[1], wd = w[2];
-        for (int64_t j = 0; j < n; ++j)
-            t[j] += wa * a[j] + wb * b[j] + wd * d[j];
+        for (int64_t j = 0; j < n; ++j) t[j] += wa * a[j] + wb * b[j] + wd * d[j];
     } else if (nr == 2) {
         const T *restrict b = DK__RA_ROW(1);
         const T wb = w[1];
-        for (int64_t j = 0; j < n; ++j)
-            t[j] += wa * a[j] + wb * b[j];
+        for (int64_t j = 0; j < n; ++j) t[j] += wa * a[j] + wb * b[j];
     } else {
-        for (int64_t j = 0; j < n; ++j)
-            t[j] += wa * a[j];
+        for (int64_t j = 0; j < n; ++j) t[j] += wa * a[j];
     }
 #undef DK__RA_ROW
 }
@@ -53,21 +48,22 @@ static inline void DK_TFN(dk__ra_vsum)(T *restrict t, int64_t n, const T *buf, i
  * buf + (r - rbase) * sy): for every pair q[p] of the RoI, vb[p] (= if first, else +=)
  * sum_i w[i] * row_i[2a .. + 3]. Four taps per sweep keep their offsets and weights in
  * registers. */
-static inline void DK_TFN(dk__ra_sparse_rows)(V4 *restrict vb, const PAIR *restrict q,
-                                                  int64_t np, const T *buf, int64_t sy,
-                                                  int64_t rbase, const int32_t *idx, const T *w,
-                                                  int64_t nr, bool first)
+static inline void DK_TFN(dk__ra_sparse_rows)(V4 *restrict vb, const PAIR *restrict q, int64_t np, const T *buf,
+                                              int64_t sy, int64_t rbase, const int32_t *idx, const T *w, int64_t nr,
+                                              bool first)
 {
     int64_t o[4];
     for (int i = 0; i < 4; ++i) o[i] = (idx[i < nr ? i : 0] - rbase) * sy;
-#define DK__RA_TAP(i) DK_TFN(dk_ld4)(&x, pa + o##i); v += w##i * x;
-#define DK__RA_SWEEP(TAPS)                                                                      \
-    for (int64_t p = 0; p < np; ++p) {                                                          \
-        const T *pa = buf + 2 * (int64_t)q[p].a;                                                \
-        V4 x, v = {0, 0, 0, 0};                                                                 \
-        TAPS                                                                                    \
-        if (first) vb[p] = v;                                                                   \
-        else vb[p] += v;                                                                        \
+#define DK__RA_TAP(i)              \
+    DK_TFN(dk_ld4)(&x, pa + o##i); \
+    v += w##i * x;
+#define DK__RA_SWEEP(TAPS)                       \
+    for (int64_t p = 0; p < np; ++p) {           \
+        const T *pa = buf + 2 * (int64_t)q[p].a; \
+        V4 x, v = {0, 0, 0, 0};                  \
+        TAPS                                     \
+        if (first) vb[p] = v;                    \
+        else vb[p] += v;                         \
     }
     const int64_t o0 = o[0];
     const T w0 = w[0];
@@ -92,16 +88,14 @@ static inline void DK_TFN(dk__ra_sparse_rows)(V4 *restrict vb, const PAIR *restr
 
 /* *s = sum over the pairs [p0, p1) of their weights times their lanes: vb[p - vb0] (sparse) or
  * the row buffer t at the pair (dense; t starts at column c0). */
-static inline void DK_TFN(dk__ra_bin_dot)(V4 *s, const PAIR *pr, int64_t p0, int64_t p1,
-                                              const V4 *vb, int64_t vb0, const T *t, int64_t c0)
+static inline void DK_TFN(dk__ra_bin_dot)(V4 *s, const PAIR *pr, int64_t p0, int64_t p1, const V4 *vb, int64_t vb0,
+                                          const T *t, int64_t c0)
 {
     V4 acc = {0, 0, 0, 0}, w, v;
     for (int64_t p = p0; p < p1; ++p) {
         DK_TFN(dk_ld4)(&w, pr[p].w);
-        if (vb)
-            v = vb[p - vb0];
-        else
-            DK_TFN(dk_ld4)(&v, t + 2 * ((int64_t)pr[p].a - c0));
+        if (vb) v = vb[p - vb0];
+        else DK_TFN(dk_ld4)(&v, t + 2 * ((int64_t)pr[p].a - c0));
         acc += w * v;
     }
     *s = acc;
@@ -109,8 +103,8 @@ static inline void DK_TFN(dk__ra_bin_dot)(V4 *s, const PAIR *pr, int64_t p0, int
 
 /* One bin row of both channels: acc2[2 * pw + ch] = (lane ch) + (lane ch + 2) of the bin's dot,
  * two bins per shuffle. */
-static inline void DK_TFN(dk__ra_bin_row)(T *restrict acc2, const PAIR *pr, const int64_t *pb,
-                                              int64_t PW, const V4 *vb, const T *t, int64_t c0)
+static inline void DK_TFN(dk__ra_bin_row)(T *restrict acc2, const PAIR *pr, const int64_t *pb, int64_t PW, const V4 *vb,
+                                          const T *t, int64_t c0)
 {
     int64_t pw = 0;
     for (; pw + 2 <= PW; pw += 2) {
@@ -131,8 +125,8 @@ static inline void DK_TFN(dk__ra_bin_row)(T *restrict acc2, const PAIR *pr, cons
 /* A bin row's first four y taps as buffer offsets and weights (rows idx, weights w, nr of them;
  * row r at buf + (r - rbase) * sy), padded with the first row at weight 0: the one-pass rows
  * below keep them in registers. */
-static inline void DK_TFN(dk__ra_taps4)(const int32_t *idx, const T *w, int64_t nr, int64_t rbase,
-                                            int64_t sy, int64_t o[4], T wt[4])
+static inline void DK_TFN(dk__ra_taps4)(const int32_t *idx, const T *w, int64_t nr, int64_t rbase, int64_t sy,
+                                        int64_t o[4], T wt[4])
 {
     for (int i = 0; i < 4; ++i) {
         o[i] = ((int64_t)idx[i < nr ? i : 0] - rbase) * sy;
@@ -145,54 +139,51 @@ static inline void DK_TFN(dk__ra_taps4)(const int32_t *idx, const T *w, int64_t 
  * y-weighted sum of its four lanes, which dk__ra_sparse_rows and dk__ra_bin_row do in two
  * passes through a per-pair buffer. acc2 as in dk__ra_bin_row. The taps' offsets and weights
  * stay in registers for the whole row; each pair costs its loads and multiply-adds only. */
-static inline void DK_TFN(dk__ra_sparse_bin_row)(T *restrict acc2, const PAIR *pr,
-                                                     const int64_t *pb, int64_t PW, const T *buf,
-                                                     int64_t sy, int64_t rbase,
-                                                     const int32_t *idx, const T *w, int64_t nr)
+static inline void DK_TFN(dk__ra_sparse_bin_row)(T *restrict acc2, const PAIR *pr, const int64_t *pb, int64_t PW,
+                                                 const T *buf, int64_t sy, int64_t rbase, const int32_t *idx,
+                                                 const T *w, int64_t nr)
 {
     int64_t o[4];
     T wt[4];
     DK_TFN(dk__ra_taps4)(idx, w, nr, rbase, sy, o, wt);
-#define DK__RA_TAP(i) DK_TFN(dk_ld4)(&x, pa + o##i); v += w##i * x;
-#define DK__RA_BIN(s, p0, p1, TAPS)                                                             \
-    do {                                                                                        \
-        V4 a = {0, 0, 0, 0}, x, pwt;                                                            \
-        for (int64_t p = (p0); p < (p1); ++p) {                                                 \
-            const T *pa = buf + 2 * (int64_t)pr[p].a;                                           \
-            V4 v = {0, 0, 0, 0};                                                                \
-            TAPS                                                                                \
-            DK_TFN(dk_ld4)(&pwt, pr[p].w);                                                      \
-            a += pwt * v;                                                                       \
-        }                                                                                       \
-        s = a;                                                                                  \
+#define DK__RA_TAP(i)              \
+    DK_TFN(dk_ld4)(&x, pa + o##i); \
+    v += w##i * x;
+#define DK__RA_BIN(s, p0, p1, TAPS)                   \
+    do {                                              \
+        V4 a = {0, 0, 0, 0}, x, pwt;                  \
+        for (int64_t p = (p0); p < (p1); ++p) {       \
+            const T *pa = buf + 2 * (int64_t)pr[p].a; \
+            V4 v = {0, 0, 0, 0};                      \
+            TAPS                                      \
+            DK_TFN(dk_ld4)(&pwt, pr[p].w);            \
+            a += pwt * v;                             \
+        }                                             \
+        s = a;                                        \
     } while (0)
-#define DK__RA_ROW(TAPS)                                                                        \
-    do {                                                                                        \
-        int64_t pw = 0;                                                                         \
-        for (; pw + 2 <= PW; pw += 2) {                                                         \
-            V4 s0, s1;                                                                          \
-            DK__RA_BIN(s0, pb[pw], pb[pw + 1], TAPS);                                           \
-            DK__RA_BIN(s1, pb[pw + 1], pb[pw + 2], TAPS);                                       \
-            const V4 r = DK_SHUF(s0, s1, 0, 1, 4, 5) + DK_SHUF(s0, s1, 2, 3, 6, 7);             \
-            DK_TFN(dk_st4)(acc2 + 2 * pw, &r);                                                  \
-        }                                                                                       \
-        if (pw < PW) {                                                                          \
-            V4 s;                                                                               \
-            DK__RA_BIN(s, pb[pw], pb[pw + 1], TAPS);                                            \
-            acc2[2 * pw] = s[0] + s[2];                                                         \
-            acc2[2 * pw + 1] = s[1] + s[3];                                                     \
-        }                                                                                       \
+#define DK__RA_ROW(TAPS)                                                            \
+    do {                                                                            \
+        int64_t pw = 0;                                                             \
+        for (; pw + 2 <= PW; pw += 2) {                                             \
+            V4 s0, s1;                                                              \
+            DK__RA_BIN(s0, pb[pw], pb[pw + 1], TAPS);                               \
+            DK__RA_BIN(s1, pb[pw + 1], pb[pw + 2], TAPS);                           \
+            const V4 r = DK_SHUF(s0, s1, 0, 1, 4, 5) + DK_SHUF(s0, s1, 2, 3, 6, 7); \
+            DK_TFN(dk_st4)(acc2 + 2 * pw, &r);                                      \
+        }                                                                           \
+        if (pw < PW) {                                                              \
+            V4 s;                                                                   \
+            DK__RA_BIN(s, pb[pw], pb[pw + 1], TAPS);                                \
+            acc2[2 * pw] = s[0] + s[2];                                             \
+            acc2[2 * pw + 1] = s[1] + s[3];                                         \
+        }                                                                           \
     } while (0)
     const int64_t o0 = o[0], o1 = o[1], o2 = o[2], o3 = o[3];
     const T w0 = wt[0], w1 = wt[1], w2 = wt[2], w3 = wt[3];
-    if (nr >= 4)
-        DK__RA_ROW(DK__RA_TAP(0) DK__RA_TAP(1) DK__RA_TAP(2) DK__RA_TAP(3));
-    else if (nr == 3)
-        DK__RA_ROW(DK__RA_TAP(0) DK__RA_TAP(1) DK__RA_TAP(2));
-    else if (nr == 2)
-        DK__RA_ROW(DK__RA_TAP(0) DK__RA_TAP(1));
-    else
-        DK__RA_ROW(DK__RA_TAP(0));
+    if (nr >= 4) DK__RA_ROW(DK__RA_TAP(0) DK__RA_TAP(1) DK__RA_TAP(2) DK__RA_TAP(3));
+    else if (nr == 3) DK__RA_ROW(DK__RA_TAP(0) DK__RA_TAP(1) DK__RA_TAP(2));
+    else if (nr == 2) DK__RA_ROW(DK__RA_TAP(0) DK__RA_TAP(1));
+    else DK__RA_ROW(DK__RA_TAP(0));
     (void)o1, (void)o2, (void)o3, (void)w1, (void)w2, (void)w3;
 #undef DK__RA_ROW
 #undef DK__RA_BIN
@@ -203,9 +194,8 @@ static inline void DK_TFN(dk__ra_sparse_bin_row)(T *restrict acc2, const PAIR *p
  * Forward of RoI k on one channel pair: sc->acc[2 * (ph * PW + pw) + ch] = out[ph, pw]. buf is
  * the interleaved band (Note [Channel pairs]): row r at buf + (r - rbase) * 2W.
  */
-static void DK_TFN(dk__ra_forward_roi)(const TABLES *tb, int64_t k, int64_t PH, int64_t PW,
-                                           int64_t W, const T *buf, int64_t rbase,
-                                           const SCRATCH *sc)
+static void DK_TFN(dk__ra_forward_roi)(const TABLES *tb, int64_t k, int64_t PH, int64_t PW, int64_t W, const T *buf,
+                                       int64_t rbase, const SCRATCH *sc)
 {
     const int64_t *yb = tb->ybeg + k * PH, *pb = tb->pbeg + k * PW;
     const PAIR *pr = tb->pairs;
@@ -217,8 +207,7 @@ static void DK_TFN(dk__ra_forward_roi)(const TABLES *tb, int64_t k, int64_t PH, 
         for (int64_t ph = 0; ph < PH; ++ph) {
             memset(t, 0, (size_t)(2 * span + 4) * sizeof *t);
             for (int64_t e = yb[ph]; e < yb[ph + 1]; e += 4)
-                DK_TFN(dk__ra_vsum)(t, 2 * span, buf, sy, rbase, 2 * c0, tb->yidx + e,
-                                        tb->yw + e, yb[ph + 1] - e);
+                DK_TFN(dk__ra_vsum)(t, 2 * span, buf, sy, rbase, 2 * c0, tb->yidx + e, tb->yw + e, yb[ph + 1] - e);
             DK_TFN(dk__ra_bin_row)(acc + 2 * ph * PW, pr, pb, PW, NULL, t, c0);
         }
     } else {
@@ -231,13 +220,13 @@ static void DK_TFN(dk__ra_forward_roi)(const TABLES *tb, int64_t k, int64_t PH, 
                 continue;
             }
             if (ny <= 4) {
-                DK_TFN(dk__ra_sparse_bin_row)(acc + 2 * ph * PW, pr, pb, PW, buf, sy, rbase,
-                                                  tb->yidx + e0, tb->yw + e0, ny);
+                DK_TFN(dk__ra_sparse_bin_row)(acc + 2 * ph * PW, pr, pb, PW, buf, sy, rbase, tb->yidx + e0, tb->yw + e0,
+                                              ny);
                 continue;
             }
             for (int64_t i = 0; i < ny; i += 4)
-                DK_TFN(dk__ra_sparse_rows)(sc->vb, q, np, buf, sy, rbase, tb->yidx + e0 + i,
-                                               tb->yw + e0 + i, ny - i, i == 0);
+                DK_TFN(dk__ra_sparse_rows)(sc->vb, q, np, buf, sy, rbase, tb->yidx + e0 + i, tb->yw + e0 + i, ny - i,
+                                           i == 0);
             DK_TFN(dk__ra_bin_row)(acc + 2 * ph * PW, pr, pb, PW, sc->vb, NULL, 0);
         }
     }
@@ -256,27 +245,26 @@ static inline void DK_TFN(dk__ra_g2)(V4 *g2, const T *g)
  * dk__ra_backward_roi (so the same bits), with the taps' offsets and weights in registers and
  * no per-pair buffer. Pairs may overlap (the edge case of Note [Pairs]): each update is a
  * complete load-add-store before the next. */
-static inline void DK_TFN(dk__ra_sparse_bwd_row)(T *buf, const PAIR *pr, const int64_t *pb,
-                                                     int64_t PW, const T *g, int64_t sy,
-                                                     const int32_t *idx, const T *w, int64_t nr)
+static inline void DK_TFN(dk__ra_sparse_bwd_row)(T *buf, const PAIR *pr, const int64_t *pb, int64_t PW, const T *g,
+                                                 int64_t sy, const int32_t *idx, const T *w, int64_t nr)
 {
     int64_t o[4];
     T wt[4];
     DK_TFN(dk__ra_taps4)(idx, w, nr, 0, sy, o, wt);
-#define DK__RA_TAP(i)                                                                           \
-    DK_TFN(dk_ld4)(&x, pa + o##i);                                                              \
-    x += w##i * v;                                                                              \
+#define DK__RA_TAP(i)              \
+    DK_TFN(dk_ld4)(&x, pa + o##i); \
+    x += w##i * v;                 \
     DK_TFN(dk_st4)(pa + o##i, &x);
-#define DK__RA_ROW(TAPS)                                                                        \
-    for (int64_t pw = 0; pw < PW; ++pw) {                                                       \
-        V4 g2, pwt, v, x;                                                                       \
-        DK_TFN(dk__ra_g2)(&g2, g + 2 * pw);                                                     \
-        for (int64_t p = pb[pw]; p < pb[pw + 1]; ++p) {                                         \
-            T *pa = buf + 2 * (int64_t)pr[p].a;                                                 \
-            DK_TFN(dk_ld4)(&pwt, pr[p].w);                                                      \
-            v = pwt * g2;                                                                       \
-            TAPS                                                                                \
-        }                                                                                       \
+#define DK__RA_ROW(TAPS)                                \
+    for (int64_t pw = 0; pw < PW; ++pw) {               \
+        V4 g2, pwt, v, x;                               \
+        DK_TFN(dk__ra_g2)(&g2, g + 2 * pw);             \
+        for (int64_t p = pb[pw]; p < pb[pw + 1]; ++p) { \
+            T *pa = buf + 2 * (int64_t)pr[p].a;         \
+            DK_TFN(dk_ld4)(&pwt, pr[p].w);              \
+            v = pwt * g2;                               \
+            TAPS                                        \
+        }                                               \
     }
     const int64_t o0 = o[0], o1 = o[1], o2 = o[2], o3 = o[3];
     const T w0 = wt[0], w1 = wt[1], w2 = wt[2], w3 = wt[3];
@@ -299,8 +287,8 @@ static inline void DK_TFN(dk__ra_sparse_bwd_row)(T *buf, const PAIR *pr, const i
  * g[ph, pw, ch] times the separable weight, in a fixed order (Note [Deterministic backward]);
  * g is sc->acc, buf holds all H rows (rbase 0).
  */
-static void DK_TFN(dk__ra_backward_roi)(const TABLES *tb, int64_t k, int64_t PH, int64_t PW,
-                                            int64_t W, T *buf, const SCRATCH *sc)
+static void DK_TFN(dk__ra_backward_roi)(const TABLES *tb, int64_t k, int64_t PH, int64_t PW, int64_t W, T *buf,
+                                        const SCRATCH *sc)
 {
     const int64_t *yb = tb->ybeg + k * PH, *pb = tb->pbeg + k * PW;
     const PAIR *pr = tb->pairs;
@@ -326,8 +314,7 @@ static void DK_TFN(dk__ra_backward_roi)(const TABLES *tb, int64_t k, int64_t PH,
             for (int64_t ey = yb[ph]; ey < yb[ph + 1]; ++ey) {
                 T *restrict row = buf + tb->yidx[ey] * sy + 2 * c0;
                 const T wy = tb->yw[ey];
-                for (int64_t j = 0; j < 2 * span; ++j)
-                    row[j] += wy * u[j];
+                for (int64_t j = 0; j < 2 * span; ++j) row[j] += wy * u[j];
             }
         }
     } else {
@@ -339,8 +326,7 @@ static void DK_TFN(dk__ra_backward_roi)(const TABLES *tb, int64_t k, int64_t PH,
             const int64_t e0 = yb[ph], ny = yb[ph + 1] - e0;
             if (ny == 0) continue;
             if (ny <= 4) {
-                DK_TFN(dk__ra_sparse_bwd_row)(buf, pr, pb, PW, g + 2 * ph * PW, sy,
-                                                  tb->yidx + e0, tb->yw + e0, ny);
+                DK_TFN(dk__ra_sparse_bwd_row)(buf, pr, pb, PW, g + 2 * ph * PW, sy, tb->yidx + e0, tb->yw + e0, ny);
                 continue;
             }
             for (int64_t i = 0; i < ny; ++i) off[i] = tb->yidx[e0 + i] * sy;
@@ -369,9 +355,8 @@ static void DK_TFN(dk__ra_backward_roi)(const TABLES *tb, int64_t k, int64_t PH,
 /* Backward of one RoI (axes ay, ax) on one channel pair per sample, as the references do it
  * (Note [Non-finite values]): each sample of each bin adds g * w / count to its four taps,
  * with g[ph, pw, ch] from sc->acc; buf as in dk__ra_backward_roi. */
-static void DK_TFN(dk__ra_backward_roi_exact)(const AXIS *ay, const AXIS *ax, int64_t PH,
-                                                  int64_t PW, int64_t H, int64_t W, T *buf,
-                                                  const SCRATCH *sc)
+static void DK_TFN(dk__ra_backward_roi_exact)(const AXIS *ay, const AXIS *ax, int64_t PH, int64_t PW, int64_t H,
+                                              int64_t W, T *buf, const SCRATCH *sc)
 {
     const T count = DK_TFN(dk_roi_align_count)(ay, ax);
     for (int64_t ph = 0; ph < PH; ++ph)
@@ -422,9 +407,8 @@ static void DK_TFN(dk__ra_axis_samples)(SAMPLE *s, const AXIS *a, int64_t P, int
  * taps, w1..w4 as the same products, the same sum order), so results and argmax are identical;
  * only the per-sample geometry is hoisted out of the bins and channels.
  */
-static inline T DK_TFN(dk__ra_max_bin)(const T *plane, int64_t sy, const SAMPLE *ys,
-                                           int64_t gh, const SAMPLE *xs, int64_t gw,
-                                           T *argmax_y, T *argmax_x)
+static inline T DK_TFN(dk__ra_max_bin)(const T *plane, int64_t sy, const SAMPLE *ys, int64_t gh, const SAMPLE *xs,
+                                       int64_t gw, T *argmax_y, T *argmax_x)
 {
     if (gh <= 0 || gw <= 0) {
         *argmax_y = *argmax_x = (T)-1;

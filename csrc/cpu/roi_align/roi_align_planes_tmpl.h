@@ -30,8 +30,7 @@
 
 /* Batch index and geometry of every RoI; batch[k] = -1 for an index that is not an integer in
  * [0, N) (the op's check rejects those; this only keeps the kernel in bounds regardless). */
-static void DK_SFN(dk__ra_read_rois)(const dk_tensor *rois, const dk__ra_shape *sh,
-                                         int64_t *batch, AXIS *ay, AXIS *ax)
+static void DK_SFN(dk__ra_read_rois)(const dk_tensor *rois, const dk__ra_shape *sh, int64_t *batch, AXIS *ay, AXIS *ax)
 {
     const S *r = (const S *)dk_tensor_data(rois);
     int64_t rs[2];
@@ -42,10 +41,8 @@ static void DK_SFN(dk__ra_read_rois)(const dk_tensor *rois, const dk__ra_shape *
         const S *row = r + k * s0;
         const double b = (double)LOAD(row);
         batch[k] = (b >= 0 && b < (double)sh->N && b == (double)(int64_t)b) ? (int64_t)b : -1;
-        DK_TFN(dk_roi_align_roi_init)(LOAD(row + s1), LOAD(row + 2 * s1), LOAD(row + 3 * s1),
-                                          LOAD(row + 4 * s1), scale, sh->PH, sh->PW,
-                                          sh->sampling_ratio, sh->aligned, sh->H, sh->W, &ay[k],
-                                          &ax[k]);
+        DK_TFN(dk_roi_align_roi_init)(LOAD(row + s1), LOAD(row + 2 * s1), LOAD(row + 3 * s1), LOAD(row + 4 * s1), scale,
+                                      sh->PH, sh->PW, sh->sampling_ratio, sh->aligned, sh->H, sh->W, &ay[k], &ax[k]);
     }
 }
 
@@ -53,8 +50,7 @@ static void DK_SFN(dk__ra_read_rois)(const dk_tensor *rois, const dk__ra_shape *
  * interleaved (Note [Channel pairs]); b may be a. Unit strides go four columns at a time.
  * Returns whether every value was finite (Note [Non-finite values]): v - v is 0 for a finite v
  * and NaN otherwise, and a sum of them stays 0 only if all are 0. */
-static inline bool DK_SFN(dk__ra_zip)(T *restrict e, const S *restrict a, const S *restrict b,
-                                          int64_t n, int64_t sx)
+static inline bool DK_SFN(dk__ra_zip)(T *restrict e, const S *restrict a, const S *restrict b, int64_t n, int64_t sx)
 {
     int64_t x = 0;
     T z = (T)0;
@@ -85,8 +81,8 @@ static inline bool DK_SFN(dk__ra_zip)(T *restrict e, const S *restrict a, const 
 /* The inverse of dk__ra_zip, converted to S: a[x * sx] = e[2x] and, unless b is NULL (an odd
  * last channel), b[x * sx] = e[2x + 1]; `stream`: with non-temporal stores where a and b can
  * both be aligned to 16 bytes. */
-static inline void DK_SFN(dk__ra_unzip)(S *restrict a, S *restrict b, const T *restrict e,
-                                            int64_t n, int64_t sx, bool stream)
+static inline void DK_SFN(dk__ra_unzip)(S *restrict a, S *restrict b, const T *restrict e, int64_t n, int64_t sx,
+                                        bool stream)
 {
     int64_t x = 0;
 #if DK_S_IS_T
@@ -127,9 +123,8 @@ static inline void DK_SFN(dk__ra_unzip)(S *restrict a, S *restrict b, const T *r
  * so the copy goes pixel by pixel, channels inside, prefetching a few pixels ahead; otherwise
  * row by row.
  */
-static bool DK_SFN(dk__ra_pairs_in)(T *restrict buf, size_t stride, const S *img,
-                                        const int64_t *is, int64_t c, int64_t np, int64_t C,
-                                        int64_t rbase, int64_t r0, int64_t r1, int64_t W)
+static bool DK_SFN(dk__ra_pairs_in)(T *restrict buf, size_t stride, const S *img, const int64_t *is, int64_t c,
+                                    int64_t np, int64_t C, int64_t rbase, int64_t r0, int64_t r1, int64_t W)
 {
     const int64_t sc = is[1], sx = is[3];
     /* Rows that follow each other in memory are copied as one (NCHW: the whole band). */
@@ -155,7 +150,7 @@ static bool DK_SFN(dk__ra_pairs_in)(T *restrict buf, size_t stride, const S *img
         for (int64_t q = 0; q < np; ++q) {
             const int64_t ca = c + 2 * q, cb = ca + 1 < C ? ca + 1 : C - 1;
             finite &= DK_SFN(dk__ra_zip)(d + (size_t)q * stride, row + ca * sc, row + cb * sc,
-                                             one ? (r1 - r0 + 1) * W : W, sx);
+                                         one ? (r1 - r0 + 1) * W : W, sx);
         }
     }
     return finite && z == 0;
@@ -164,9 +159,8 @@ static bool DK_SFN(dk__ra_pairs_in)(T *restrict buf, size_t stride, const S *img
 /* The np pair buffers (all H rows) into channels [c, c + 2 * np) of image `img`, converted
  * to S; channels past C are dropped. Loop order as in dk__ra_pairs_in; for channels-last every
  * pixel's line is written in one go, the next ones prefetched for writing. */
-static void DK_SFN(dk__ra_pairs_out)(S *img, const int64_t *is, int64_t c, int64_t np,
-                                         int64_t C, const T *restrict buf, size_t stride,
-                                         int64_t H, int64_t W, bool stream)
+static void DK_SFN(dk__ra_pairs_out)(S *img, const int64_t *is, int64_t c, int64_t np, int64_t C, const T *restrict buf,
+                                     size_t stride, int64_t H, int64_t W, bool stream)
 {
     const int64_t sc = is[1], sx = is[3];
     const int64_t nc = C - c < 2 * np ? C - c : 2 * np; /* channels actually written */
@@ -184,50 +178,46 @@ static void DK_SFN(dk__ra_pairs_out)(S *img, const int64_t *is, int64_t c, int64
         }
         for (int64_t i = 0; i < nc; i += 2)
             DK_SFN(dk__ra_unzip)(row + (c + i) * sc, i + 1 < nc ? row + (c + i + 1) * sc : NULL,
-                                     s + (size_t)(i / 2) * stride, one ? H * W : W, sx, stream);
+                                 s + (size_t)(i / 2) * stride, one ? H * W : W, sx, stream);
     }
 }
 
 /* A RoI's interleaved results (see dk__ra_forward_roi) into output blocks o0 and o1 (o1 NULL:
  * single channel), converted to S. */
-static void DK_SFN(dk__ra_store_bins)(S *o0, S *o1, const int64_t *os, const T *acc,
-                                          int64_t PH, int64_t PW)
+static void DK_SFN(dk__ra_store_bins)(S *o0, S *o1, const int64_t *os, const T *acc, int64_t PH, int64_t PW)
 {
     if (os[3] == 1 && os[2] == PW) { /* one block */
         DK_SFN(dk__ra_unzip)(o0, o1, acc, PH * PW, 1, false);
         return;
     }
     for (int64_t ph = 0; ph < PH; ++ph)
-        DK_SFN(dk__ra_unzip)(o0 + ph * os[2], o1 ? o1 + ph * os[2] : NULL, acc + 2 * ph * PW,
-                                 PW, os[3], false);
+        DK_SFN(dk__ra_unzip)(o0 + ph * os[2], o1 ? o1 + ph * os[2] : NULL, acc + 2 * ph * PW, PW, os[3], false);
 }
 
 /* grad_output blocks g0 and g1 (g1 == g0 for an unpaired channel) interleaved into acc. */
-static bool DK_SFN(dk__ra_load_bins)(T *restrict acc, const S *g0, const S *g1,
-                                         const int64_t *gs, int64_t PH, int64_t PW)
+static bool DK_SFN(dk__ra_load_bins)(T *restrict acc, const S *g0, const S *g1, const int64_t *gs, int64_t PH,
+                                     int64_t PW)
 {
     if (gs[3] == 1 && gs[2] == PW) return DK_SFN(dk__ra_zip)(acc, g0, g1, PH * PW, 1);
     bool finite = true;
     for (int64_t ph = 0; ph < PH; ++ph)
-        finite &= DK_SFN(dk__ra_zip)(acc + 2 * ph * PW, g0 + ph * gs[2], g1 + ph * gs[2], PW,
-                                         gs[3]);
+        finite &= DK_SFN(dk__ra_zip)(acc + 2 * ph * PW, g0 + ph * gs[2], g1 + ph * gs[2], PW, gs[3]);
     return finite;
 }
 
 /* Outputs of one RoI (axes ay, ax) on channels c and c + two of image `img`, per sample from the
  * shared math, interleaved into acc as dk__ra_forward_roi leaves them (Note [Non-finite
  * values]). */
-static void DK_SFN(dk__ra_forward_roi_exact)(const dk__ra_shape *sh, const S *img, int64_t c,
-                                                 int64_t two, const AXIS *ay, const AXIS *ax,
-                                                 T *acc)
+static void DK_SFN(dk__ra_forward_roi_exact)(const dk__ra_shape *sh, const S *img, int64_t c, int64_t two,
+                                             const AXIS *ay, const AXIS *ax, T *acc)
 {
     const int64_t *is = sh->in_s;
     for (int64_t i = 0; i < 2; ++i) {
         const S *plane = img + (c + i * two) * is[1];
         for (int64_t ph = 0; ph < sh->PH; ++ph)
             for (int64_t pw = 0; pw < sh->PW; ++pw)
-                acc[2 * (ph * sh->PW + pw) + i] = DK_SFN(dk_roi_align_forward_avg)(
-                    plane, is[2], is[3], sh->H, sh->W, ay, ax, ph, pw);
+                acc[2 * (ph * sh->PW + pw) + i] = DK_SFN(dk_roi_align_forward_avg)(plane, is[2], is[3], sh->H, sh->W,
+                                                                                   ay, ax, ph, pw);
     }
 }
 

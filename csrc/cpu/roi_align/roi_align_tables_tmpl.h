@@ -78,8 +78,7 @@ typedef struct {
 } SCRATCH;
 
 /* Adds weight w at index i to the list (idx, wt) of n entries, merging with the last two. */
-static inline int64_t DK_TFN(dk__ra_add_tap)(int32_t *restrict idx, T *restrict wt, int64_t n,
-                                                 int32_t i, T w)
+static inline int64_t DK_TFN(dk__ra_add_tap)(int32_t *restrict idx, T *restrict wt, int64_t n, int32_t i, T w)
 {
     if (n >= 1 && idx[n - 1] == i) {
         wt[n - 1] += w;
@@ -96,17 +95,15 @@ static inline int64_t DK_TFN(dk__ra_add_tap)(int32_t *restrict idx, T *restrict 
 
 /* The merged taps of bin p of axis a (size pixels long) into (idx, wt), ascending; returns their
  * number, at most min(2 * grid, size). */
-static inline int64_t DK_TFN(dk__ra_bin_taps)(const AXIS *a, int64_t p, int64_t size,
-                                           int32_t *restrict idx, T *restrict wt)
+static inline int64_t DK_TFN(dk__ra_bin_taps)(const AXIS *a, int64_t p, int64_t size, int32_t *restrict idx,
+                                              T *restrict wt)
 {
     int64_t n = 0;
     /* Adding each sample's taps in the direction the samples move keeps the list monotonic. */
     const bool down = a->bin < (T)0;
     for (int64_t i = 0; i < a->grid; ++i) {
         DK_TFN(dk_roi_align_taps) t;
-        if (!DK_TFN(dk_roi_align_taps_init)(DK_TFN(dk_roi_align_axis_sample)(a, p, i),
-                                                size, &t))
-            continue;
+        if (!DK_TFN(dk_roi_align_taps_init)(DK_TFN(dk_roi_align_axis_sample)(a, p, i), size, &t)) continue;
         if (down) {
             n = DK_TFN(dk__ra_add_tap)(idx, wt, n, (int32_t)t.hi, t.whi);
             n = DK_TFN(dk__ra_add_tap)(idx, wt, n, (int32_t)t.lo, t.wlo);
@@ -117,8 +114,7 @@ static inline int64_t DK_TFN(dk__ra_bin_taps)(const AXIS *a, int64_t p, int64_t 
     }
     if (n > 0) {
         const T inv = (T)1 / (T)a->grid;
-        for (int64_t e = 0; e < n; ++e)
-            wt[e] *= inv;
+        for (int64_t e = 0; e < n; ++e) wt[e] *= inv;
         for (int64_t e = 0; down && e < n / 2; ++e) { /* make it ascending */
             const int32_t ti = idx[e];
             const T tw = wt[e];
@@ -135,8 +131,7 @@ static inline int64_t DK_TFN(dk__ra_bin_taps)(const AXIS *a, int64_t p, int64_t 
 static int64_t DK_TFN(dk__ra_prefix)(int64_t *beg, int64_t n)
 {
     beg[0] = 0;
-    for (int64_t i = 1; i <= n; ++i)
-        beg[i] += beg[i - 1];
+    for (int64_t i = 1; i <= n; ++i) beg[i] += beg[i - 1];
     return beg[n];
 }
 
@@ -156,9 +151,8 @@ static int64_t DK_TFN(dk__ra_prefix)(int64_t *beg, int64_t n)
  * common cases), so the count pass, which evaluates every sample a second time, is only paid
  * where the bound could waste real memory (a huge sampling_ratio on many RoIs).
  */
-static dk_status DK_TFN(dk__ra_axis_tables)(dk_arena *ar, const AXIS *axes, int64_t K,
-                                                int64_t P, int64_t size, int64_t **beg_out,
-                                                int32_t **idx_out, T **w_out)
+static dk_status DK_TFN(dk__ra_axis_tables)(dk_arena *ar, const AXIS *axes, int64_t K, int64_t P, int64_t size,
+                                            int64_t **beg_out, int32_t **idx_out, T **w_out)
 {
     int64_t *beg = (int64_t *)dk_arena_take_n(ar, (size_t)(K * P + 1), sizeof *beg); /* K * P: dk__ra_shape_init */
     if (!beg) return dk_error(DK_ENOMEM, "roi_align: out of memory for the weight tables");
@@ -175,15 +169,13 @@ static dk_status DK_TFN(dk__ra_axis_tables)(dk_arena *ar, const AXIS *axes, int6
         T *tw = (T *)dk_arena_take_n(ar, (size_t)most, sizeof *tw);
         if (!ti || !tw) return dk_error(DK_ENOMEM, "roi_align: out of memory for the weight tables");
         for (int64_t k = 0; k < K; ++k)
-            for (int64_t p = 0; p < P; ++p)
-                beg[k * P + p + 1] = DK_TFN(dk__ra_bin_taps)(&axes[k], p, size, ti, tw);
+            for (int64_t p = 0; p < P; ++p) beg[k * P + p + 1] = DK_TFN(dk__ra_bin_taps)(&axes[k], p, size, ti, tw);
         room = (size_t)DK_TFN(dk__ra_prefix)(beg, K * P);
     }
     int32_t *idx = (int32_t *)dk_arena_take_n(ar, (size_t)room, sizeof *idx);
     T *w = (T *)dk_arena_take_n(ar, (size_t)room, sizeof *w);
     if (!idx || !w)
-        return dk_error(DK_ENOMEM, "roi_align: out of memory for the weight tables (%lld entries)",
-                        (long long)room);
+        return dk_error(DK_ENOMEM, "roi_align: out of memory for the weight tables (%lld entries)", (long long)room);
     int64_t n = 0;
     for (int64_t k = 0; k < K; ++k)
         for (int64_t p = 0; p < P; ++p) {
@@ -205,8 +197,7 @@ static inline void DK_TFN(dk__ra_pair_set)(PAIR *p, int32_t a, T wa, T wb)
 }
 
 /* Sparse pairs of one bin's taps (Note [Pairs]); out == NULL: count only. */
-static int64_t DK_TFN(dk__ra_sparse_pairs)(const int32_t *idx, const T *w, int64_t n,
-                                               int64_t size, PAIR *out)
+static int64_t DK_TFN(dk__ra_sparse_pairs)(const int32_t *idx, const T *w, int64_t n, int64_t size, PAIR *out)
 {
     int64_t np = 0;
     for (int64_t i = 0; i < n; ++np) {
@@ -225,14 +216,12 @@ static int64_t DK_TFN(dk__ra_sparse_pairs)(const int32_t *idx, const T *w, int64
 }
 
 /* Dense pairs of one bin's taps (Note [Pairs]); out == NULL: count only. */
-static int64_t DK_TFN(dk__ra_dense_pairs)(const int32_t *idx, const T *w, int64_t n,
-                                              PAIR *out)
+static int64_t DK_TFN(dk__ra_dense_pairs)(const int32_t *idx, const T *w, int64_t n, PAIR *out)
 {
     if (n == 0) return 0;
     const int64_t first = idx[0], np = ((int64_t)idx[n - 1] - first + 2) / 2;
     if (out) {
-        for (int64_t j = 0; j < np; ++j)
-            DK_TFN(dk__ra_pair_set)(&out[j], (int32_t)(first + 2 * j), (T)0, (T)0);
+        for (int64_t j = 0; j < np; ++j) DK_TFN(dk__ra_pair_set)(&out[j], (int32_t)(first + 2 * j), (T)0, (T)0);
         for (int64_t i = 0; i < n; ++i) {
             const int64_t col = idx[i] - first;
             out[col / 2].w[2 * (col % 2)] = out[col / 2].w[2 * (col % 2) + 1] = w[i];
@@ -241,8 +230,8 @@ static int64_t DK_TFN(dk__ra_dense_pairs)(const int32_t *idx, const T *w, int64_
     return np;
 }
 
-static int64_t DK_TFN(dk__ra_bin_pairs)(const TABLES *tb, int64_t k, int64_t pw, int64_t PW,
-                                            int64_t W, bool dense, PAIR *out)
+static int64_t DK_TFN(dk__ra_bin_pairs)(const TABLES *tb, int64_t k, int64_t pw, int64_t PW, int64_t W, bool dense,
+                                        PAIR *out)
 {
     const int64_t e0 = tb->xbeg[k * PW + pw], n = tb->xbeg[k * PW + pw + 1] - e0;
     return dense ? DK_TFN(dk__ra_dense_pairs)(tb->xidx + e0, tb->xw + e0, n, out)
@@ -294,8 +283,7 @@ static int64_t DK_TFN(dk__ra_choose)(TABLES *tb, const dk__ra_shape *sh, int64_t
 }
 
 /* Every RoI's order and pairs: counted while choosing, then filled. */
-static dk_status DK_TFN(dk__ra_pair_tables)(dk_arena *ar, TABLES *tb,
-                                                const dk__ra_shape *sh)
+static dk_status DK_TFN(dk__ra_pair_tables)(dk_arena *ar, TABLES *tb, const dk__ra_shape *sh)
 {
     const int64_t K = sh->K, PW = sh->PW;
     tb->pbeg = (int64_t *)dk_arena_take_n(ar, (size_t)(K * PW + 1), sizeof *tb->pbeg);
@@ -319,8 +307,7 @@ static dk_status DK_TFN(dk__ra_pair_tables)(dk_arena *ar, TABLES *tb,
 }
 
 /* Per-image used rows (only that band of a plane is copied) and the largest bin row. */
-static void DK_TFN(dk__ra_row_ranges)(TABLES *tb, const dk__ra_shape *sh,
-                                          const dk_groups *gr)
+static void DK_TFN(dk__ra_row_ranges)(TABLES *tb, const dk__ra_shape *sh, const dk_groups *gr)
 {
     const int64_t PH = sh->PH;
     tb->max_ny = 0;
@@ -347,16 +334,13 @@ static void DK_TFN(dk__ra_row_ranges)(TABLES *tb, const dk__ra_shape *sh,
 }
 
 /* All tables of one call, in the arena. */
-static dk_status DK_TFN(dk__ra_tables_build)(dk_arena *ar, TABLES *tb,
-                                                 const dk__ra_shape *sh, const dk_groups *gr,
-                                                 const AXIS *ay, const AXIS *ax)
+static dk_status DK_TFN(dk__ra_tables_build)(dk_arena *ar, TABLES *tb, const dk__ra_shape *sh, const dk_groups *gr,
+                                             const AXIS *ay, const AXIS *ax)
 {
     memset(tb, 0, sizeof *tb);
-    dk_status st = DK_TFN(dk__ra_axis_tables)(ar, ay, sh->K, sh->PH, sh->H, &tb->ybeg,
-                                                  &tb->yidx, &tb->yw);
+    dk_status st = DK_TFN(dk__ra_axis_tables)(ar, ay, sh->K, sh->PH, sh->H, &tb->ybeg, &tb->yidx, &tb->yw);
     if (st != DK_OK) return st;
-    st = DK_TFN(dk__ra_axis_tables)(ar, ax, sh->K, sh->PW, sh->W, &tb->xbeg, &tb->xidx,
-                                        &tb->xw);
+    st = DK_TFN(dk__ra_axis_tables)(ar, ax, sh->K, sh->PW, sh->W, &tb->xbeg, &tb->xidx, &tb->xw);
     if (st != DK_OK) return st;
     const size_t K = (size_t)sh->K, N = (size_t)sh->N;
     tb->c0 = (int32_t *)dk_arena_take_n(ar, K, sizeof *tb->c0);
@@ -388,8 +372,7 @@ static SCRATCH DK_TFN(dk__ra_scratch_at)(const TABLES *tb, const dk__ra_shape *s
     sc.t = sc.acc + dk_round8((size_t)(2 * sh->PH * sh->PW));
     T *off = sc.t + dk_round8(2 * (size_t)sh->W + 8);
     sc.off = (int64_t *)(void *)off;
-    sc.vb = (V4 *)(void *)(off + dk_round8(((size_t)tb->max_ny * sizeof(int64_t) +
-                                                sizeof(T) - 1) / sizeof(T)));
+    sc.vb = (V4 *)(void *)(off + dk_round8(((size_t)tb->max_ny * sizeof(int64_t) + sizeof(T) - 1) / sizeof(T)));
     return sc;
 }
 

@@ -12,13 +12,21 @@
 #define DK_TEMPLATE_TYPES DK_TYPES_FLOAT
 #include "kernels/dk_instantiate.h"
 
-dk_status dk_roi_pool_forward_cpu(const dk_tensor *input, const dk_tensor *rois, dk_tensor *output,
-                                  dk_tensor *argmax, int64_t pooled_height, int64_t pooled_width,
-                                  double spatial_scale, int64_t geometry)
+dk_status dk_roi_pool_forward_cpu(const dk_tensor *input, const dk_tensor *rois, dk_tensor *output, dk_tensor *argmax,
+                                  int64_t pooled_height, int64_t pooled_width, double spatial_scale, int64_t geometry)
 {
-    dk__rp_ctx cx = {.img = input, .bins = output, .rois = rois, .argmax = argmax, .N = input->shape[0],
-                     .C = input->shape[1], .H = input->shape[2], .W = input->shape[3], .K = rois->shape[0],
-                     .PH = pooled_height, .PW = pooled_width, .scale = spatial_scale,
+    dk__rp_ctx cx = {.img = input,
+                     .bins = output,
+                     .rois = rois,
+                     .argmax = argmax,
+                     .N = input->shape[0],
+                     .C = input->shape[1],
+                     .H = input->shape[2],
+                     .W = input->shape[3],
+                     .K = rois->shape[0],
+                     .PH = pooled_height,
+                     .PW = pooled_width,
+                     .scale = spatial_scale,
                      .bins_kind = geometry == DK_ROI_POOL_MMCV ? DK_ROI_POOL_BINS_MMCV : DK_ROI_POOL_BINS_TORCHVISION};
     if (cx.K == 0 || cx.C == 0) return DK_OK; /* nothing to write */
     /* work: about one comparison per pixel of every bin; a bin covers about H W / (PH PW) */
@@ -32,9 +40,16 @@ dk_status dk_roi_pool_forward_cpu(const dk_tensor *input, const dk_tensor *rois,
 dk_status dk_roi_pool_backward_cpu(const dk_tensor *grad_output, const dk_tensor *rois, const dk_tensor *argmax,
                                    dk_tensor *grad_input)
 {
-    dk__rp_ctx cx = {.img = grad_input, .bins = grad_output, .rois = rois, .argmax = argmax,
-                     .N = grad_input->shape[0], .C = grad_input->shape[1], .H = grad_input->shape[2],
-                     .W = grad_input->shape[3], .K = rois->shape[0], .PH = grad_output->shape[2],
+    dk__rp_ctx cx = {.img = grad_input,
+                     .bins = grad_output,
+                     .rois = rois,
+                     .argmax = argmax,
+                     .N = grad_input->shape[0],
+                     .C = grad_input->shape[1],
+                     .H = grad_input->shape[2],
+                     .W = grad_input->shape[3],
+                     .K = rois->shape[0],
+                     .PH = grad_output->shape[2],
                      .PW = grad_output->shape[3]};
     if (cx.N == 0 || cx.C == 0 || cx.H == 0 || cx.W == 0) return DK_OK; /* nothing to write */
     const int nthreads = dk_parallel_threads_for(cx.C * (cx.N * cx.H * cx.W + cx.K * cx.PH * cx.PW));
@@ -47,9 +62,18 @@ dk_status dk_roi_pool_backward_cpu(const dk_tensor *grad_output, const dk_tensor
 dk_status dk_ps_roi_pool_forward_cpu(const dk_tensor *input, const dk_tensor *rois, dk_tensor *output,
                                      double spatial_scale)
 {
-    dk__rp_ctx cx = {.img = input, .bins = output, .rois = rois, .N = input->shape[0], .C = input->shape[1],
-                     .H = input->shape[2], .W = input->shape[3], .K = rois->shape[0], .PH = output->shape[2],
-                     .PW = output->shape[3], .scale = spatial_scale, .bins_kind = DK_ROI_POOL_BINS_PS};
+    dk__rp_ctx cx = {.img = input,
+                     .bins = output,
+                     .rois = rois,
+                     .N = input->shape[0],
+                     .C = input->shape[1],
+                     .H = input->shape[2],
+                     .W = input->shape[3],
+                     .K = rois->shape[0],
+                     .PH = output->shape[2],
+                     .PW = output->shape[3],
+                     .scale = spatial_scale,
+                     .bins_kind = DK_ROI_POOL_BINS_PS};
     if (dk_tensor_numel(output) == 0) return DK_OK; /* nothing to write */
     const int nthreads = dk_parallel_threads_for(cx.K * (cx.C + cx.PH * cx.PW) * (cx.H * cx.W / (cx.PH * cx.PW) + 1));
     dk_status st = DK_OK;
@@ -61,10 +85,18 @@ dk_status dk_ps_roi_pool_forward_cpu(const dk_tensor *input, const dk_tensor *ro
 dk_status dk_ps_roi_pool_backward_cpu(const dk_tensor *grad_output, const dk_tensor *rois, dk_tensor *grad_input,
                                       double spatial_scale)
 {
-    dk__rp_ctx cx = {.img = grad_input, .bins = grad_output, .rois = rois, .N = grad_input->shape[0],
-                     .C = grad_input->shape[1], .H = grad_input->shape[2], .W = grad_input->shape[3],
-                     .K = rois->shape[0], .PH = grad_output->shape[2], .PW = grad_output->shape[3],
-                     .scale = spatial_scale, .bins_kind = DK_ROI_POOL_BINS_PS};
+    dk__rp_ctx cx = {.img = grad_input,
+                     .bins = grad_output,
+                     .rois = rois,
+                     .N = grad_input->shape[0],
+                     .C = grad_input->shape[1],
+                     .H = grad_input->shape[2],
+                     .W = grad_input->shape[3],
+                     .K = rois->shape[0],
+                     .PH = grad_output->shape[2],
+                     .PW = grad_output->shape[3],
+                     .scale = spatial_scale,
+                     .bins_kind = DK_ROI_POOL_BINS_PS};
     if (cx.N == 0 || cx.C == 0 || cx.H == 0 || cx.W == 0) return DK_OK; /* nothing to write */
     const int nthreads = dk_parallel_threads_for(cx.C * (cx.N * cx.H * cx.W + cx.K * 4));
     /* K PH PW <= K C (C is a multiple of PH PW): no larger than grad_output times C / C_out */

@@ -26,7 +26,7 @@ typedef struct {
     const dk_tensor *img, *bins, *rois, *argmax; /* input or grad_input; output or grad_output */
     int64_t N, C, H, W, K, PH, PW;
     double scale;
-    int bins_kind; /* DK_ROI_POOL_BINS_* (kernels/roi_pool_math.h) */
+    int bins_kind;    /* DK_ROI_POOL_BINS_* (kernels/roi_pool_math.h) */
     int64_t *ps_bins; /* ps_roi_pool's backward: every RoI's bins (dk__rp_ps_bins) */
     dk_parallel_counter counter;
 } dk__rp_ctx;

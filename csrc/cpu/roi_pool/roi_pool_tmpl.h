@@ -37,8 +37,8 @@ static void DK_SFN(dk__rp_forward_worker)(void *p, int tid)
         const int64_t n = dk__rp_batch((double)DK_SFN(dk__rp_roi_value)(cx->rois, k, 0), cx->N);
         const DK_TFN(dk_roi_pool_roi) r = DK_TFN(dk_roi_pool_roi_init)(
             DK_SFN(dk__rp_roi_value)(cx->rois, k, 1), DK_SFN(dk__rp_roi_value)(cx->rois, k, 2),
-            DK_SFN(dk__rp_roi_value)(cx->rois, k, 3), DK_SFN(dk__rp_roi_value)(cx->rois, k, 4), (DK_T)cx->scale,
-            cx->PH, cx->PW, cx->bins_kind);
+            DK_SFN(dk__rp_roi_value)(cx->rois, k, 3), DK_SFN(dk__rp_roi_value)(cx->rois, k, 4), (DK_T)cx->scale, cx->PH,
+            cx->PW, cx->bins_kind);
         for (int64_t ph = 0; ph < cx->PH; ph++)
             for (int64_t pw = 0; pw < cx->PW; pw++) {
                 int64_t h0 = 0, h1 = 0, w0 = 0, w1 = 0;
@@ -83,7 +83,8 @@ static void DK_SFN(dk__rp_backward_worker)(void *p, int tid)
     for (int64_t c; (c = dk_parallel_claim(&cx->counter)) < cx->C;) {
         for (int64_t n = 0; n < cx->N; n++)
             for (int64_t h = 0; h < cx->H; h++)
-                for (int64_t w = 0; w < cx->W; w++) x[n * xs[0] + c * xs[1] + h * xs[2] + w * xs[3]] = DK_STORE((DK_T)0);
+                for (int64_t w = 0; w < cx->W; w++)
+                    x[n * xs[0] + c * xs[1] + h * xs[2] + w * xs[3]] = DK_STORE((DK_T)0);
         for (int64_t k = 0; k < cx->K; k++) {
             const int64_t n = dk__rp_batch((double)DK_SFN(dk__rp_roi_value)(cx->rois, k, 0), cx->N);
             if (n < 0) continue;
@@ -110,11 +111,10 @@ static dk_status DK_SFN(dk__rp_backward)(dk__rp_ctx *cx, int nthreads)
 /* RoI k's bins, ps_roi_pool's kind (roi_pool_math.h). */
 static inline DK_TFN(dk_roi_pool_roi) DK_SFN(dk__rp_ps_roi)(const dk__rp_ctx *cx, int64_t k)
 {
-    return DK_TFN(dk_roi_pool_roi_init)(DK_SFN(dk__rp_roi_value)(cx->rois, k, 1),
-                                        DK_SFN(dk__rp_roi_value)(cx->rois, k, 2),
-                                        DK_SFN(dk__rp_roi_value)(cx->rois, k, 3),
-                                        DK_SFN(dk__rp_roi_value)(cx->rois, k, 4), (DK_T)cx->scale, cx->PH, cx->PW,
-                                        DK_ROI_POOL_BINS_PS);
+    return DK_TFN(dk_roi_pool_roi_init)(
+        DK_SFN(dk__rp_roi_value)(cx->rois, k, 1), DK_SFN(dk__rp_roi_value)(cx->rois, k, 2),
+        DK_SFN(dk__rp_roi_value)(cx->rois, k, 3), DK_SFN(dk__rp_roi_value)(cx->rois, k, 4), (DK_T)cx->scale, cx->PH,
+        cx->PW, DK_ROI_POOL_BINS_PS);
 }
 
 /* Forward: a task per RoI and block of output channels; bins found once per (ph, pw). Output
@@ -142,8 +142,8 @@ static void DK_SFN(dk__rp_ps_forward_worker)(void *p, int tid)
                 const bool some = n >= 0 && DK_TFN(dk_roi_pool_bin)(&r, ph, pw, cx->H, cx->W, &h0, &h1, &w0, &w1);
                 for (int64_t c = c0; c < c1; c++) {
                     const int64_t cin = (c * cx->PH + ph) * cx->PW + pw;
-                    const DK_T v = some ? DK_SFN(dk_roi_pool_avg)(x + n * xs[0] + cin * xs[1], xs[2], xs[3], true, h0, h1,
-                                                                  w0, w1)
+                    const DK_T v = some ? DK_SFN(dk_roi_pool_avg)(x + n * xs[0] + cin * xs[1], xs[2], xs[3], true, h0,
+                                                                  h1, w0, w1)
                                         : (DK_T)0;
                     y[k * ys[0] + c * ys[1] + ph * ys[2] + pw * ys[3]] = DK_STORE(v);
                 }
@@ -189,7 +189,8 @@ static void DK_SFN(dk__rp_ps_backward_worker)(void *p, int tid)
         const int64_t pw = cin % cx->PW, ph = cin / cx->PW % cx->PH, c = cin / (cx->PW * cx->PH);
         for (int64_t n = 0; n < cx->N; n++)
             for (int64_t h = 0; h < cx->H; h++)
-                for (int64_t w = 0; w < cx->W; w++) x[n * xs[0] + cin * xs[1] + h * xs[2] + w * xs[3]] = DK_STORE((DK_T)0);
+                for (int64_t w = 0; w < cx->W; w++)
+                    x[n * xs[0] + cin * xs[1] + h * xs[2] + w * xs[3]] = DK_STORE((DK_T)0);
         for (int64_t k = 0; k < cx->K; k++) {
             const int64_t *e = cx->ps_bins + (k * cx->PH * cx->PW + ph * cx->PW + pw) * 4;
             if (e[0] < 0) continue;

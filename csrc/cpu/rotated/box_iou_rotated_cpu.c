@@ -16,8 +16,12 @@
 dk_status dk_box_iou_rotated_cpu(const dk_tensor *boxes1, const dk_tensor *boxes2, dk_tensor *ious, int64_t mode,
                                  bool aligned, bool clockwise)
 {
-    dk__bir_ctx cx = {.n = boxes1->shape[0], .m = boxes2->shape[0], .mode = (int)mode, .aligned = aligned,
-                      .clockwise = clockwise, .out = (char *)dk_tensor_data(ious)};
+    dk__bir_ctx cx = {.n = boxes1->shape[0],
+                      .m = boxes2->shape[0],
+                      .mode = (int)mode,
+                      .aligned = aligned,
+                      .clockwise = clockwise,
+                      .out = (char *)dk_tensor_data(ious)};
     /* pairs to compute: n (aligned) or n * m, both below 2^62 (n, m < 2^31, ops/rotated.c) */
     const int64_t pairs = aligned ? cx.n : cx.n * cx.m;
     if (pairs == 0) return DK_OK;

@@ -26,10 +26,10 @@ typedef struct {
     int64_t n, m;
     int mode;
     bool aligned, clockwise;
-    const void *b1, *b2; /* boxes in the compute type, 5 per box, packed */
+    const void *b1, *b2;   /* boxes in the compute type, 5 per box, packed */
     const double *r1, *r2; /* their bounding-circle radii (Note [Bounding circles]) */
-    char *out;           /* ious' storage */
-    int64_t os0, os1;    /* ious' strides (elements) */
+    char *out;             /* ious' storage */
+    int64_t os0, os1;      /* ious' strides (elements) */
     int64_t rows_per_claim, nblocks;
     int nthreads;
     dk_parallel_counter counter;

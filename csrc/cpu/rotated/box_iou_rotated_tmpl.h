@@ -40,13 +40,13 @@ static void DK_SFN(dk__bir_worker)(void *ctx, int tid)
         const int64_t hi = lo + cx->rows_per_claim < cx->n ? lo + cx->rows_per_claim : cx->n;
         for (int64_t i = lo; i < hi; i++) {
             if (cx->aligned) {
-                out[i * cx->os0] =
-                    DK_STORE(DK_SFN(dk__bir_pair)(b1 + i * 5, r1[i], b2 + i * 5, r2[i], cx->mode, cx->clockwise));
+                out[i * cx->os0] = DK_STORE(
+                    DK_SFN(dk__bir_pair)(b1 + i * 5, r1[i], b2 + i * 5, r2[i], cx->mode, cx->clockwise));
                 continue;
             }
             for (int64_t j = 0; j < cx->m; j++)
-                out[i * cx->os0 + j * cx->os1] =
-                    DK_STORE(DK_SFN(dk__bir_pair)(b1 + i * 5, r1[i], b2 + j * 5, r2[j], cx->mode, cx->clockwise));
+                out[i * cx->os0 + j * cx->os1] = DK_STORE(
+                    DK_SFN(dk__bir_pair)(b1 + i * 5, r1[i], b2 + j * 5, r2[j], cx->mode, cx->clockwise));
         }
     }
 }

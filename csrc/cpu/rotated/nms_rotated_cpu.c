@@ -31,7 +31,9 @@ dk_status dk_nms_rotated_cpu(const dk_tensor *dets, const dk_tensor *scores, con
     if (!st && labels) {
         uint64_t *lab = (uint64_t *)dk_arena_take_n(&ar, (size_t)n, sizeof *lab);
         if (!lab) st = dk_error(DK_ENOMEM, "nms_rotated: out of memory for %lld labels", (long long)n);
-        for (int64_t i = 0; !st && i < n; i++) lab[i] = dk_label_key(dk_tensor_data(labels), i * dk_tensor_stride(labels, 0), (int)dk_tensor_dtype(labels));
+        for (int64_t i = 0; !st && i < n; i++)
+            lab[i] = dk_label_key(dk_tensor_data(labels), i * dk_tensor_stride(labels, 0),
+                                  (int)dk_tensor_dtype(labels));
         cx.label = lab;
     }
     cx.keep = (int64_t *)dk_tensor_data(keep);

@@ -10,12 +10,13 @@ __global__ void DK_SFN(dk__box_iou_gpu_kernel)(const DK_S *__restrict__ b1, cons
                                                void *__restrict__ out, dk__box_iou_gpu_args a)
 {
     const DK_T eps = (DK_T)a.eps, off = (DK_T)a.offset;
-    dk_gpu_for_pairs<4, DK_T>(a.pairs, b1, b2, [](DK_S v) { return (DK_T)DK_LOAD(v); },
-                              [&](const DK_T *p, const DK_T *q, int64_t o) {
-                                  const DK_T v = DK_TFN(dk_box_iou_pair)(p, q, a.kind, eps, off, a.narrow);
-                                  if (a.out_storage) ((DK_S *)out)[o] = DK_STORE(v);
-                                  else ((DK_T *)out)[o] = v;
-                              });
+    dk_gpu_for_pairs<4, DK_T>(
+        a.pairs, b1, b2, [](DK_S v) { return (DK_T)DK_LOAD(v); },
+        [&](const DK_T *p, const DK_T *q, int64_t o) {
+            const DK_T v = DK_TFN(dk_box_iou_pair)(p, q, a.kind, eps, off, a.narrow);
+            if (a.out_storage) ((DK_S *)out)[o] = DK_STORE(v);
+            else ((DK_T *)out)[o] = v;
+        });
 }
 
 #elif DK_TMPL_PASS == DK_TMPL_INT
@@ -24,11 +25,11 @@ __global__ void DK_SFN(dk__box_iou_gpu_kernel)(const DK_S *__restrict__ b1, cons
 __global__ void DK_SFN(dk__box_iou_gpu_kernel)(const DK_S *__restrict__ b1, const DK_S *__restrict__ b2,
                                                void *__restrict__ out, dk__box_iou_gpu_args a)
 {
-    dk_gpu_for_pairs<4, int64_t>(a.pairs, b1, b2, [](DK_S v) { return (int64_t)v; },
-                                 [&](const int64_t *p, const int64_t *q, int64_t o) {
-                                     ((float *)out)[o] = dk_box_iou_pair_int(p, q, a.kind, (float)a.eps,
-                                                                             sizeof(DK_S) < 8, a.narrow);
-                                 });
+    dk_gpu_for_pairs<4, int64_t>(
+        a.pairs, b1, b2, [](DK_S v) { return (int64_t)v; },
+        [&](const int64_t *p, const int64_t *q, int64_t o) {
+            ((float *)out)[o] = dk_box_iou_pair_int(p, q, a.kind, (float)a.eps, sizeof(DK_S) < 8, a.narrow);
+        });
 }
 
 #endif

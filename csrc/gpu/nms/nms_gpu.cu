@@ -49,8 +49,8 @@ __device__ DK_INLINE void dk__nms_gpu_exchange(uint64_t *keys, int64_t *ord, int
 
 /* One step (k, j) of the network over the whole array, for j >= DK_NMS_GPU_SORT_SPAN: the pairs
  * are farther apart than one block's span. */
-__global__ void dk__nms_gpu_bitonic_kernel(uint64_t *__restrict__ keys, int64_t *__restrict__ ord, int64_t P,
-                                           int64_t k, int64_t j)
+__global__ void dk__nms_gpu_bitonic_kernel(uint64_t *__restrict__ keys, int64_t *__restrict__ ord, int64_t P, int64_t k,
+                                           int64_t j)
 {
     for (int64_t i = DK_GPU_FIRST(); i < P; i += DK_GPU_STRIDE()) {
         const int64_t l = i ^ j;
@@ -95,10 +95,9 @@ __device__ DK_INLINE int64_t dk__nms_gpu_bits(uint64_t x)
     return (int64_t)((x * 0x0101010101010101ull) >> 56);
 }
 
-__global__ void dk__nms_gpu_gather_keep_kernel(const uint64_t *__restrict__ mask, int64_t words, int64_t r0,
-                                               int64_t r1, const int64_t *__restrict__ ord,
-                                               uint64_t *__restrict__ removed, int64_t *__restrict__ keep,
-                                               int64_t keep_s, int64_t *__restrict__ num)
+__global__ void dk__nms_gpu_gather_keep_kernel(const uint64_t *__restrict__ mask, int64_t words, int64_t r0, int64_t r1,
+                                               const int64_t *__restrict__ ord, uint64_t *__restrict__ removed,
+                                               int64_t *__restrict__ keep, int64_t keep_s, int64_t *__restrict__ num)
 {
     __shared__ uint64_t diag[64];
     __shared__ int64_t rows_ord[64];
@@ -130,8 +129,7 @@ __global__ void dk__nms_gpu_gather_keep_kernel(const uint64_t *__restrict__ mask
         const int64_t c0 = count;
         /* the kept rows' indices, each at its rank among them */
         for (int64_t t = threadIdx.x; t < rows; t += blockDim.x)
-            if ((kept >> t) & 1)
-                keep[(c0 + dk__nms_gpu_bits(kept & (((uint64_t)1 << t) - 1))) * keep_s] = rows_ord[t];
+            if ((kept >> t) & 1) keep[(c0 + dk__nms_gpu_bits(kept & (((uint64_t)1 << t) - 1))) * keep_s] = rows_ord[t];
         if (kept) /* the kept rows remove boxes of later blocks: their rows ORed, word by word */
             for (int64_t w = rb + 1 + (int64_t)threadIdx.x; w < words; w += (int64_t)blockDim.x) {
                 uint64_t acc = removed[w];
@@ -202,7 +200,8 @@ static dk_status dk__nms_gpu_steps(const dk__nms_gpu_job *job, dk_tensor *keep, 
     L.removed = at, ok = ok && dk__add(&at, (size_t)words, 8);
     L.mask = at, ok = ok && dk__add(&at, (size_t)(chunk_blocks * DK_NMS_GPU_BLOCK), (size_t)words * 8);
     L.total = at;
-    if (!ok) return dk_error(DK_EINVAL, "%s: %lld boxes need more scratch than a size_t can count", job->op, (long long)n);
+    if (!ok)
+        return dk_error(DK_EINVAL, "%s: %lld boxes need more scratch than a size_t can count", job->op, (long long)n);
     void *mem = NULL;
     dk_status st = dk_device_alloc(job->boxes->device, L.total, &mem);
     if (st) return st;
@@ -218,7 +217,8 @@ static dk_status dk__nms_gpu_steps(const dk__nms_gpu_job *job, dk_tensor *keep, 
     DK_SWITCH_FLOAT(dk_tensor_dtype(job->scores), st, dk__nms_gpu_keys, (job, P, keys, ord, stream), (void)0)
     if (!st) st = dk__nms_gpu_sort(keys, ord, P, stream, job->op);
     /* 2. boxes (and categories) in score order */
-    if (!st) DK_SWITCH_FLOAT(dk_tensor_dtype(job->boxes), st, dk__nms_gpu_gather, (job, ord, sorted, cls, stream), (void)0)
+    if (!st)
+        DK_SWITCH_FLOAT(dk_tensor_dtype(job->boxes), st, dk__nms_gpu_gather, (job, ord, sorted, cls, stream), (void)0)
     if (!st && dkgMemsetAsync(removed, 0, (size_t)words * 8, (dkgStream_t)stream) != dkgSuccess)
         st = dk__gpu_launched(job->op);
 
@@ -229,7 +229,8 @@ static dk_status dk__nms_gpu_steps(const dk__nms_gpu_job *job, dk_tensor *keep, 
         const int64_t nb = blocks - rb0 < chunk_blocks ? blocks - rb0 : chunk_blocks;
         st = job->mask[f64](job, sorted, cls, words, rb0, nb, mask, stream);
         if (st) break;
-        const int64_t r0 = rb0 * DK_NMS_GPU_BLOCK, r1 = (rb0 + nb) * DK_NMS_GPU_BLOCK < n ? (rb0 + nb) * DK_NMS_GPU_BLOCK : n;
+        const int64_t r0 = rb0 * DK_NMS_GPU_BLOCK,
+                      r1 = (rb0 + nb) * DK_NMS_GPU_BLOCK < n ? (rb0 + nb) * DK_NMS_GPU_BLOCK : n;
         DK_GPU_LAUNCH(dk__nms_gpu_gather_keep_kernel, 1, DK_NMS_GPU_GATHER_THREADS, stream, mask, words, r0, r1, ord,
                       removed, keepv, keep_s, numv);
         st = dk__gpu_launched(job->op);
@@ -254,12 +255,12 @@ dk_status dk__nms_gpu_run(const dk__nms_gpu_job *job, dk_tensor *keep, dk_tensor
     return st;
 }
 
-extern "C" dk_status dk_nms_gpu(const dk_tensor *boxes, const dk_tensor *scores, const dk_tensor *idxs,
-                                dk_tensor *keep, dk_tensor *num, double iou_threshold, int64_t offset)
+extern "C" dk_status dk_nms_gpu(const dk_tensor *boxes, const dk_tensor *scores, const dk_tensor *idxs, dk_tensor *keep,
+                                dk_tensor *num, double iou_threshold, int64_t offset)
 {
     const dk__nms_gpu_args a = {iou_threshold, (double)offset};
-    const dk__nms_gpu_job job = {"nms", boxes, scores, idxs, boxes->shape[0], 4, &a,
-                                 {dk__nms_gpu_mask_f32, dk__nms_gpu_mask_f64}};
+    const dk__nms_gpu_job job = {"nms",           boxes, scores, idxs,
+                                 boxes->shape[0], 4,     &a,     {dk__nms_gpu_mask_f32, dk__nms_gpu_mask_f64}};
     return dk__nms_gpu_run(&job, keep, num);
 }
 

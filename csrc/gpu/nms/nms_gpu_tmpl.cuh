@@ -30,8 +30,8 @@ static dk_status DK_SFN(dk__nms_gpu_keys)(const dk__nms_gpu_job *job, int64_t P,
  * key (dk_label_key) into cls[i] when there are categories. */
 __global__ void DK_SFN(dk__nms_gpu_gather_kernel)(const DK_S *__restrict__ boxes, int64_t bs0, int64_t bs1, int width,
                                                   const void *__restrict__ cats, int cdt, int64_t cs0,
-                                                  const int64_t *__restrict__ ord, int64_t n,
-                                                  DK_T *__restrict__ sorted, uint64_t *__restrict__ cls)
+                                                  const int64_t *__restrict__ ord, int64_t n, DK_T *__restrict__ sorted,
+                                                  uint64_t *__restrict__ cls)
 {
     for (int64_t i = DK_GPU_FIRST(); i < n; i += DK_GPU_STRIDE()) {
         const int64_t j = ord[i];
@@ -41,8 +41,8 @@ __global__ void DK_SFN(dk__nms_gpu_gather_kernel)(const DK_S *__restrict__ boxes
     }
 }
 
-static dk_status DK_SFN(dk__nms_gpu_gather)(const dk__nms_gpu_job *job, const int64_t *ord, void *sorted,
-                                            uint64_t *cls, void *stream)
+static dk_status DK_SFN(dk__nms_gpu_gather)(const dk__nms_gpu_job *job, const int64_t *ord, void *sorted, uint64_t *cls,
+                                            void *stream)
 {
     const dk_tensor *c = job->cats;
     DK_GPU_LAUNCH(DK_SFN(dk__nms_gpu_gather_kernel), dk_gpu_blocks(job->n), DK_GPU_THREADS, stream,
@@ -65,7 +65,8 @@ struct DK_TFN(dk__nms_gpu_overlap) {
     __device__ DK_T prep(const DK_T *b) const { return DK_TFN(dk_box_nms_area)(b[0], b[1], b[2], b[3], off); }
     __device__ bool suppresses(const DK_T *a, DK_T area_a, const DK_T *b, DK_T area_b) const
     {
-        const DK_T ovr = DK_TFN(dk_box_nms_overlap)(a[0], a[1], a[2], a[3], area_a, b[0], b[1], b[2], b[3], area_b, off);
+        const DK_T ovr = DK_TFN(dk_box_nms_overlap)(a[0], a[1], a[2], a[3], area_a, b[0], b[1], b[2], b[3], area_b,
+                                                    off);
         return (double)ovr > thr;
     }
 };

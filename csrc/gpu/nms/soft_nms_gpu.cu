@@ -20,9 +20,9 @@ DK_TUNABLE(dk__snms_gpu_threads, "soft_nms.gpu_threads", 512, 1, DK_SOFT_NMS_GPU
 #define DK_TEMPLATE_TYPES (DK_TYPES_COMPUTE | DK_TYPES_FLOAT)
 #include "kernels/dk_instantiate.h"
 
-extern "C" dk_status dk_soft_nms_gpu(const dk_tensor *boxes, const dk_tensor *scores, dk_tensor *dets,
-                                     dk_tensor *inds, dk_tensor *num, double iou_threshold, double sigma,
-                                     double min_score, int64_t method, int64_t offset)
+extern "C" dk_status dk_soft_nms_gpu(const dk_tensor *boxes, const dk_tensor *scores, dk_tensor *dets, dk_tensor *inds,
+                                     dk_tensor *num, double iou_threshold, double sigma, double min_score,
+                                     int64_t method, int64_t offset)
 {
     const dk__snms_gpu_args a = {boxes->shape[0], iou_threshold, sigma, min_score, (double)offset, (int)method};
     int threads = 1;

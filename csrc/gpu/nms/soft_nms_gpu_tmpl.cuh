@@ -13,7 +13,7 @@ struct DK_TFN(dk__snms_gpu_live) {
     int64_t *ind, *slot;
 };
 
-__device__ DK_INLINE void DK_TFN(dk__snms_gpu_move)(const DK_TFN(dk__snms_gpu_live) & L, int64_t from, int64_t to)
+__device__ DK_INLINE void DK_TFN(dk__snms_gpu_move)(const DK_TFN(dk__snms_gpu_live) &L, int64_t from, int64_t to)
 {
     L.x1[to] = L.x1[from];
     L.y1[to] = L.y1[from];
@@ -25,7 +25,7 @@ __device__ DK_INLINE void DK_TFN(dk__snms_gpu_move)(const DK_TFN(dk__snms_gpu_li
 }
 
 /* Exchanges the boxes at positions p and q. */
-__device__ DK_INLINE void DK_TFN(dk__snms_gpu_swap)(const DK_TFN(dk__snms_gpu_live) & L, int64_t p, int64_t q)
+__device__ DK_INLINE void DK_TFN(dk__snms_gpu_swap)(const DK_TFN(dk__snms_gpu_live) &L, int64_t p, int64_t q)
 {
     const DK_T x1 = L.x1[q], y1 = L.y1[q], x2 = L.x2[q], y2 = L.y2[q], area = L.area[q], sc = L.sc[q];
     const int64_t ind = L.ind[q];
@@ -54,7 +54,7 @@ __device__ DK_INLINE void DK_TFN(dk__snms_gpu_better)(DK_T *v, int64_t *p, DK_T 
  * candidate: `first` itself when its score is NaN, else the best candidate; -1 when the range is
  * empty. Every thread calls it (barriers) and gets the answer. */
 __device__ DK_INLINE int64_t DK_TFN(dk__snms_gpu_argmax)(DK_T v, int64_t p, DK_T *s_v, int64_t *s_p, const DK_T *sc,
-                                               int64_t first, int64_t end)
+                                                         int64_t first, int64_t end)
 {
     /* "better" is a total order (score, then position; NaN never enters), so any tree gives the
      * CPU's answer: within each warp an xor butterfly of shuffles (Note [Warp shuffles]), then
@@ -120,7 +120,7 @@ __global__ void DK_TFN(dk__snms_gpu_kernel)(DK_TFN(dk__snms_gpu_live) L, int64_t
         int64_t cnt = 0;
         for (int64_t p = lo; p < hi; p++) {
             const DK_T ovr = DK_TFN(dk_box_nms_overlap)(bx1, by1, bx2, by2, barea, L.x1[p], L.y1[p], L.x2[p], L.y2[p],
-                                                         L.area[p], off);
+                                                        L.area[p], off);
             const DK_T s = L.sc[p] * DK_TFN(dk_box_soft_nms_weight)(ovr, method, thr, sigma);
             L.sc[p] = s;
             cnt += !(s < min_score);
@@ -209,8 +209,8 @@ static dk_status DK_SFN(dk__snms_gpu)(const dk__snms_gpu_args *a, const dk_tenso
     DK_GPU_LAUNCH(DK_SFN(dk__snms_gpu_load_kernel), dk_gpu_blocks(n), DK_GPU_THREADS, stream,
                   (const DK_S *)dk_tensor_data(boxes), dk_tensor_stride(boxes, 0), dk_tensor_stride(boxes, 1),
                   (const DK_S *)dk_tensor_data(scores), dk_tensor_stride(scores, 0), n, off, L);
-    DK_GPU_LAUNCH(DK_TFN(dk__snms_gpu_kernel), 1, threads, stream, L, n, a->method, off, (DK_T)a->thr,
-                  (DK_T)a->sigma, (DK_T)a->min_score, numv);
+    DK_GPU_LAUNCH(DK_TFN(dk__snms_gpu_kernel), 1, threads, stream, L, n, a->method, off, (DK_T)a->thr, (DK_T)a->sigma,
+                  (DK_T)a->min_score, numv);
     DK_GPU_LAUNCH(DK_SFN(dk__snms_gpu_store_kernel), dk_gpu_blocks(n), DK_GPU_THREADS, stream, L, numv,
                   (DK_S *)dk_tensor_data(dets), dk_tensor_stride(dets, 0), dk_tensor_stride(dets, 1),
                   (int64_t *)dk_tensor_data(inds), dk_tensor_stride(inds, 0));

@@ -133,7 +133,8 @@ static dk_status dk__ra_gpu_sizes(const dk__ra_gpu_args *a, const char *op)
  * its scratch stays within grad_input's size for any realistic count of RoIs; or the tunable's. */
 static dk_status dk__ra_gpu_tiling(const dk__ra_gpu_args *a, const dk_tensor *grad_input, dk__ra_gpu_tiles *g)
 {
-    if (a->K > INT32_MAX) return dk_error(DK_EINVAL, "roi_align_backward: %lld RoIs (at most 2^31 - 1)", (long long)a->K);
+    if (a->K > INT32_MAX)
+        return dk_error(DK_EINVAL, "roi_align_backward: %lld RoIs (at most 2^31 - 1)", (long long)a->K);
     const double budget = (double)a->N * (double)a->C * (double)a->H * (double)a->W *
                           (double)dk_dtype_size(dk_tensor_dtype(grad_input));
     const int64_t fixed = dk_tunable(&dk__ra_gpu_det_tile), side = a->H > a->W ? a->H : a->W;

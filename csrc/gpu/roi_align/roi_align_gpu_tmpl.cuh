@@ -18,8 +18,8 @@ __device__ DK_INLINE bool DK_SFN(dk__ra_gpu_roi)(const DK_S *rois, const dk__ra_
     if (!(b >= (DK_T)0 && b < (DK_T)a->N)) return false;
     *n = (int64_t)b;
     DK_TFN(dk_roi_align_roi_init)(DK_LOAD(r[a->roi_s[1]]), DK_LOAD(r[2 * a->roi_s[1]]), DK_LOAD(r[3 * a->roi_s[1]]),
-                                  DK_LOAD(r[4 * a->roi_s[1]]), (DK_T)a->spatial_scale, a->PH, a->PW,
-                                  a->sampling_ratio, a->aligned != 0, a->H, a->W, ay, ax);
+                                  DK_LOAD(r[4 * a->roi_s[1]]), (DK_T)a->spatial_scale, a->PH, a->PW, a->sampling_ratio,
+                                  a->aligned != 0, a->H, a->W, ay, ax);
     return true;
 }
 
@@ -40,10 +40,9 @@ __global__ void DK_SFN(dk__ra_gpu_forward_kernel)(const DK_S *__restrict__ input
         DK_T v = (DK_T)0, my = (DK_T)-1, mx = (DK_T)-1;
         if (DK_SFN(dk__ra_gpu_roi)(rois, &a, k, &n, &ay, &ax)) {
             const DK_S *plane = input + n * a.img_s[0] + c * a.img_s[1];
-            v = MAX ? DK_SFN(dk_roi_align_forward_max)(plane, a.img_s[2], a.img_s[3], a.H, a.W, &ay, &ax, ph,
-                                                              pw, &my, &mx)
-                           : DK_SFN(dk_roi_align_forward_avg)(plane, a.img_s[2], a.img_s[3], a.H, a.W, &ay, &ax, ph,
-                                                              pw);
+            v = MAX ? DK_SFN(dk_roi_align_forward_max)(plane, a.img_s[2], a.img_s[3], a.H, a.W, &ay, &ax, ph, pw, &my,
+                                                       &mx)
+                    : DK_SFN(dk_roi_align_forward_avg)(plane, a.img_s[2], a.img_s[3], a.H, a.W, &ay, &ax, ph, pw);
         }
         output[o] = DK_STORE(v);
         if (MAX) {
@@ -57,11 +56,9 @@ __global__ void DK_SFN(dk__ra_gpu_forward_kernel)(const DK_S *__restrict__ input
  * divided by the sample count) into acc, the compute-type accumulator of grad_input with
  * strides acc_s (grad_input itself for float32 and float64; a float scratch for 16-bit storage,
  * which has no fast atomics of its own). */
-__global__ void DK_SFN(dk__ra_gpu_backward_atomic_kernel)(const DK_S *__restrict__ gout,
-                                                          const DK_S *__restrict__ rois,
-                                                          const DK_T *__restrict__ amy,
-                                                          const DK_T *__restrict__ amx, DK_T *acc,
-                                                          dk__ra_gpu_args a, int64_t acc_s0, int64_t acc_s1,
+__global__ void DK_SFN(dk__ra_gpu_backward_atomic_kernel)(const DK_S *__restrict__ gout, const DK_S *__restrict__ rois,
+                                                          const DK_T *__restrict__ amy, const DK_T *__restrict__ amx,
+                                                          DK_T *acc, dk__ra_gpu_args a, int64_t acc_s0, int64_t acc_s1,
                                                           int64_t acc_s2, int64_t acc_s3)
 {
     const int64_t total = a.K * a.C * a.PH * a.PW;
@@ -99,8 +96,7 @@ __global__ void DK_SFN(dk__ra_gpu_backward_atomic_kernel)(const DK_S *__restrict
 }
 
 /* grad_input = acc (16-bit storage: the float accumulator, contiguous NCHW, rounded once). */
-__global__ void DK_SFN(dk__ra_gpu_store_kernel)(const DK_T *__restrict__ acc, DK_S *__restrict__ gin,
-                                                dk__ra_gpu_args a)
+__global__ void DK_SFN(dk__ra_gpu_store_kernel)(const DK_T *__restrict__ acc, DK_S *__restrict__ gin, dk__ra_gpu_args a)
 {
     const int64_t total = a.N * a.C * a.H * a.W;
     for (int64_t i = DK_GPU_FIRST(); i < total; i += DK_GPU_STRIDE()) {
@@ -174,8 +170,8 @@ __global__ void DK_SFN(dk__ra_gpu_roi_table_kernel)(const DK_S *__restrict__ roi
  * lists[t * K ...], counts[t]. One thread per tile, RoIs in order: the lists are the same on
  * every run. */
 __global__ void DK_SFN(dk__ra_gpu_tile_lists_kernel)(const DK_SFN(dk__ra_gpu_roi_entry) *__restrict__ table,
-                                                     dk__ra_gpu_args a, dk__ra_gpu_tiles g,
-                                                     int32_t *__restrict__ lists, int32_t *__restrict__ counts)
+                                                     dk__ra_gpu_args a, dk__ra_gpu_tiles g, int32_t *__restrict__ lists,
+                                                     int32_t *__restrict__ counts)
 {
     const int64_t total = a.N * g.ty * g.tx;
     for (int64_t t = DK_GPU_FIRST(); t < total; t += DK_GPU_STRIDE()) {
@@ -184,7 +180,8 @@ __global__ void DK_SFN(dk__ra_gpu_tile_lists_kernel)(const DK_SFN(dk__ra_gpu_roi
         int32_t m = 0;
         for (int64_t k = 0; k < a.K; ++k) {
             const DK_SFN(dk__ra_gpu_roi_entry) *e = &table[k];
-            if (e->n == n && e->y0 <= y1 && e->y1 >= y0 && e->x0 <= x1 && e->x1 >= x0) lists[t * a.K + m++] = (int32_t)k;
+            if (e->n == n && e->y0 <= y1 && e->y1 >= y0 && e->x0 <= x1 && e->x1 >= x0)
+                lists[t * a.K + m++] = (int32_t)k;
         }
         counts[t] = m;
     }
@@ -196,10 +193,12 @@ __global__ void DK_SFN(dk__ra_gpu_tile_lists_kernel)(const DK_SFN(dk__ra_gpu_roi
  * dk_roi_align_axis_window), each channel's sum in a register, one store per element. The terms
  * and their order are those of a loop over every RoI and every sample. */
 template <bool MAX> /* max pooling: a kernel of its own, so that avg's registers are avg's alone */
-__global__ void DK_SFN(dk__ra_gpu_backward_gather_kernel)(
-    const DK_S *__restrict__ gout, const DK_SFN(dk__ra_gpu_roi_entry) *__restrict__ table,
-    const int32_t *__restrict__ lists, const int32_t *__restrict__ counts, const DK_T *__restrict__ amy,
-    const DK_T *__restrict__ amx, DK_S *__restrict__ gin, dk__ra_gpu_args a, dk__ra_gpu_tiles g)
+__global__ void DK_SFN(dk__ra_gpu_backward_gather_kernel)(const DK_S *__restrict__ gout,
+                                                          const DK_SFN(dk__ra_gpu_roi_entry) *__restrict__ table,
+                                                          const int32_t *__restrict__ lists,
+                                                          const int32_t *__restrict__ counts,
+                                                          const DK_T *__restrict__ amy, const DK_T *__restrict__ amx,
+                                                          DK_S *__restrict__ gin, dk__ra_gpu_args a, dk__ra_gpu_tiles g)
 {
     const int64_t area = g.tile * g.tile, chunks = (a.C + DK__RA_GPU_CHANNELS - 1) / DK__RA_GPU_CHANNELS;
     const int64_t total = a.N * chunks * g.ty * g.tx * area;
@@ -302,18 +301,18 @@ static dk_status DK_SFN(dk__ra_gpu_forward)(const dk_tensor *input, const dk_ten
     DK_T *my = argmax_y ? (DK_T *)dk_tensor_data(argmax_y) : (DK_T *)NULL;
     DK_T *mx = argmax_x ? (DK_T *)dk_tensor_data(argmax_x) : (DK_T *)NULL;
     if (a->max_mode)
-        DK_GPU_LAUNCH(DK_SFN(dk__ra_gpu_forward_kernel)<true>, dk_gpu_blocks(total), DK_GPU_THREADS, stream, in, r, out,
-                      my, mx, *a);
+        DK_GPU_LAUNCH(DK_SFN(dk__ra_gpu_forward_kernel) < true >, dk_gpu_blocks(total), DK_GPU_THREADS, stream, in, r,
+                      out, my, mx, *a);
     else
-        DK_GPU_LAUNCH(DK_SFN(dk__ra_gpu_forward_kernel)<false>, dk_gpu_blocks(total), DK_GPU_THREADS, stream, in, r,
+        DK_GPU_LAUNCH(DK_SFN(dk__ra_gpu_forward_kernel) < false >, dk_gpu_blocks(total), DK_GPU_THREADS, stream, in, r,
                       out, my, mx, *a);
     return dk__gpu_launched("roi_align_forward");
 }
 
 static dk_status DK_SFN(dk__ra_gpu_backward)(const dk_tensor *grad_output, const dk_tensor *rois,
                                              const dk_tensor *argmax_y, const dk_tensor *argmax_x,
-                                             dk_tensor *grad_input, const dk__ra_gpu_args *a,
-                                             const dk__ra_gpu_tiles *g, void *stream)
+                                             dk_tensor *grad_input, const dk__ra_gpu_args *a, const dk__ra_gpu_tiles *g,
+                                             void *stream)
 {
     const DK_S *gout = (const DK_S *)dk_tensor_data(grad_output);
     const DK_S *r = (const DK_S *)dk_tensor_data(rois);
@@ -344,10 +343,10 @@ static dk_status DK_SFN(dk__ra_gpu_backward)(const dk_tensor *grad_output, const
             const int64_t chunks = (a->C + DK__RA_GPU_CHANNELS - 1) / DK__RA_GPU_CHANNELS;
             const unsigned blocks = dk_gpu_blocks(tiles * chunks * g->tile * g->tile);
             if (a->max_mode)
-                DK_GPU_LAUNCH(DK_SFN(dk__ra_gpu_backward_gather_kernel)<true>, blocks, DK_GPU_THREADS, stream, gout,
+                DK_GPU_LAUNCH(DK_SFN(dk__ra_gpu_backward_gather_kernel) < true >, blocks, DK_GPU_THREADS, stream, gout,
                               tab, list, count, my, mx, gin, *a, *g);
             else
-                DK_GPU_LAUNCH(DK_SFN(dk__ra_gpu_backward_gather_kernel)<false>, blocks, DK_GPU_THREADS, stream, gout,
+                DK_GPU_LAUNCH(DK_SFN(dk__ra_gpu_backward_gather_kernel) < false >, blocks, DK_GPU_THREADS, stream, gout,
                               tab, list, count, my, mx, gin, *a, *g);
             st = dk__gpu_launched("roi_align_backward");
         }

@@ -94,7 +94,8 @@ extern "C" dk_status dk_ps_roi_pool_backward_gpu(const dk_tensor *grad_output, c
     dk_status st = dk__gpu_enter(&g, grad_input->device);
     if (st) return st;
     void *stream = dk_current_stream(grad_input->device);
-    DK_SWITCH_FLOAT(dk_tensor_dtype(grad_output), st, dk__rp_gpu_ps_backward, (grad_output, rois, grad_input, &a, stream),
+    DK_SWITCH_FLOAT(dk_tensor_dtype(grad_output), st, dk__rp_gpu_ps_backward,
+                    (grad_output, rois, grad_input, &a, stream),
                     st = dk__gpu_unsupported("ps_roi_pool_backward", grad_output))
     dk_device_guard_exit(&g);
     return st;

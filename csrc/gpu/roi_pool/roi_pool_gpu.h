@@ -42,9 +42,8 @@ typedef struct {
 
 extern "C" {
 #endif
-dk_status dk_roi_pool_forward_gpu(const dk_tensor *input, const dk_tensor *rois, dk_tensor *output,
-                                  dk_tensor *argmax, int64_t pooled_height, int64_t pooled_width,
-                                  double spatial_scale, int64_t geometry);
+dk_status dk_roi_pool_forward_gpu(const dk_tensor *input, const dk_tensor *rois, dk_tensor *output, dk_tensor *argmax,
+                                  int64_t pooled_height, int64_t pooled_width, double spatial_scale, int64_t geometry);
 dk_status dk_roi_pool_backward_gpu(const dk_tensor *grad_output, const dk_tensor *rois, const dk_tensor *argmax,
                                    dk_tensor *grad_input);
 dk_status dk_ps_roi_pool_forward_gpu(const dk_tensor *input, const dk_tensor *rois, dk_tensor *output,

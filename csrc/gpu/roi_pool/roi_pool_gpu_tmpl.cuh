@@ -27,8 +27,8 @@ __global__ void DK_SFN(dk__rp_gpu_forward_kernel)(const DK_S *__restrict__ x, co
         DK_T m = 0;
         if (n >= 0) {
             const bool some = DK_TFN(dk_roi_pool_bin)(&g, ph, pw, a.H, a.W, &h0, &h1, &w0, &w1);
-            m = DK_SFN(dk_roi_pool_max)(x + n * a.img_s[0] + c * a.img_s[1], a.img_s[2], a.img_s[3], a.W, some, h0,
-                                        h1, w0, w1, &am);
+            m = DK_SFN(dk_roi_pool_max)(x + n * a.img_s[0] + c * a.img_s[1], a.img_s[2], a.img_s[3], a.W, some, h0, h1,
+                                        w0, w1, &am);
         }
         y[k * a.bins_s[0] + c * a.bins_s[1] + ph * a.bins_s[2] + pw * a.bins_s[3]] = DK_STORE(m);
         arg[k * a.arg_s[0] + c * a.arg_s[1] + ph * a.arg_s[2] + pw * a.arg_s[3]] = am;
@@ -61,8 +61,9 @@ __global__ void DK_SFN(dk__rp_gpu_backward_kernel)(const DK_S *__restrict__ gout
                     const int64_t am = arg[k * a.arg_s[0] + c * a.arg_s[1] + ph * a.arg_s[2] + pw * a.arg_s[3]];
                     if (am < 0 || am >= plane) continue; /* -1: nothing was pooled (ops/roi_pool.c) */
                     DK_S *e = img + (am / a.W) * a.img_s[2] + (am % a.W) * a.img_s[3];
-                    *e = DK_STORE(DK_LOAD(*e) +
-                                  DK_LOAD(gout[k * a.bins_s[0] + c * a.bins_s[1] + ph * a.bins_s[2] + pw * a.bins_s[3]]));
+                    *e = DK_STORE(
+                        DK_LOAD(*e) +
+                        DK_LOAD(gout[k * a.bins_s[0] + c * a.bins_s[1] + ph * a.bins_s[2] + pw * a.bins_s[3]]));
                 }
         }
     }
@@ -95,8 +96,8 @@ static dk_status DK_SFN(dk__rp_gpu_backward)(const dk_tensor *grad_output, const
 
 /* ---- ps_roi_pool ---------------------------------------------------------------------------- */
 
-__device__ static inline DK_TFN(dk_roi_pool_roi) DK_SFN(dk__rp_gpu_ps_roi)(const DK_S *rois, const dk__rp_gpu_args &a,
-                                                                          int64_t k)
+__device__ static inline DK_TFN(dk_roi_pool_roi)
+    DK_SFN(dk__rp_gpu_ps_roi)(const DK_S *rois, const dk__rp_gpu_args &a, int64_t k)
 {
     const DK_S *r = rois + k * a.rois_s[0];
     return DK_TFN(dk_roi_pool_roi_init)(DK_LOAD(r[a.rois_s[1]]), DK_LOAD(r[2 * a.rois_s[1]]),

@@ -9,13 +9,13 @@
 __global__ void DK_SFN(dk__bir_gpu_kernel)(const DK_S *__restrict__ b1, const DK_S *__restrict__ b2,
                                            DK_S *__restrict__ out, dk__bir_gpu_args a)
 {
-    dk_gpu_for_pairs<5, DK_T>(a.pairs, b1, b2, [](DK_S v) { return (DK_T)DK_LOAD(v); },
-                              [&](const DK_T *p, const DK_T *q, int64_t o) {
-                                  const bool apart = DK_TFN(dk_rbox_apart)(p, DK_TFN(dk_rbox_radius)(p), q,
-                                                                           DK_TFN(dk_rbox_radius)(q));
-                                  const DK_T v = apart ? (DK_T)0 : DK_TFN(dk_rbox_overlap)(p, q, a.mode, a.clockwise != 0);
-                                  out[o] = DK_STORE(v);
-                              });
+    dk_gpu_for_pairs<5, DK_T>(
+        a.pairs, b1, b2, [](DK_S v) { return (DK_T)DK_LOAD(v); },
+        [&](const DK_T *p, const DK_T *q, int64_t o) {
+            const bool apart = DK_TFN(dk_rbox_apart)(p, DK_TFN(dk_rbox_radius)(p), q, DK_TFN(dk_rbox_radius)(q));
+            const DK_T v = apart ? (DK_T)0 : DK_TFN(dk_rbox_overlap)(p, q, a.mode, a.clockwise != 0);
+            out[o] = DK_STORE(v);
+        });
 }
 
 static dk_status DK_SFN(dk__bir_gpu)(const dk_tensor *boxes1, const dk_tensor *boxes2, dk_tensor *ious,

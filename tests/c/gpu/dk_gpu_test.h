@@ -113,7 +113,9 @@ static inline void dkg_assert_same_keep(const dkk_tensor *keep, const dkk_tensor
     if (m != gm) fail_msg("%s: the GPU kept %lld boxes, the CPU %lld", what, (long long)gm, (long long)m);
     for (int64_t i = 0; i < m; i++) {
         const int64_t c = (int64_t)dkk_get(keep, (int64_t[]){i}), g = (int64_t)dkk_get(gkeep, (int64_t[]){i});
-        if (c != g) fail_msg("%s: keep[%lld] is %lld on the GPU, %lld on the CPU", what, (long long)i, (long long)g, (long long)c);
+        if (c != g)
+            fail_msg("%s: keep[%lld] is %lld on the GPU, %lld on the CPU", what, (long long)i, (long long)g,
+                     (long long)c);
     }
 }
 

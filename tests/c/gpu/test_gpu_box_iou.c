@@ -45,9 +45,9 @@ static dkk_tensor *make_boxes(dkk_rng *r, dk_dtype dt, int64_t n, int64_t gap)
                 for (int d = 0; d < 4; d++) v[d] = dkk_get(t, (int64_t[]){0, d});
             break;
         case 7:
-            if (dt == DK_INT8) v[0] = -128, v[2] = 127;     /* rb - lt wraps around at 8 bits */
+            if (dt == DK_INT8) v[0] = -128, v[2] = 127; /* rb - lt wraps around at 8 bits */
             else if (dt == DK_UINT8) v[0] = 0, v[2] = 255;
-            else if (dt == DK_INT16) v[1] = -32768, v[3] = 32767; /* and at 16 */
+            else if (dt == DK_INT16) v[1] = -32768, v[3] = 32767;               /* and at 16 */
             else if (is_int(dt)) v[2] = v[3] = dt == DK_INT32 ? 70000.0 : 6e12; /* areas wrap around */
             else v[1] = NAN;
             break;
@@ -70,7 +70,8 @@ static void check(dk_dtype dt, int kind, bool aligned, int off, int64_t n, int64
              aligned, off, (long long)n, (long long)m);
     dkk_tensor *a = make_boxes(r, dt, n, 2), *b = make_boxes(r, dt, m, 0);
     dkk_tensor *out = aligned ? dkk_new(odt, 1, (int64_t[]){n}, NULL, 1) : dkk_new(odt, 2, (int64_t[]){n, m}, NULL, 3);
-    dkk_tensor *gout = aligned ? dkk_new(odt, 1, (int64_t[]){n}, NULL, 1) : dkk_new(odt, 2, (int64_t[]){n, m}, (int[]){1, 0}, 0);
+    dkk_tensor *gout = aligned ? dkk_new(odt, 1, (int64_t[]){n}, NULL, 1)
+                               : dkk_new(odt, 2, (int64_t[]){n, m}, (int[]){1, 0}, 0);
     memset(gout->mem, 0x7f, gout->bytes); /* every element must be written */
     const double eps = 1e-7;
     assert_ok(dk_box_iou(&a->t, &b->t, &out->t, kind, aligned, eps, off));

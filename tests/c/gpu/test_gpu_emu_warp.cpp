@@ -131,7 +131,7 @@ static void test_votes_and_shuffles_between_barriers(void **state)
         for (int i = 0; i < threads; i++) {
             const int w = i / warp, lane = i % warp;
             const int src = w * warp + (lane + w + 1) % warp; /* rotated w + 1 times */
-            assert_int_equal(out[i], in[src] * 1000); /* and the total was complete: not 0 */
+            assert_int_equal(out[i], in[src] * 1000);         /* and the total was complete: not 0 */
         }
         for (int w = 0; w < warps; w++) {
             unsigned long long expect = 0;

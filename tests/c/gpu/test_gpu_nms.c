@@ -33,8 +33,8 @@
 static void check(dk_dtype dt, int64_t n, double thr, int64_t offset, int cats, dkk_rng *r)
 {
     char what[200];
-    snprintf(what, sizeof what, "%s, n %lld, threshold %g, offset %lld, categories %d", dk_dtype_name(dt),
-             (long long)n, thr, (long long)offset, cats);
+    snprintf(what, sizeof what, "%s, n %lld, threshold %g, offset %lld, categories %d", dk_dtype_name(dt), (long long)n,
+             thr, (long long)offset, cats);
     dkk_tensor *b = dkk_new(dt, 2, (int64_t[]){n, 4}, NULL, 0), *s = dkk_new(dt, 1, (int64_t[]){n}, NULL, 0);
     dkg_clustered_boxes(b, s, r, n, false);
     dkk_tensor *idx = NULL;
@@ -42,8 +42,10 @@ static void check(dk_dtype dt, int64_t n, double thr, int64_t offset, int cats, 
         idx = dkk_new(cats == 1 ? DK_INT32 : DK_INT64, 1, (int64_t[]){n}, NULL, 0);
         for (int64_t i = 0; i < n; i++) dkk_set(idx, (int64_t[]){i}, (double)(dkk_u64(r) % 3));
     }
-    dkk_tensor *keep = dkk_new(DK_INT64, 1, (int64_t[]){n}, NULL, 0), *num = dkk_new(DK_INT64, 1, (int64_t[]){1}, NULL, 0);
-    dkk_tensor *gkeep = dkk_new(DK_INT64, 1, (int64_t[]){n}, NULL, 0), *gnum = dkk_new(DK_INT64, 1, (int64_t[]){1}, NULL, 0);
+    dkk_tensor *keep = dkk_new(DK_INT64, 1, (int64_t[]){n}, NULL, 0),
+               *num = dkk_new(DK_INT64, 1, (int64_t[]){1}, NULL, 0);
+    dkk_tensor *gkeep = dkk_new(DK_INT64, 1, (int64_t[]){n}, NULL, 0),
+               *gnum = dkk_new(DK_INT64, 1, (int64_t[]){1}, NULL, 0);
     assert_ok(dk_nms(&b->t, &s->t, idx ? &idx->t : NULL, &keep->t, &num->t, thr, offset));
     dkg_tensor db, ds, di, dk, dn;
     dkg_up(&db, b), dkg_up(&ds, s), dkg_up(&dk, gkeep), dkg_up(&dn, gnum);
@@ -114,10 +116,12 @@ static void soft_check(dk_dtype dt, int64_t n, int method, double thr, double mi
     const double sigma = 0.5;
     dkk_tensor *b = dkk_new(dt, 2, (int64_t[]){n, 4}, NULL, 1), *s = dkk_new(dt, 1, (int64_t[]){n}, NULL, 2);
     dkg_clustered_boxes(b, s, r, n, true);
-    dkk_tensor *dets = dkk_new(dt, 2, (int64_t[]){n, 5}, NULL, 0), *inds = dkk_new(DK_INT64, 1, (int64_t[]){n}, NULL, 0);
+    dkk_tensor *dets = dkk_new(dt, 2, (int64_t[]){n, 5}, NULL, 0),
+               *inds = dkk_new(DK_INT64, 1, (int64_t[]){n}, NULL, 0);
     dkk_tensor *num = dkk_new(DK_INT64, 1, (int64_t[]){1}, NULL, 0);
     dkk_tensor *gdets = dkk_new(dt, 2, (int64_t[]){n, 5}, (int[]){1, 0}, 1);
-    dkk_tensor *ginds = dkk_new(DK_INT64, 1, (int64_t[]){n}, NULL, 1), *gnum = dkk_new(DK_INT64, 1, (int64_t[]){1}, NULL, 0);
+    dkk_tensor *ginds = dkk_new(DK_INT64, 1, (int64_t[]){n}, NULL, 1),
+               *gnum = dkk_new(DK_INT64, 1, (int64_t[]){1}, NULL, 0);
     ((int64_t *)gnum->mem)[0] = -7; /* must be written */
     assert_ok(dk_soft_nms(&b->t, &s->t, &dets->t, &inds->t, &num->t, thr, sigma, min_score, method, offset));
     dkg_tensor db, ds, dd, di, dn;
@@ -137,7 +141,8 @@ static void soft_check(dk_dtype dt, int64_t n, int method, double thr, double mi
             /* a real GPU's exp for the gaussian decay (gpu/dk_gpu_test.h) */
             if (method == DK_SOFT_NMS_GAUSSIAN && d == 4 && fabs(g - c) <= 1e-5 * (1 + fabs(c))) continue;
 #endif
-            fail_msg("%s: dets[%lld, %lld] is %.9g on the GPU, %.9g on the CPU", what, (long long)k, (long long)d, g, c);
+            fail_msg("%s: dets[%lld, %lld] is %.9g on the GPU, %.9g on the CPU", what, (long long)k, (long long)d, g,
+                     c);
         }
     dkg_release(&db), dkg_release(&ds), dkg_release(&dd), dkg_release(&di), dkg_release(&dn);
     dkk_free(b), dkk_free(s), dkk_free(dets), dkk_free(inds), dkk_free(num), dkk_free(gdets), dkk_free(ginds),

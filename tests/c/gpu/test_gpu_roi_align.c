@@ -27,7 +27,10 @@ typedef struct {
 /* Both kernels evaluate the shared math in the same compute type; they differ in the order of
  * their sums (the CPU's separable tables, the GPU's per-sample loop and atomics). */
 static const dtype_case DTYPES[] = {
-    {DK_FLOAT32, 1e-5}, {DK_FLOAT64, 1e-12}, {DK_FLOAT16, 2e-3}, {DK_BFLOAT16, 1.6e-2},
+    {DK_FLOAT32, 1e-5},
+    {DK_FLOAT64, 1e-12},
+    {DK_FLOAT16, 2e-3},
+    {DK_BFLOAT16, 1.6e-2},
 };
 static const int NCHW[4] = {0, 1, 2, 3}, NHWC[4] = {0, 2, 3, 1};
 
@@ -105,8 +108,8 @@ static void check_case(dk_dtype dt, double atol, dkk_rng *rng, int layout, int64
     dkk_tensor *cgin = like4(dt, N, C, H, W, order, gap);
 
     /* the CPU kernel, through the dispatcher */
-    assert_ok(dk_roi_align_forward(&x->t, &rois->t, &out->t, max ? &amy->t : NULL, max ? &amx->t : NULL, PH, PW,
-                                   SCALE, sr, mode, aligned));
+    assert_ok(dk_roi_align_forward(&x->t, &rois->t, &out->t, max ? &amy->t : NULL, max ? &amx->t : NULL, PH, PW, SCALE,
+                                   sr, mode, aligned));
     assert_ok(dk_roi_align_backward(&g->t, &rois->t, max ? &amy->t : NULL, max ? &amx->t : NULL, &cgin->t, PH, PW,
                                     SCALE, sr, mode, aligned));
 
@@ -114,8 +117,8 @@ static void check_case(dk_dtype dt, double atol, dkk_rng *rng, int layout, int64
     dkg_tensor dx, drois, dg, dout, damy, damx;
     dkg_up(&dx, x), dkg_up(&drois, rois), dkg_up(&dg, g), dkg_up(&dout, gout);
     if (max) dkg_up(&damy, gamy), dkg_up(&damx, gamx);
-    assert_ok(GPU_FORWARD(&dx.dev, &drois.dev, &dout.dev, max ? &damy.dev : NULL, max ? &damx.dev : NULL, PH, PW,
-                          SCALE, sr, mode, aligned));
+    assert_ok(GPU_FORWARD(&dx.dev, &drois.dev, &dout.dev, max ? &damy.dev : NULL, max ? &damx.dev : NULL, PH, PW, SCALE,
+                          sr, mode, aligned));
     dkg_down(&dout);
     if (max) {
         dkg_down(&damy), dkg_down(&damx);
@@ -150,8 +153,8 @@ static void check_case(dk_dtype dt, double atol, dkk_rng *rng, int layout, int64
             assert_ok(dk_tunable_set("roi_align.gpu_det_tile", TILES[ti], NULL));
             assert_ok(dk_tunable_set("roi_align.gpu_det_window", window, NULL));
             dkk_tensor *det = gpu_backward(&dg, &drois, pamy, pamx, cgin, order, gap, sr, mode, aligned, 1);
-            snprintf(sub, sizeof sub, "%s, backward (deterministic, tile %lld, window %d)", what,
-                     (long long)TILES[ti], window);
+            snprintf(sub, sizeof sub, "%s, backward (deterministic, tile %lld, window %d)", what, (long long)TILES[ti],
+                     window);
             dkk_assert_identical(det, det1, sub);
             dkk_free(det);
         }
@@ -160,7 +163,7 @@ static void check_case(dk_dtype dt, double atol, dkk_rng *rng, int layout, int64
     /* Note [The GPU order of roi_align's bins]: RoI-major gives the forward's bits too */
     dkk_tensor *again = like4(dt, K, C, PH, PW, order, gap);
     memcpy(again->mem, gout->mem, gout->bytes); /* before: the emulation writes gout itself */
-    for (int wide = 0; wide < 2; wide++) { /* and 64-bit index decoding, either order */
+    for (int wide = 0; wide < 2; wide++) {      /* and 64-bit index decoding, either order */
         assert_ok(dk_tunable_set("roi_align.gpu_order", wide, NULL));
         assert_ok(dk_tunable_set("roi_align.gpu_wide_index", !wide, NULL));
         assert_ok(GPU_FORWARD(&dx.dev, &drois.dev, &dout.dev, max ? &damy.dev : NULL, max ? &damx.dev : NULL, PH, PW,

@@ -31,8 +31,8 @@ static void check_case(dk_dtype dt, int geometry, double scale, int64_t PH, int6
                        dkk_rng *r)
 {
     char what[160];
-    snprintf(what, sizeof what, "roi_pool %s geometry %d scale %g %lldx%lld K %lld", dk_dtype_name(dt), geometry,
-             scale, (long long)PH, (long long)PW, (long long)K);
+    snprintf(what, sizeof what, "roi_pool %s geometry %d scale %g %lldx%lld K %lld", dk_dtype_name(dt), geometry, scale,
+             (long long)PH, (long long)PW, (long long)K);
     const int64_t N = 2, C = 5, H = 13, W = 11;
     const int *order = nhwc ? (const int[]){0, 2, 3, 1} : NULL;
     dkk_tensor *x = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, order, 1);

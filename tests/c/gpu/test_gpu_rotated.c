@@ -52,11 +52,13 @@ static dkk_tensor *random_rboxes(dkk_rng *r, dk_dtype dt, int64_t n, double span
 static void check_ious(dk_dtype dt, int64_t n, int64_t m, int mode, bool aligned, bool cw, double span, dkk_rng *r)
 {
     char what[160];
-    snprintf(what, sizeof what, "box_iou_rotated %s, %lld x %lld, mode %d, aligned %d, clockwise %d",
-             dk_dtype_name(dt), (long long)n, (long long)m, mode, aligned, cw);
+    snprintf(what, sizeof what, "box_iou_rotated %s, %lld x %lld, mode %d, aligned %d, clockwise %d", dk_dtype_name(dt),
+             (long long)n, (long long)m, mode, aligned, cw);
     dkk_tensor *a = random_rboxes(r, dt, n, span, 3, true), *b = random_rboxes(r, dt, m, span, 0, true);
-    dkk_tensor *out = aligned ? dkk_new(dt, 1, (int64_t[]){n}, NULL, 2) : dkk_new(dt, 2, (int64_t[]){n, m}, (int[]){1, 0}, 1);
-    dkk_tensor *gout = aligned ? dkk_new(dt, 1, (int64_t[]){n}, NULL, 2) : dkk_new(dt, 2, (int64_t[]){n, m}, (int[]){1, 0}, 1);
+    dkk_tensor *out = aligned ? dkk_new(dt, 1, (int64_t[]){n}, NULL, 2)
+                              : dkk_new(dt, 2, (int64_t[]){n, m}, (int[]){1, 0}, 1);
+    dkk_tensor *gout = aligned ? dkk_new(dt, 1, (int64_t[]){n}, NULL, 2)
+                               : dkk_new(dt, 2, (int64_t[]){n, m}, (int[]){1, 0}, 1);
     memset(gout->mem, 0x7f, gout->bytes); /* every element must be written */
     assert_ok(dk_box_iou_rotated(&a->t, &b->t, &out->t, mode, aligned, cw));
     dkg_tensor da, db, dout;
@@ -90,15 +92,17 @@ static void box_iou_rotated_beyond_one_grid(void **state)
     check_ious(DK_FLOAT32, 1100, 1000, 0, false, true, 3000, &r);
 }
 
-static void check_nms(dk_dtype dt, const char *what, dkk_tensor *dets, dkk_tensor *scores, dkk_tensor *labels, double thr,
-                      bool cw)
+static void check_nms(dk_dtype dt, const char *what, dkk_tensor *dets, dkk_tensor *scores, dkk_tensor *labels,
+                      double thr, bool cw)
 {
     char msg[200];
     const int64_t n = dets->shape[0];
     snprintf(msg, sizeof msg, "%s, %s, n %lld, threshold %g, labels %s, clockwise %d", what, dk_dtype_name(dt),
              (long long)n, thr, labels ? dk_dtype_name(dk_tensor_dtype(&labels->t)) : "none", cw);
-    dkk_tensor *keep = dkk_new(DK_INT64, 1, (int64_t[]){n}, NULL, 0), *num = dkk_new(DK_INT64, 1, (int64_t[]){1}, NULL, 0);
-    dkk_tensor *gkeep = dkk_new(DK_INT64, 1, (int64_t[]){n}, NULL, 1), *gnum = dkk_new(DK_INT64, 1, (int64_t[]){1}, NULL, 0);
+    dkk_tensor *keep = dkk_new(DK_INT64, 1, (int64_t[]){n}, NULL, 0),
+               *num = dkk_new(DK_INT64, 1, (int64_t[]){1}, NULL, 0);
+    dkk_tensor *gkeep = dkk_new(DK_INT64, 1, (int64_t[]){n}, NULL, 1),
+               *gnum = dkk_new(DK_INT64, 1, (int64_t[]){1}, NULL, 0);
     ((int64_t *)gnum->mem)[0] = -7; /* must be written */
     assert_ok(dk_nms_rotated(&dets->t, &scores->t, labels ? &labels->t : NULL, &keep->t, &num->t, thr, cw));
     dkg_tensor dd, ds, dl, dk, dn;
@@ -140,9 +144,11 @@ static void nms_case(dk_dtype dt, int64_t n, double thr, dk_dtype ldt, bool clus
             for (int d = 0; d < 5; d++)
                 dkk_set(dets, (int64_t[]){i, d},
                         dkk_get(dets, (int64_t[]){i % 7, d}) + dkk_uniform(r, -1, 1) * (d == 4 ? 0.2 : 3));
-    if (ldt != DK_DTYPE_UNSUPPORTED && ldt != DK_INT32 && ldt != DK_INT64) ldt = dt; /* float labels: the boxes' dtype */
+    if (ldt != DK_DTYPE_UNSUPPORTED && ldt != DK_INT32 && ldt != DK_INT64)
+        ldt = dt; /* float labels: the boxes' dtype */
     dkk_tensor *labels = ldt == DK_DTYPE_UNSUPPORTED ? NULL : make_labels(ldt, n, r);
-    check_nms(dt, clustered ? "nms_rotated clustered" : "nms_rotated", dets, scores, labels, thr, (n + (int64_t)clustered) % 2);
+    check_nms(dt, clustered ? "nms_rotated clustered" : "nms_rotated", dets, scores, labels, thr,
+              (n + (int64_t)clustered) % 2);
     dkk_free(dets), dkk_free(scores), dkk_free(labels);
 }
 
