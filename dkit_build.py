@@ -31,7 +31,8 @@ CORE_DIRS = ("csrc/common", "csrc/cpu", "ops")
 # the tests, the GPU kernels, a vendor's backend) includes them from these same folders.
 INCLUDE_DIRS = CORE_DIRS
 
-# C11 with the GNU/POSIX declarations (pthread, dlfcn, madvise), for the core and its tests.
+# C11, with the GNU and POSIX declarations the core uses (threads, dlopen, mmap and madvise), for
+# the core and everything built with it.
 C_DIALECT = ("-std=c11", "-D_GNU_SOURCE")
 STRICT_WARN = ("-Wall", "-Wextra", "-Werror")
 # A kernel or a backend hook has the signature its table gives it, used or not.
@@ -39,9 +40,9 @@ WARN = STRICT_WARN + ("-Wno-unused-parameter",)
 # Every build of the core, optimised or sanitized: a shared library's code, with OpenMP's
 # parallel loops (dk_parallel.c).
 BASE = C_DIALECT + ("-fPIC", "-fopenmp") + tuple("-I" + d for d in INCLUDE_DIRS) + WARN
-# The optimised build (build/libdkit.so, and the one pip installs): x86-64-v2 (SSE4.2, POPCNT) is
-# what the CPU kernels are tuned for and every x86-64 machine of the last decade has; only the
-# public API (DK_API) is exported.
+# The optimised build (build/libdkit.so, and the one pip installs): x86-64-v2 (SSE4.2) is the
+# baseline the CPU kernels' vectors are written for (dk_vec.h; wider spans are chosen at run time,
+# Note [AVX2 spans]), and only the public API (DK_API, dk_export.h) is exported.
 OPT = ("-O3", "-march=x86-64-v2", "-fvisibility=hidden")
 CORE_CFLAGS = BASE + OPT
 CORE_LDLIBS = ("-fopenmp", "-ldl", "-lpthread", "-lm")
@@ -61,7 +62,7 @@ TORCH_EXTS = (
     ("dkit._torch_reader", "csrc/python/dk_pytorch.cpp", ("csrc/python/dk_pytorch.h", "csrc/common/dk_dlpack.h")),
     ("dkit._torch_kernel", "csrc/python/dk_torch_kernel.cpp", ()),
 )
-# They read the core's headers, never ops/ (no op is defined in C++).
+# The folders they include from: the core's (dk_dlpack.h) and the extension's.
 TORCH_EXT_INCLUDE_DIRS = ("csrc/common", "csrc/cpu", "csrc/python")
 TORCH_EXT_OPT = ("-O2",)
 TORCH_LIBS = ("torch_python", "torch_cpu", "c10")
@@ -82,8 +83,7 @@ def torch_cxx_std(cpp_extension_source):
 class TorchCxx:
     """How to compile and link a C++ extension against the installed torch."""
 
-    def __init__(self, version, torch_dir, abi, cxx_std):
-        self.version = version
+    def __init__(self, torch_dir, abi, cxx_std):
         # -isystem: dkit's warnings are errors, torch's headers' are not ours to fix.
         self.system_include_dirs = (
             os.path.join(torch_dir, "include"),
@@ -125,7 +125,7 @@ def torch_cxx():
     except OSError:
         std = torch_cxx_std("")
     abi = getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True)
-    return TorchCxx(torch.__version__, torch_dir, abi, std)
+    return TorchCxx(torch_dir, abi, std)
 
 
 # -- for the Makefile ---------------------------------------------------------------------------
