@@ -11,16 +11,36 @@ BUILD   ?= build
 NVCC    ?= /usr/local/cuda/bin/nvcc
 
 , := ,
-WARN    := -Wall -Wextra -Werror -Wno-unused-parameter
-INCS    := -Icsrc/common -Icsrc/cpu -Iops
-BASE    := -std=c11 -D_GNU_SOURCE -fPIC -fopenmp $(INCS) $(WARN)
-OPT     := -O3 -march=x86-64-v2 -fvisibility=hidden
-CFLAGS_ := $(BASE) $(OPT) $(CFLAGS)
-LDLIBS_ := -fopenmp -ldl -lpthread -lm
 
-# The core library is every .c file under these folders: adding an op or a kernel file touches
-# no list (setup.py finds the same files the same way, dkit_build.py).
-CORE_DIRS := csrc/common csrc/cpu ops
+# Note [One description of the build]
+# The core's folders and flags, dkit._C's and the torch extensions' are written once, in
+# dkit_build.py, which setup.py imports too: `make python` links the Makefile's objects into the
+# package setup.py builds (DKIT_CORE_OBJECTS), which is only right while both compile them alike.
+# `dkit_build.py make-vars` writes them as Make variables into $(BUILD)/dkit_build.mk, again
+# whenever dkit_build.py changes (make then reads its makefiles once more): CORE_DIRS,
+# INCLUDE_DIRS, INCS, C_DIALECT, WARN, BASE (every build of the core), OPT, CORE_CFLAGS (BASE and
+# OPT), CORE_LDLIBS, EXT_CFLAGS and EXT_INCS (dkit._C), TORCH_EXTS and TORCH_EXT_DEPS. The
+# sanitizer and test builds add their own flags to these; torch's own flags are asked for only
+# where a torch extension is built (pysan_rules), since they need torch imported.
+# tests/python/test_packaging.py checks that no flag of it is written here or in setup.py again.
+# Writing it needs $(PYTHON) before any target's `deps` has run, so on a machine without it yet it
+# runs `make deps` itself first (which installs Python, and reads no description).
+ifneq ($(MAKECMDGOALS),deps)
+include $(BUILD)/dkit_build.mk
+endif
+$(BUILD)/dkit_build.mk: dkit_build.py
+	@command -v $(PYTHON) >/dev/null 2>&1 || $(MAKE) --no-print-directory deps
+	@mkdir -p $(@D)
+	$(PYTHON) dkit_build.py make-vars >$@.tmp && mv $@.tmp $@
+
+CFLAGS_ := $(CORE_CFLAGS) $(CFLAGS)
+# The sanitizers of every sanitized build (the core, the C tests, the Python packages, the fuzz
+# targets).
+ASAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+TSAN_FLAGS := -fsanitize=thread
+
+# The core library is every .c file under CORE_DIRS: adding an op or a kernel file touches no
+# list (setup.py finds the same files the same way).
 CORE_SRCS := $(sort $(shell find $(CORE_DIRS) -name '*.c'))
 HEADERS   := $(sort $(shell find $(CORE_DIRS) -name '*.h'))
 # Note [Header dependencies]: every compile writes the headers it read into a .d file beside its
@@ -67,13 +87,13 @@ $(1)/obj/%.o: %.c
 	@mkdir -p $$(dir $$@)
 	$(CC) $(2) $$(DEPFLAGS) -c $$< -o $$@
 $(1)/libdkit.so: $(patsubst %.c,$(1)/obj/%.o,$(CORE_SRCS))
-	$(CC) -shared -o $$@ $$^ $(3) $(LDLIBS_)
+	$(CC) -shared -o $$@ $$^ $(3) $(CORE_LDLIBS)
 endef
 
 $(eval $(call core_rules,$(BUILD),$(CFLAGS_),))
-$(eval $(call core_rules,$(BUILD)/asan,$(BASE) -O1 -g -fno-omit-frame-pointer -fsanitize=address$(,)undefined -fno-sanitize-recover=undefined,-fsanitize=address$(,)undefined))
+$(eval $(call core_rules,$(BUILD)/asan,$(BASE) -O1 -g -fno-omit-frame-pointer $(ASAN_FLAGS),$(ASAN_FLAGS)))
 # TSan: parallel loops on threads TSan can see, not libgomp's (DK_PARALLEL_PTHREADS, dk_parallel.c).
-$(eval $(call core_rules,$(BUILD)/tsan,$(BASE) -O1 -g -fsanitize=thread -DDK_PARALLEL_PTHREADS,-fsanitize=thread))
+$(eval $(call core_rules,$(BUILD)/tsan,$(BASE) -O1 -g $(TSAN_FLAGS) -DDK_PARALLEL_PTHREADS,$(TSAN_FLAGS)))
 
 $(BUILD)/libdkit.a: $(patsubst %.c,$(BUILD)/obj/%.o,$(CORE_SRCS))
 	rm -f $@ && ar rcs $@ $^
@@ -83,7 +103,7 @@ lib: $(BUILD)/libdkit.so $(BUILD)/libdkit.a
 # ---------------------------------------------------------------------------------------------
 # C tests (cmocka). Each tests/c/test_X.c is one executable linked against libdkit.so.
 # test_static_link and the backend fixtures have their own rules in tests/c/rules.mk.
-TEST_CFLAGS := -std=c11 -D_GNU_SOURCE $(INCS) -Itests/c $(WARN) -Wno-unused-function -g
+TEST_CFLAGS := $(C_DIALECT) $(INCS) -Itests/c $(WARN) -Wno-unused-function -g
 
 define test_rules
 $(1)/tests/%: tests/c/%.c | $(1)/libdkit.so
@@ -91,8 +111,8 @@ $(1)/tests/%: tests/c/%.c | $(1)/libdkit.so
 	$(CC) $(TEST_CFLAGS) $(2) $$(DEPFLAGS) $$< -o $$@ -L$(1) -ldkit -Wl,-rpath,$$(abspath $(1)) -lcmocka -lpthread -ldl -lm
 endef
 $(eval $(call test_rules,$(BUILD),-O2 -fopenmp))
-$(eval $(call test_rules,$(BUILD)/asan,-O1 -fsanitize=address$(,)undefined -fno-sanitize-recover=undefined))
-$(eval $(call test_rules,$(BUILD)/tsan,-O1 -fsanitize=thread))
+$(eval $(call test_rules,$(BUILD)/asan,-O1 $(ASAN_FLAGS)))
+$(eval $(call test_rules,$(BUILD)/tsan,-O1 $(TSAN_FLAGS)))
 
 -include tests/c/rules.mk
 include csrc/gpu/rules.mk
@@ -123,8 +143,9 @@ test: deps lint test-c test-c-asan test-c-tsan fuzz-smoke vendor-example gpu tes
 
 # ---------------------------------------------------------------------------------------------
 # Python
-# setup.py links the objects just compiled for $(BUILD)/libdkit.so (same flags) instead of
-# compiling the core a second time; without DKIT_CORE_OBJECTS (pip install) it compiles them.
+# setup.py links the objects just compiled for $(BUILD)/libdkit.so (the same flags: Note [One
+# description of the build]) instead of compiling the core a second time; without
+# DKIT_CORE_OBJECTS (pip install) it compiles them.
 # The GPU backends that were built (make gpu) are shipped beside _C, which loads them.
 python: deps lib gpu
 	DKIT_CORE_OBJECTS=$(BUILD)/obj DKIT_GPU_LIBS=$(BUILD) $(PYTHON) setup.py -q build_ext --inplace
@@ -223,7 +244,10 @@ PY_EXT    := $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_
 PY_SRCS   := $(sort $(wildcard csrc/python/*.c))
 PY_HDRS   := $(wildcard csrc/python/*.h)
 PY_FILES  := $(shell find dkit -name '*.py')
-PYSAN_CFLAGS := -std=c11 -D_GNU_SOURCE -fPIC -fopenmp $(INCS) -Icsrc/python -I$(PY_INC) $(WARN) -O1 -g -fno-omit-frame-pointer
+# The extensions are compiled as setup.py compiles them (Note [One description of the build]),
+# at PYSAN_OPT instead of its optimisation.
+PYSAN_OPT    := -O1 -g -fno-omit-frame-pointer
+PYSAN_CFLAGS := $(EXT_CFLAGS) -fPIC $(EXT_INCS) -I$(PY_INC) $(PYSAN_OPT)
 # libstdc++ is preloaded after the runtime: torch throws C++ exceptions, and a sanitizer loaded
 # before any libstdc++ finds no __cxa_throw to intercept ("CHECK failed ... real___cxa_throw").
 CXX_RT    = $(shell $(CC) -print-file-name=libstdc++.so.6)
@@ -240,27 +264,25 @@ $(BUILD)/$(1)-py/dkit/libdkit.so: $(BUILD)/$(1)/libdkit.so
 	@mkdir -p $$(@D)
 	cp $$< $$@
 $(BUILD)/$(1)-py/dkit/_C$(PY_EXT): $(PY_SRCS) $(PY_HDRS) $(HEADERS) $(BUILD)/$(1)-py/dkit/libdkit.so
-	$(CC) $(PYSAN_CFLAGS) $(2) -shared $(PY_SRCS) -o $$@ -L$$(@D) -ldkit -Wl,-rpath,'$$$$ORIGIN' $(2)
-# The torch reader and the torch kernel holder where torch's C++ headers are (setup.py's rules,
-# with the sanitizer).
-$(BUILD)/$(1)-py/dkit/.torch_reader: csrc/python/dk_pytorch.cpp csrc/python/dk_pytorch.h csrc/python/dk_torch_kernel.cpp $(BUILD)/$(1)-py/dkit/_C$(PY_EXT)
-	@set -e; t=$$$$($(PYTHON) -c 'import os, torch; print(os.path.dirname(torch.__file__), int(torch._C._GLIBCXX_USE_CXX11_ABI))' 2>/dev/null || true); \
-	dir=$$$${t% *}; abi=$$$${t##* }; \
-	if [ -n "$$$$t" ] && [ -f "$$$$dir/include/torch/csrc/autograd/python_variable.h" ]; then \
-	  for m in dk_pytorch:_torch_reader dk_torch_kernel:_torch_kernel; do \
-	    echo "g++ ... $$$${m%:*}.cpp -> $$(@D)/$$$${m#*:}$(PY_EXT)"; \
-	    g++ -std=c++17 -O1 -g -fno-omit-frame-pointer $(2) -fPIC -shared -Wall -Wextra -Werror -D_GLIBCXX_USE_CXX11_ABI=$$$$abi \
-	      -isystem $$$$dir/include -isystem $$$$dir/include/torch/csrc/api/include -Icsrc/common -Icsrc/cpu -Icsrc/python \
-	      -I$(PY_INC) csrc/python/$$$${m%:*}.cpp -o $$(@D)/$$$${m#*:}$(PY_EXT) -L$$$$dir/lib -Wl,-rpath,$$$$dir/lib \
-	      -ltorch_python -ltorch_cpu -lc10; \
+	$(CC) $(PYSAN_CFLAGS) $(2) -shared $(PY_SRCS) -o $$@ -L$$(@D) -ldkit -Wl,-rpath,'$$$$ORIGIN' $(EXT_LDFLAGS) $(2)
+# The torch reader and the torch kernel holder where torch's C++ headers are, with the flags
+# setup.py builds them with (torch's C++ standard and ABI, its headers and libraries:
+# `dkit_build.py torch-flags`, which says why when there is no torch to build against), at
+# PYSAN_OPT and with the sanitizer.
+$(BUILD)/$(1)-py/dkit/.torch_reader: $(TORCH_EXT_DEPS) $(BUILD)/$(1)-py/dkit/_C$(PY_EXT) dkit_build.py
+	@set -e; eval "$$$$($(PYTHON) dkit_build.py torch-flags)"; \
+	if [ -n "$$$$TORCH_CXXFLAGS" ]; then \
+	  for m in $(TORCH_EXTS); do \
+	    cmd="$(CXX) $$$$TORCH_CXXFLAGS -I$(PY_INC) $(PYSAN_OPT) $(2) -fPIC -shared \
+	      $$$${m#*:} -o $$(@D)/$$$${m%%:*}$(PY_EXT) $$$$TORCH_LDFLAGS"; echo "$$$$cmd"; $$$$cmd; \
 	  done; \
 	fi; touch $$@
 $(BUILD)/$(1)-py/.ready: $(BUILD)/$(1)-py/dkit/.py $(BUILD)/$(1)-py/dkit/_C$(PY_EXT) $(BUILD)/$(1)-py/dkit/.torch_reader
 	rm -rf $$(@D)/dkit/include && cp -r dkit/include $$(@D)/dkit/include
 	@touch $$@
 endef
-$(eval $(call pysan_rules,asan,-fsanitize=address$(,)undefined -fno-sanitize-recover=undefined))
-$(eval $(call pysan_rules,tsan,-fsanitize=thread))
+$(eval $(call pysan_rules,asan,$(ASAN_FLAGS)))
+$(eval $(call pysan_rules,tsan,$(TSAN_FLAGS)))
 
 test-python-asan: python $(BUILD)/asan-py/.ready
 	cd $(BUILD)/asan-py && DKIT_TEST_PACKAGE_ROOT=$(abspath $(BUILD)/asan-py) LD_PRELOAD="$(ASAN_RT)" \
@@ -325,7 +347,7 @@ bench-nms-callgrind: deps $(BUILD)/bench_nms_cg
 # install, then checked: ops on its device must equal the CPU results.
 vendor-example: $(BUILD)/libdkit.so
 	$(MAKE) --no-print-directory -C examples/vendor_backend check \
-	  DKIT_INCLUDE="$(abspath csrc/common) $(abspath csrc/cpu) $(abspath ops)" DKIT_LIB=$(abspath $(BUILD)) \
+	  DKIT_INCLUDE="$(abspath $(INCLUDE_DIRS))" DKIT_LIB=$(abspath $(BUILD)) \
 	  OUT=$(abspath $(BUILD))/vendor_backend
 
 clean:

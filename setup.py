@@ -3,14 +3,17 @@
     /usr/bin/python3 setup.py build_ext --inplace       # a source checkout (what `make python` runs)
     pip install --no-build-isolation .                  # an installed package
 
-Both build, in this order:
-  1. libdkit.so, the core, from every .c file under CORE_DIRS (as the Makefile finds them) and
-     with the Makefile's optimised flags; it goes next to the extension (dkit/libdkit.so). `make python`
-     sets DKIT_CORE_OBJECTS to the objects it compiled for build/libdkit.so, which are then
-     only linked here.
+What is compiled, from which folders and with which flags, is dkit_build.py's (beside this
+file), which the Makefile reads too (Note [One description of the build] in the Makefile); this
+file says only how setuptools runs it. Both build, in this order:
+  1. libdkit.so, the core, from every .c file under dkit_build.CORE_DIRS with
+     dkit_build.CORE_CFLAGS, the flags of the Makefile's build/libdkit.so; it goes next to the
+     extension (dkit/libdkit.so). `make python` sets DKIT_CORE_OBJECTS to the objects it compiled
+     for build/libdkit.so, which are then only linked here.
   2. dkit._C from csrc/python/*.c, linked to that libdkit.so with rpath $ORIGIN, so the one
      copy of the registry beside it is the one every part of the process sees; and, where torch's
-     C++ headers are installed, dkit._torch_reader from csrc/python/dk_pytorch.cpp (optional).
+     C++ headers are installed, dkit._torch_reader and dkit._torch_kernel (optional;
+     dkit_build.TORCH_EXTS, compiled with dkit_build.torch_cxx()'s flags).
   3. the GPU backends libdkit_cuda.so and libdkit_hip.so, copied next to _C from the folder
      DKIT_GPU_LIBS names when they are there (`make python` passes build/, where the Makefile
      builds them with nvcc and hipcc: csrc/gpu/rules.mk with csrc/cuda/ and csrc/hip/). setup.py does
@@ -22,6 +25,7 @@ Both build, in this order:
      with -I$(python -c 'import dkit; print(dkit.get_include())').
 
 setuptools only; nothing else is needed to build (numpy and torch are optional at run time).
+dkit_build.py is a build file: the sdist carries it (MANIFEST.in), the installed package does not.
 """
 
 import os
@@ -36,6 +40,10 @@ from setuptools.command.build_ext import build_ext
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 os.chdir(ROOT)  # the flags and source lists below are relative to the repository root
+# dkit_build.py sits beside this file, whose folder need not be on sys.path: pip runs it in a
+# process of its own (setuptools.build_meta) whose sys.path[0] is pip's.
+sys.path.insert(0, ROOT)
+import dkit_build  # noqa: E402  (the one description of the build)
 
 
 def _rel(*parts):
@@ -50,14 +58,10 @@ def _read_version():
     return m.group(1)
 
 
-# The folders the core library is built from, every .c file in them (the Makefile's CORE_DIRS).
-CORE_DIRS = ("csrc/common", "csrc/cpu", "ops")
-
-
 def _core_sources():
-    """Every .c file under CORE_DIRS, sorted: adding an op or a kernel file touches no list."""
+    """Every .c file under dkit_build.CORE_DIRS, sorted, as the Makefile finds them."""
     out = []
-    for d in CORE_DIRS:
+    for d in dkit_build.CORE_DIRS:
         for dirpath, _dirs, files in os.walk(os.path.join(ROOT, d)):
             out += [os.path.relpath(os.path.join(dirpath, f), ROOT) for f in files if f.endswith(".c")]
     return sorted(out)
@@ -80,11 +84,12 @@ def _glob(folder, suffix):
 # The public headers and where they go under dkit/include/. ops/*.h include "dk_op.h" and the op
 # sources include "kernels/<op>.h", so a flat directory plus kernels/ serves both.
 def _public_headers():
-    """(source, installed name) of every header a backend or an op package may include: the
-    core's, the CPU runtime's and the ops', flat, and the shared kernel math under kernels/.
-    Headers named *_private.h are the core's own and stay out."""
+    """(source, installed name) of every header a backend or an op package may include: those of
+    the folders the build includes from (dkit_build.INCLUDE_DIRS: the core's, the CPU runtime's
+    and the ops'), flat, and the shared kernel math under kernels/. Headers named *_private.h are
+    the core's own and stay out."""
     pairs = []
-    for folder in (_rel("csrc", "common"), _rel("csrc", "cpu"), "ops"):
+    for folder in dkit_build.INCLUDE_DIRS:
         pairs += [(h, os.path.basename(h)) for h in _glob(folder, ".h")]
     pairs += [(h, _rel("kernels", os.path.basename(h))) for h in _glob(_rel("csrc", "common", "kernels"), ".h")]
     return [(h, d) for h, d in pairs if not h.endswith("_private.h")]
@@ -104,22 +109,13 @@ def _replace(src, dst):
     os.replace(tmp, dst)
 
 
-# The Makefile's optimised build of the core (BASE + WARN + OPT, LDLIBS_); keep them in step.
-CORE_CFLAGS = [
-    "-std=c11", "-D_GNU_SOURCE", "-fPIC", "-fopenmp", "-Icsrc/common", "-Icsrc/cpu", "-Iops",
-    "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter",
-    "-O3", "-march=x86-64-v2", "-fvisibility=hidden",
-]  # fmt: skip
-CORE_LDFLAGS = ["-fopenmp", "-ldl", "-lpthread", "-lm"]
-
-
 # Note [No private distutils API]
-# The core is compiled with exactly the Makefile's flags, not through a distutils compiler object:
-# customize_compiler would add Python's own CFLAGS (-O2 -g -fwrapv ...), and distutils'
-# new_compiler() is private API whose arguments changed under setuptools (its dry_run argument is
-# gone from current releases: "new_compiler() got an unexpected keyword argument 'dry_run'"). A
-# compiler command run directly is the same on setuptools 66 (Debian 12), 78 (Debian 13) and
-# today's. The same goes for the in-place copy below (no _get_inplace_equivalent).
+# The core is compiled with exactly the Makefile's flags (dkit_build.CORE_CFLAGS), not through a
+# distutils compiler object: customize_compiler would add Python's own CFLAGS (-O2 -g -fwrapv
+# ...), and distutils' new_compiler() is private API whose arguments changed under setuptools
+# (its dry_run argument is gone from current releases: "new_compiler() got an unexpected keyword
+# argument 'dry_run'"). A compiler command run directly is the same on setuptools 66 (Debian 12),
+# 78 (Debian 13) and today's. The same goes for the in-place copy below (no _get_inplace_equivalent).
 def _cc():
     return os.environ.get("CC", "gcc")
 
@@ -132,8 +128,6 @@ def _run(cmd):
 # The GPU backends the Makefile builds (csrc/gpu/rules.mk), shipped beside
 # _C when present.
 GPU_LIBS = ("libdkit_cuda.so", "libdkit_hip.so")
-
-EXT_CFLAGS = ["-std=c11", "-O2", "-fopenmp", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter"]
 
 
 class BuildExt(build_ext):
@@ -164,7 +158,7 @@ class BuildExt(build_ext):
                 raise RuntimeError(f"setup.py: DKIT_CORE_OBJECTS={made} lacks {absent}")
             return self._link_core(objects, pkg_dir, todo=False)
         obj_dir = os.path.join(self.build_temp, "core")
-        headers = [h for folder in CORE_DIRS for h in _walk_headers(folder)]
+        headers = [h for folder in dkit_build.CORE_DIRS for h in _walk_headers(folder)]
         newest_header = max((os.path.getmtime(os.path.join(ROOT, h)) for h in headers), default=0)
 
         def obj_of(src):
@@ -183,7 +177,7 @@ class BuildExt(build_ext):
         def compile_one(src):
             obj = obj_of(src)
             os.makedirs(os.path.dirname(obj), exist_ok=True)
-            _run([_cc(), *CORE_CFLAGS, "-c", src, "-o", obj])
+            _run([_cc(), *dkit_build.CORE_CFLAGS, "-c", src, "-o", obj])
 
         # Sources compile in parallel (the kernels dominate).
         if todo:
@@ -197,7 +191,7 @@ class BuildExt(build_ext):
         if (todo or not os.path.exists(lib) or self.force
                 or any(os.path.getmtime(o) > os.path.getmtime(lib) for o in objects)):  # fmt: skip
             # -soname: _C records "libdkit.so" as its DT_NEEDED, found through its $ORIGIN rpath.
-            _run([_cc(), "-shared", "-o", lib, *objects, "-Wl,-soname,libdkit.so", *CORE_LDFLAGS])
+            _run([_cc(), "-shared", "-o", lib, *objects, "-Wl,-soname,libdkit.so", *dkit_build.CORE_LDLIBS])
         return lib
 
     # -- GPU backends --------------------------------------------------------------------------
@@ -277,17 +271,17 @@ class BuildExt(build_ext):
 ext = Extension(
     "dkit._C",
     sources=_glob(_rel("csrc", "python"), ".c"),
-    include_dirs=["csrc/common", "csrc/cpu", "ops", "csrc/python"],
+    include_dirs=list(dkit_build.EXT_INCLUDE_DIRS),
     libraries=["dkit"],
-    extra_compile_args=EXT_CFLAGS,
+    extra_compile_args=[*dkit_build.EXT_CFLAGS, *dkit_build.EXT_OPT],
     # $ORIGIN: libdkit.so is found next to _C wherever the package is installed. No shell is
     # involved, so the dollar sign reaches the linker as is.
-    extra_link_args=["-Wl,-rpath,$ORIGIN", "-fopenmp"],
+    extra_link_args=["-Wl,-rpath,$ORIGIN", *dkit_build.EXT_LDFLAGS],
     depends=_glob(_rel("csrc", "python"), ".h") + [h for h, _ in _public_headers()],
 )
 
 
-_OPTIONAL_EXTS = ("dkit._torch_reader", "dkit._torch_kernel")
+_OPTIONAL_EXTS = tuple(name for name, _, _ in dkit_build.TORCH_EXTS)
 
 
 def _torch_version():
@@ -299,66 +293,32 @@ def _torch_version():
         return "(none)"
 
 
-def _torch_cxx_std():
-    """The C++ standard torch compiles its own extensions with, which its headers need: C++17
-    up to torch 2.11, C++20 after (torch 2.14's headers use <compare> and concepts). Read from
-    torch.utils.cpp_extension, the one place torch states it."""
-    try:
-        import importlib.util
-
-        # its source, read rather than imported: importing it probes for CUDA and ROCm and says so
-        spec = importlib.util.find_spec("torch.utils.cpp_extension")
-        with open(spec.origin, encoding="utf-8") as f:
-            return "c++20" if "-std=c++20" in f.read() else "c++17"
-    except Exception:
-        return "c++17"
-
-
 def _torch_reader_ext():
     """dkit._torch_reader (Note [torch reader] in csrc/python/dk_pytorch.h) and dkit._torch_kernel
     (Note [Why dkit has its own kernel holder] in csrc/python/dk_torch_kernel.cpp), when torch
-    and its C++ headers are installed; dkit works the same without them, only slower with torch
-    tensors and with terser errors from scripted models. DKIT_TORCH_READER=0 skips both. torch
-    is imported here (as torch's own cpp_extension does) to find its headers, libraries and C++
-    ABI."""
+    and its C++ headers are installed (dkit_build.torch_cxx() finds them, its C++ standard and
+    ABI); dkit works the same without them, only slower with torch tensors and with terser errors
+    from scripted models. DKIT_TORCH_READER=0 skips both."""
     if os.environ.get("DKIT_TORCH_READER", "1") == "0":
         return []
     try:
-        import torch
-    except ImportError:
+        torch_cxx = dkit_build.torch_cxx()
+    except dkit_build.TorchUnavailable as e:
+        print(f"setup.py: building without {' and '.join(_OPTIONAL_EXTS)}: {e}")
         return []
-    base = os.path.dirname(torch.__file__)
-    inc = [os.path.join(base, "include"), os.path.join(base, "include", "torch", "csrc", "api", "include")]
-    if not os.path.isfile(os.path.join(inc[0], "torch", "csrc", "autograd", "python_variable.h")):
-        print("setup.py: torch's C++ headers not found (Debian: libtorch-dev); building without dkit._torch_reader")
-        return []
-    libdir = os.path.join(base, "lib")  # pip's torch; Debian's libraries are on the default path
-    abi = int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True))
-    flags = [f"-std={_torch_cxx_std()}", "-O2", "-Wall", "-Wextra", "-Werror", f"-D_GLIBCXX_USE_CXX11_ABI={abi}"]
-    # -isystem: our warnings are errors, torch's headers' are not ours to fix.
-    flags += [a for d in inc for a in ("-isystem", d)]
-
-    def extension(name, source, depends):
-        return Extension(
+    return [
+        Extension(
             name,
-            sources=[_rel("csrc", "python", source)],
-            include_dirs=["csrc/common", "csrc/cpu", "csrc/python"],
-            library_dirs=[libdir],
-            libraries=["torch_python", "torch_cpu", "c10"],
-            extra_compile_args=flags,
-            extra_link_args=[f"-Wl,-rpath,{libdir}"],
-            depends=depends,
+            sources=[source],
+            include_dirs=list(dkit_build.TORCH_EXT_INCLUDE_DIRS),
+            library_dirs=[torch_cxx.library_dir],
+            libraries=list(torch_cxx.libraries),
+            extra_compile_args=[*torch_cxx.cxxflags, *dkit_build.TORCH_EXT_OPT],
+            extra_link_args=list(torch_cxx.rpath),
+            depends=list(depends),
             language="c++",
         )
-
-    return [
-        extension(
-            "dkit._torch_reader",
-            "dk_pytorch.cpp",
-            [_rel("csrc", "python", "dk_pytorch.h"), _rel("csrc", "common", "dk_dlpack.h")],
-        ),
-        # Note [Why dkit has its own kernel holder] in csrc/python/dk_torch_kernel.cpp
-        extension("dkit._torch_kernel", "dk_torch_kernel.cpp", []),
+        for name, source, depends in dkit_build.TORCH_EXTS
     ]
 
 

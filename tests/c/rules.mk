@@ -12,7 +12,7 @@
 DKT_FIXTURES     := backend_good backend_noinit backend_plain backend_badabi backend_failinit \
                     backend_halfinit backend_object
 DKT_FIXTURE_SRCS := $(addprefix tests/c/fixtures/,$(addsuffix .c,$(DKT_FIXTURES)))
-DKT_FIXTURE_CFLAGS := -std=c11 -D_GNU_SOURCE -fPIC -shared $(INCS) $(WARN) -g
+DKT_FIXTURE_CFLAGS := $(C_DIALECT) -fPIC -shared $(INCS) $(WARN) -g
 
 # $(1) build directory of the flavour, $(2) its compiler flags
 define dkt_fixture_rules
@@ -24,12 +24,13 @@ $(1)/fixtures/lib%.so: tests/c/fixtures/%.c | $(1)/libdkit.so
 $(1)/tests/test_backend $(1)/tests/test_backend_elf: | $(addprefix $(1)/fixtures/lib,$(addsuffix .so,$(DKT_FIXTURES)))
 endef
 $(eval $(call dkt_fixture_rules,$(BUILD),-O2))
-$(eval $(call dkt_fixture_rules,$(BUILD)/asan,-O1 -fno-omit-frame-pointer -fsanitize=address$(,)undefined -fno-sanitize-recover=undefined))
+$(eval $(call dkt_fixture_rules,$(BUILD)/asan,-O1 -fno-omit-frame-pointer $(ASAN_FLAGS)))
 
 # --- static link -------------------------------------------------------------------------------
 DKT_STATIC       := $(BUILD)/static_link
 DKT_STATIC_FLAGS := $(TEST_CFLAGS) -Itests/c/fixtures -O2 -ffunction-sections -fdata-sections
-DKT_STATIC_LIBS  := -lcmocka -fopenmp -ldl -lpthread -lm
+# libdkit.a needs the libraries libdkit.so links (CORE_LDLIBS, dkit_build.py)
+DKT_STATIC_LIBS  := -lcmocka $(CORE_LDLIBS)
 
 $(DKT_STATIC)/%.o: tests/c/fixtures/%.c
 	@mkdir -p $(dir $@)

@@ -40,8 +40,8 @@ FUZZ_BUILD         := $(BUILD)/fuzz
 # Every tests/fuzz/fuzz_<name>.c is a target: adding one touches no list.
 FUZZ_NAMES         := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_TARGETS       := $(addprefix fuzz_,$(FUZZ_NAMES))
-FUZZ_SAN           := -fsanitize=address,undefined -fno-sanitize-recover=undefined
-FUZZ_CFLAGS        := -std=c11 -D_GNU_SOURCE -g -O2 -fno-omit-frame-pointer -fsanitize=fuzzer-no-link $(FUZZ_SAN) \
+FUZZ_SAN           := $(ASAN_FLAGS)
+FUZZ_CFLAGS        := $(C_DIALECT) -g -O2 -fno-omit-frame-pointer -fsanitize=fuzzer-no-link $(FUZZ_SAN) \
                       $(INCS) $(WARN)
 FUZZ_OBJS          := $(patsubst %.c,$(FUZZ_BUILD)/obj/%.o,$(CORE_SRCS))
 # Kept between builds: make would otherwise delete them as intermediates of the pattern rule

@@ -44,6 +44,17 @@ for p in (PKG_ROOT, HERE):
         sys.path.insert(0, p)
 
 
+def load_dkit_build():
+    """The source tree's dkit_build.py (the one description of the build), loaded by its path:
+    putting the source tree on sys.path would let its dkit shadow the one under test."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("dkit_build", os.path.join(ROOT, "dkit_build.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def random_rois(rng, k, n, height, width, spatial_scale=1.0, outside=0.25, min_size=0.5):
     """[K, 5] float64 rois (batch_index, x1, y1, x2, y2) in image coordinates (feature size /
     spatial_scale), about `outside` of each box's extent allowed past the image borders."""

@@ -18,9 +18,9 @@ import subprocess
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, load_dkit_build
 
-CORE_DIRS = ("csrc/common", "csrc/cpu", "ops")
+CORE_DIRS = load_dkit_build().CORE_DIRS
 
 
 def _cycles(graph):
@@ -215,14 +215,13 @@ def test_the_extension_compiles_against_other_cpython_builds():
     if not incs:
         pytest.skip("no other CPython build's headers here (pyenv's)")
     sources = sorted(glob.glob(os.path.join(ROOT, "csrc", "python", "*.c")))
-    # setup.py's flags (EXT_CFLAGS), and the Makefile's sanitizer builds' (-D_GNU_SOURCE)
-    flags = ["-std=c11", "-O2", "-fopenmp", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter"]
-    flags += ["-I" + os.path.join(ROOT, d) for d in ("csrc/common", "csrc/cpu", "ops", "csrc/python")]
+    # dkit._C's flags, setup.py's and the Makefile's sanitizer builds' (dkit_build.py)
+    b = load_dkit_build()
+    flags = [*b.EXT_CFLAGS, *b.EXT_OPT] + ["-I" + os.path.join(ROOT, d) for d in b.EXT_INCLUDE_DIRS]
     for inc in incs:
-        for extra in ([], ["-D_GNU_SOURCE"]):
-            cmd = ["gcc", *flags, *extra, "-I" + inc, "-fsyntax-only", *sources]
-            r = subprocess.run(cmd, capture_output=True, text=True)
-            assert r.returncode == 0, f"against {inc} {extra}:\n{r.stderr[-3000:]}"
+        cmd = ["gcc", *flags, "-I" + inc, "-fsyntax-only", *sources]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        assert r.returncode == 0, f"against {inc}:\n{r.stderr[-3000:]}"
 
 
 # ------------------------------------------------------------------------------------------
