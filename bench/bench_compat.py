@@ -45,11 +45,12 @@ def _boxes(torch, n, seed, side):
 
 
 # Note [Each call after itself]
-# A call that follows torchvision's batched_nms runs slower than one that follows a dkit call
-# (by ~0.5 ms of ~3.5 on 20,000 boxes, here: torchvision's many temporaries leave the caches
-# and the allocator in another state), and the entries differ in what they leave too. So that
-# no entry is charged for the one before it, each timed round follows an untimed call of the
-# same function: every entry is timed as calls back to back, in turns within each rep.
+# A call that follows torchvision's batched_nms can run slower than one that follows a dkit
+# call (by up to 0.5 ms of 3.5 on 20,000 boxes in some runs here: torchvision's many temporaries
+# leave the caches and the allocator in another state), and the entries differ in what they
+# leave too. So that no entry is charged for the one before it, each timed round follows an
+# untimed call of the same function: every entry is timed as calls back to back, in turns
+# within each rep.
 
 
 def _median_per_call(fns, reps, calls=1):
