@@ -323,6 +323,7 @@ bench: deps $(BUILD)/bench_dispatch
 bench-python: python
 	$(PYTHON) bench/bench_roi_align.py
 	$(PYTHON) bench/bench_nms.py
+	$(PYTHON) bench/bench_compat.py
 	$(PYTHON) bench/bench_rotated.py
 	$(PYTHON) bench/bench_torch_ops.py
 

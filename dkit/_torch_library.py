@@ -30,9 +30,12 @@ Two kinds of torch op are registered, both without any code written per op:
 TorchScript then compiles calls to these ops: the public functions are registered as TorchScript
 builtins of their ops (torch.jit._builtins, the table through which torch.nn.functional's
 functions map to aten ops), so a scripted function or module that calls dkit.ops.roi_align
-compiles to dkit::roi_align; dkit.nn and dkit.compat write their TorchScript branches against
-torch.ops.dkit directly. torch.fx records dkit.ops' functions as call_function nodes (they are
-registered with torch.fx.wrap in dkit.ops' namespace), as it does for torchvision.ops.roi_align.
+compiles to dkit::roi_align. dkit.compat.torchvision relies on that: its functions call
+dkit.ops' functions, so one body runs eagerly and compiles to the torch ops (Note [Compat under
+TorchScript] in dkit/compat/torchvision.py); dkit.nn and dkit.compat.mmcv write their
+TorchScript branches against torch.ops.dkit directly. torch.fx records dkit.ops' functions as
+call_function nodes (they are registered with torch.fx.wrap in dkit.ops' namespace), as it does
+for torchvision.ops.roi_align.
 
 Eager calls do not go through these ops, because they cannot and keep the tiny-call figure
 (dkit at most half of torchvision's time). bench/bench_torch_ops.py, a [1, 4, 8, 8] input, one

@@ -54,19 +54,26 @@ def _roi_boxes_shape_error(boxes):
 
 # Note [Compat under TorchScript]
 # Every function and module here compiles with torch.jit.script, as torchvision's do, so that
-# scriptable models (MultiScaleRoIAlign, Mask R-CNN's heads) switch to dkit by one import. Each
-# body is two branches: `if not torch.jit.is_scripting():` holds the eager fast path, which
-# TorchScript parses but does not compile (it drops a branch that is statically false; the
-# branch may only hold syntax TorchScript parses, so a path that needs try/except calls a
-# helper), and what follows it is TorchScript: torchvision's own checks (torch._assert, AssertionError in eager and in
-# script) and a call of the torch op, torch.ops.dkit.<op> (Note [dkit ops in torch] in
-# dkit/_torch_library.py), whose kernel is the very dkit.ops function that the eager branch
-# calls. Each function is also registered with torch.fx.wrap, so that symbolic tracing records
-# it as one call_function node, as torchvision's roi_align is.
+# scriptable models (MultiScaleRoIAlign, Mask R-CNN's heads) switch to dkit by one import.
+# dkit.ops' functions are TorchScript builtins of their torch ops (Note [dkit ops in torch] in
+# dkit/_torch_library.py), so a body that calls them serves both: run eagerly, it calls
+# dkit.ops; scripted, it calls torch.ops.dkit.<op>, whose kernel is that very function. nms,
+# batched_nms and the box overlaps are one body each, written so. A function whose eager fast
+# path needs what TorchScript cannot parse (roi_align here, for the try block of Note [Compat
+# fast path]; several in dkit.compat.mmcv) is two branches instead: `if not _is_scripting():`
+# holds the eager path, which TorchScript parses but does not compile (it drops a branch that
+# is statically false; the branch may only hold syntax TorchScript parses, so the try block
+# lives in a helper), and what follows is TorchScript: the library's own checks (torch._assert,
+# AssertionError in eager and in script) and the call. _is_scripting is torch.jit.is_scripting
+# itself, which TorchScript knows by identity (a builtin), read as one global instead of two
+# attribute lookups per call. Each function is also registered with torch.fx.wrap, so that
+# symbolic tracing records it as one call_function node, as torchvision's roi_align is.
 
 # Note [Compat fast path]
 # Code that switches to dkit by one import should get dkit.ops' speed, so a compat function adds
-# one frame and one exact-type check to it, nothing else. torchvision checks the boxes' shape
+# a frame or two and one exact-type check to it, nothing else (roi_align: its frame, the
+# helper's and the is_scripting test; callgrind counts ~1,100 instructions more than dkit.ops'
+# ~35,000 for a tiny call, bench/bench_compat.py times it). torchvision checks the boxes' shape
 # first, with an AssertionError. It refuses a tensor that has fewer than 2 dimensions or a
 # second dimension other than 5, and dkit refuses every such tensor too (with a DkitError, in
 # the core's check at the latest). So a plain torch.Tensor goes straight to dkit, and only when
@@ -74,6 +81,8 @@ def _roi_boxes_shape_error(boxes):
 # instead of dkit's error, whatever else was wrong, as in torchvision. Anything else (lists,
 # subclasses, other types) is checked first, as torchvision does. (A try block costs nothing
 # in Python 3.11 unless it catches.) dkit.compat.mmcv does the same with MMCV's assertions.
+
+_is_scripting = torch.jit.is_scripting
 
 
 def _roi_align_eager(input, boxes, output_size, spatial_scale, sampling_ratio, aligned):
@@ -114,16 +123,17 @@ def roi_align(
     Returns:
         Tensor[K, C, output_size[0], output_size[1]]
     """
-    if not torch.jit.is_scripting():  # Note [Compat under TorchScript]
+    if not _is_scripting():  # Note [Compat under TorchScript]
         return _roi_align_eager(input, boxes, output_size, spatial_scale, sampling_ratio, aligned)
+    # one call per type of boxes: TorchScript picks the op's overload by the refined type
     if isinstance(boxes, torch.Tensor):
         torch._assert(boxes.dim() >= 2 and boxes.size(1) == 5, "The boxes tensor shape is not correct as Tensor[K, 5]")
-        return torch.ops.dkit.roi_align(input, boxes, output_size, spatial_scale, sampling_ratio, "avg", aligned)
+        return _roi_align(input, boxes, output_size, spatial_scale, sampling_ratio, "avg", aligned)
     for b in boxes:
         torch._assert(
             b.dim() >= 2 and b.size(1) == 4, "The shape of the tensor in the boxes list is not correct as List[Tensor[L, 4]]"
         )
-    return torch.ops.dkit.roi_align(input, boxes, output_size, spatial_scale, sampling_ratio, "avg", aligned)
+    return _roi_align(input, boxes, output_size, spatial_scale, sampling_ratio, "avg", aligned)
 
 
 class RoIAlign(nn.Module):
@@ -143,7 +153,7 @@ class RoIAlign(nn.Module):
         self.aligned = aligned
 
     def forward(self, input: Tensor, rois: Union[Tensor, List[Tensor]]) -> Tensor:
-        if not torch.jit.is_scripting():
+        if not _is_scripting():
             a = self.__dict__  # Note [Module attributes in forward] in dkit/nn.py
             return roi_align(input, rois, a["output_size"], a["spatial_scale"], a["sampling_ratio"], a["aligned"])
         return roi_align(input, rois, self.output_size, self.spatial_scale, self.sampling_ratio, self.aligned)
@@ -168,9 +178,7 @@ def nms(boxes: Tensor, scores: Tensor, iou_threshold: float) -> Tensor:
     Unlike torchvision 0.14 on the CPU, float16 and bfloat16 boxes are served (computed in
     float32). See dkit.ops.nms for NaN, infinite and empty boxes.
     """
-    if not torch.jit.is_scripting():
-        return _nms(boxes, scores, iou_threshold)
-    return torch.ops.dkit.nms(boxes, scores, iou_threshold)
+    return _nms(boxes, scores, iou_threshold)  # Note [Compat under TorchScript]
 
 
 @torch.fx.wrap
@@ -183,59 +191,69 @@ def batched_nms(boxes: Tensor, scores: Tensor, idxs: Tensor, iou_threshold: floa
     """
     if boxes.numel() == 0:
         return torch.empty((0,), dtype=torch.int64, device=boxes.device)
-    if not torch.jit.is_scripting():
-        keep = _batched_nms(boxes, scores, idxs, iou_threshold)
-    else:
-        keep = torch.ops.dkit.batched_nms(boxes, scores, idxs, iou_threshold)
-    # Note [torchvision's order of equal scores]
-    # dkit returns equal scores in index order. So does torchvision for few boxes; for more than
-    # 1000 (CPU; 5000 elsewhere) it gathers the kept indices in ascending order and orders them
-    # with torch.sort(descending=True), which is not stable: equal scores then come in the order
-    # torch's sort leaves them. The same kept set gets the same treatment here when it has equal
-    # scores, so that the indices are identical.
-    if boxes.numel() > (4000 if boxes.device.type == "cpu" else 20000) and len(keep) > 1:
-        kept_scores = scores[keep]
-        if bool((kept_scores[1:] == kept_scores[:-1]).any()):
-            keep = keep.sort()[0]
-            keep = keep[scores[keep].sort(descending=True)[1]]
+    keep = _batched_nms(boxes, scores, idxs, iou_threshold)  # Note [Compat under TorchScript]
+    if boxes.numel() > (4000 if boxes.device.type == "cpu" else 20000):
+        return _order_of_equal_scores(keep, scores)
     return keep
 
 
+# Note [torchvision's order of equal scores]
+# dkit returns equal scores in index order. So does torchvision for few boxes; for more than
+# 1000 (CPU; 5000 elsewhere) it gathers the kept indices in ascending order and orders them
+# with torch.sort(descending=True), which is not stable: equal scores then come in the order
+# torch's sort leaves them, which depends on every kept score (the CPU's introsort moves equal
+# elements as its partitions of the whole array go) and on torch's version. The only exact
+# copy is that same sort of the same scores, so a kept set with equal scores goes through
+# torchvision's own steps: a mask, the ascending indices, the sort. That sort is most of what
+# the compat entry then adds to dkit.ops (bench/bench_compat.py, 20,000 boxes in 80 classes: a
+# third to a half of dkit's whole call, the other steps a tenth), and no cheaper computation
+# gives its order, so it runs only when needed: dkit's order is torchvision's whenever each
+# kept score is strictly greater than the next, which one comparison over the kept scores says
+# (about 4% of dkit's call). NaN scores, which dkit puts first and which no comparison finds
+# greater, count as equal: the check can only err towards the sort.
+
+
+def _order_of_equal_scores(keep: Tensor, scores: Tensor) -> Tensor:
+    """dkit's kept indices (decreasing score, equal scores by index) in torchvision's order for
+    many boxes (Note [torchvision's order of equal scores])."""
+    # index_select and index_fill_ where torchvision indexes tensors: the same results, from
+    # torch's cheapest gather (a third of indexing's time on 20,000 scores) and scatter
+    kept = scores.index_select(0, keep)
+    if bool((kept[:-1] > kept[1:]).all()):
+        return keep
+    ascending = torch.where(torch.zeros_like(scores, dtype=torch.bool).index_fill_(0, keep, 1))[0]
+    return ascending.index_select(0, scores.index_select(0, ascending).sort(descending=True)[1])
+
+
 # ------------------------------------------------------------------------------------------
-# Box overlaps (dkit/_ops/box_iou.py). torchvision indexes the boxes first (boxes[:, 2]), which
-# raises IndexError for boxes of fewer than 2 dimensions; dkit refuses those with a ValueError,
-# turned into torchvision's IndexError here, once dkit has failed (Note [Compat fast path]).
+# Box overlaps (dkit/_ops/box_iou.py), one body each for eager calls and TorchScript (Note
+# [Compat under TorchScript]). torchvision indexes the boxes first (boxes[:, 2]), which raises
+# IndexError for boxes of fewer than 2 dimensions; dkit refuses those with a ValueError. Here
+# the boxes' dimensions are read first anyway, to tell one pair of box sets from batches, so
+# torchvision's IndexError is raised before dkit runs, at no further cost.
 
 
-def _script_box_index_check(op: str, boxes1: Tensor, boxes2: Tensor):
-    """_box_index_error's IndexError, in a TorchScript branch (Note [Scripted errors] in
-    dkit/compat/mmcv.py)."""
-    for b in (boxes1, boxes2):
-        if b.dim() < 2:
-            raise IndexError(op + ": too many indices for tensor of dimension " + str(b.dim()))
+def _overlaps(op: str, boxes1: Tensor, boxes2: Tensor, eps: float) -> Tensor:
+    """dkit.ops' box-overlap function named op, on boxes1 [..., N, 4] and boxes2 [..., M, 4]
+    (Note [Batched box overlaps]), with torchvision's IndexError for boxes of fewer than two
+    dimensions (a DkitIndexError: an IndexError and a RuntimeError, as dkit's errors are)."""
+    d1, d2 = boxes1.dim(), boxes2.dim()
+    if d1 == 2 and d2 == 2:
+        return _pair(op, boxes1, boxes2, eps)
+    if d1 < 2 or d2 < 2:
+        raise _C.DkitIndexError(op + ": too many indices for tensor of dimension " + str(d1 if d1 < 2 else d2))
+    return _batched(op, boxes1, boxes2, eps)
 
 
-def _box_index_error(op, *boxes):
-    for b in boxes:
-        shape = getattr(b, "shape", None)
-        if shape is not None and len(shape) < 2:
-            return _C.DkitIndexError(f"{op}: too many indices for tensor of dimension {len(shape)}")
-    return None
-
-
-def _overlaps(fn, boxes1, boxes2, *args):
-    """dkit's box-overlap function fn, with torchvision's IndexError for boxes of fewer than two
-    dimensions (which torchvision indexes before anything else), found only when dkit refuses
-    the call (Note [Compat fast path]); batches of boxes as Note [Batched box overlaps]."""
-    if boxes1.dim() > 2 or boxes2.dim() > 2:  # not the hot path: the scripted branch's code serves
-        return _script_batched(fn.__name__, boxes1, boxes2, *(args or (0.0,)))
-    try:
-        return fn(boxes1, boxes2, *args)
-    except Exception:
-        error = _box_index_error(fn.__name__, boxes1, boxes2)
-        if error is None:
-            raise
-    raise error
+def _pair(op: str, boxes1: Tensor, boxes2: Tensor, eps: float) -> Tensor:
+    # by name: TorchScript has no function values
+    if op == "box_iou":
+        return _box_iou.box_iou(boxes1, boxes2)
+    if op == "generalized_box_iou":
+        return _box_iou.generalized_box_iou(boxes1, boxes2)
+    if op == "complete_box_iou":
+        return _box_iou.complete_box_iou(boxes1, boxes2, eps)
+    return _box_iou.distance_box_iou(boxes1, boxes2, eps)
 
 
 # Note [Batched box overlaps]
@@ -250,9 +268,8 @@ def _overlaps(fn, boxes1, boxes2, *args):
 # one means the same here.
 
 
-def _script_batched(op: str, boxes1: Tensor, boxes2: Tensor, eps: float) -> Tensor:
-    """Note [Batched box overlaps]: the leading dimensions broadcast, the dkit op by name per pair
-    (eagerly too: one piece of code for both branches)."""
+def _batched(op: str, boxes1: Tensor, boxes2: Tensor, eps: float) -> Tensor:
+    """Note [Batched box overlaps]: the leading dimensions broadcast, dkit's function per pair."""
     lead: List[int] = list(
         torch.broadcast_tensors(boxes1.new_zeros(boxes1.shape[:-2]), boxes2.new_zeros(boxes2.shape[:-2]))[0].shape
     )
@@ -263,28 +280,11 @@ def _script_batched(op: str, boxes1: Tensor, boxes2: Tensor, eps: float) -> Tens
     b2 = boxes2.expand(lead + [m, boxes2.size(-1)]).reshape([pairs, m, boxes2.size(-1)])
     outs: List[Tensor] = []
     for i in range(pairs):
-        outs.append(_script_pair(op, b1[i], b2[i], eps))
+        outs.append(_pair(op, b1[i], b2[i], eps))
     if pairs == 0:
         first = boxes1.reshape([-1, boxes1.size(-1)])[:0]
-        return _script_pair(op, first, boxes2.reshape([-1, boxes2.size(-1)])[:0], eps).new_zeros(lead + [n, m])
+        return _pair(op, first, boxes2.reshape([-1, boxes2.size(-1)])[:0], eps).new_zeros(lead + [n, m])
     return torch.stack(outs).reshape(lead + [n, m])
-
-
-def _script_pair(op: str, boxes1: Tensor, boxes2: Tensor, eps: float) -> Tensor:
-    if op == "box_iou":
-        return torch.ops.dkit.box_iou(boxes1, boxes2)
-    if op == "generalized_box_iou":
-        return torch.ops.dkit.generalized_box_iou(boxes1, boxes2)
-    if op == "complete_box_iou":
-        return torch.ops.dkit.complete_box_iou(boxes1, boxes2, eps)
-    return torch.ops.dkit.distance_box_iou(boxes1, boxes2, eps)
-
-
-def _script_overlaps(op: str, boxes1: Tensor, boxes2: Tensor, eps: float) -> Tensor:
-    _script_box_index_check(op, boxes1, boxes2)
-    if boxes1.dim() > 2 or boxes2.dim() > 2:
-        return _script_batched(op, boxes1, boxes2, eps)
-    return _script_pair(op, boxes1, boxes2, eps)
 
 
 def _corners(boxes: Tensor, fmt: str) -> Tensor:
@@ -312,13 +312,9 @@ def box_iou(boxes1: Tensor, boxes2: Tensor, fmt: str = "xyxy") -> Tensor:
     Returns:
         Tensor[..., N, M]: the pairwise IoU values
     """
-    if not torch.jit.is_scripting():
-        if fmt != "xyxy":
-            boxes1, boxes2 = _corners(boxes1, fmt), _corners(boxes2, fmt)
-        return _overlaps(_box_iou.box_iou, boxes1, boxes2)
     if fmt != "xyxy":
         boxes1, boxes2 = _corners(boxes1, fmt), _corners(boxes2, fmt)
-    return _script_overlaps("box_iou", boxes1, boxes2, 0.0)
+    return _overlaps("box_iou", boxes1, boxes2, 0.0)
 
 
 @torch.fx.wrap
@@ -328,9 +324,7 @@ def generalized_box_iou(boxes1: Tensor, boxes2: Tensor) -> Tensor:
     Returns:
         Tensor[..., N, M]: the pairwise generalized IoU values
     """
-    if not torch.jit.is_scripting():
-        return _overlaps(_box_iou.generalized_box_iou, boxes1, boxes2)
-    return _script_overlaps("generalized_box_iou", boxes1, boxes2, 0.0)
+    return _overlaps("generalized_box_iou", boxes1, boxes2, 0.0)
 
 
 @torch.fx.wrap
@@ -343,9 +337,7 @@ def complete_box_iou(boxes1: Tensor, boxes2: Tensor, eps: float = 1e-7) -> Tenso
     Returns:
         Tensor[..., N, M]: the pairwise complete IoU values
     """
-    if not torch.jit.is_scripting():
-        return _overlaps(_box_iou.complete_box_iou, boxes1, boxes2, eps)
-    return _script_overlaps("complete_box_iou", boxes1, boxes2, eps)
+    return _overlaps("complete_box_iou", boxes1, boxes2, eps)
 
 
 @torch.fx.wrap
@@ -358,6 +350,4 @@ def distance_box_iou(boxes1: Tensor, boxes2: Tensor, eps: float = 1e-7) -> Tenso
     Returns:
         Tensor[..., N, M]: the pairwise distance IoU values
     """
-    if not torch.jit.is_scripting():
-        return _overlaps(_box_iou.distance_box_iou, boxes1, boxes2, eps)
-    return _script_overlaps("distance_box_iou", boxes1, boxes2, eps)
+    return _overlaps("distance_box_iou", boxes1, boxes2, eps)

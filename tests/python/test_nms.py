@@ -183,6 +183,31 @@ def test_batched_nms_equals_torchvision(n, classes, iou):
     assert torch.equal(dkit.ops.nms(boxes, scores, iou, idxs=idxs.int()), ours)
 
 
+@pytest.mark.parametrize("kind", ["coarse", "constant", "nan", "signed zeros", "distinct"])
+@pytest.mark.parametrize("n", [999, 1001, 6000])
+def test_batched_nms_equal_scores_in_torchvision_order(kind, n):
+    # Note [torchvision's order of equal scores]: above 1000 boxes torchvision orders the kept
+    # indices with an unstable sort; the compat entry gives that order exactly, eagerly and
+    # scripted, however many scores are equal: coarse scores (many ties), one score for all,
+    # NaN scores among distinct ones (NaN equals nothing, yet sorts as a tie), 0.0 and -0.0.
+    boxes, scores = random_boxes(n, seed=n + 3)
+    g = torch.Generator().manual_seed(n)
+    distinct = torch.randperm(n, generator=g).float() / n
+    scores = {
+        "coarse": (scores * 20).round(),
+        "constant": torch.full((n,), 0.5),
+        "nan": distinct.masked_fill(torch.rand(n, generator=g) < 0.1, float("nan")),
+        "signed zeros": torch.where(torch.rand(n, generator=g) < 0.5, torch.tensor(0.0), torch.tensor(-0.0)),
+        "distinct": distinct,
+    }[kind]
+    idxs = torch.randint(0, 4, (n,), generator=g)
+    ref = tv_batched_nms(boxes, scores, idxs, 0.5)
+    assert torch.equal(ctv.batched_nms(boxes, scores, idxs, 0.5), ref)
+    assert torch.equal(torch.jit.script(ctv.batched_nms)(boxes, scores, idxs, 0.5), ref)
+    if kind == "distinct":  # nothing to reorder: dkit's own order is torchvision's
+        assert torch.equal(dkit.ops.batched_nms(boxes, scores, idxs, 0.5), ref)
+
+
 def test_batched_nms_categories_of_any_dtype_and_empty():
     boxes, scores = clustered_boxes(600, objects=5, seed=4)
     idxs = torch.randint(0, 4, (600,), generator=torch.Generator().manual_seed(0))
