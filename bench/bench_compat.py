@@ -32,7 +32,7 @@ import statistics
 import sys
 import time
 
-from _dkit_path import use_checkout  # noqa: E402
+from _dkit_path import use_checkout
 
 use_checkout()
 

@@ -1,5 +1,6 @@
-"""torchvision.ops.roi_align / RoIAlign, nms, batched_nms and the box-overlap functions
-(box_iou, generalized_box_iou, distance_box_iou, complete_box_iou), served by dkit.
+"""torchvision.ops.roi_align / RoIAlign, roi_pool / RoIPool, ps_roi_pool / PSRoIPool, nms,
+batched_nms and the box-overlap functions (box_iou, generalized_box_iou, distance_box_iou,
+complete_box_iou), served by dkit.
 
 Same signatures (annotations included), defaults (sampling_ratio=-1, aligned=False, eps=1e-7),
 outputs and exception types as torchvision 0.14: malformed boxes raise AssertionError with
@@ -20,11 +21,17 @@ from dkit._ops import box_iou as _box_iou
 from dkit._ops.nms import batched_nms as _batched_nms
 from dkit._ops.nms import nms as _nms
 from dkit._ops.roi_align import roi_align as _roi_align
+from dkit._ops.roi_pool import ps_roi_pool as _ps_roi_pool
+from dkit._ops.roi_pool import roi_pool as _roi_pool
 from dkit.compat import DkitAssertionError
 
 __all__ = [
     "roi_align",
     "RoIAlign",
+    "roi_pool",
+    "RoIPool",
+    "ps_roi_pool",
+    "PSRoIPool",
     "nms",
     "batched_nms",
     "box_iou",
@@ -35,6 +42,10 @@ __all__ = [
 
 _Tensor = torch.Tensor
 
+# torchvision's check_roi_boxes_shape, for a list of boxes (the scripted branches spell it out:
+# TorchScript reads no global str).
+_LIST_SHAPE_MESSAGE = "The shape of the tensor in the boxes list is not correct as List[Tensor[L, 4]]"
+
 
 def _roi_boxes_shape_error(boxes):
     """torchvision's check_roi_boxes_shape, as torch._assert (AssertionError) does it: the error
@@ -43,7 +54,7 @@ def _roi_boxes_shape_error(boxes):
         for b in boxes:
             shape = getattr(b, "shape", ())
             if len(shape) < 2 or shape[1] != 4:
-                return DkitAssertionError("The shape of the tensor in the boxes list is not correct as List[Tensor[L, 4]]")
+                return DkitAssertionError(_LIST_SHAPE_MESSAGE)
     elif isinstance(boxes, torch.Tensor):
         if boxes.dim() < 2 or boxes.shape[1] != 5:
             return DkitAssertionError("The boxes tensor shape is not correct as Tensor[K, 5]")
@@ -131,7 +142,8 @@ def roi_align(
         return _roi_align(input, boxes, output_size, spatial_scale, sampling_ratio, "avg", aligned)
     for b in boxes:
         torch._assert(
-            b.dim() >= 2 and b.size(1) == 4, "The shape of the tensor in the boxes list is not correct as List[Tensor[L, 4]]"
+            b.dim() >= 2 and b.size(1) == 4,
+            "The shape of the tensor in the boxes list is not correct as List[Tensor[L, 4]]",
         )
     return _roi_align(input, boxes, output_size, spatial_scale, sampling_ratio, "avg", aligned)
 
@@ -163,6 +175,106 @@ class RoIAlign(nn.Module):
             f"{self.__class__.__name__}(output_size={self.output_size}, spatial_scale={self.spatial_scale}, "
             f"sampling_ratio={self.sampling_ratio}, aligned={self.aligned})"
         )
+
+
+def _checked_eager(op, boxes, *args):
+    """op(*args) (its boxes among them), with torchvision's AssertionError for malformed boxes
+    (Note [Compat fast path])."""
+    if type(boxes) is not _Tensor:
+        error = _roi_boxes_shape_error(boxes)
+        if error is not None:
+            raise error
+    try:
+        return op(*args)
+    except Exception:
+        error = _roi_boxes_shape_error(boxes)
+        if error is None:
+            raise
+    raise error
+
+
+@torch.fx.wrap
+def roi_pool(
+    input: Tensor,
+    boxes: Union[Tensor, List[Tensor]],
+    output_size: BroadcastingList2[int],
+    spatial_scale: float = 1.0,
+) -> Tensor:
+    """RoIPool, as torchvision.ops.roi_pool: torchvision's bins, values, argmax and gradients to
+    the bit (see dkit.ops.roi_pool); float16 and bfloat16 too (computed in float32).
+
+    Args:
+        input (Tensor[N, C, H, W]): the feature maps.
+        boxes (Tensor[K, 5] or List[Tensor[L, 4]]): (batch_index, x1, y1, x2, y2) rows, or one
+            (x1, y1, x2, y2) tensor per image.
+        output_size (int or Tuple[int, int]): (height, width) of the output.
+        spatial_scale (float): maps box coordinates to input coordinates. Default: 1.0
+
+    Returns:
+        Tensor[K, C, output_size[0], output_size[1]]
+    """
+    if not _is_scripting():  # Note [Compat under TorchScript]
+        return _checked_eager(_roi_pool, boxes, input, boxes, output_size, spatial_scale, "torchvision")
+    if isinstance(boxes, torch.Tensor):
+        torch._assert(boxes.dim() >= 2 and boxes.size(1) == 5, "The boxes tensor shape is not correct as Tensor[K, 5]")
+        return _roi_pool(input, boxes, output_size, spatial_scale, "torchvision")
+    for b in boxes:
+        torch._assert(
+            b.dim() >= 2 and b.size(1) == 4,
+            "The shape of the tensor in the boxes list is not correct as List[Tensor[L, 4]]",
+        )
+    return _roi_pool(input, boxes, output_size, spatial_scale, "torchvision")
+
+
+class RoIPool(nn.Module):
+    """See :func:`roi_pool`."""
+
+    def __init__(self, output_size: BroadcastingList2[int], spatial_scale: float):
+        super().__init__()
+        self.output_size = output_size
+        self.spatial_scale = spatial_scale
+
+    def forward(self, input: Tensor, rois: Union[Tensor, List[Tensor]]) -> Tensor:
+        return roi_pool(input, rois, self.output_size, self.spatial_scale)
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}(output_size={self.output_size}, spatial_scale={self.spatial_scale})"
+
+
+@torch.fx.wrap
+def ps_roi_pool(input: Tensor, boxes: Tensor, output_size: int, spatial_scale: float = 1.0) -> Tensor:
+    """Position-sensitive RoI pooling (R-FCN), as torchvision.ops.ps_roi_pool (see
+    dkit.ops.ps_roi_pool: torchvision's values to the bit; its backward is the forward's own
+    gradient, where torchvision's also reaches the map's last row and column).
+
+    Args:
+        input (Tensor[N, C, H, W]): the feature maps, C a multiple of output_size[0] * output_size[1].
+        boxes (Tensor[K, 5] or List[Tensor[L, 4]]): as roi_pool's (a list eagerly only, as torchvision).
+        output_size (int or Tuple[int, int]): (height, width) of the output.
+        spatial_scale (float): maps box coordinates to input coordinates. Default: 1.0
+
+    Returns:
+        Tensor[K, C / (output_size[0] * output_size[1]), output_size[0], output_size[1]]
+    """
+    if not _is_scripting():  # Note [Compat under TorchScript]
+        return _checked_eager(_ps_roi_pool, boxes, input, boxes, output_size, spatial_scale)
+    torch._assert(boxes.dim() >= 2 and boxes.size(1) == 5, "The boxes tensor shape is not correct as Tensor[K, 5]")
+    return _ps_roi_pool(input, boxes, [output_size, output_size], spatial_scale)
+
+
+class PSRoIPool(nn.Module):
+    """See :func:`ps_roi_pool`."""
+
+    def __init__(self, output_size: int, spatial_scale: float):
+        super().__init__()
+        self.output_size = output_size
+        self.spatial_scale = spatial_scale
+
+    def forward(self, input: Tensor, rois: Tensor) -> Tensor:
+        return ps_roi_pool(input, rois, self.output_size, self.spatial_scale)
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}(output_size={self.output_size}, spatial_scale={self.spatial_scale})"
 
 
 @torch.fx.wrap

@@ -156,7 +156,8 @@ def _setup_py_strings():
             first = node.body[0]
             if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
                 docs.add(id(first.value))
-    return [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs]
+    strings = [n for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    return [n.value for n in strings if id(n) not in docs]
 
 
 def test_setup_py_holds_no_copy_of_the_build_description():
@@ -164,7 +165,8 @@ def test_setup_py_holds_no_copy_of_the_build_description():
     own = set(b.CORE_DIRS + b.EXT_INCLUDE_DIRS + b.TORCH_EXT_INCLUDE_DIRS + b.CORE_CFLAGS + b.CORE_LDLIBS)
     own |= set(b.EXT_CFLAGS + b.EXT_OPT + b.EXT_LDFLAGS + b.TORCH_EXT_OPT + b.TORCH_LIBS)
     own |= {x for name, source, depends in b.TORCH_EXTS for x in (name, source, *depends)}
-    found = [s for s in _setup_py_strings() for w in s.split() if w in own or w.startswith(("-std=", "-D_GLIBCXX", "-march=", "-O"))]
+    prefixes = ("-std=", "-D_GLIBCXX", "-march=", "-O")
+    found = [s for s in _setup_py_strings() for w in s.split() if w in own or w.startswith(prefixes)]
     assert found == [], "dkit_build.py's folders or flags are written in setup.py again (use dkit_build)"
 
 
@@ -220,7 +222,9 @@ def _make_n(tmp_path, *targets):
     where make writes $(BUILD)/dkit_build.mk first (that it runs)."""
     build = str(tmp_path / "build")
     cmd = ["make", "-n", "--no-print-directory", f"BUILD={build}", f"PYTHON={sys.executable}"]
-    r = subprocess.run(cmd + [t.format(build=build) for t in targets], cwd=ROOT, env=_child_env(), capture_output=True, text=True)
+    r = subprocess.run(
+        cmd + [t.format(build=build) for t in targets], cwd=ROOT, env=_child_env(), capture_output=True, text=True
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert os.path.isfile(os.path.join(build, "dkit_build.mk"))
     return build, r.stdout.replace("\\\n", " ").splitlines()
@@ -267,14 +271,16 @@ def test_the_makefile_and_setup_py_compile_with_the_one_description(tmp_path):
     torch_exts = [got["exts"][name] for name, _, _ in b.TORCH_EXTS if name in got["exts"]]
     if not torch_exts:
         pytest.skip("no torch with C++ headers here: setup.py builds no torch extension to compare")
-    sh = subprocess.run(["sh", "-c", f'eval "$("{sys.executable}" dkit_build.py torch-flags)"; echo "$TORCH_CXXFLAGS"; echo "$TORCH_LDFLAGS"'],
-                        cwd=ROOT, env=_child_env(), capture_output=True, text=True, check=True).stdout.splitlines()  # fmt: skip
+    script = f'eval "$("{sys.executable}" dkit_build.py torch-flags)"; echo "$TORCH_CXXFLAGS"; echo "$TORCH_LDFLAGS"'
+    sh = subprocess.run(["sh", "-c", script], cwd=ROOT, env=_child_env(), capture_output=True, text=True,
+                        check=True).stdout.splitlines()  # fmt: skip
     for t in torch_exts:
         compile_args = [a for a in t["extra_compile_args"] if a not in b.TORCH_EXT_OPT]
         assert compile_args + ["-I" + d for d in t["include_dirs"]] == sh[0].split(), (t, sh)
         link = ["-L" + d for d in t["library_dirs"]] + t["extra_link_args"] + ["-l" + lib for lib in t["libraries"]]
         assert link == sh[1].split(), (t, sh)
-        assert any(a.startswith("-std=c++") for a in compile_args) and any("_GLIBCXX_USE_CXX11_ABI" in a for a in compile_args)
+        assert any(a.startswith("-std=c++") for a in compile_args)
+        assert any("_GLIBCXX_USE_CXX11_ABI" in a for a in compile_args)
 
 
 @pytest.mark.slow

@@ -12,6 +12,9 @@ tvops = pytest.importorskip("torchvision.ops")
 
 from dkit.compat import DkitAssertionError  # noqa: E402
 from dkit.compat import mmcv as dk_mmcv  # noqa: E402
+from dkit.compat import torchvision as dk_tv  # noqa: E402
+
+from conftest import assert_signature_covers  # noqa: E402
 
 
 def _rois(n, k, span, seed, dtype=torch.float32):
@@ -269,3 +272,40 @@ def test_ps_roi_pool_bad_input():
         dkit.ops.ps_roi_pool(x, rois.double(), (2, 3), 1.0)
     assert dkit.ops.ps_roi_pool(x, rois[:0], (2, 3), 1.0).shape == (0, 1, 2, 3)
     assert torch.equal(torch.ops.dkit.ps_roi_pool(x, rois, [2, 3], 0.5), dkit.ops.ps_roi_pool(x, rois, (2, 3), 0.5))
+
+
+# ------------------------------------------------------------------------------------------
+# dkit.compat.torchvision
+
+
+def test_torchvision_compat_signatures_are_identical():
+    for name in ("roi_pool", "ps_roi_pool", "RoIPool", "PSRoIPool"):
+        ours, theirs = getattr(dk_tv, name), getattr(tvops, name)
+        pairs = [(ours, theirs)]
+        if isinstance(ours, type):
+            pairs += [(ours.__init__, theirs.__init__), (ours.forward, theirs.forward)]
+        for a, b in pairs:
+            assert_signature_covers(a, b)
+            assert_signature_covers(b, a)
+    assert {"roi_pool", "RoIPool", "ps_roi_pool", "PSRoIPool"} <= set(dk_tv.__all__)
+
+
+def test_torchvision_compat_values_scripted_and_errors():
+    g = torch.Generator().manual_seed(21)
+    x = torch.randn(2, 8, 11, 11, generator=g)
+    rois = _rois(2, 12, 11, 21)
+    boxes = [rois[rois[:, 0] == i, 1:] for i in range(2)]
+    for ours, theirs, size in ((dk_tv.roi_pool, tvops.roi_pool, (3, 2)), (dk_tv.ps_roi_pool, tvops.ps_roi_pool, 2)):
+        want = theirs(x, rois, size, 0.8)
+        assert torch.equal(ours(x, rois, size, 0.8).nan_to_num(), want.nan_to_num())
+        assert torch.equal(ours(x, boxes, size, 0.8).nan_to_num(), theirs(x, boxes, size, 0.8).nan_to_num())
+        assert torch.equal(torch.jit.script(ours)(x, rois, size, 0.8).nan_to_num(), want.nan_to_num())
+        # torchvision's AssertionError and message for malformed boxes, eagerly and scripted
+        with pytest.raises(AssertionError, match=r"The boxes tensor shape is not correct as Tensor\[K, 5\]"):
+            ours(x, rois[:, :4], size)
+        with pytest.raises(AssertionError, match="List\\[Tensor\\[L, 4\\]\\]"):
+            ours(x, [rois[:, :3]], size)
+    assert torch.equal(torch.jit.script(dk_tv.RoIPool((3, 2), 0.8))(x, rois), tvops.RoIPool((3, 2), 0.8)(x, rois))
+    assert torch.equal(torch.jit.script(dk_tv.PSRoIPool(2, 0.8))(x, rois), tvops.PSRoIPool(2, 0.8)(x, rois))
+    assert repr(dk_tv.RoIPool(7, 0.5)) == repr(tvops.RoIPool(7, 0.5))
+    assert repr(dk_tv.PSRoIPool(7, 0.5)) == repr(tvops.PSRoIPool(7, 0.5))
