@@ -26,14 +26,8 @@ static dk_status dk__check_common(const char *op, const dk_tensor *feat, const c
     dk_status st;
     if ((st = dk_check_ndim(op, feat_name, feat, 4, "[N, C, H, W]"))) return st;
     if ((st = dk_check_float(op, feat_name, feat))) return st;
-    if (rois->ndim != 2 || rois->shape[1] != 5 || rois->shape[0] < 0)
-        return dk_error(DK_EINVAL, "%s: 'rois' must have shape [K, 5] (batch_index, x1, y1, x2, y2), got %d-d%s", op,
-                        (int)rois->ndim,
-                        rois->ndim != 2       ? ""
-                        : rois->shape[1] != 5 ? " with a different width"
-                                              : " with K < 0");
     const dk_dtype dt = dk_tensor_dtype(feat);
-    if ((st = dk_check_dtype(op, "rois", rois, dt))) return st;
+    if ((st = dk_check_rois(op, rois, dt))) return st;
     /* Upper bounds: MMCV's and torchvision's kernels take these as C int; here they also keep
      * the kernels' size arithmetic (PH * grid + PW * grid, 2 * PH * PW) far from overflow. */
     if (ph <= 0 || pw <= 0 || ph > INT32_MAX || pw > INT32_MAX)

@@ -10,18 +10,6 @@
 
 #include "dk_check.h"
 
-/* rois [K, 5] of the features' float dtype. */
-static dk_status dk__check_rois(const char *op, const dk_tensor *rois, dk_dtype dt)
-{
-    if (rois->ndim != 2 || rois->shape[1] != 5 || rois->shape[0] < 0)
-        return dk_error(DK_EINVAL, "%s: 'rois' must have shape [K, 5] (batch_index, x1, y1, x2, y2), got %d-d%s", op,
-                        (int)rois->ndim,
-                        rois->ndim != 2       ? ""
-                        : rois->shape[1] != 5 ? " with a different width"
-                                              : " with K < 0");
-    return dk_check_dtype(op, "rois", rois, dt);
-}
-
 /* A positive finite spatial_scale, also in float32, in which the kernels compute 16- and 32-bit
  * inputs (Note [Scale in the compute type] in ops/roi_align.c). */
 static dk_status dk__check_scale(const char *op, double spatial_scale, dk_dtype dt)
@@ -42,7 +30,7 @@ DK_DEFINE_OP(roi_pool_forward, DK_ROI_POOL_FORWARD_ARGS)
     if ((st = dk_check_ndim(op, "input", input, 4, "[N, C, H, W]"))) return st;
     if ((st = dk_check_float(op, "input", input))) return st;
     const dk_dtype dt = dk_tensor_dtype(input);
-    if ((st = dk__check_rois(op, rois, dt))) return st;
+    if ((st = dk_check_rois(op, rois, dt))) return st;
     /* C ints in both references' kernels; here they also keep bin arithmetic far from overflow */
     if (pooled_height <= 0 || pooled_width <= 0 || pooled_height > INT32_MAX || pooled_width > INT32_MAX)
         return dk_error(DK_EINVAL, "%s: output size must be positive and below 2^31, got (%lld, %lld)", op,
@@ -75,7 +63,7 @@ DK_DEFINE_OP(roi_pool_backward, DK_ROI_POOL_BACKWARD_ARGS)
     if ((st = dk_check_ndim(op, "grad_input", grad_input, 4, "[N, C, H, W]"))) return st;
     if ((st = dk_check_float(op, "grad_input", grad_input))) return st;
     const dk_dtype dt = dk_tensor_dtype(grad_input);
-    if ((st = dk__check_rois(op, rois, dt))) return st;
+    if ((st = dk_check_rois(op, rois, dt))) return st;
     if ((st = dk_check_ndim(op, "grad_output", grad_output, 4, "[K, C, PH, PW]"))) return st;
     for (int i = 0; i < 4; i++)
         if (grad_input->shape[i] < 0 || grad_output->shape[i] < 0)
@@ -98,7 +86,7 @@ static dk_status dk__check_ps(const char *op, const dk_tensor *feat, const char 
     if ((st = dk_check_ndim(op, feat_name, feat, 4, "[N, C, H, W]"))) return st;
     if ((st = dk_check_float(op, feat_name, feat))) return st;
     const dk_dtype dt = dk_tensor_dtype(feat);
-    if ((st = dk__check_rois(op, rois, dt))) return st;
+    if ((st = dk_check_rois(op, rois, dt))) return st;
     if ((st = dk_check_ndim(op, pooled_name, pooled, 4, "[K, C / (PH PW), PH, PW]"))) return st;
     for (int i = 0; i < 4; i++)
         if (feat->shape[i] < 0 || pooled->shape[i] < 0) return dk_error(DK_EINVAL, "%s: a negative dimension", op);

@@ -270,7 +270,18 @@ dk_status dk__op_check_aliasing_slow(const dk_op *op, const dk_tensor *const *t)
     return DK_OK;
 }
 
-/* ---- RoI values (dk_check.h) ---- */
+/* ---- RoIs (dk_check.h) ---- */
+
+dk_status dk_check_rois(const char *op, const dk_tensor *rois, dk_dtype dt)
+{
+    if (rois->ndim != 2 || rois->shape[1] != 5 || rois->shape[0] < 0)
+        return dk_error(DK_EINVAL, "%s: 'rois' must have shape [K, 5] (batch_index, x1, y1, x2, y2), got %d-d%s", op,
+                        (int)rois->ndim,
+                        rois->ndim != 2       ? ""
+                        : rois->shape[1] != 5 ? " with a different width"
+                                              : " with K < 0");
+    return dk_check_dtype(op, "rois", rois, dt);
+}
 
 static double dk__roi_load(const dk_tensor *t, int64_t off)
 {

@@ -44,6 +44,10 @@ DK_API dk_status dk_check_float(const char *op, const char *name, const dk_tenso
 DK_API dk_status dk_check_same_dtype(const char *op, const char *name, const dk_tensor *t, const char *ref_name,
                                      const dk_tensor *ref);
 
+/* RoIs [K, 5] (batch_index, x1, y1, x2, y2) of dtype `dt` (the features'), for the RoI ops of
+ * every family. */
+DK_API dk_status dk_check_rois(const char *op, const dk_tensor *rois, dk_dtype dt);
+
 /*
  * The values of RoIs [K, 5] (batch_index, x1, y1, x2, y2) of a float dtype, for the RoI ops of
  * every family, checked when the host can read them (CPU and pinned memory; on GPUs the kernels

@@ -67,23 +67,10 @@ def roi_pool(input, boxes, output_size, spatial_scale=1.0, geometry="torchvision
         DkitTypeError: boxes and input of different dtypes, a non-float input.
         DkitIndexError: a batch index that is not an integer in [0, N).
     """
-    tp = type(input)
-    fw = _framework_of_type(tp)
-    if fw is None:
-        fw = framework(input, "input", OP)
-    if tp is not fw.AS_IS:
-        input = fw.as_tensor(input, "input", OP)
-    if type(output_size) is int and 0 < output_size < _LIMIT:
-        ph = pw = output_size
-    else:
-        ph, pw = output_size_pair(output_size, OP)
-    if type(spatial_scale) is not float:
-        spatial_scale = to_float(spatial_scale, "spatial_scale", OP)
     geo = _GEOMETRIES.get(geometry) if type(geometry) is str else None
     if geo is None:
         raise _C.DkitValueError(f"{OP}: geometry must be 'torchvision' or 'mmcv', got {geometry!r}")
-    if type(boxes) is not fw.AS_IS:
-        boxes = rois_of(fw, boxes, input, OP)
+    fw, input, boxes, ph, pw, spatial_scale = _arguments(input, boxes, output_size, spatial_scale, OP)
     try:
         if fw.wants_grad(input):
             return fw.apply(ROI_POOL, input, boxes, ph, pw, spatial_scale, geo)
@@ -94,6 +81,26 @@ def roi_pool(input, boxes, output_size, spatial_scale=1.0, geometry="torchvision
             raise
     out = roi_pool(cast[0], cast[1], (ph, pw), spatial_scale, geometry)
     return fw.to_dtype(out, fw.dtype_name(input))
+
+
+def _arguments(input, boxes, output_size, spatial_scale, op):
+    """(framework, input, rois, ph, pw, spatial_scale): the family's arguments normalised, with
+    exact-type checks first (Note [The fast path] in dkit/_ops/roi_align.py)."""
+    tp = type(input)
+    fw = _framework_of_type(tp)
+    if fw is None:
+        fw = framework(input, "input", op)
+    if tp is not fw.AS_IS:
+        input = fw.as_tensor(input, "input", op)
+    if type(output_size) is int and 0 < output_size < _LIMIT:
+        ph = pw = output_size
+    else:
+        ph, pw = output_size_pair(output_size, op)
+    if type(spatial_scale) is not float:
+        spatial_scale = to_float(spatial_scale, "spatial_scale", op)
+    if type(boxes) is not fw.AS_IS:
+        boxes = rois_of(fw, boxes, input, op)
+    return fw, input, boxes, ph, pw, spatial_scale
 
 
 # ------------------------------------------------------------------------------------------
@@ -170,21 +177,7 @@ def ps_roi_pool(input, boxes, output_size, spatial_scale=1.0):
 
     Raises: as roi_pool, and DkitValueError when C is not a multiple of PH PW.
     """
-    op = "ps_roi_pool"
-    tp = type(input)
-    fw = _framework_of_type(tp)
-    if fw is None:
-        fw = framework(input, "input", op)
-    if tp is not fw.AS_IS:
-        input = fw.as_tensor(input, "input", op)
-    if type(output_size) is int and 0 < output_size < _LIMIT:
-        ph = pw = output_size
-    else:
-        ph, pw = output_size_pair(output_size, op)
-    if type(spatial_scale) is not float:
-        spatial_scale = to_float(spatial_scale, "spatial_scale", op)
-    if type(boxes) is not fw.AS_IS:
-        boxes = rois_of(fw, boxes, input, op)
+    fw, input, boxes, ph, pw, spatial_scale = _arguments(input, boxes, output_size, spatial_scale, "ps_roi_pool")
     try:
         if fw.wants_grad(input):
             return fw.apply(PS_ROI_POOL, input, boxes, ph, pw, spatial_scale)

@@ -12,22 +12,30 @@
 #define DK_TEMPLATE_TYPES DK_TYPES_FLOAT
 #include "kernels/dk_instantiate.h"
 
+/* One call's tensors and sizes: `img` is input or grad_input, `bins` output or grad_output. */
+static dk__rp_ctx dk__rp_ctx_of(const dk_tensor *img, const dk_tensor *bins, const dk_tensor *rois,
+                                const dk_tensor *argmax, double scale, int bins_kind)
+{
+    return (dk__rp_ctx){.img = img,
+                        .bins = bins,
+                        .rois = rois,
+                        .argmax = argmax,
+                        .N = img->shape[0],
+                        .C = img->shape[1],
+                        .H = img->shape[2],
+                        .W = img->shape[3],
+                        .K = rois->shape[0],
+                        .PH = bins->shape[2],
+                        .PW = bins->shape[3],
+                        .scale = scale,
+                        .bins_kind = bins_kind};
+}
+
 dk_status dk_roi_pool_forward_cpu(const dk_tensor *input, const dk_tensor *rois, dk_tensor *output, dk_tensor *argmax,
                                   int64_t pooled_height, int64_t pooled_width, double spatial_scale, int64_t geometry)
 {
-    dk__rp_ctx cx = {.img = input,
-                     .bins = output,
-                     .rois = rois,
-                     .argmax = argmax,
-                     .N = input->shape[0],
-                     .C = input->shape[1],
-                     .H = input->shape[2],
-                     .W = input->shape[3],
-                     .K = rois->shape[0],
-                     .PH = pooled_height,
-                     .PW = pooled_width,
-                     .scale = spatial_scale,
-                     .bins_kind = geometry == DK_ROI_POOL_MMCV ? DK_ROI_POOL_BINS_MMCV : DK_ROI_POOL_BINS_TORCHVISION};
+    dk__rp_ctx cx = dk__rp_ctx_of(input, output, rois, argmax, spatial_scale,
+                                  geometry == DK_ROI_POOL_MMCV ? DK_ROI_POOL_BINS_MMCV : DK_ROI_POOL_BINS_TORCHVISION);
     if (cx.K == 0 || cx.C == 0) return DK_OK; /* nothing to write */
     /* work: about one comparison per pixel of every bin; a bin covers about H W / (PH PW) */
     const int nthreads = dk_parallel_threads_for(cx.K * cx.C * (cx.PH * cx.PW + cx.H * cx.W / 4 + 1));
@@ -40,17 +48,7 @@ dk_status dk_roi_pool_forward_cpu(const dk_tensor *input, const dk_tensor *rois,
 dk_status dk_roi_pool_backward_cpu(const dk_tensor *grad_output, const dk_tensor *rois, const dk_tensor *argmax,
                                    dk_tensor *grad_input)
 {
-    dk__rp_ctx cx = {.img = grad_input,
-                     .bins = grad_output,
-                     .rois = rois,
-                     .argmax = argmax,
-                     .N = grad_input->shape[0],
-                     .C = grad_input->shape[1],
-                     .H = grad_input->shape[2],
-                     .W = grad_input->shape[3],
-                     .K = rois->shape[0],
-                     .PH = grad_output->shape[2],
-                     .PW = grad_output->shape[3]};
+    dk__rp_ctx cx = dk__rp_ctx_of(grad_input, grad_output, rois, argmax, 1.0, DK_ROI_POOL_BINS_TORCHVISION);
     if (cx.N == 0 || cx.C == 0 || cx.H == 0 || cx.W == 0) return DK_OK; /* nothing to write */
     const int nthreads = dk_parallel_threads_for(cx.C * (cx.N * cx.H * cx.W + cx.K * cx.PH * cx.PW));
     dk_status st = DK_OK;
@@ -62,18 +60,7 @@ dk_status dk_roi_pool_backward_cpu(const dk_tensor *grad_output, const dk_tensor
 dk_status dk_ps_roi_pool_forward_cpu(const dk_tensor *input, const dk_tensor *rois, dk_tensor *output,
                                      double spatial_scale)
 {
-    dk__rp_ctx cx = {.img = input,
-                     .bins = output,
-                     .rois = rois,
-                     .N = input->shape[0],
-                     .C = input->shape[1],
-                     .H = input->shape[2],
-                     .W = input->shape[3],
-                     .K = rois->shape[0],
-                     .PH = output->shape[2],
-                     .PW = output->shape[3],
-                     .scale = spatial_scale,
-                     .bins_kind = DK_ROI_POOL_BINS_PS};
+    dk__rp_ctx cx = dk__rp_ctx_of(input, output, rois, NULL, spatial_scale, DK_ROI_POOL_BINS_PS);
     if (dk_tensor_numel(output) == 0) return DK_OK; /* nothing to write */
     const int nthreads = dk_parallel_threads_for(cx.K * (cx.C + cx.PH * cx.PW) * (cx.H * cx.W / (cx.PH * cx.PW) + 1));
     dk_status st = DK_OK;
@@ -85,18 +72,7 @@ dk_status dk_ps_roi_pool_forward_cpu(const dk_tensor *input, const dk_tensor *ro
 dk_status dk_ps_roi_pool_backward_cpu(const dk_tensor *grad_output, const dk_tensor *rois, dk_tensor *grad_input,
                                       double spatial_scale)
 {
-    dk__rp_ctx cx = {.img = grad_input,
-                     .bins = grad_output,
-                     .rois = rois,
-                     .N = grad_input->shape[0],
-                     .C = grad_input->shape[1],
-                     .H = grad_input->shape[2],
-                     .W = grad_input->shape[3],
-                     .K = rois->shape[0],
-                     .PH = grad_output->shape[2],
-                     .PW = grad_output->shape[3],
-                     .scale = spatial_scale,
-                     .bins_kind = DK_ROI_POOL_BINS_PS};
+    dk__rp_ctx cx = dk__rp_ctx_of(grad_input, grad_output, rois, NULL, spatial_scale, DK_ROI_POOL_BINS_PS);
     if (cx.N == 0 || cx.C == 0 || cx.H == 0 || cx.W == 0) return DK_OK; /* nothing to write */
     const int nthreads = dk_parallel_threads_for(cx.C * (cx.N * cx.H * cx.W + cx.K * 4));
     /* K PH PW <= K C (C is a multiple of PH PW): no larger than grad_output times C / C_out */

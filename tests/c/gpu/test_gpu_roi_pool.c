@@ -27,6 +27,19 @@
 
 static const dk_dtype DTYPES[] = {DK_FLOAT32, DK_FLOAT64, DK_FLOAT16, DK_BFLOAT16};
 
+/* K RoIs over N images of a map `span` wide in box coordinates: inside, across the edges, outside,
+ * and reversed. */
+static dkk_tensor *make_rois(dk_dtype dt, int64_t K, int64_t N, double span, dkk_rng *r)
+{
+    dkk_tensor *rois = dkk_new(dt, 2, (int64_t[]){K, 5}, NULL, 0);
+    for (int64_t k = 0; k < K; k++) {
+        const double x1 = dkk_uniform(r, -0.3 * span, span), y1 = dkk_uniform(r, -0.3 * span, span);
+        double v[5] = {(double)(k % N), x1, y1, x1 + dkk_uniform(r, -2, span), y1 + dkk_uniform(r, -2, span)};
+        for (int j = 0; j < 5; j++) dkk_set(rois, (int64_t[]){k, j}, v[j]);
+    }
+    return rois;
+}
+
 static void check_case(dk_dtype dt, int geometry, double scale, int64_t PH, int64_t PW, bool nhwc, int64_t K,
                        dkk_rng *r)
 {
@@ -39,13 +52,7 @@ static void check_case(dk_dtype dt, int geometry, double scale, int64_t PH, int6
     dkk_fill_uniform(x, r, -3, 3);
     dkk_set(x, (int64_t[]){0, 2, 4, 4}, NAN);
     dkk_set(x, (int64_t[]){1, 1, 6, 2}, INFINITY);
-    dkk_tensor *rois = dkk_new(dt, 2, (int64_t[]){K, 5}, NULL, 0);
-    const double span = (double)W / scale;
-    for (int64_t k = 0; k < K; k++) {
-        const double x1 = dkk_uniform(r, -0.3 * span, span), y1 = dkk_uniform(r, -0.3 * span, span);
-        double v[5] = {(double)(k % N), x1, y1, x1 + dkk_uniform(r, -2, span), y1 + dkk_uniform(r, -2, span)};
-        for (int j = 0; j < 5; j++) dkk_set(rois, (int64_t[]){k, j}, v[j]);
-    }
+    dkk_tensor *rois = make_rois(dt, K, N, (double)W / scale, r);
     const int64_t shape[4] = {K, C, PH, PW};
     dkk_tensor *out = dkk_new(dt, 4, shape, NULL, 0), *arg = dkk_new(DK_INT64, 4, shape, NULL, 0);
     dkk_tensor *gout = dkk_new(dt, 4, shape, NULL, 2), *garg = dkk_new(DK_INT64, 4, shape, (int[]){1, 0, 2, 3}, 0);
@@ -90,13 +97,7 @@ static void check_ps_case(dk_dtype dt, double scale, int64_t PH, int64_t PW, boo
     const int *order = nhwc ? (const int[]){0, 2, 3, 1} : NULL;
     dkk_tensor *x = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, order, 1);
     dkk_fill_uniform(x, r, -3, 3);
-    dkk_tensor *rois = dkk_new(dt, 2, (int64_t[]){K, 5}, NULL, 0);
-    const double span = (double)W / scale;
-    for (int64_t k = 0; k < K; k++) {
-        const double x1 = dkk_uniform(r, -0.3 * span, span), y1 = dkk_uniform(r, -0.3 * span, span);
-        double v[5] = {(double)(k % N), x1, y1, x1 + dkk_uniform(r, -2, span), y1 + dkk_uniform(r, -2, span)};
-        for (int j = 0; j < 5; j++) dkk_set(rois, (int64_t[]){k, j}, v[j]);
-    }
+    dkk_tensor *rois = make_rois(dt, K, N, (double)W / scale, r);
     const int64_t shape[4] = {K, CO, PH, PW};
     dkk_tensor *out = dkk_new(dt, 4, shape, NULL, 0), *gout = dkk_new(dt, 4, shape, NULL, 2);
     memset(gout->mem, 0x7f, gout->bytes);
