@@ -13,7 +13,7 @@
 #                   DKIT_GPU_CMOCKA=bundle uses them even where the system has cmocka)
 #   2. build        libdkit, the CUDA backend (sm_80, sm_90 + PTX), the GPU tests, bench_gpu
 #   3. test-gpu     every C GPU test on the device, against the CPU kernels, one by one
-#   4. sanitizer    compute-sanitizer memcheck on two of them, racecheck on nms's
+#   4. sanitizer    compute-sanitizer memcheck on four of them (nms, roi_align, roi_pool, rotated), racecheck on nms's
 #   5. python       the extension with the torch reader (again without it if that build fails,
 #                   so that the later steps still run; the failure stays reported)
 #   6. gpu-python   tests/python/test_gpu_python.py and test_gpu_backends.py, with
@@ -127,7 +127,7 @@ sanitizer() {
         echo "compute-sanitizer: not found"
         return 1
     }
-    for t in test_gpu_nms test_gpu_roi_align; do
+    for t in test_gpu_nms test_gpu_roi_align test_gpu_roi_pool test_gpu_rotated; do
         echo "== compute-sanitizer --tool memcheck $t"
         DK_TEST_GPU_LIB=$PWD/build/libdkit_cuda.so DK_TEST_GPU_TYPE=cuda \
             "$cs" --tool memcheck --error-exitcode 3 "build/tests/gpu/$t" || rc=1
