@@ -259,7 +259,15 @@ def test_bare_fork_child_calls_ops_at_any_thread_count():
 def test_fork_while_another_thread_calls_in_a_profile_loop():
     # Another thread holds the core's locks now and then (profile rows, TLS scopes, dispatch
     # tables); each fork takes them around fork() (pthread_atfork), so no child inherits one held.
+    # Under ThreadSanitizer a child may hang on the sanitizer's own runtime instead: GCC 12's
+    # libtsan takes internal locks inside every intercepted call and does not hold them across
+    # fork(), so a child forked while the busy thread is inside one can wait forever (seen on
+    # 2026-11-27 in 4 of 11 runs of this test under TSan, each time at one fork of the 20, and
+    # never in the plain suite, which runs it in every make test). There, a hung child is killed
+    # and that fork tried once more; a second hang of the same fork fails.
+    retries = 1 if "libtsan" in os.environ.get("LD_PRELOAD", "") else 0
     out = _child(_FORK_SETUP + """
+    RETRIES = @RETRIES@
     small_x, small_b = x[:, :4, :16, :16].contiguous(), b[:8] * torch.tensor([1, 0.25, 0.25, 0.25, 0.25])
     # Imported before the thread starts: a child forked while another thread is inside an import
     # waits forever on that module's import lock (CPython's own hazard, for any module).
@@ -275,36 +283,43 @@ def test_fork_while_another_thread_calls_in_a_profile_loop():
     t.start()
     try:
         for i in range(20):
-            pid = os.fork()
-            if pid == 0:
-                code = 1
-                try:
-                    torch.set_num_threads(1)  # for torch's own ops (_FORK_SETUP's note)
-                    with dkit.profile() as prof:
-                        y = dkit.ops.roi_align(small_x, small_b, 2)
-                        with dkit.dispatch.include("Profile"):
-                            dkit.ops.roi_align(small_x, small_b, 2)
-                    assert "roi_align_forward" in str(prof)
-                    assert [r for r in dkit.dispatch.table("roi_align_forward") if r.key == "cpu"]
-                    dkit.set_num_threads(2)
-                    code = 0 if torch.equal(dkit.ops.roi_align(x, b, 7, 0.5, 2, aligned=True), ours) else 2
-                finally:
-                    os._exit(code)
-            deadline = time.monotonic() + 30
-            while True:
-                done, status = os.waitpid(pid, os.WNOHANG)
-                if done:
+            for attempt in range(RETRIES + 1):
+                pid = os.fork()
+                if pid == 0:
+                    code = 1
+                    try:
+                        torch.set_num_threads(1)  # for torch's own ops (_FORK_SETUP's note)
+                        with dkit.profile() as prof:
+                            y = dkit.ops.roi_align(small_x, small_b, 2)
+                            with dkit.dispatch.include("Profile"):
+                                dkit.ops.roi_align(small_x, small_b, 2)
+                        assert "roi_align_forward" in str(prof)
+                        assert [r for r in dkit.dispatch.table("roi_align_forward") if r.key == "cpu"]
+                        dkit.set_num_threads(2)
+                        code = 0 if torch.equal(dkit.ops.roi_align(x, b, 7, 0.5, 2, aligned=True), ours) else 2
+                    finally:
+                        os._exit(code)
+                deadline, hung = time.monotonic() + 30, False
+                while True:
+                    done, status = os.waitpid(pid, os.WNOHANG)
+                    if done:
+                        break
+                    if time.monotonic() > deadline:
+                        os.kill(pid, 9)
+                        os.waitpid(pid, 0)
+                        hung = True
+                        break
+                    time.sleep(0.01)
+                if not hung:
                     break
-                if time.monotonic() > deadline:
-                    os.kill(pid, 9)
+                if attempt == RETRIES:
                     raise AssertionError(f"fork {i}: the child hangs")
-                time.sleep(0.01)
             assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, (i, status)
     finally:
         stop.set()
         t.join()
     print("ok")
-    """, timeout=120)
+    """.replace("@RETRIES@", str(retries)), timeout=180)
     assert out.strip().endswith("ok")
 
 
