@@ -9,6 +9,7 @@
  *   dk_pyops.c         the op callables generated from the registered schemas (_C.ops)
  *   dk_pyintrospect.c  op_names, schema, table, dump, keys, TLS, profile, backends, config
  *   dk_pychecked.c     dlpack_checked: a foreign tensor validated before NumPy or torch reads it
+ *   dk_pytorch_order.c torch_sort_ties: torch.sort's order of equal scores, for dkit.compat
  *
  * Note [No static PyObject globals]
  * Every Python object the extension keeps (exception types, the op type, interned strings, the
@@ -91,6 +92,10 @@ typedef struct {
     PyObject *stream_getters;
     /* tunable name -> a callable told each new value set through tunable() (dk_pytunables.c) */
     PyObject *tunable_watchers;
+    /* torch_sort_ties' scratch, kept between calls up to a bound (dk_pytorch_order.c); every
+     * use holds the GIL */
+    void *order_scratch;
+    size_t order_scratch_bytes;
 } dk_py_state;
 
 static inline dk_py_state *dk_py_state_of_module(PyObject *module) { return (dk_py_state *)PyModule_GetState(module); }
@@ -124,6 +129,9 @@ int dk_py_checked_init(PyObject *module, dk_py_state *s);
 int dk_py_host_cache_init(PyObject *module);
 /* dk_pytunables.c */
 int dk_py_tunables_init(PyObject *module);
+/* dk_pytorch_order.c */
+int dk_py_torch_order_init(PyObject *module);
+void dk_py_torch_order_clear(dk_py_state *s);
 /* dk_pyintrospect.c */
 extern PyMethodDef dk_py_introspect_methods[];
 int dk_py_introspect_init(PyObject *module, dk_py_state *s);

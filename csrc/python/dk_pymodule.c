@@ -61,6 +61,7 @@ static int dk__exec(PyObject *m)
     if (dk_py_checked_init(m, s) < 0) return -1;
     if (dk_py_host_cache_init(m) < 0) return -1;
     if (dk_py_tunables_init(m) < 0) return -1;
+    if (dk_py_torch_order_init(m) < 0) return -1;
     return 0;
 }
 
@@ -95,6 +96,7 @@ static int dk__clear(PyObject *m)
     Py_CLEAR(s->stream_getters);
     Py_CLEAR(s->tunable_watchers);
     dk_py_dlpack_clear(s);
+    dk_py_torch_order_clear(s);
     return 0;
 }
 

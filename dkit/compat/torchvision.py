@@ -313,21 +313,27 @@ def batched_nms(boxes: Tensor, scores: Tensor, idxs: Tensor, iou_threshold: floa
 # dkit returns equal scores in index order. So does torchvision for few boxes; for more than
 # 1000 (CPU; 5000 elsewhere) it gathers the kept indices in ascending order and orders them
 # with torch.sort(descending=True), which is not stable: equal scores then come in the order
-# torch's sort leaves them, which depends on every kept score (the CPU's introsort moves equal
-# elements as its partitions of the whole array go) and on torch's version. The only exact
-# copy is that same sort of the same scores, so a kept set with equal scores goes through
-# torchvision's own steps: a mask, the ascending indices, the sort. That sort is most of what
-# the compat entry then adds to dkit.ops (bench/bench_compat.py, 20,000 boxes in 80 classes: a
-# third to a half of dkit's whole call, the other steps a tenth), and no cheaper computation
-# gives its order, so it runs only when needed: dkit's order is torchvision's whenever each
-# kept score is strictly greater than the next, which one comparison over the kept scores says
-# (about 4% of dkit's call). NaN scores, which dkit puts first and which no comparison finds
-# greater, count as equal: the check can only err towards the sort.
+# torch's sort leaves them, which depends on every kept score. On the CPU that sort is
+# libstdc++'s std::sort, whose order of equal items follows from the values alone, so
+# _C.torch_sort_ties computes it from dkit's result without sorting (Note [torch's order of
+# equal scores] in csrc/cpu/dk_std_sort.h; tests/python/test_compat.py checks it against
+# torch.sort on every stack): one pass over the kept scores, a few more over ranges that hold
+# equal ones, about 2% of dkit's call on 20,000 boxes in 80 classes (bench/bench_compat.py),
+# where running torch's sort cost a third to a half of it. None comes back when no two kept
+# scores are equal, and dkit's order is then torchvision's as it stands. Elsewhere (a GPU's sort
+# is another algorithm) and under TorchScript (torch_sort_ties is not a torch op), torchvision's
+# own steps run: a mask, the ascending indices, the sort, and only when a comparison over the
+# kept scores finds two that are not strictly decreasing (NaN scores, which dkit puts first and
+# which no comparison finds greater, count as equal: the check can only err towards the sort).
 
 
 def _order_of_equal_scores(keep: Tensor, scores: Tensor) -> Tensor:
     """dkit's kept indices (decreasing score, equal scores by index) in torchvision's order for
     many boxes (Note [torchvision's order of equal scores])."""
+    if not _is_scripting():
+        if keep.device.type == "cpu":
+            order = _C.torch_sort_ties(keep, scores.detach())
+            return keep if order is None else torch.frombuffer(order, dtype=torch.int64)
     # index_select and index_fill_ where torchvision indexes tensors: the same results, from
     # torch's cheapest gather (a third of indexing's time on 20,000 scores) and scatter
     kept = scores.index_select(0, keep)
