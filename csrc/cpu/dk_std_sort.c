@@ -25,10 +25,10 @@ static inline bool dk__less(dk__item a, dk__item b) { return dk__rank(a) < dk__r
 
 typedef struct {
     dk__item *base;
-    uint32_t *pos;          /* pos[i]: where tied item i is now (in base) */
-    const dk__item *tied;   /* the tied items, as they were at the start */
+    uint32_t *pos;        /* pos[i]: where tied item i is now (in base) */
+    const dk__item *tied; /* the tied items, as they were at the start */
     int64_t ntied;
-    uint32_t *seen;         /* seen[r] == tick: rank r met in the range being looked at */
+    uint32_t *seen; /* seen[r] == tick: rank r met in the range being looked at */
     uint32_t tick;
     int64_t nranks;
 } dk__state;
@@ -104,7 +104,7 @@ static dk__item *dk__partition(dk__state *t, dk__item *first, dk__item *last, co
     int64_t lbuf[DK__BLOCK], rbuf[DK__BLOCK];
     int nl = 0, il = 0, nr = 0, ir = 0;
     int64_t lscan = 0, rscan = (last - first) - 1; /* next positions each side reads */
-    int64_t hi = last - first;                      /* the last right stop swapped: written from here on */
+    int64_t hi = last - first;                     /* the last right stop swapped: written from here on */
     for (;;) {
         if (il == nl) { /* the next left stops, below hi */
             const int64_t end = lscan + DK__BLOCK < hi ? lscan + DK__BLOCK : hi;

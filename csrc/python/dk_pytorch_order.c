@@ -113,7 +113,8 @@ static PyObject *dk__torch_sort_ties(PyObject *m, PyObject *const *args, Py_ssiz
     if (dk_py_dlpack_take(s, args[1], DK__OP, "scores", &scores_t.managed, &scores_t.versioned) < 0) goto out;
     const DLTensor *keep = dk__tensor_of(&keep_t), *scores = dk__tensor_of(&scores_t);
     if (keep->device.device_type != kDLCPU || scores->device.device_type != kDLCPU) {
-        dk_py_raise_fmt(s, DK_EINVAL, DK__OP ": keep and scores must be CPU tensors (torch's CPU sort is the one copied)");
+        dk_py_raise_fmt(s, DK_EINVAL,
+                        DK__OP ": keep and scores must be CPU tensors (torch's CPU sort is the one copied)");
         goto out;
     }
     if (keep->ndim != 1 || keep->dtype.code != kDLInt || keep->dtype.bits != 64 || keep->dtype.lanes != 1) {
