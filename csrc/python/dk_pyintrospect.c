@@ -374,11 +374,30 @@ static PyObject *dk__load_backend(PyObject *m, PyObject *const *args, Py_ssize_t
     Py_BEGIN_ALLOW_THREADS
     st = dk_load_backend(path);
     Py_END_ALLOW_THREADS
+    if (st != DK_OK) {
+        Py_DECREF(bytes);
+        return dk_py_raise(s, st);
+    }
+    /* a library loaded before (by DKIT_BACKENDS, say) keeps the origin it had */
+    const int noted = dk_py_note_backend_origin(s, PyBytes_AS_STRING(bytes), "dkit.load_backend", 0);
     Py_DECREF(bytes);
-    if (st != DK_OK) return dk_py_raise(s, st);
+    if (noted < 0) return NULL;
     /* A backend library may define new ops as well as kernels: give them callables. */
     if (dk_py_ops_refresh(s) < 0) return NULL;
     Py_RETURN_NONE;
+}
+
+/* Note [A failing backend never breaks the import] in dk_pybackends_at_import.c */
+static PyObject *dk__backend_origins(PyObject *m, PyObject *const *args, Py_ssize_t n)
+{
+    if (dk__check_nargs(DK__STATE(m), "backend_origins", n, 0) < 0) return NULL;
+    return PyDict_Copy(DK__STATE(m)->backend_origins);
+}
+
+static PyObject *dk__backend_failures(PyObject *m, PyObject *const *args, Py_ssize_t n)
+{
+    if (dk__check_nargs(DK__STATE(m), "backend_failures", n, 0) < 0) return NULL;
+    return PyList_GetSlice(DK__STATE(m)->backend_failures, 0, PY_SSIZE_T_MAX);
 }
 
 static PyObject *dk__set_trace(PyObject *m, PyObject *const *args, Py_ssize_t n)
@@ -551,6 +570,10 @@ PyMethodDef dk_py_introspect_methods[] = {
     DK__FN(backends, "backends() -> list of (name, path, key, available, reason, device_count): built-in and loaded "
                      "backends; reason says why one is unavailable."),
     DK__FN(load_backend, "load_backend(path): dlopen a backend library and run its entry point."),
+    DK__FN(backend_origins, "backend_origins() -> dict: library path -> how it was loaded ('shipped with dkit', "
+                            "'DKIT_BACKENDS', 'dkit.load_backend')."),
+    DK__FN(backend_failures, "backend_failures() -> list of (path, origin, reason): the libraries that failed to "
+                             "load when _C was imported, each skipped."),
     DK__FN(set_trace, "set_trace(on): print every dispatch decision to stderr."),
     DK__FN(_torch_reader, "_torch_reader(on=None) -> bool or None: whether _C reads torch tensors through "
                           "dkit._torch_reader; on=True/False turns that on/off (for tests); None if unavailable."),

@@ -1104,6 +1104,41 @@ def test_backend_loading_in_a_child_process(tmp_path):
     assert run_child(_CHILD, good, bad).strip().endswith("ok")
 
 
+_CHILD_ENV = r"""
+import sys, warnings
+warnings.simplefilter("error")  # a failing backend must not break the import even so
+import dkit
+good, link, bad = sys.argv[2:5]
+rows = {b.path: b for b in dkit.backends()}
+g = rows[good]
+assert (g.name, g.key, g.available, g.origin) == ("pytestdev", "pytestdev", True, "DKIT_BACKENDS"), g
+assert link not in rows, rows  # the same file by a symlink: loaded once (Note [A library loads once])
+for path, why in (("/nonexistent/libnone.so", "no such file"), (bad, "ABI")):
+    b = rows[path]
+    assert (b.available, b.key, b.origin) == (False, None, "DKIT_BACKENDS") and why in b.reason, b
+    assert "not loaded" in str(b), str(b)
+assert [r[0] for r in dkit.dispatch.table("roi_align_forward")].count("pytestdev") == 1
+dkit.load_backend(good)  # loaded already: a no-op that keeps the origin
+assert {b.path: b for b in dkit.backends()}[good].origin == "DKIT_BACKENDS"
+assert [b for b in dkit.backends() if b.name == "cpu"][0].origin == "built in"
+print("ok")
+"""
+
+
+def test_dkit_backends_are_loaded_at_import_and_a_failing_one_is_skipped(tmp_path, monkeypatch):
+    # Note [A failing backend never breaks the import] (csrc/python/dk_pybackends_at_import.c):
+    # DKIT_BACKENDS loads libraries in order when dkit._C is imported; a missing file and a
+    # library built for another ABI are reported by dkit.backends() with their reasons, with
+    # warnings turned into errors too; a symlink to a loaded library loads nothing more.
+    good = _build_backend(tmp_path, "pytestdev", _BACKEND_C)
+    bad = _build_backend(tmp_path, "badabi", _BAD_ABI_C, link=False)
+    link = tmp_path / "libalias.so"
+    link.symlink_to(good)
+    paths = [str(good), "", "/nonexistent/libnone.so", str(bad), str(link)]
+    monkeypatch.setenv("DKIT_BACKENDS", os.pathsep.join(paths))
+    assert run_child(_CHILD_ENV, good, link, bad).strip().endswith("ok")
+
+
 # ------------------------------------------------------------------------------------------
 # int[] and str arguments, and ops the binding must not call. roi_align has none of these, so a
 # backend defines its own ops (in a child process, as above).
