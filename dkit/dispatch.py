@@ -243,12 +243,26 @@ def backends():
     return rows
 
 
+# The origin of backends loaded while a package's entry point runs (dkit/_entry_points.py): a
+# stack, as one entry point's module may import another's.
+_ORIGIN = []
+
+
+@contextlib.contextmanager
+def _loading_origin(origin):
+    _ORIGIN.append(origin)
+    try:
+        yield
+    finally:
+        _ORIGIN.pop()
+
+
 def load_backend(path):
     """Load a vendor backend shared library (built against dkit.get_include()) and register its
     kernels. Raises DkitFileNotFoundError if it cannot be opened, DkitImportError on an ABI
     mismatch. Ops the backend defines become torch ops too where torch is in use (Note [When
     the ops are registered] in dkit/_torch_library.py)."""
-    result = _C.load_backend(os.fspath(path))
+    result = _C.load_backend(os.fspath(path), _ORIGIN[-1] if _ORIGIN else None)
     bridge = sys.modules.get("dkit._torch_library")
     if bridge is not None:
         bridge.sync()

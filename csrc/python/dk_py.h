@@ -147,6 +147,9 @@ int dk_py_load_backends_at_import(dk_py_state *s);
 /* Records how the library at `path` was loaded ("DKIT_BACKENDS", "load_backend", ...) for
  * dkit.backends(); an origin already recorded is kept unless `replace`. 0, or -1 with an error. */
 int dk_py_note_backend_origin(dk_py_state *s, const char *path, const char *origin, int replace);
+/* The backends installed packages declare (Note [Backends from entry points] in
+ * dkit/_entry_points.py), loaded at the end of _C's initialisation; never fails the import. */
+int dk_py_load_entry_point_backends(PyObject *module);
 
 /* PyCFunction casts for METH_FASTCALL functions, without -Wcast-function-type complaining. */
 #define DK_PY_FASTCALL(fn) ((PyCFunction)(void (*)(void))(fn))

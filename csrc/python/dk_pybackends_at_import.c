@@ -111,3 +111,28 @@ int dk_py_load_backends_at_import(dk_py_state *s)
     if (dk__load_gpu_backends(s) < 0) return -1;
     return dk__load_env_backends(s);
 }
+
+int dk_py_load_entry_point_backends(PyObject *module)
+{
+    /* Note [Backends from entry points] in dkit/_entry_points.py; _C is complete but for this. */
+    PyObject *mod = PyImport_ImportModule("dkit._entry_points");
+    PyObject *r = mod ? PyObject_CallMethod(mod, "load", "O", module) : NULL;
+    Py_XDECREF(mod);
+    if (r) {
+        Py_DECREF(r);
+        return 0;
+    }
+    /* Note [A failing backend never breaks the import]: not even the loader's own failure */
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyObject *text = value ? PyObject_Str(value) : NULL;
+    PyErr_Clear();
+    if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1, "dkit: the dkit.backends entry points were not loaded: %s",
+                         text ? PyUnicode_AsUTF8(text) : "unknown error") < 0)
+        PyErr_Clear();
+    Py_XDECREF(text);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    return 0;
+}

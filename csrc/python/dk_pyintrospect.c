@@ -365,7 +365,13 @@ static PyObject *dk__backends(PyObject *m, PyObject *const *args, Py_ssize_t n)
 static PyObject *dk__load_backend(PyObject *m, PyObject *const *args, Py_ssize_t n)
 {
     dk_py_state *s = DK__STATE(m);
-    if (dk__check_nargs(s, "load_backend", n, 1) < 0) return NULL;
+    if (n != 1 && n != 2)
+        return dk_py_raise_fmt(s, DK_ETYPE, "load_backend(path, origin=None) takes 1 or 2 arguments, got %zd", n);
+    const char *origin = "dkit.load_backend";
+    if (n == 2 && args[1] != Py_None) {
+        if (!PyUnicode_Check(args[1])) return dk_py_raise_fmt(s, DK_ETYPE, "load_backend: origin must be a str");
+        if (!(origin = PyUnicode_AsUTF8(args[1]))) return NULL;
+    }
     PyObject *bytes = NULL;
     if (!PyUnicode_FSConverter(args[0], &bytes)) return NULL; /* str, bytes or os.PathLike */
     dk_status st;
@@ -379,11 +385,28 @@ static PyObject *dk__load_backend(PyObject *m, PyObject *const *args, Py_ssize_t
         return dk_py_raise(s, st);
     }
     /* a library loaded before (by DKIT_BACKENDS, say) keeps the origin it had */
-    const int noted = dk_py_note_backend_origin(s, PyBytes_AS_STRING(bytes), "dkit.load_backend", 0);
+    const int noted = dk_py_note_backend_origin(s, PyBytes_AS_STRING(bytes), origin, 0);
     Py_DECREF(bytes);
     if (noted < 0) return NULL;
     /* A backend library may define new ops as well as kernels: give them callables. */
     if (dk_py_ops_refresh(s) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* _backend_failed(path, origin, reason): a backend that could not be loaded, for dkit.backends()
+ * (dkit/_entry_points.py reports the packages' backends that fail this way). */
+static PyObject *dk___backend_failed(PyObject *m, PyObject *const *args, Py_ssize_t n)
+{
+    dk_py_state *s = DK__STATE(m);
+    if (dk__check_nargs(s, "_backend_failed", n, 3) < 0) return NULL;
+    for (int i = 0; i < 3; i++)
+        if (!PyUnicode_Check(args[i]))
+            return dk_py_raise_fmt(s, DK_ETYPE, "_backend_failed(path, origin, reason): str");
+    PyObject *row = PyTuple_Pack(3, args[0], args[1], args[2]);
+    if (!row) return NULL;
+    const int rc = PyList_Append(s->backend_failures, row);
+    Py_DECREF(row);
+    if (rc < 0) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -569,7 +592,9 @@ PyMethodDef dk_py_introspect_methods[] = {
     DK__FN(profile_format, "profile_format() -> str: the profile as a table."),
     DK__FN(backends, "backends() -> list of (name, path, key, available, reason, device_count): built-in and loaded "
                      "backends; reason says why one is unavailable."),
-    DK__FN(load_backend, "load_backend(path): dlopen a backend library and run its entry point."),
+    DK__FN(load_backend, "load_backend(path, origin=None): dlopen a backend library and run its entry point; "
+                         "origin says how it came to be loaded (dkit.backends()), 'dkit.load_backend' by default."),
+    DK__FN(_backend_failed, "_backend_failed(path, origin, reason): record a backend that failed to load."),
     DK__FN(backend_origins, "backend_origins() -> dict: library path -> how it was loaded ('shipped with dkit', "
                             "'DKIT_BACKENDS', 'dkit.load_backend')."),
     DK__FN(backend_failures, "backend_failures() -> list of (path, origin, reason): the libraries that failed to "
