@@ -266,16 +266,27 @@ static PyObject *dk__profile_rows(PyObject *m, PyObject *const *args, Py_ssize_t
     if (!rows) return PyErr_NoMemory();
     int got = dk_profile_rows(rows, count);
     if (got > count) got = count;
-    PyObject *list = PyList_New(got);
+    /* calls the CPU fallback served are rows of their own, "<backend> (cpu copy)" */
+    PyObject *list = PyList_New(0);
     if (!list) goto done;
     for (int i = 0; i < got; i++) {
-        PyObject *row = Py_BuildValue("(ssKK)", rows[i].op->name, dk_key_name(rows[i].backend),
-                                      (unsigned long long)rows[i].count, (unsigned long long)rows[i].total_ns);
-        if (!row) {
-            Py_CLEAR(list);
-            goto done;
+        uint64_t fc = 0, fns = 0, c = rows[i].count, ns = rows[i].total_ns;
+        (void)dk_profile_get_fallback(rows[i].op, rows[i].backend, &fc, &fns);
+        if (fc > c) fc = c, fns = ns; /* read apart: calls may land between the reads */
+        char label[96];
+        snprintf(label, sizeof label, "%s (cpu copy)", dk_key_name(rows[i].backend));
+        for (int part = 0; part < 2; part++) {
+            const uint64_t pc = part ? fc : c - fc, pns = part ? fns : ns - fns;
+            if (!pc) continue;
+            PyObject *row = Py_BuildValue("(ssKK)", rows[i].op->name, part ? label : dk_key_name(rows[i].backend),
+                                          (unsigned long long)pc, (unsigned long long)pns);
+            if (!row || PyList_Append(list, row) < 0) {
+                Py_XDECREF(row);
+                Py_CLEAR(list);
+                goto done;
+            }
+            Py_DECREF(row);
         }
-        PyList_SET_ITEM(list, i, row);
     }
 done:
     PyMem_Free(rows);

@@ -177,6 +177,40 @@ static void the_table_shows_it_and_a_kernel_of_the_backends_own_wins(void **stat
     assert_true(iou[0] == 1.0f);
 }
 
+/* Profile counts the calls the fallback served apart from those a kernel served. */
+static void profile_counts_fallback_calls_apart(void **state)
+{
+    (void)state;
+    float b1[4] = {0, 0, 2, 2}, iou[1];
+    dkt_tensor t1, t2, t3;
+    dk_tensor *x = dkt_tensor_init(&t1, dev(b1), DEV_TYPE, 0, DK_FLOAT32, DKT_DIMS(1, 4), NULL);
+    dk_tensor *y = dkt_tensor_init(&t2, dev(b1), DEV_TYPE, 0, DK_FLOAT32, DKT_DIMS(1, 4), NULL);
+    dk_tensor *o = dkt_tensor_init(&t3, dev(iou), DEV_TYPE, 0, DK_FLOAT32, DKT_DIMS(1, 1), NULL);
+    dk_profile_reset();
+    dk_tls_state saved = dk_tls_push_include(DK_KEYSET(DK_KEY_PROFILE));
+    dkt_warnings_capture();
+    for (int i = 0; i < 3; i++) assert_ok(dk_box_iou(x, y, o, 0, false, 1e-7, 0));
+    dk_handle own;
+    dk_box_iou_fn typed = own_box_iou;
+    assert_ok(dk_register_device_impl(&dk_box_iou_op, fb_key, (dk_fnptr)typed, "own_box_iou", &own));
+    assert_ok(dk_box_iou(x, y, o, 0, false, 1e-7, 0));
+    assert_ok(dk_unregister(own));
+    dkt_warnings_release();
+    dk_tls_pop(saved);
+    uint64_t c, ns, fc, fns;
+    assert_ok(dk_profile_get(&dk_box_iou_op, fb_key, &c, &ns));
+    assert_ok(dk_profile_get_fallback(&dk_box_iou_op, fb_key, &fc, &fns));
+    assert_int_equal(c, 4);
+    assert_int_equal(fc, 3);
+    assert_true(fns <= ns);
+    char *text = dk_profile_format();
+    assert_non_null(text);
+    if (!strstr(text, "fbdev (cpu copy)          3") || !strstr(text, "fbdev               1"))
+        fail_msg("profile:\n%s", text);
+    dk_free(text);
+    assert_error(dk_profile_get_fallback(NULL, fb_key, &c, &ns), DK_EINVAL, "dk_profile_get_fallback: NULL argument");
+}
+
 static void refusals(void **state)
 {
     (void)state;
@@ -203,6 +237,7 @@ int main(void)
         dkt_test(roi_align_runs_on_the_cpu_through_copies),
         dkt_test(nms_on_views_of_one_buffer_and_its_counted_output),
         dkt_test(the_table_shows_it_and_a_kernel_of_the_backends_own_wins),
+        dkt_test(profile_counts_fallback_calls_apart),
         dkt_test(refusals),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
