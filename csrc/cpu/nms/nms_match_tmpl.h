@@ -43,7 +43,8 @@ static dk_status DK_TFN(dk__nms_match_run)(dk__nms_ctx *cx, const DK_T *x, const
         for (int64_t b = 1; b < m; b++) {
             const int64_t p = live[b];
             const DK_T *c = s + 5 * p;
-            const DK_T ovr = DK_TFN(dk_box_nms_overlap)(k[0], k[1], k[2], k[3], k[4], c[0], c[1], c[2], c[3], c[4], zero);
+            const DK_T ovr = DK_TFN(dk_box_nms_overlap)(k[0], k[1], k[2], k[3], k[4], c[0], c[1], c[2], c[3], c[4],
+                                                        zero);
             if (ovr >= thr) cx->keep[out++ * cx->keep_s] = cx->order[p];
             else live[left++] = p;
         }

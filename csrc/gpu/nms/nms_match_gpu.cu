@@ -19,8 +19,9 @@ extern "C" dk_status dk_nms_match_gpu(const dk_tensor *boxes, const dk_tensor *s
                                       dk_tensor *starts, dk_tensor *num, double iou_threshold)
 {
     const dk__nms_gpu_job job = {
-        "nms_match", boxes, scores, NULL, boxes->shape[0], 4, &iou_threshold,
-        {dk__nms_match_gpu_mask_f32, dk__nms_match_gpu_mask_f64}, starts};
+        "nms_match",     boxes, scores,         NULL,
+        boxes->shape[0], 4,     &iou_threshold, {dk__nms_match_gpu_mask_f32, dk__nms_match_gpu_mask_f64},
+        starts};
     return dk__nms_gpu_run(&job, members, num);
 }
 
