@@ -19,7 +19,8 @@
  *  - Backward, deterministic without atomics: one task per image and block of channels, which
  *    owns those channels of grad_input: it zeroes an accumulator of the compute type, adds the
  *    gradients of that image's RoIs in index order (each RoI's bins (ph, pw) in order, each
- *    bin's samples (iy, ix), each sample's taps w1..w4, the term (g w) / count as MMCV's), and
+ *    bin's samples (iy, ix), each sample's taps w1..w4, the term (g / count) w: MMCV's (g w) / count
+ *    rounds differently where count is no power of 2), and
  *    stores it once. Each element's terms and their order do not depend on the block or the
  *    thread count: the same bits for any number of threads, and the GPU's gather (Note
  *    [Deterministic rotated backward on a GPU] in roi_align_rotated_gpu.h) sums them in this
@@ -41,8 +42,10 @@
  * a 7 x 7 output with up to 9 x 9 samples per bin is one table. */
 #define DK__RAR_TABLE 4096
 
-/* Accumulator bytes per backward task at most: its channel block shrinks (to 1) to fit. */
+/* Accumulator bytes per backward task at most: its channel block shrinks (to 1) to fit; and the
+ * most channels per block. */
 #define DK__RAR_ACC_BYTES ((int64_t)4 << 20)
+#define DK__RAR_MAX_BLOCK 64
 
 /* One call: `img` is input (forward) or grad_input (backward), `bins` output or grad_output. */
 typedef struct {
@@ -128,9 +131,14 @@ static dk_status dk_roi_align_rotated_backward_cpu(const dk_tensor *grad_output,
     if (cx.N == 0 || cx.C == 0 || cx.H == 0 || cx.W == 0) return DK_OK; /* nothing to write */
     const dk_dtype dt = dk_tensor_dtype(grad_output);
     const int64_t tsize = dt == DK_FLOAT64 ? 8 : 4, plane = cx.H * cx.W;
-    int64_t cb = DK__RAR_ACC_BYTES / (plane * tsize);
-    cx.cblock = cb < 1 ? 1 : cb > 16 ? 16 : cb > cx.C ? cx.C : cb;
     const int nthreads = dk_parallel_threads_for(cx.N * cx.C * plane + cx.K * cx.C * cx.PH * cx.PW * 16);
+    /* Channels per task: each task tabulates every RoI of its image once, so as many as the
+     * accumulator's budget and DK__RAR_MAX_BLOCK allow, while leaving four tasks per thread. The
+     * block changes no element's terms or their order, so no result bit. */
+    const int64_t by_memory = DK__RAR_ACC_BYTES / (plane * tsize);
+    const int64_t by_threads = cx.N * cx.C / (4 * (int64_t)nthreads);
+    int64_t cb = by_memory < by_threads ? by_memory : by_threads;
+    cx.cblock = cb < 1 ? 1 : cb > DK__RAR_MAX_BLOCK ? DK__RAR_MAX_BLOCK : cb > cx.C ? cx.C : cb;
     void (*worker)(void *, int) = NULL;
     DK_SWITCH_FLOAT(dt, worker, dk__rar_backward_worker, , worker = NULL)
     if (!worker) return dk_error(DK_ETYPE, "roi_align_rotated_backward: unsupported dtype");

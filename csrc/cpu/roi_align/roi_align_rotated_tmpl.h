@@ -102,7 +102,32 @@ static void DK_SFN(dk__rar_forward_worker)(void *p, int tid)
                 b0++;
                 continue;
             }
-            for (int64_t c = 0; c < cx->C; c++) {
+            /* four channels at a time: each table entry, read once, serves them all */
+            int64_t c = 0;
+            for (; c + 4 <= cx->C; c += 4) {
+                const DK_S *p0 = xn + c * xs[1], *p1 = p0 + xs[1], *p2 = p1 + xs[1], *p3 = p2 + xs[1];
+                const int64_t *o = t.off;
+                const DK_T *w = t.w;
+                for (int64_t b = b0; b < b1; b++) {
+                    DK_T s0 = (DK_T)0, s1 = (DK_T)0, s2 = (DK_T)0, s3 = (DK_T)0;
+                    for (int64_t i = 0, m = t.n[b - b0]; i < m; i++, o += 4, w += 4) {
+                        s0 += w[0] * DK_LOAD(p0[o[0]]) + w[1] * DK_LOAD(p0[o[1]]) + w[2] * DK_LOAD(p0[o[2]]) +
+                              w[3] * DK_LOAD(p0[o[3]]);
+                        s1 += w[0] * DK_LOAD(p1[o[0]]) + w[1] * DK_LOAD(p1[o[1]]) + w[2] * DK_LOAD(p1[o[2]]) +
+                              w[3] * DK_LOAD(p1[o[3]]);
+                        s2 += w[0] * DK_LOAD(p2[o[0]]) + w[1] * DK_LOAD(p2[o[1]]) + w[2] * DK_LOAD(p2[o[2]]) +
+                              w[3] * DK_LOAD(p2[o[3]]);
+                        s3 += w[0] * DK_LOAD(p3[o[0]]) + w[1] * DK_LOAD(p3[o[1]]) + w[2] * DK_LOAD(p3[o[2]]) +
+                              w[3] * DK_LOAD(p3[o[3]]);
+                    }
+                    DK_S *yb = yk + c * ys[1] + b / cx->PW * ys[2] + b % cx->PW * ys[3];
+                    yb[0] = DK_STORE(s0 / count);
+                    yb[ys[1]] = DK_STORE(s1 / count);
+                    yb[2 * ys[1]] = DK_STORE(s2 / count);
+                    yb[3 * ys[1]] = DK_STORE(s3 / count);
+                }
+            }
+            for (; c < cx->C; c++) {
                 const DK_S *plane = xn + c * xs[1];
                 const int64_t *o = t.off;
                 const DK_T *w = t.w;
@@ -147,7 +172,7 @@ static void DK_SFN(dk__rar_backward_worker)(void *p, int tid)
                 if (b1 == b0) { /* one bin with more samples than the table: its samples one by one */
                     const int64_t ph = b0 / cx->PW, pw = b0 % cx->PW;
                     for (int64_t j = 0; j < nc; j++) {
-                        const DK_T gv = DK_LOAD(gk[j * gs[1] + ph * gs[2] + pw * gs[3]]);
+                        const DK_T gc = DK_LOAD(gk[j * gs[1] + ph * gs[2] + pw * gs[3]]) / count;
                         DK_T *a = acc + j * plane;
                         for (int64_t iy = 0; iy < r.ay.grid; ++iy)
                             for (int64_t ix = 0; ix < r.ax.grid; ++ix) {
@@ -155,27 +180,43 @@ static void DK_SFN(dk__rar_backward_worker)(void *p, int tid)
                                 DK_TFN(dk_roi_align_rotated_sample)(&r, ph, pw, iy, ix, &sy, &sx);
                                 DK_TFN(dk_roi_align_bilinear) q;
                                 if (!DK_TFN(dk_roi_align_bilinear_init)(sy, sx, cx->H, cx->W, &q)) continue;
-                                a[q.y_low * cx->W + q.x_low] += gv * q.w1 / count;
-                                a[q.y_low * cx->W + q.x_high] += gv * q.w2 / count;
-                                a[q.y_high * cx->W + q.x_low] += gv * q.w3 / count;
-                                a[q.y_high * cx->W + q.x_high] += gv * q.w4 / count;
+                                a[q.y_low * cx->W + q.x_low] += gc * q.w1;
+                                a[q.y_low * cx->W + q.x_high] += gc * q.w2;
+                                a[q.y_high * cx->W + q.x_low] += gc * q.w3;
+                                a[q.y_high * cx->W + q.x_high] += gc * q.w4;
                             }
                     }
                     b0++;
                     continue;
                 }
-                for (int64_t j = 0; j < nc; j++) {
+                int64_t j = 0;
+                for (; j + 4 <= nc; j += 4) { /* four channels per table entry read */
+                    DK_T *a0 = acc + j * plane, *a1 = a0 + plane, *a2 = a1 + plane, *a3 = a2 + plane;
+                    const int64_t *o = t.off;
+                    const DK_T *w = t.w;
+                    for (int64_t b = b0; b < b1; b++) {
+                        const DK_S *gb = gk + j * gs[1] + b / cx->PW * gs[2] + b % cx->PW * gs[3];
+                        const DK_T g0 = DK_LOAD(gb[0]) / count, g1 = DK_LOAD(gb[gs[1]]) / count;
+                        const DK_T g2 = DK_LOAD(gb[2 * gs[1]]) / count, g3 = DK_LOAD(gb[3 * gs[1]]) / count;
+                        for (int64_t i = 0, m = t.n[b - b0]; i < m; i++, o += 4, w += 4) {
+                            /* in locals: the stores below may not alias them (all are DK_T) */
+                            const int64_t o0 = o[0], o1 = o[1], o2 = o[2], o3 = o[3];
+                            const DK_T w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3];
+                            a0[o0] += g0 * w0, a0[o1] += g0 * w1, a0[o2] += g0 * w2, a0[o3] += g0 * w3;
+                            a1[o0] += g1 * w0, a1[o1] += g1 * w1, a1[o2] += g1 * w2, a1[o3] += g1 * w3;
+                            a2[o0] += g2 * w0, a2[o1] += g2 * w1, a2[o2] += g2 * w2, a2[o3] += g2 * w3;
+                            a3[o0] += g3 * w0, a3[o1] += g3 * w1, a3[o2] += g3 * w2, a3[o3] += g3 * w3;
+                        }
+                    }
+                }
+                for (; j < nc; j++) {
                     DK_T *a = acc + j * plane;
                     const int64_t *o = t.off;
                     const DK_T *w = t.w;
                     for (int64_t b = b0; b < b1; b++) {
-                        const DK_T gv = DK_LOAD(gk[j * gs[1] + b / cx->PW * gs[2] + b % cx->PW * gs[3]]);
-                        for (int64_t i = 0, m = t.n[b - b0]; i < m; i++, o += 4, w += 4) {
-                            a[o[0]] += gv * w[0] / count;
-                            a[o[1]] += gv * w[1] / count;
-                            a[o[2]] += gv * w[2] / count;
-                            a[o[3]] += gv * w[3] / count;
-                        }
+                        const DK_T gc = DK_LOAD(gk[j * gs[1] + b / cx->PW * gs[2] + b % cx->PW * gs[3]]) / count;
+                        for (int64_t i = 0, m = t.n[b - b0]; i < m; i++, o += 4, w += 4)
+                            for (int q = 0; q < 4; q++) a[o[q]] += gc * w[q];
                     }
                 }
                 b0 = b1;

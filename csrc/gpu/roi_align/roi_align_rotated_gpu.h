@@ -11,7 +11,7 @@
  * MMCV scatters each sample's four taps with atomicAdd, whose order, and so whose bits, vary from
  * run to run. Here every grad_input element is one sum, in one thread, of its terms in the CPU
  * kernel's order (Note [Rotated RoIAlign on a CPU]): RoIs in index order, then bins (ph, pw),
- * samples (iy, ix) and taps w1..w4, each term (g w) / count; written once. So the GPU's
+ * samples (iy, ix) and taps w1..w4, each term (g / count) w; written once. So the GPU's
  * gradient has the CPU's bits on every run (under emulation; on a device, up to the device's
  * cos and sin, which CUDA's and HIP's libraries round within an ulp of the host's). Two kernels:
  *   1. a table of the RoIs, one thread each: image (-1 when absent or without samples) and

@@ -73,7 +73,7 @@ __global__ void DK_SFN(dk__rar_gpu_backward_kernel)(const DK_S *__restrict__ gou
             const DK_S *gk = gout + k * a.bins_s[0] + c * a.bins_s[1];
             for (int64_t ph = jy0 / gh; ph <= jy1 / gh; ++ph)
                 for (int64_t pw = jx0 / gw; pw <= jx1 / gw; ++pw) {
-                    const DK_T gv = DK_LOAD(gk[ph * a.bins_s[2] + pw * a.bins_s[3]]);
+                    const DK_T gc = DK_LOAD(gk[ph * a.bins_s[2] + pw * a.bins_s[3]]) / count;
                     const int64_t iy0 = jy0 > ph * gh ? jy0 - ph * gh : 0, iy1 = jy1 < ph * gh + gh ? jy1 - ph * gh : gh - 1;
                     const int64_t ix0 = jx0 > pw * gw ? jx0 - pw * gw : 0, ix1 = jx1 < pw * gw + gw ? jx1 - pw * gw : gw - 1;
                     for (int64_t iy = iy0; iy <= iy1; ++iy)
@@ -82,10 +82,10 @@ __global__ void DK_SFN(dk__rar_gpu_backward_kernel)(const DK_S *__restrict__ gou
                             DK_TFN(dk_roi_align_rotated_sample)(&r, ph, pw, iy, ix, &sy, &sx);
                             DK_TFN(dk_roi_align_bilinear) b;
                             if (!DK_TFN(dk_roi_align_bilinear_init)(sy, sx, a.H, a.W, &b)) continue;
-                            if (b.y_low == y && b.x_low == x) sum += gv * b.w1 / count;
-                            if (b.y_low == y && b.x_high == x) sum += gv * b.w2 / count;
-                            if (b.y_high == y && b.x_low == x) sum += gv * b.w3 / count;
-                            if (b.y_high == y && b.x_high == x) sum += gv * b.w4 / count;
+                            if (b.y_low == y && b.x_low == x) sum += gc * b.w1;
+                            if (b.y_low == y && b.x_high == x) sum += gc * b.w2;
+                            if (b.y_high == y && b.x_low == x) sum += gc * b.w3;
+                            if (b.y_high == y && b.x_high == x) sum += gc * b.w4;
                         }
                 }
         }
