@@ -70,7 +70,8 @@ def reference(x, rois, size, spatial_scale, sampling_ratio=0, aligned=True, cloc
         yy5, xx5 = yy[:, :, None, :, None], xx[:, None, :, None, :]  # [K, PH, PW, mh, mw]
         y = yy5 * cos - xx5 * sin + cy[:, None, None, None, None]
         xs = yy5 * sin + xx5 * cos + cx[:, None, None, None, None]
-        valid = (iy[None, :] < gh[:, None])[:, None, None, :, None] & (ix[None, :] < gw[:, None])[:, None, None, None, :]
+        in_grid_y = (iy[None, :] < gh[:, None])[:, None, None, :, None]
+        valid = in_grid_y & (ix[None, :] < gw[:, None])[:, None, None, None, :]
         valid = valid & (y >= -1) & (y <= h) & (xs >= -1) & (xs <= w)
         y, xs = y.clamp(min=0), xs.clamp(min=0)
         y0, x0 = y.floor().long(), xs.floor().long()

@@ -310,8 +310,7 @@ static double dk__roi_load(const dk_tensor *t, int64_t off)
 
 /* Columns 1 to 4 are lengths or coordinates, scaled by spatial_scale; any further column (the
  * rotated boxes' angle) need only be finite. */
-static dk_status dk__check_roi_values(const char *op, const dk_tensor *rois, int64_t n, double spatial_scale,
-                                      int width)
+static dk_status dk__check_roi_values(const char *op, const dk_tensor *rois, int64_t n, double spatial_scale, int width)
 {
     const bool in_float = dk_tensor_dtype(rois) != DK_FLOAT64; /* Note [Scale in the compute type] */
     if (!dk_tensor_host_readable(rois)) return DK_OK;

@@ -431,8 +431,12 @@ static dkk_tensor *make_rotated_rois(dk_dtype dt, dkk_rng *r, int64_t k)
     dkk_tensor *t = dkk_new(dt, 2, (int64_t[]){k, 6}, NULL, 0);
     const double ih = H / SCALE, iw = W / SCALE;
     for (int64_t i = 0; i < k; i++) {
-        double v[6] = {(double)(i % N), dkk_uniform(r, -0.2 * iw, 1.2 * iw), dkk_uniform(r, -0.2 * ih, 1.2 * ih),
-                       dkk_uniform(r, 0, iw), dkk_uniform(r, 0, ih), dkk_uniform(r, -7, 7)};
+        double v[6] = {(double)(i % N),
+                       dkk_uniform(r, -0.2 * iw, 1.2 * iw),
+                       dkk_uniform(r, -0.2 * ih, 1.2 * ih),
+                       dkk_uniform(r, 0, iw),
+                       dkk_uniform(r, 0, ih),
+                       dkk_uniform(r, -7, 7)};
         if (i % 6 == 3) v[3] = 0.3, v[4] = 0.2;
         if (i % 6 == 4) v[4] = -2;
         if (i % 6 == 5) v[2] -= 3 * ih;
@@ -474,7 +478,8 @@ static void rotated_reference(const dkk_tensor *x, const dkk_tensor *rois, const
         const double off = aligned ? 0.5 : 0.0, cx = v[1] * SCALE - off, cy = v[2] * SCALE - off;
         double w = v[3] * SCALE, h = v[4] * SCALE, theta = clockwise ? -v[5] : v[5];
         if (!aligned) w = w < 1 ? 1 : w, h = h < 1 ? 1 : h;
-        const int64_t gh = sr > 0 ? sr : (int64_t)ceil(h / (double)ph_n), gw = sr > 0 ? sr : (int64_t)ceil(w / (double)pw_n);
+        const int64_t gh = sr > 0 ? sr : (int64_t)ceil(h / (double)ph_n),
+                      gw = sr > 0 ? sr : (int64_t)ceil(w / (double)pw_n);
         const double count = gh * gw > 1 ? (double)(gh * gw) : 1.0;
         for (int64_t ph = 0; ph < ph_n; ph++)
             for (int64_t pw = 0; pw < pw_n; pw++)
@@ -491,7 +496,9 @@ static void rotated_reference(const dkk_tensor *x, const dkk_tensor *rois, const
                             for (int64_t c = 0; c < c_n; c++) {
                                 if (!g) {
                                     const int64_t o = dkk_offset(out, (int64_t[]){k, c, ph, pw});
-                                    ((double *)out->mem)[o] += wt[t] * dkk_get(x, (int64_t[]){n, c, rc[t][0], rc[t][1]}) / count;
+                                    ((double *)out->mem)[o] += wt[t] *
+                                                               dkk_get(x, (int64_t[]){n, c, rc[t][0], rc[t][1]}) /
+                                                               count;
                                 } else {
                                     const int64_t o = dkk_offset(out, (int64_t[]){n, c, rc[t][0], rc[t][1]});
                                     ((double *)out->mem)[o] += dkk_get(g, (int64_t[]){k, c, ph, pw}) * wt[t] / count;
@@ -520,13 +527,15 @@ static void rotated_against_the_reference(void **state)
             for (int64_t sr = 0; sr <= 2; sr += 2)
                 for (int mode = 0; mode < 4; mode++) {
                     const bool aligned = mode & 1, clockwise = mode & 2;
-                    snprintf(what, sizeof what, "roi_align_rotated %s, layout %d, sampling_ratio %lld, aligned %d, "
-                             "clockwise %d", dk_dtype_name(dt), layout, (long long)sr, aligned, clockwise);
+                    snprintf(what, sizeof what,
+                             "roi_align_rotated %s, layout %d, sampling_ratio %lld, aligned %d, "
+                             "clockwise %d",
+                             dk_dtype_name(dt), layout, (long long)sr, aligned, clockwise);
                     dkk_tensor *out = dkk_new(dt, 4, (int64_t[]){K, C, PH, PW}, order, gap);
                     dkk_tensor *gin = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, order, gap);
                     dkk_tensor *rout = ref4(K, C, PH, PW), *rgin = ref4(N, C, H, W);
-                    assert_ok(dk_roi_align_rotated_forward(&x->t, &rois->t, &out->t, PH, PW, SCALE, sr, aligned,
-                                                           clockwise));
+                    assert_ok(
+                        dk_roi_align_rotated_forward(&x->t, &rois->t, &out->t, PH, PW, SCALE, sr, aligned, clockwise));
                     rotated_reference(x, rois, NULL, PH, PW, sr, aligned, clockwise, rout);
                     dkk_assert_close(out, rout, atol, atol, what);
                     assert_ok(dk_roi_align_rotated_backward(&g->t, &rois->t, &gin->t, SCALE, sr, aligned, clockwise));

@@ -135,9 +135,8 @@ DK_HD DK_INLINE bool DK_TFN(dk_roi_align_bilinear_init)(DK_T y, DK_T x, int64_t 
  * dk_roi_align_axis_window_of takes the window [vlo, vhi] in the axis' own coordinates, and
  * `extra`, a magnitude that the sample coordinates carry besides the axis' own (a rotated box's
  * centre), for the guard. */
-DK_HD DK_INLINE void DK_TFN(dk_roi_align_axis_window_of)(const DK_TFN(dk_roi_align_axis) *a, int64_t pooled,
-                                                         double vlo, double vhi, double extra, int64_t *lo,
-                                                         int64_t *hi)
+DK_HD DK_INLINE void DK_TFN(dk_roi_align_axis_window_of)(const DK_TFN(dk_roi_align_axis) *a, int64_t pooled, double vlo,
+                                                         double vhi, double extra, int64_t *lo, int64_t *hi)
 {
     const int64_t n = a->grid > 0 ? pooled * a->grid : 0;
     *lo = 0;
@@ -168,7 +167,6 @@ DK_HD DK_INLINE DK_T DK_TFN(dk_roi_align_count)(const DK_TFN(dk_roi_align_axis) 
     return c > (DK_T)1 ? c : (DK_T)1;
 }
 
-
 /* A rotated RoI (ops/roi_align.h's roi_align_rotated): its centre, the cosine and sine of its
  * angle (clockwise already negated), and its two axes in the box's own frame, centred on 0. */
 typedef struct {
@@ -180,8 +178,8 @@ typedef struct {
  * the offset, the size not (only scaled, and at least 1 without `aligned`), the axes starting at
  * -size / 2. The adaptive grid's cap is that of a box along the map's half perimeter, which no
  * rotated box inside the map exceeds. */
-DK_HD DK_INLINE void DK_TFN(dk_roi_align_rotated_init)(DK_T cx, DK_T cy, DK_T w, DK_T h, DK_T theta,
-                                                       DK_T spatial_scale, int64_t pooled_height, int64_t pooled_width,
+DK_HD DK_INLINE void DK_TFN(dk_roi_align_rotated_init)(DK_T cx, DK_T cy, DK_T w, DK_T h, DK_T theta, DK_T spatial_scale,
+                                                       int64_t pooled_height, int64_t pooled_width,
                                                        int64_t sampling_ratio, bool aligned, bool clockwise,
                                                        int64_t height, int64_t width, DK_TFN(dk_roi_align_rotated) *r)
 {

@@ -54,8 +54,8 @@ typedef struct {
     double scale;
     int64_t sampling_ratio;
     bool aligned, clockwise;
-    int64_t cblock;          /* backward: channels per task */
-    char *scratch;           /* per thread: scratch + tid * per_thread bytes */
+    int64_t cblock; /* backward: channels per task */
+    char *scratch;  /* per thread: scratch + tid * per_thread bytes */
     size_t per_thread;
     dk_parallel_counter counter;
 } dk__rar_ctx;

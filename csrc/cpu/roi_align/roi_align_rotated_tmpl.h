@@ -96,9 +96,9 @@ static void DK_SFN(dk__rar_forward_worker)(void *p, int tid)
             const int64_t b1 = DK_SFN(dk__rar_tabulate)(cx, &r, b0, xs[2], xs[3], &t);
             if (b1 == b0) { /* one bin with more samples than the table: the per-element math */
                 for (int64_t c = 0; c < cx->C; c++)
-                    yk[c * ys[1] + b0 / cx->PW * ys[2] + b0 % cx->PW * ys[3]] = DK_STORE(DK_SFN(
-                        dk_roi_align_rotated_forward)(xn + c * xs[1], xs[2], xs[3], cx->H, cx->W, &r, b0 / cx->PW,
-                                                      b0 % cx->PW));
+                    yk[c * ys[1] + b0 / cx->PW * ys[2] + b0 % cx->PW * ys[3]] = DK_STORE(
+                        DK_SFN(dk_roi_align_rotated_forward)(xn + c * xs[1], xs[2], xs[3], cx->H, cx->W, &r,
+                                                             b0 / cx->PW, b0 % cx->PW));
                 b0++;
                 continue;
             }
@@ -134,8 +134,8 @@ static void DK_SFN(dk__rar_forward_worker)(void *p, int tid)
                 for (int64_t b = b0; b < b1; b++) {
                     DK_T sum = (DK_T)0;
                     for (int64_t i = 0, m = t.n[b - b0]; i < m; i++, o += 4, w += 4)
-                        sum += w[0] * DK_LOAD(plane[o[0]]) + w[1] * DK_LOAD(plane[o[1]]) +
-                               w[2] * DK_LOAD(plane[o[2]]) + w[3] * DK_LOAD(plane[o[3]]);
+                        sum += w[0] * DK_LOAD(plane[o[0]]) + w[1] * DK_LOAD(plane[o[1]]) + w[2] * DK_LOAD(plane[o[2]]) +
+                               w[3] * DK_LOAD(plane[o[3]]);
                     yk[c * ys[1] + b / cx->PW * ys[2] + b % cx->PW * ys[3]] = DK_STORE(sum / count);
                 }
             }

@@ -31,14 +31,13 @@ static dk__rar_gpu_args dk__rar_gpu_args_of(const dk_tensor *img, const dk_tenso
     return a;
 }
 
-extern "C" dk_status dk_roi_align_rotated_forward_gpu(const dk_tensor *input, const dk_tensor *rois,
-                                                      dk_tensor *output, int64_t pooled_height, int64_t pooled_width,
-                                                      double spatial_scale, int64_t sampling_ratio, bool aligned,
-                                                      bool clockwise)
+extern "C" dk_status dk_roi_align_rotated_forward_gpu(const dk_tensor *input, const dk_tensor *rois, dk_tensor *output,
+                                                      int64_t pooled_height, int64_t pooled_width, double spatial_scale,
+                                                      int64_t sampling_ratio, bool aligned, bool clockwise)
 {
     (void)pooled_height, (void)pooled_width; /* output's shape, checked by ops/roi_align.c */
-    const dk__rar_gpu_args a =
-        dk__rar_gpu_args_of(input, output, rois, spatial_scale, sampling_ratio, aligned, clockwise);
+    const dk__rar_gpu_args a = dk__rar_gpu_args_of(input, output, rois, spatial_scale, sampling_ratio, aligned,
+                                                   clockwise);
     if (dk_tensor_numel(output) == 0) return DK_OK; /* nothing to write */
     dk_device_guard g;
     dk_status st = dk__gpu_enter(&g, input->device);
@@ -54,8 +53,8 @@ extern "C" dk_status dk_roi_align_rotated_backward_gpu(const dk_tensor *grad_out
                                                        dk_tensor *grad_input, double spatial_scale,
                                                        int64_t sampling_ratio, bool aligned, bool clockwise)
 {
-    const dk__rar_gpu_args a =
-        dk__rar_gpu_args_of(grad_input, grad_output, rois, spatial_scale, sampling_ratio, aligned, clockwise);
+    const dk__rar_gpu_args a = dk__rar_gpu_args_of(grad_input, grad_output, rois, spatial_scale, sampling_ratio,
+                                                   aligned, clockwise);
     if (dk_tensor_numel(grad_input) == 0) return DK_OK; /* nothing to write */
     dk_device_guard g;
     dk_status st = dk__gpu_enter(&g, grad_input->device);

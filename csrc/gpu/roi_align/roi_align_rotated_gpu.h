@@ -53,9 +53,8 @@ extern "C" {
 dk_status dk_roi_align_rotated_forward_gpu(const dk_tensor *input, const dk_tensor *rois, dk_tensor *output,
                                            int64_t pooled_height, int64_t pooled_width, double spatial_scale,
                                            int64_t sampling_ratio, bool aligned, bool clockwise);
-dk_status dk_roi_align_rotated_backward_gpu(const dk_tensor *grad_output, const dk_tensor *rois,
-                                            dk_tensor *grad_input, double spatial_scale, int64_t sampling_ratio,
-                                            bool aligned, bool clockwise);
+dk_status dk_roi_align_rotated_backward_gpu(const dk_tensor *grad_output, const dk_tensor *rois, dk_tensor *grad_input,
+                                            double spatial_scale, int64_t sampling_ratio, bool aligned, bool clockwise);
 #ifdef __cplusplus
 }
 #endif

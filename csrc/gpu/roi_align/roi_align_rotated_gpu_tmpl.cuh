@@ -74,8 +74,10 @@ __global__ void DK_SFN(dk__rar_gpu_backward_kernel)(const DK_S *__restrict__ gou
             for (int64_t ph = jy0 / gh; ph <= jy1 / gh; ++ph)
                 for (int64_t pw = jx0 / gw; pw <= jx1 / gw; ++pw) {
                     const DK_T gc = DK_LOAD(gk[ph * a.bins_s[2] + pw * a.bins_s[3]]) / count;
-                    const int64_t iy0 = jy0 > ph * gh ? jy0 - ph * gh : 0, iy1 = jy1 < ph * gh + gh ? jy1 - ph * gh : gh - 1;
-                    const int64_t ix0 = jx0 > pw * gw ? jx0 - pw * gw : 0, ix1 = jx1 < pw * gw + gw ? jx1 - pw * gw : gw - 1;
+                    const int64_t iy0 = jy0 > ph * gh ? jy0 - ph * gh : 0,
+                                  iy1 = jy1 < ph * gh + gh ? jy1 - ph * gh : gh - 1;
+                    const int64_t ix0 = jx0 > pw * gw ? jx0 - pw * gw : 0,
+                                  ix1 = jx1 < pw * gw + gw ? jx1 - pw * gw : gw - 1;
                     for (int64_t iy = iy0; iy <= iy1; ++iy)
                         for (int64_t ix = ix0; ix <= ix1; ++ix) {
                             DK_T sy, sx;
@@ -120,8 +122,7 @@ static dk_status DK_SFN(dk__rar_gpu_backward)(const dk_tensor *grad_output, cons
     }
     if (!st) {
         DK_GPU_LAUNCH(DK_SFN(dk__rar_gpu_backward_kernel), dk_gpu_blocks(a->N * a->C * a->H * a->W), DK_GPU_THREADS,
-                      stream, (const DK_S *)dk_tensor_data(grad_output), table, (DK_S *)dk_tensor_data(grad_input),
-                      *a);
+                      stream, (const DK_S *)dk_tensor_data(grad_output), table, (DK_S *)dk_tensor_data(grad_input), *a);
         st = dk__gpu_launched("roi_align_rotated_backward");
     }
     dk_device_free(grad_input->device, scratch); /* stream-ordered: after the kernels above */

@@ -239,8 +239,12 @@ static dkk_tensor *make_rotated_rois(dk_dtype dt, dkk_rng *r, int64_t k)
     dkk_tensor *t = dkk_new(dt, 2, (int64_t[]){k, 6}, NULL, 0);
     const double ih = H / SCALE, iw = W / SCALE;
     for (int64_t i = 0; i < k; i++) {
-        double v[6] = {(double)(i % N), dkk_uniform(r, -0.2 * iw, 1.2 * iw), dkk_uniform(r, -0.2 * ih, 1.2 * ih),
-                       dkk_uniform(r, 0, iw), dkk_uniform(r, 0, ih), dkk_uniform(r, -7, 7)};
+        double v[6] = {(double)(i % N),
+                       dkk_uniform(r, -0.2 * iw, 1.2 * iw),
+                       dkk_uniform(r, -0.2 * ih, 1.2 * ih),
+                       dkk_uniform(r, 0, iw),
+                       dkk_uniform(r, 0, ih),
+                       dkk_uniform(r, -7, 7)};
         if (i % 5 == 3) v[3] = 0.3, v[4] = 0.4; /* smaller than a pixel */
         if (i % 5 == 4) v[3] = -3;              /* negative width: no samples when aligned */
         if (i % 7 == 6) v[1] += 3 * iw;         /* outside */
@@ -261,7 +265,8 @@ static void check_rotated(dk_dtype dt, const int *order, int64_t sampling_ratio,
     dkk_tensor *rois = make_rotated_rois(dt, r, K);
     dkk_tensor *out = dkk_new(dt, 4, shape, NULL, 0), *gout = dkk_new(dt, 4, shape, order, 2);
     memset(gout->mem, 0x7f, gout->bytes); /* every element must be written */
-    assert_ok(dk_roi_align_rotated_forward(&x->t, &rois->t, &out->t, PH, PW, SCALE, sampling_ratio, aligned, clockwise));
+    assert_ok(
+        dk_roi_align_rotated_forward(&x->t, &rois->t, &out->t, PH, PW, SCALE, sampling_ratio, aligned, clockwise));
     dkg_tensor dx, dr, dout;
     dkg_up(&dx, x), dkg_up(&dr, rois), dkg_up(&dout, gout);
     assert_ok(GPU_ROTATED_FORWARD(&dx.dev, &dr.dev, &dout.dev, PH, PW, SCALE, sampling_ratio, aligned, clockwise));
