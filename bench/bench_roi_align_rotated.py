@@ -25,13 +25,13 @@ dkit.set_num_threads set the counts.
 import argparse
 import math
 import statistics
-import time
 
 from _dkit_path import use_checkout
 
 use_checkout()  # the checkout's dkit where it is built (bench/_dkit_path.py), before importing it
 
 import torch  # noqa: E402
+from bench_roi_pool import _timed  # noqa: E402  (the same disturbance between calls)
 
 import dkit  # noqa: E402
 
@@ -102,26 +102,6 @@ def _case(quick, seed=0):
     a = (torch.rand(k, 1, generator=g) - 0.5) * 2 * math.pi
     rois = torch.cat([torch.randint(0, n, (k, 1), generator=g).float(), xy, wh, a], 1)
     return x, rois
-
-
-_SCRATCH = {}
-
-
-def _disturb():
-    """What a training step's other work leaves behind: 64 MB written, 64 MB read, allocations."""
-    a = _SCRATCH.setdefault("a", torch.empty(16 << 20))
-    b = _SCRATCH.setdefault("b", torch.ones(16 << 20))
-    a.fill_(1.0)
-    float(b.sum())
-    [torch.empty(1 << 16) for _ in range(8)]
-
-
-def _timed(fn, disturb=False):
-    if disturb:
-        _disturb()
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
 
 
 def main():

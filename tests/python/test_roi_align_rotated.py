@@ -17,30 +17,12 @@ from dkit import _C  # noqa: E402
 from dkit.compat import DkitAssertionError  # noqa: E402
 from dkit.compat import mmcv as dk_mmcv  # noqa: E402
 
+# MMCV's bilinear read (the same rule as its roi_align's), from the roi_align reference
+from roi_align_ref import _bilinear_taps  # noqa: E402
+
 # ------------------------------------------------------------------------------------------
-# The reference: MMCV's roi_align_rotated, from its definition, in float64
-
-
-def _taps(h, w, y, x):
-    """[(row, col, weight)] of the bilinear read of (y, x): none outside [-1, H] x [-1, W]; below
-    0 clamped to 0; from the last row (column) on, that row (column) alone."""
-    if y < -1.0 or y > h or x < -1.0 or x > w:
-        return []
-    y, x = max(y, 0.0), max(x, 0.0)
-    y0, x0 = int(y), int(x)
-    if y0 >= h - 1:
-        y0 = y1 = h - 1
-        y = float(y0)
-    else:
-        y1 = y0 + 1
-    if x0 >= w - 1:
-        x0 = x1 = w - 1
-        x = float(x0)
-    else:
-        x1 = x0 + 1
-    ly, lx = y - y0, x - x0
-    hy, hx = 1.0 - ly, 1.0 - lx
-    return [(y0, x0, hy * hx), (y0, x1, hy * lx), (y1, x0, ly * hx), (y1, x1, ly * lx)]
+# The reference: MMCV's roi_align_rotated, from its definition, in float64 (the bilinear read
+# of each sample point is _bilinear_taps: none outside [-1, H] x [-1, W], clamped at the edges)
 
 
 def _samples(roi, ph_n, pw_n, scale, ratio, aligned, clockwise, ph, pw):
@@ -77,7 +59,7 @@ def reference(x, rois, size, scale, ratio, aligned, clockwise, grad=None):
             for pw in range(size[1]):
                 count, pts = _samples(r[1:], size[0], size[1], scale, ratio, aligned, clockwise, ph, pw)
                 for y, xx in pts:
-                    for row, col, wt in _taps(h, w, y, xx):
+                    for row, col, wt in _bilinear_taps(h, w, y, xx):
                         if grad is None:
                             out[k, :, ph, pw] += wt * x[b, :, row, col] / count
                         else:
