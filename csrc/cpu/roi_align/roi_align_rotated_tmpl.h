@@ -79,67 +79,74 @@ static void DK_SFN(dk__rar_forward_worker)(void *p, int tid)
     const int64_t ys[4] = {dk_tensor_stride(out, 0), dk_tensor_stride(out, 1), dk_tensor_stride(out, 2),
                            dk_tensor_stride(out, 3)};
     DK_SFN(dk__rar_table) t = DK_SFN(dk__rar_table_of)(cx, tid);
-    const int64_t nbins = cx->PH * cx->PW;
-    for (int64_t k; (k = dk_parallel_claim(&cx->counter)) < cx->K;) {
-        DK_TFN(dk_roi_align_rotated) r;
-        const int64_t n = DK_SFN(dk__rar_roi)(cx, k, &r);
-        DK_S *yk = y + k * ys[0];
-        if (n < 0 || r.ay.grid <= 0 || r.ax.grid <= 0 || cx->H <= 0 || cx->W <= 0) { /* no sample: zeros */
-            for (int64_t c = 0; c < cx->C; c++)
-                for (int64_t b = 0; b < nbins; b++)
-                    yk[c * ys[1] + b / cx->PW * ys[2] + b % cx->PW * ys[3]] = DK_STORE((DK_T)0);
-            continue;
-        }
-        const DK_T count = DK_TFN(dk_roi_align_count)(&r.ay, &r.ax);
-        const DK_S *xn = x + n * xs[0];
-        for (int64_t b0 = 0; b0 < nbins;) {
-            const int64_t b1 = DK_SFN(dk__rar_tabulate)(cx, &r, b0, xs[2], xs[3], &t);
-            if (b1 == b0) { /* one bin with more samples than the table: the per-element math */
-                for (int64_t c = 0; c < cx->C; c++)
-                    yk[c * ys[1] + b0 / cx->PW * ys[2] + b0 % cx->PW * ys[3]] = DK_STORE(
-                        DK_SFN(dk_roi_align_rotated_forward)(xn + c * xs[1], xs[2], xs[3], cx->H, cx->W, &r,
-                                                             b0 / cx->PW, b0 % cx->PW));
-                b0++;
+    const int64_t nbins = cx->PH * cx->PW, blocks = (cx->C + cx->cblock - 1) / cx->cblock;
+    const int64_t images = cx->N > 0 ? cx->N : 1;
+    for (int64_t task; (task = dk_parallel_claim(&cx->counter)) < images * blocks;) {
+        const int64_t img = task / blocks, c0 = task % blocks * cx->cblock;
+        const int64_t c1 = c0 + cx->cblock < cx->C ? c0 + cx->cblock : cx->C;
+        for (int64_t k = 0; k < cx->K; k++) {
+            DK_TFN(dk_roi_align_rotated) r;
+            const int64_t n = DK_SFN(dk__rar_roi)(cx, k, &r);
+            /* the RoIs of image img; those of no image are image 0's to write (as zeros) */
+            if (n != img && !(n < 0 && img == 0)) continue;
+            DK_S *yk = y + k * ys[0];
+            if (n < 0 || r.ay.grid <= 0 || r.ax.grid <= 0 || cx->H <= 0 || cx->W <= 0) { /* no sample: zeros */
+                for (int64_t c = c0; c < c1; c++)
+                    for (int64_t b = 0; b < nbins; b++)
+                        yk[c * ys[1] + b / cx->PW * ys[2] + b % cx->PW * ys[3]] = DK_STORE((DK_T)0);
                 continue;
             }
-            /* four channels at a time: each table entry, read once, serves them all */
-            int64_t c = 0;
-            for (; c + 4 <= cx->C; c += 4) {
-                const DK_S *p0 = xn + c * xs[1], *p1 = p0 + xs[1], *p2 = p1 + xs[1], *p3 = p2 + xs[1];
-                const int64_t *o = t.off;
-                const DK_T *w = t.w;
-                for (int64_t b = b0; b < b1; b++) {
-                    DK_T s0 = (DK_T)0, s1 = (DK_T)0, s2 = (DK_T)0, s3 = (DK_T)0;
-                    for (int64_t i = 0, m = t.n[b - b0]; i < m; i++, o += 4, w += 4) {
-                        s0 += w[0] * DK_LOAD(p0[o[0]]) + w[1] * DK_LOAD(p0[o[1]]) + w[2] * DK_LOAD(p0[o[2]]) +
-                              w[3] * DK_LOAD(p0[o[3]]);
-                        s1 += w[0] * DK_LOAD(p1[o[0]]) + w[1] * DK_LOAD(p1[o[1]]) + w[2] * DK_LOAD(p1[o[2]]) +
-                              w[3] * DK_LOAD(p1[o[3]]);
-                        s2 += w[0] * DK_LOAD(p2[o[0]]) + w[1] * DK_LOAD(p2[o[1]]) + w[2] * DK_LOAD(p2[o[2]]) +
-                              w[3] * DK_LOAD(p2[o[3]]);
-                        s3 += w[0] * DK_LOAD(p3[o[0]]) + w[1] * DK_LOAD(p3[o[1]]) + w[2] * DK_LOAD(p3[o[2]]) +
-                              w[3] * DK_LOAD(p3[o[3]]);
+            const DK_T count = DK_TFN(dk_roi_align_count)(&r.ay, &r.ax);
+            const DK_S *xn = x + n * xs[0];
+            for (int64_t b0 = 0; b0 < nbins;) {
+                const int64_t b1 = DK_SFN(dk__rar_tabulate)(cx, &r, b0, xs[2], xs[3], &t);
+                if (b1 == b0) { /* one bin with more samples than the table: the per-element math */
+                    for (int64_t c = c0; c < c1; c++)
+                        yk[c * ys[1] + b0 / cx->PW * ys[2] + b0 % cx->PW * ys[3]] = DK_STORE(
+                            DK_SFN(dk_roi_align_rotated_forward)(xn + c * xs[1], xs[2], xs[3], cx->H, cx->W, &r,
+                                                                 b0 / cx->PW, b0 % cx->PW));
+                    b0++;
+                    continue;
+                }
+                /* four channels at a time: each table entry, read once, serves them all */
+                int64_t c = c0;
+                for (; c + 4 <= c1; c += 4) {
+                    const DK_S *p0 = xn + c * xs[1], *p1 = p0 + xs[1], *p2 = p1 + xs[1], *p3 = p2 + xs[1];
+                    const int64_t *o = t.off;
+                    const DK_T *w = t.w;
+                    for (int64_t b = b0; b < b1; b++) {
+                        DK_T s0 = (DK_T)0, s1 = (DK_T)0, s2 = (DK_T)0, s3 = (DK_T)0;
+                        for (int64_t i = 0, m = t.n[b - b0]; i < m; i++, o += 4, w += 4) {
+                            s0 += w[0] * DK_LOAD(p0[o[0]]) + w[1] * DK_LOAD(p0[o[1]]) + w[2] * DK_LOAD(p0[o[2]]) +
+                                  w[3] * DK_LOAD(p0[o[3]]);
+                            s1 += w[0] * DK_LOAD(p1[o[0]]) + w[1] * DK_LOAD(p1[o[1]]) + w[2] * DK_LOAD(p1[o[2]]) +
+                                  w[3] * DK_LOAD(p1[o[3]]);
+                            s2 += w[0] * DK_LOAD(p2[o[0]]) + w[1] * DK_LOAD(p2[o[1]]) + w[2] * DK_LOAD(p2[o[2]]) +
+                                  w[3] * DK_LOAD(p2[o[3]]);
+                            s3 += w[0] * DK_LOAD(p3[o[0]]) + w[1] * DK_LOAD(p3[o[1]]) + w[2] * DK_LOAD(p3[o[2]]) +
+                                  w[3] * DK_LOAD(p3[o[3]]);
+                        }
+                        DK_S *yb = yk + c * ys[1] + b / cx->PW * ys[2] + b % cx->PW * ys[3];
+                        yb[0] = DK_STORE(s0 / count);
+                        yb[ys[1]] = DK_STORE(s1 / count);
+                        yb[2 * ys[1]] = DK_STORE(s2 / count);
+                        yb[3 * ys[1]] = DK_STORE(s3 / count);
                     }
-                    DK_S *yb = yk + c * ys[1] + b / cx->PW * ys[2] + b % cx->PW * ys[3];
-                    yb[0] = DK_STORE(s0 / count);
-                    yb[ys[1]] = DK_STORE(s1 / count);
-                    yb[2 * ys[1]] = DK_STORE(s2 / count);
-                    yb[3 * ys[1]] = DK_STORE(s3 / count);
                 }
-            }
-            for (; c < cx->C; c++) {
-                const DK_S *plane = xn + c * xs[1];
-                const int64_t *o = t.off;
-                const DK_T *w = t.w;
-                for (int64_t b = b0; b < b1; b++) {
-                    DK_T sum = (DK_T)0;
-                    for (int64_t i = 0, m = t.n[b - b0]; i < m; i++, o += 4, w += 4)
-                        sum += w[0] * DK_LOAD(plane[o[0]]) + w[1] * DK_LOAD(plane[o[1]]) + w[2] * DK_LOAD(plane[o[2]]) +
-                               w[3] * DK_LOAD(plane[o[3]]);
-                    yk[c * ys[1] + b / cx->PW * ys[2] + b % cx->PW * ys[3]] = DK_STORE(sum / count);
+                for (; c < c1; c++) {
+                    const DK_S *plane = xn + c * xs[1];
+                    const int64_t *o = t.off;
+                    const DK_T *w = t.w;
+                    for (int64_t b = b0; b < b1; b++) {
+                        DK_T sum = (DK_T)0;
+                        for (int64_t i = 0, m = t.n[b - b0]; i < m; i++, o += 4, w += 4)
+                            sum += w[0] * DK_LOAD(plane[o[0]]) + w[1] * DK_LOAD(plane[o[1]]) +
+                                   w[2] * DK_LOAD(plane[o[2]]) + w[3] * DK_LOAD(plane[o[3]]);
+                        yk[c * ys[1] + b / cx->PW * ys[2] + b % cx->PW * ys[3]] = DK_STORE(sum / count);
+                    }
                 }
+                b0 = b1;
             }
-            b0 = b1;
         }
     }
 }
