@@ -1,5 +1,5 @@
-"""mmcv.ops.roi_align / RoIAlign, roi_pool / RoIPool, roi_align_rotated / RoIAlignRotated, nms,
-soft_nms, batched_nms, box_iou_rotated, nms_rotated and bbox_overlaps, served by dkit.
+"""mmcv.ops.roi_align / RoIAlign, roi_pool / RoIPool, nms, soft_nms, batched_nms, box_iou_rotated,
+nms_rotated and bbox_overlaps, served by dkit.
 
 Same signatures, defaults (sampling_ratio=0, pool_mode='avg', aligned=True), outputs and
 exception types as MMCV: an unknown pool_mode or rois without 5 columns raise AssertionError
@@ -43,7 +43,6 @@ from dkit.compat import torchvision as _torchvision
 __all__ = [
     "roi_align", "RoIAlign", "RoIAlignFunction", "roi_pool", "RoIPool", "RoIPoolFunction", "nms", "soft_nms",
     "batched_nms", "box_iou_rotated", "nms_rotated", "bbox_overlaps",
-    "roi_align_rotated", "RoIAlignRotated", "RoIAlignRotatedFunction",
 ]  # fmt: skip
 
 _Tensor = torch.Tensor
@@ -226,7 +225,9 @@ class RoIPool(nn.Module):
 
 
 # ------------------------------------------------------------------------------------------
-# RoIAlignRotated
+# RoIAlignRotated (mmcv.ops.roi_align_rotated)
+
+__all__ += ["roi_align_rotated", "RoIAlignRotated", "RoIAlignRotatedFunction"]
 
 
 def _rotated_output_size(output_size) -> None:
