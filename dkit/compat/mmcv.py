@@ -34,6 +34,7 @@ from dkit._ops.nms import nms as _nms
 from dkit._ops.nms import nms_match as _nms_match
 from dkit._ops.nms import soft_nms as _soft_nms
 from dkit._ops.roi_align import roi_align as _roi_align
+from dkit._ops.roi_align import roi_align_rotated as _roi_align_rotated
 from dkit._ops.roi_pool import roi_pool as _roi_pool
 from dkit._ops.rotated import box_iou_quadri as _box_iou_quadri
 from dkit._ops.rotated import box_iou_rotated as _box_iou_rotated
@@ -223,6 +224,83 @@ class RoIPool(nn.Module):
         s = self.__class__.__name__
         s += f"(output_size={self.output_size}, "
         s += f"spatial_scale={self.spatial_scale})"
+        return s
+
+
+# ------------------------------------------------------------------------------------------
+# RoIAlignRotated (mmcv.ops.roi_align_rotated)
+
+__all__ += ["roi_align_rotated", "RoIAlignRotated", "RoIAlignRotatedFunction"]
+
+
+def _rotated_output_size(output_size) -> None:
+    """MMCV's checks of output_size, in its order and with its exception types."""
+    if isinstance(output_size, int):
+        return
+    if isinstance(output_size, tuple):
+        if len(output_size) != 2 or not isinstance(output_size[0], int) or not isinstance(output_size[1], int):
+            raise DkitAssertionError("output_size must be a pair of ints")
+        return
+    raise TypeError('"output_size" must be an integer or tuple of integers')
+
+
+@torch.fx.wrap
+def roi_align_rotated(
+    input: Tensor,
+    rois: Tensor,
+    output_size: BroadcastingList2[int],
+    spatial_scale: float,
+    sampling_ratio: int = 0,
+    aligned: bool = True,
+    clockwise: bool = False,
+) -> Tensor:
+    """RoIAlign on rotated boxes as mmcv.ops.roi_align_rotated: rois is a Tensor[K, 6] (idx, cx,
+    cy, w, h, angle in radians). output_size an int or a tuple of two ints (MMCV's TypeError and
+    AssertionError otherwise). Differentiable with respect to input. See dkit.ops.roi_align_rotated."""
+    if not torch.jit.is_scripting():  # Note [Compat under TorchScript] in dkit/compat/torchvision.py
+        _rotated_output_size(output_size)
+        return _roi_align_rotated(input, rois, output_size, spatial_scale, sampling_ratio, aligned, clockwise)
+    return torch.ops.dkit.roi_align_rotated(input, rois, output_size, spatial_scale, sampling_ratio, aligned, clockwise)
+
+
+class RoIAlignRotatedFunction:
+    """Stand-in for mmcv.ops.roi_align_rotated.RoIAlignRotatedFunction: only ``apply``."""
+
+    apply = staticmethod(roi_align_rotated)
+
+
+class RoIAlignRotated(nn.Module):
+    """RoI align pooling layer for rotated proposals, as mmcv.ops.RoIAlignRotated: rois (n, 6)
+    of (batch_index, center_x, center_y, w, h, angle), the angle in radians.
+
+    Args:
+        output_size (tuple): h, w
+        spatial_scale (float): scale the input boxes by this number
+        sampling_ratio (int): samples per output bin along each axis; 0 takes them densely.
+        aligned (bool): if True, shift the box centre by -0.5 pixel. Default: True.
+        clockwise (bool): if True, the angles turn clockwise. Default: False.
+    """
+
+    @_renamed_kwargs({"out_size": "output_size", "sample_num": "sampling_ratio"}, cls_name="RoIAlignRotated")
+    def __init__(self, output_size, spatial_scale, sampling_ratio=0, aligned=True, clockwise=False):
+        super().__init__()
+        self.output_size = _pair(output_size)
+        self.spatial_scale = float(spatial_scale)
+        self.sampling_ratio = int(sampling_ratio)
+        self.aligned = aligned
+        self.clockwise = clockwise
+
+    def forward(self, input: Tensor, rois: Tensor) -> Tensor:
+        return roi_align_rotated(input, rois, self.output_size, self.spatial_scale, self.sampling_ratio, self.aligned,
+                                 self.clockwise)  # fmt: skip
+
+    def __repr__(self):
+        s = self.__class__.__name__
+        s += f"(output_size={self.output_size}, "
+        s += f"spatial_scale={self.spatial_scale}, "
+        s += f"sampling_ratio={self.sampling_ratio}, "
+        s += f"aligned={self.aligned}, "
+        s += f"clockwise={self.clockwise})"
         return s
 
 
