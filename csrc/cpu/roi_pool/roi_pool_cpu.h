@@ -10,6 +10,18 @@
  * channel of grad_input in every image and then adds the gradients of every RoI in order (k, ph,
  * pw): channels are disjoint in grad_input, so the threads never meet, and each element receives
  * its additions in torchvision's CPU order, whatever the thread count: the same bits.
+ *
+ * Note [RoIAlign's position-sensitive form on a CPU]
+ * ps_roi_align's forward is a task per RoI and block of 16 output channels: the RoI's two axes
+ * are found once (torchvision finds them per output element), and each bin's sample taps once
+ * for the block (torchvision's bilinear_interpolate finds them per sample and channel), the
+ * column taps in a table of DK__PSA_TAPS (a larger grid, which only an explicit sampling_ratio
+ * or a box far larger than the map gives, computes the rest per sample: the same values). A
+ * channel's sum is dk_roi_align_forward_avg's, term by term and in order. The backward is a
+ * task per (image, input channel) plane, which fixes the bin: the RoIs of the image in order,
+ * their samples in order, each tap's share added where torchvision adds it, so each element of
+ * grad_input gets torchvision's terms in torchvision's order on any number of threads, with no
+ * two threads on one plane.
  */
 #ifndef DK_ROI_POOL_CPU_H
 #define DK_ROI_POOL_CPU_H
@@ -28,6 +40,8 @@ typedef struct {
     double scale;
     int bins_kind;    /* DK_ROI_POOL_BINS_* (kernels/roi_pool_math.h) */
     int64_t *ps_bins; /* ps_roi_pool's backward: every RoI's bins (dk__rp_ps_bins) */
+    int64_t sampling_ratio; /* ps_roi_align */
+    float *scratch;         /* ps_roi_align's 16-bit backward: a float H x W plane per thread */
     dk_parallel_counter counter;
 } dk__rp_ctx;
 
@@ -37,5 +51,9 @@ static inline int64_t dk__rp_batch(double b, int64_t n)
 {
     return b >= 0 && b < (double)n && b == (double)(int64_t)b ? (int64_t)b : -1;
 }
+
+/* ps_roi_align: the column taps a task keeps per bin (Note [RoIAlign's position-sensitive form
+ * on a CPU]); an adaptive grid reaches it only for a bin over 64 pixels wide. */
+#define DK__PSA_TAPS 64
 
 #endif /* DK_ROI_POOL_CPU_H */

@@ -214,4 +214,162 @@ static dk_status DK_SFN(dk__rp_ps_backward)(dk__rp_ctx *cx, int nthreads)
     return DK_OK;
 }
 
+/* ---- ps_roi_align -------------------------------------------------------------------------- */
+
+/* RoI k's two axes, ps_roi_align's geometry (kernels/roi_pool_math.h). */
+static inline void DK_SFN(dk__psa_roi)(const dk__rp_ctx *cx, int64_t k, DK_TFN(dk_roi_align_axis) *ay,
+                                       DK_TFN(dk_roi_align_axis) *ax)
+{
+    DK_TFN(dk_ps_roi_align_roi_init)(DK_SFN(dk__rp_roi_value)(cx->rois, k, 1), DK_SFN(dk__rp_roi_value)(cx->rois, k, 2),
+                                     DK_SFN(dk__rp_roi_value)(cx->rois, k, 3), DK_SFN(dk__rp_roi_value)(cx->rois, k, 4),
+                                     (DK_T)cx->scale, cx->PH, cx->PW, cx->sampling_ratio, cx->H, cx->W, ay, ax);
+}
+
+/* The column taps of bin pw's first min(grid, DK__PSA_TAPS) samples (Note [RoIAlign's
+ * position-sensitive form on a CPU] in roi_pool_cpu.h); ok[i] false where a sample contributes
+ * nothing. Returns how many are kept. */
+static inline int64_t DK_SFN(dk__psa_columns)(const DK_TFN(dk_roi_align_axis) *ax, int64_t pw, int64_t W,
+                                              DK_TFN(dk_roi_align_taps) *taps, bool *ok)
+{
+    const int64_t m = ax->grid < DK__PSA_TAPS ? ax->grid : DK__PSA_TAPS;
+    for (int64_t i = 0; i < m; i++)
+        ok[i] = DK_TFN(dk_roi_align_taps_init)(DK_TFN(dk_roi_align_axis_sample)(ax, pw, i), W, &taps[i]);
+    return m;
+}
+
+/* Column sample i's taps: the table's, or computed past its end; false when it contributes nothing. */
+static inline bool DK_SFN(dk__psa_column)(const DK_TFN(dk_roi_align_axis) *ax, int64_t pw, int64_t i, int64_t W,
+                                          const DK_TFN(dk_roi_align_taps) *taps, const bool *ok, int64_t m,
+                                          DK_TFN(dk_roi_align_taps) *t)
+{
+    if (i < m) {
+        *t = taps[i];
+        return ok[i];
+    }
+    return DK_TFN(dk_roi_align_taps_init)(DK_TFN(dk_roi_align_axis_sample)(ax, pw, i), W, t);
+}
+
+/* Forward: a task per RoI and block of output channels; each bin's taps found once and used for
+ * the block's channels, each channel's sum in dk_roi_align_forward_avg's order (samples by rows,
+ * then columns): its bits. */
+static void DK_SFN(dk__psa_forward_worker)(void *p, int tid)
+{
+    (void)tid;
+    dk__rp_ctx *cx = (dk__rp_ctx *)p;
+    const dk_tensor *in = cx->img, *out = cx->bins;
+    const DK_S *x = (const DK_S *)dk_tensor_data(in);
+    DK_S *y = (DK_S *)dk_tensor_data(out);
+    const int64_t xs[4] = {dk_tensor_stride(in, 0), dk_tensor_stride(in, 1), dk_tensor_stride(in, 2),
+                           dk_tensor_stride(in, 3)};
+    const int64_t ys[4] = {dk_tensor_stride(out, 0), dk_tensor_stride(out, 1), dk_tensor_stride(out, 2),
+                           dk_tensor_stride(out, 3)};
+    const int64_t cout = out->shape[1], chunks = (cout + DK__RP_CHANNELS - 1) / DK__RP_CHANNELS;
+    const int64_t cstep = cx->PH * cx->PW * xs[1]; /* from output channel c's plane to c + 1's */
+    DK_TFN(dk_roi_align_taps) taps[DK__PSA_TAPS];
+    bool ok[DK__PSA_TAPS];
+    for (int64_t t; (t = dk_parallel_claim(&cx->counter)) < cx->K * chunks;) {
+        const int64_t k = t / chunks, c0 = t % chunks * DK__RP_CHANNELS;
+        const int nc = (int)(c0 + DK__RP_CHANNELS < cout ? DK__RP_CHANNELS : cout - c0);
+        const int64_t n = dk__rp_batch((double)DK_SFN(dk__rp_roi_value)(cx->rois, k, 0), cx->N);
+        DK_TFN(dk_roi_align_axis) ay, ax;
+        DK_SFN(dk__psa_roi)(cx, k, &ay, &ax);
+        const DK_T count = DK_TFN(dk_roi_align_count)(&ay, &ax);
+        for (int64_t ph = 0; ph < cx->PH; ph++)
+            for (int64_t pw = 0; pw < cx->PW; pw++) {
+                DK_T acc[DK__RP_CHANNELS];
+                for (int j = 0; j < DK__RP_CHANNELS; j++) acc[j] = (DK_T)0;
+                if (n >= 0) {
+                    const int64_t m = DK_SFN(dk__psa_columns)(&ax, pw, cx->W, taps, ok);
+                    const DK_S *base = x + n * xs[0] + ((c0 * cx->PH + ph) * cx->PW + pw) * xs[1];
+                    for (int64_t iy = 0; iy < ay.grid; iy++) {
+                        DK_TFN(dk_roi_align_taps) ty, tx;
+                        if (!DK_TFN(dk_roi_align_taps_init)(DK_TFN(dk_roi_align_axis_sample)(&ay, ph, iy), cx->H, &ty))
+                            continue;
+                        for (int64_t ix = 0; ix < ax.grid; ix++) {
+                            if (!DK_SFN(dk__psa_column)(&ax, pw, ix, cx->W, taps, ok, m, &tx)) continue;
+                            DK_TFN(dk_roi_align_bilinear) b;
+                            DK_TFN(dk_roi_align_bilinear_of)(&ty, &tx, &b);
+                            /* unit column stride (NCHW): the compiler sees it */
+                            if (xs[3] == 1)
+                                for (int j = 0; j < nc; j++)
+                                    acc[j] += DK_SFN(dk_roi_align_interp)(base + j * cstep, xs[2], 1, &b);
+                            else
+                                for (int j = 0; j < nc; j++)
+                                    acc[j] += DK_SFN(dk_roi_align_interp)(base + j * cstep, xs[2], xs[3], &b);
+                        }
+                    }
+                }
+                for (int j = 0; j < nc; j++)
+                    y[k * ys[0] + (c0 + j) * ys[1] + ph * ys[2] + pw * ys[3]] = DK_STORE(acc[j] / count);
+            }
+    }
+}
+
+static dk_status DK_SFN(dk__psa_forward)(dk__rp_ctx *cx, int nthreads)
+{
+    dk_parallel_run(nthreads, &cx->counter, DK_SFN(dk__psa_forward_worker), cx);
+    return DK_OK;
+}
+
+/* Backward: a task per (image, input channel) plane, whose bin (ph, pw) the channel fixes: the
+ * plane zeroed, then every RoI of the image in order adds its samples' shares, torchvision's
+ * additions in torchvision's order. float32 and float64 add in grad_input itself; 16-bit
+ * storage adds in the thread's float plane (cx->scratch) and stores once. */
+static void DK_SFN(dk__psa_backward_worker)(void *p, int tid)
+{
+    dk__rp_ctx *cx = (dk__rp_ctx *)p;
+    const dk_tensor *gi = cx->img, *go = cx->bins;
+    DK_S *x = (DK_S *)dk_tensor_data(gi);
+    const DK_S *g = (const DK_S *)dk_tensor_data(go);
+    const int64_t xs[4] = {dk_tensor_stride(gi, 0), dk_tensor_stride(gi, 1), dk_tensor_stride(gi, 2),
+                           dk_tensor_stride(gi, 3)};
+    const int64_t gs[4] = {dk_tensor_stride(go, 0), dk_tensor_stride(go, 1), dk_tensor_stride(go, 2),
+                           dk_tensor_stride(go, 3)};
+    const bool direct = sizeof(DK_S) == sizeof(DK_T); /* storage is the compute type */
+    DK_T *scratch = direct ? NULL : (DK_T *)cx->scratch + (int64_t)tid * cx->H * cx->W;
+    DK_TFN(dk_roi_align_taps) taps[DK__PSA_TAPS];
+    bool ok[DK__PSA_TAPS];
+    for (int64_t t; (t = dk_parallel_claim(&cx->counter)) < cx->N * cx->C;) {
+        const int64_t n = t / cx->C, cin = t % cx->C;
+        const int64_t pw = cin % cx->PW, ph = cin / cx->PW % cx->PH, c = cin / (cx->PW * cx->PH);
+        DK_S *img = x + n * xs[0] + cin * xs[1];
+        DK_T *acc = direct ? (DK_T *)img : scratch;
+        const int64_t sy = direct ? xs[2] : cx->W, sx = direct ? xs[3] : 1;
+        for (int64_t h = 0; h < cx->H; h++)
+            for (int64_t w = 0; w < cx->W; w++) acc[h * sy + w * sx] = (DK_T)0;
+        for (int64_t k = 0; k < cx->K; k++) {
+            if (dk__rp_batch((double)DK_SFN(dk__rp_roi_value)(cx->rois, k, 0), cx->N) != n) continue;
+            DK_TFN(dk_roi_align_axis) ay, ax;
+            DK_SFN(dk__psa_roi)(cx, k, &ay, &ax);
+            if (ay.grid <= 0 || ax.grid <= 0) continue;
+            const DK_T count = DK_TFN(dk_roi_align_count)(&ay, &ax);
+            const DK_T gk = DK_LOAD(g[k * gs[0] + c * gs[1] + ph * gs[2] + pw * gs[3]]);
+            const int64_t m = DK_SFN(dk__psa_columns)(&ax, pw, cx->W, taps, ok);
+            for (int64_t iy = 0; iy < ay.grid; iy++) {
+                DK_TFN(dk_roi_align_taps) ty, tx;
+                if (!DK_TFN(dk_roi_align_taps_init)(DK_TFN(dk_roi_align_axis_sample)(&ay, ph, iy), cx->H, &ty))
+                    continue;
+                for (int64_t ix = 0; ix < ax.grid; ix++) {
+                    if (!DK_SFN(dk__psa_column)(&ax, pw, ix, cx->W, taps, ok, m, &tx)) continue;
+                    DK_TFN(dk_roi_align_bilinear) b;
+                    DK_TFN(dk_roi_align_bilinear_of)(&ty, &tx, &b);
+                    acc[b.y_low * sy + b.x_low * sx] += DK_TFN(dk_ps_roi_align_share)(gk, b.w1, count);
+                    acc[b.y_low * sy + b.x_high * sx] += DK_TFN(dk_ps_roi_align_share)(gk, b.w2, count);
+                    acc[b.y_high * sy + b.x_low * sx] += DK_TFN(dk_ps_roi_align_share)(gk, b.w3, count);
+                    acc[b.y_high * sy + b.x_high * sx] += DK_TFN(dk_ps_roi_align_share)(gk, b.w4, count);
+                }
+            }
+        }
+        if (!direct)
+            for (int64_t h = 0; h < cx->H; h++)
+                for (int64_t w = 0; w < cx->W; w++) img[h * xs[2] + w * xs[3]] = DK_STORE(acc[h * cx->W + w]);
+    }
+}
+
+static dk_status DK_SFN(dk__psa_backward)(dk__rp_ctx *cx, int nthreads)
+{
+    dk_parallel_run(nthreads, &cx->counter, DK_SFN(dk__psa_backward_worker), cx);
+    return DK_OK;
+}
+
 #endif
