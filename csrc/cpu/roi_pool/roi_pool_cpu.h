@@ -42,6 +42,8 @@ typedef struct {
     int64_t *ps_bins; /* ps_roi_pool's backward: every RoI's bins (dk__rp_ps_bins) */
     int64_t sampling_ratio; /* ps_roi_align */
     float *scratch;         /* ps_roi_align's 16-bit backward: a float H x W plane per thread */
+    const void *table;      /* ps_roi_align's backward: every RoI's geometry (dk__psa_roi_entry) */
+    const int64_t *image_rois; /* and each image's RoIs: N + 1 offsets into the K RoI numbers after them */
     dk_parallel_counter counter;
 } dk__rp_ctx;
 

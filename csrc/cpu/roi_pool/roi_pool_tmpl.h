@@ -311,6 +311,15 @@ static dk_status DK_SFN(dk__psa_forward)(dk__rp_ctx *cx, int nthreads)
     return DK_OK;
 }
 
+/* One RoI's geometry for the backward, found once per call (its tasks, one per plane, all read
+ * it): the batch index (-1: no image, or no samples), the axes and the count. A task walks its
+ * image's RoIs only, from cx->image_rois. */
+typedef struct {
+    DK_TFN(dk_roi_align_axis) ay, ax;
+    DK_T count;
+    int64_t n;
+} DK_SFN(dk__psa_roi_entry);
+
 /* Backward: a task per (image, input channel) plane, whose bin (ph, pw) the channel fixes: the
  * plane zeroed, then every RoI of the image in order adds its samples' shares, torchvision's
  * additions in torchvision's order. float32 and float64 add in grad_input itself; 16-bit
@@ -319,6 +328,7 @@ static void DK_SFN(dk__psa_backward_worker)(void *p, int tid)
 {
     dk__rp_ctx *cx = (dk__rp_ctx *)p;
     const dk_tensor *gi = cx->img, *go = cx->bins;
+    const DK_SFN(dk__psa_roi_entry) *table = (const DK_SFN(dk__psa_roi_entry) *)cx->table;
     DK_S *x = (DK_S *)dk_tensor_data(gi);
     const DK_S *g = (const DK_S *)dk_tensor_data(go);
     const int64_t xs[4] = {dk_tensor_stride(gi, 0), dk_tensor_stride(gi, 1), dk_tensor_stride(gi, 2),
@@ -337,26 +347,28 @@ static void DK_SFN(dk__psa_backward_worker)(void *p, int tid)
         const int64_t sy = direct ? xs[2] : cx->W, sx = direct ? xs[3] : 1;
         for (int64_t h = 0; h < cx->H; h++)
             for (int64_t w = 0; w < cx->W; w++) acc[h * sy + w * sx] = (DK_T)0;
-        for (int64_t k = 0; k < cx->K; k++) {
-            if (dk__rp_batch((double)DK_SFN(dk__rp_roi_value)(cx->rois, k, 0), cx->N) != n) continue;
-            DK_TFN(dk_roi_align_axis) ay, ax;
-            DK_SFN(dk__psa_roi)(cx, k, &ay, &ax);
-            if (ay.grid <= 0 || ax.grid <= 0) continue;
-            const DK_T count = DK_TFN(dk_roi_align_count)(&ay, &ax);
+        for (int64_t i = cx->image_rois[n]; i < cx->image_rois[n + 1]; i++) {
+            const int64_t k = cx->image_rois[cx->N + 1 + i];
+            const DK_SFN(dk__psa_roi_entry) *e = &table[k];
             const DK_T gk = DK_LOAD(g[k * gs[0] + c * gs[1] + ph * gs[2] + pw * gs[3]]);
-            const int64_t m = DK_SFN(dk__psa_columns)(&ax, pw, cx->W, taps, ok);
-            for (int64_t iy = 0; iy < ay.grid; iy++) {
+            const int64_t m = DK_SFN(dk__psa_columns)(&e->ax, pw, cx->W, taps, ok);
+            for (int64_t iy = 0; iy < e->ay.grid; iy++) {
                 DK_TFN(dk_roi_align_taps) ty, tx;
-                if (!DK_TFN(dk_roi_align_taps_init)(DK_TFN(dk_roi_align_axis_sample)(&ay, ph, iy), cx->H, &ty))
+                if (!DK_TFN(dk_roi_align_taps_init)(DK_TFN(dk_roi_align_axis_sample)(&e->ay, ph, iy), cx->H, &ty))
                     continue;
-                for (int64_t ix = 0; ix < ax.grid; ix++) {
-                    if (!DK_SFN(dk__psa_column)(&ax, pw, ix, cx->W, taps, ok, m, &tx)) continue;
+                for (int64_t ix = 0; ix < e->ax.grid; ix++) {
+                    if (!DK_SFN(dk__psa_column)(&e->ax, pw, ix, cx->W, taps, ok, m, &tx)) continue;
                     DK_TFN(dk_roi_align_bilinear) b;
                     DK_TFN(dk_roi_align_bilinear_of)(&ty, &tx, &b);
-                    acc[b.y_low * sy + b.x_low * sx] += DK_TFN(dk_ps_roi_align_share)(gk, b.w1, count);
-                    acc[b.y_low * sy + b.x_high * sx] += DK_TFN(dk_ps_roi_align_share)(gk, b.w2, count);
-                    acc[b.y_high * sy + b.x_low * sx] += DK_TFN(dk_ps_roi_align_share)(gk, b.w3, count);
-                    acc[b.y_high * sy + b.x_high * sx] += DK_TFN(dk_ps_roi_align_share)(gk, b.w4, count);
+                    /* the four shares side by side, so that the compiler may form them in one
+                     * vector multiply and divide (each lane rounds as the scalar would) */
+                    const DK_T wt[4] = {b.w1, b.w2, b.w3, b.w4};
+                    DK_T sh[4];
+                    for (int j = 0; j < 4; j++) sh[j] = DK_TFN(dk_ps_roi_align_share)(gk, wt[j], e->count);
+                    acc[b.y_low * sy + b.x_low * sx] += sh[0];
+                    acc[b.y_low * sy + b.x_high * sx] += sh[1];
+                    acc[b.y_high * sy + b.x_low * sx] += sh[2];
+                    acc[b.y_high * sy + b.x_high * sx] += sh[3];
                 }
             }
         }
@@ -368,7 +380,35 @@ static void DK_SFN(dk__psa_backward_worker)(void *p, int tid)
 
 static dk_status DK_SFN(dk__psa_backward)(dk__rp_ctx *cx, int nthreads)
 {
+    DK_ARENA_ON_STACK(ar); /* Note [Scratch arena] */
+    DK_SFN(dk__psa_roi_entry) *table =
+        (DK_SFN(dk__psa_roi_entry) *)dk_arena_take_n(&ar, (size_t)cx->K, sizeof(DK_SFN(dk__psa_roi_entry)));
+    /* each image's RoIs in order: [N + 1] offsets, then the RoI numbers (a counting sort) */
+    int64_t *lists = (int64_t *)dk_arena_take_n(&ar, (size_t)(cx->N + 1 + cx->K), sizeof(int64_t));
+    if ((!table && cx->K > 0) || !lists) {
+        dk_arena_free(&ar);
+        return dk_error(DK_ENOMEM, "ps_roi_align_backward: out of memory for the geometry of %lld RoIs",
+                        (long long)cx->K);
+    }
+    for (int64_t k = 0; k < cx->K; k++) {
+        DK_SFN(dk__psa_roi_entry) *e = &table[k];
+        DK_SFN(dk__psa_roi)(cx, k, &e->ay, &e->ax);
+        e->count = DK_TFN(dk_roi_align_count)(&e->ay, &e->ax);
+        e->n = e->ay.grid > 0 && e->ax.grid > 0 ? dk__rp_batch((double)DK_SFN(dk__rp_roi_value)(cx->rois, k, 0), cx->N)
+                                                : -1;
+    }
+    for (int64_t i = 0; i <= cx->N; i++) lists[i] = 0;
+    for (int64_t k = 0; k < cx->K; k++)
+        if (table[k].n >= 0) lists[table[k].n + 1]++;
+    for (int64_t i = 0; i < cx->N; i++) lists[i + 1] += lists[i];
+    for (int64_t k = 0, *fill = lists + cx->N + 1; k < cx->K; k++)
+        if (table[k].n >= 0) fill[lists[table[k].n]++] = k;
+    for (int64_t i = cx->N; i > 0; i--) lists[i] = lists[i - 1]; /* the fill moved each start to the next's */
+    lists[0] = 0;
+    cx->table = table;
+    cx->image_rois = lists;
     dk_parallel_run(nthreads, &cx->counter, DK_SFN(dk__psa_backward_worker), cx);
+    dk_arena_free(&ar);
     return DK_OK;
 }
 
