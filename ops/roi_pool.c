@@ -140,6 +140,5 @@ DK_DEFINE_OP(ps_roi_align_backward, DK_PS_ROI_ALIGN_BACKWARD_ARGS)
 {
     static const char op[] = "ps_roi_align_backward";
     dk_status st = dk__check_sampling_ratio(op, sampling_ratio);
-    return st ? st
-              : dk__check_ps(op, grad_input, "grad_input", rois, grad_output, "grad_output", spatial_scale);
+    return st ? st : dk__check_ps(op, grad_input, "grad_input", rois, grad_output, "grad_output", spatial_scale);
 }

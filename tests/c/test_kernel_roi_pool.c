@@ -290,60 +290,60 @@ static void ps_roi_pool_every_dtype(void **state)
  * with no samples is 0, not 0 / 0. The boxes stay below the adaptive grid's cap
  * (kernels/roi_align_math.h), which the reference does not have.
  */
-#define DEFINE_REF_PSA(T, NAME)                                                                                        \
-    static T NAME##_interp(const T *plane, int H, int W, T y, T x, int *yl, int *yh, int *xl, int *xh, T w[4])         \
-    {                                                                                                                  \
-        if (!(y >= -1 && y <= (T)H && x >= -1 && x <= (T)W)) return *yl = -1, (T)0;                                   \
-        if (y <= 0) y = 0;                                                                                             \
-        if (x <= 0) x = 0;                                                                                             \
-        *yl = (int)y, *xl = (int)x;                                                                                    \
-        if (*yl >= H - 1) *yh = *yl = H - 1, y = (T)*yl;                                                               \
-        else *yh = *yl + 1;                                                                                            \
-        if (*xl >= W - 1) *xh = *xl = W - 1, x = (T)*xl;                                                               \
-        else *xh = *xl + 1;                                                                                            \
-        const T ly = y - (T)*yl, lx = x - (T)*xl, hy = (T)1 - ly, hx = (T)1 - lx;                                      \
-        w[0] = hy * hx, w[1] = hy * lx, w[2] = ly * hx, w[3] = ly * lx;                                                \
-        return w[0] * plane[*yl * W + *xl] + w[1] * plane[*yl * W + *xh] + w[2] * plane[*yh * W + *xl] +               \
-               w[3] * plane[*yh * W + *xh];                                                                            \
-    }                                                                                                                  \
-    static void NAME(const T *x, int C, int H, int W, const T *rois, int K, int PH, int PW, T scale, int sr, T *out,   \
-                     const T *gout, T *gin)                                                                            \
-    {                                                                                                                  \
-        const int CO = C / (PH * PW);                                                                                  \
-        for (int k = 0; k < K; k++) {                                                                                  \
-            const T *r = rois + 5 * k;                                                                                 \
-            const int b = (int)r[0];                                                                                   \
-            const T sw = r[1] * scale - (T)0.5, sh = r[2] * scale - (T)0.5;                                            \
-            const T rw = (r[3] * scale - (T)0.5) - sw, rh = (r[4] * scale - (T)0.5) - sh;                              \
-            const T bh = rh / (T)PH, bw = rw / (T)PW;                                                                  \
-            const int gh = sr > 0 ? sr : (int)ceil(rh / (T)PH), gw = sr > 0 ? sr : (int)ceil(rw / (T)PW);             \
-            const T count = (T)(gh * gw);                                                                              \
-            for (int c = 0; c < CO; c++)                                                                               \
-                for (int ph = 0; ph < PH; ph++)                                                                        \
-                    for (int pw = 0; pw < PW; pw++) {                                                                  \
-                        const int cin = (c * PH + ph) * PW + pw, o = ((k * CO + c) * PH + ph) * PW + pw;               \
-                        const T *plane = x + ((int64_t)b * C + cin) * H * W;                                           \
-                        T *gplane = gin + ((int64_t)b * C + cin) * H * W;                                              \
-                        const T hs = (T)ph * bh + sh, ws = (T)pw * bw + sw;                                            \
-                        T sum = 0;                                                                                     \
-                        for (int iy = 0; iy < gh; iy++) {                                                              \
-                            const T y = hs + (T)(iy + .5f) * bh / (T)gh;                                               \
-                            for (int ix = 0; ix < gw; ix++) {                                                          \
-                                const T xx = ws + (T)(ix + .5f) * bw / (T)gw;                                          \
-                                int yl, yh, xl, xh;                                                                    \
-                                T w[4];                                                                                \
-                                sum += NAME##_interp(plane, H, W, y, xx, &yl, &yh, &xl, &xh, w);                       \
-                                if (yl < 0) continue;                                                                  \
-                                const T g = gout[o];                                                                   \
-                                gplane[yl * W + xl] += g * w[0] / count;                                               \
-                                gplane[yl * W + xh] += g * w[1] / count;                                               \
-                                gplane[yh * W + xl] += g * w[2] / count;                                               \
-                                gplane[yh * W + xh] += g * w[3] / count;                                               \
-                            }                                                                                          \
-                        }                                                                                              \
-                        out[o] = gh <= 0 || gw <= 0 ? (T)0 : sum / count; /* dkit: no samples, 0 */                    \
-                    }                                                                                                  \
-        }                                                                                                              \
+#define DEFINE_REF_PSA(T, NAME)                                                                                      \
+    static T NAME##_interp(const T *plane, int H, int W, T y, T x, int *yl, int *yh, int *xl, int *xh, T w[4])       \
+    {                                                                                                                \
+        if (!(y >= -1 && y <= (T)H && x >= -1 && x <= (T)W)) return *yl = -1, (T)0;                                  \
+        if (y <= 0) y = 0;                                                                                           \
+        if (x <= 0) x = 0;                                                                                           \
+        *yl = (int)y, *xl = (int)x;                                                                                  \
+        if (*yl >= H - 1) *yh = *yl = H - 1, y = (T)*yl;                                                             \
+        else *yh = *yl + 1;                                                                                          \
+        if (*xl >= W - 1) *xh = *xl = W - 1, x = (T)*xl;                                                             \
+        else *xh = *xl + 1;                                                                                          \
+        const T ly = y - (T)*yl, lx = x - (T)*xl, hy = (T)1 - ly, hx = (T)1 - lx;                                    \
+        w[0] = hy * hx, w[1] = hy * lx, w[2] = ly * hx, w[3] = ly * lx;                                              \
+        return w[0] * plane[*yl * W + *xl] + w[1] * plane[*yl * W + *xh] + w[2] * plane[*yh * W + *xl] +             \
+               w[3] * plane[*yh * W + *xh];                                                                          \
+    }                                                                                                                \
+    static void NAME(const T *x, int C, int H, int W, const T *rois, int K, int PH, int PW, T scale, int sr, T *out, \
+                     const T *gout, T *gin)                                                                          \
+    {                                                                                                                \
+        const int CO = C / (PH * PW);                                                                                \
+        for (int k = 0; k < K; k++) {                                                                                \
+            const T *r = rois + 5 * k;                                                                               \
+            const int b = (int)r[0];                                                                                 \
+            const T sw = r[1] * scale - (T)0.5, sh = r[2] * scale - (T)0.5;                                          \
+            const T rw = (r[3] * scale - (T)0.5) - sw, rh = (r[4] * scale - (T)0.5) - sh;                            \
+            const T bh = rh / (T)PH, bw = rw / (T)PW;                                                                \
+            const int gh = sr > 0 ? sr : (int)ceil(rh / (T)PH), gw = sr > 0 ? sr : (int)ceil(rw / (T)PW);            \
+            const T count = (T)(gh * gw);                                                                            \
+            for (int c = 0; c < CO; c++)                                                                             \
+                for (int ph = 0; ph < PH; ph++)                                                                      \
+                    for (int pw = 0; pw < PW; pw++) {                                                                \
+                        const int cin = (c * PH + ph) * PW + pw, o = ((k * CO + c) * PH + ph) * PW + pw;             \
+                        const T *plane = x + ((int64_t)b * C + cin) * H * W;                                         \
+                        T *gplane = gin + ((int64_t)b * C + cin) * H * W;                                            \
+                        const T hs = (T)ph * bh + sh, ws = (T)pw * bw + sw;                                          \
+                        T sum = 0;                                                                                   \
+                        for (int iy = 0; iy < gh; iy++) {                                                            \
+                            const T y = hs + (T)(iy + .5f) * bh / (T)gh;                                             \
+                            for (int ix = 0; ix < gw; ix++) {                                                        \
+                                const T xx = ws + (T)(ix + .5f) * bw / (T)gw;                                        \
+                                int yl, yh, xl, xh;                                                                  \
+                                T w[4];                                                                              \
+                                sum += NAME##_interp(plane, H, W, y, xx, &yl, &yh, &xl, &xh, w);                     \
+                                if (yl < 0) continue;                                                                \
+                                const T g = gout[o];                                                                 \
+                                gplane[yl * W + xl] += g * w[0] / count;                                             \
+                                gplane[yl * W + xh] += g * w[1] / count;                                             \
+                                gplane[yh * W + xl] += g * w[2] / count;                                             \
+                                gplane[yh * W + xh] += g * w[3] / count;                                             \
+                            }                                                                                        \
+                        }                                                                                            \
+                        out[o] = gh <= 0 || gw <= 0 ? (T)0 : sum / count; /* dkit: no samples, 0 */                  \
+                    }                                                                                                \
+        }                                                                                                            \
     }
 DEFINE_REF_PSA(float, ref_psa_f)
 DEFINE_REF_PSA(double, ref_psa_d)

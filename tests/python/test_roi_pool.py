@@ -343,15 +343,16 @@ def test_ps_roi_align_equal_to_torchvision(dtype, sr, size, scale):
     assert torch.equal(got[~nan], want[~nan])
     assert torch.equal(ggot, gwant)
     boxes = [rois[rois[:, 0] == i, 1:] for i in range(2)]
-    assert torch.equal(
-        dkit.ops.ps_roi_align(x, boxes, size, scale, sr).nan_to_num(), tvops.ps_roi_align(x, boxes, size, scale, sr).nan_to_num()
-    )
+    want_list = tvops.ps_roi_align(x, boxes, size, scale, sr).nan_to_num()
+    assert torch.equal(dkit.ops.ps_roi_align(x, boxes, size, scale, sr).nan_to_num(), want_list)
 
 
 def test_ps_roi_align_gradcheck():
     g = torch.Generator().manual_seed(5)
     x = torch.rand(2, 12, 9, 8, generator=g, dtype=torch.float64, requires_grad=True)
-    rois = torch.tensor([[0, 1, 1, 6.3, 5], [1, -1.5, 0.5, 9.5, 8.7], [0, 3, 3, 4, 5], [1, 7, 6, 2, 1]], dtype=torch.float64)
+    rois = torch.tensor(
+        [[0, 1, 1, 6.3, 5], [1, -1.5, 0.5, 9.5, 8.7], [0, 3, 3, 4, 5], [1, 7, 6, 2, 1]], dtype=torch.float64
+    )
     for sr in (-1, 2, 3):
         assert torch.autograd.gradcheck(lambda t, sr=sr: dkit.ops.ps_roi_align(t, rois, (2, 3), 0.9, sr), (x,))
     xn = x.detach().permute(0, 1, 3, 2).contiguous().permute(0, 1, 3, 2).requires_grad_()  # NHWC-like strides
@@ -506,7 +507,8 @@ def test_torchvision_test_ops_backward(seed, contiguous):
     if not contiguous:
         x = x.permute(0, 1, 3, 2)
     rois = torch.tensor([[0, 0, 0, 4, 4], [0, 0, 2, 3, 4], [0, 2, 2, 4, 4]], dtype=torch.float64)
-    assert torch.autograd.gradcheck(lambda z: dk_tv.PSRoIAlign((2, 2), spatial_scale=1, sampling_ratio=1)(z, rois), (x,))
+    module = dk_tv.PSRoIAlign((2, 2), spatial_scale=1, sampling_ratio=1)
+    assert torch.autograd.gradcheck(lambda z: module(z, rois), (x,))
     scripted = torch.jit.script(dk_tv.ps_roi_align)
     assert torch.autograd.gradcheck(lambda z: scripted(z, rois, 2), (x,))
 
@@ -553,7 +555,8 @@ def test_torchvision_compat_ps_roi_align():
     for sr in (-1, 2):
         want = tvops.ps_roi_align(x, rois, 2, 0.8, sr).nan_to_num()
         assert torch.equal(dk_tv.ps_roi_align(x, rois, 2, 0.8, sr), want)
-        assert torch.equal(dk_tv.ps_roi_align(x, boxes, 2, 0.8, sr), tvops.ps_roi_align(x, boxes, 2, 0.8, sr).nan_to_num())
+        want_list = tvops.ps_roi_align(x, boxes, 2, 0.8, sr).nan_to_num()
+        assert torch.equal(dk_tv.ps_roi_align(x, boxes, 2, 0.8, sr), want_list)
         assert torch.equal(torch.jit.script(dk_tv.ps_roi_align)(x, rois, 2, 0.8, sr), want)
         assert torch.equal(torch.jit.script(dk_tv.PSRoIAlign(2, 0.8, sr))(x, rois), want)
     assert torch.equal(dk_tv.ps_roi_align(x, rois, 2), tvops.ps_roi_align(x, rois, 2).nan_to_num())  # defaults

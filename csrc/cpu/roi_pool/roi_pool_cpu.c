@@ -110,13 +110,12 @@ dk_status dk_ps_roi_align_backward_cpu(const dk_tensor *grad_output, const dk_te
     dk__rp_ctx cx = dk__rp_ctx_of(grad_input, grad_output, rois, NULL, spatial_scale, DK_ROI_POOL_BINS_PS);
     cx.sampling_ratio = sampling_ratio;
     if (cx.N == 0 || cx.C == 0 || cx.H == 0 || cx.W == 0) return DK_OK; /* nothing to write */
-    const int nthreads =
-        dk_parallel_threads_for(cx.N * cx.C * (cx.H * cx.W + 1) + dk_tensor_numel(grad_output) * 64);
+    const int nthreads = dk_parallel_threads_for(cx.N * cx.C * (cx.H * cx.W + 1) + dk_tensor_numel(grad_output) * 64);
     const dk_dtype dt = dk_tensor_dtype(grad_output);
     DK_ARENA_ON_STACK(ar); /* Note [Scratch arena] */
     if (dt == DK_FLOAT16 || dt == DK_BFLOAT16) {
-        cx.scratch = (float *)dk_arena_take_n(
-            &ar, dk_sat_mul(dk_sat_mul((size_t)nthreads, (size_t)cx.H), (size_t)cx.W), sizeof(float));
+        cx.scratch = (float *)dk_arena_take_n(&ar, dk_sat_mul(dk_sat_mul((size_t)nthreads, (size_t)cx.H), (size_t)cx.W),
+                                              sizeof(float));
         if (!cx.scratch) {
             dk_arena_free(&ar);
             return dk_error(DK_ENOMEM, "ps_roi_align_backward: out of memory for %d float planes of %lld x %lld",

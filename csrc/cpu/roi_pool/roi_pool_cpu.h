@@ -38,11 +38,11 @@ typedef struct {
     const dk_tensor *img, *bins, *rois, *argmax; /* input or grad_input; output or grad_output */
     int64_t N, C, H, W, K, PH, PW;
     double scale;
-    int bins_kind;    /* DK_ROI_POOL_BINS_* (kernels/roi_pool_math.h) */
-    int64_t *ps_bins; /* ps_roi_pool's backward: every RoI's bins (dk__rp_ps_bins) */
-    int64_t sampling_ratio; /* ps_roi_align */
-    float *scratch;         /* ps_roi_align's 16-bit backward: a float H x W plane per thread */
-    const void *table;      /* ps_roi_align's backward: every RoI's geometry (dk__psa_roi_entry) */
+    int bins_kind;             /* DK_ROI_POOL_BINS_* (kernels/roi_pool_math.h) */
+    int64_t *ps_bins;          /* ps_roi_pool's backward: every RoI's bins (dk__rp_ps_bins) */
+    int64_t sampling_ratio;    /* ps_roi_align */
+    float *scratch;            /* ps_roi_align's 16-bit backward: a float H x W plane per thread */
+    const void *table;         /* ps_roi_align's backward: every RoI's geometry (dk__psa_roi_entry) */
     const int64_t *image_rois; /* and each image's RoIs: N + 1 offsets into the K RoI numbers after them */
     dk_parallel_counter counter;
 } dk__rp_ctx;

@@ -381,8 +381,8 @@ static void DK_SFN(dk__psa_backward_worker)(void *p, int tid)
 static dk_status DK_SFN(dk__psa_backward)(dk__rp_ctx *cx, int nthreads)
 {
     DK_ARENA_ON_STACK(ar); /* Note [Scratch arena] */
-    DK_SFN(dk__psa_roi_entry) *table =
-        (DK_SFN(dk__psa_roi_entry) *)dk_arena_take_n(&ar, (size_t)cx->K, sizeof(DK_SFN(dk__psa_roi_entry)));
+    DK_SFN(dk__psa_roi_entry) *table = (DK_SFN(dk__psa_roi_entry) *)dk_arena_take_n(&ar, (size_t)cx->K,
+                                                                                    sizeof(DK_SFN(dk__psa_roi_entry)));
     /* each image's RoIs in order: [N + 1] offsets, then the RoI numbers (a counting sort) */
     int64_t *lists = (int64_t *)dk_arena_take_n(&ar, (size_t)(cx->N + 1 + cx->K), sizeof(int64_t));
     if ((!table && cx->K > 0) || !lists) {

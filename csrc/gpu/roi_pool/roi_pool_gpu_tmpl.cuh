@@ -168,12 +168,12 @@ static dk_status DK_SFN(dk__rp_gpu_ps_backward)(const dk_tensor *grad_output, co
 /* ---- ps_roi_align -------------------------------------------------------------------------- */
 
 __device__ static inline void DK_SFN(dk__psa_gpu_roi)(const DK_S *rois, const dk__rp_gpu_args &a, int64_t k,
-                                                      DK_TFN(dk_roi_align_axis) * ay, DK_TFN(dk_roi_align_axis) * ax)
+                                                      DK_TFN(dk_roi_align_axis) *ay, DK_TFN(dk_roi_align_axis) *ax)
 {
     const DK_S *r = rois + k * a.rois_s[0];
     DK_TFN(dk_ps_roi_align_roi_init)(DK_LOAD(r[a.rois_s[1]]), DK_LOAD(r[2 * a.rois_s[1]]), DK_LOAD(r[3 * a.rois_s[1]]),
-                                     DK_LOAD(r[4 * a.rois_s[1]]), (DK_T)a.scale, a.PH, a.PW, a.sampling_ratio, a.H,
-                                     a.W, ay, ax);
+                                     DK_LOAD(r[4 * a.rois_s[1]]), (DK_T)a.scale, a.PH, a.PW, a.sampling_ratio, a.H, a.W,
+                                     ay, ax);
 }
 
 /* One thread per output element (k, c, ph, pw); a.C is the output's channel count here. */
@@ -198,8 +198,8 @@ __global__ void DK_SFN(dk__psa_gpu_forward_kernel)(const DK_S *__restrict__ x, c
 
 /* Samples [*lo, *hi] of bin p (numbers within the bin) whose taps may reach pixel q: the axis
  * window's (dk_roi_align_axis_window) within the bin. */
-__device__ static inline void DK_SFN(dk__psa_gpu_window)(const DK_TFN(dk_roi_align_axis) * a, int64_t pooled,
-                                                         int64_t p, int64_t q, int64_t *lo, int64_t *hi)
+__device__ static inline void DK_SFN(dk__psa_gpu_window)(const DK_TFN(dk_roi_align_axis) *a, int64_t pooled, int64_t p,
+                                                         int64_t q, int64_t *lo, int64_t *hi)
 {
     int64_t j0, j1;
     DK_TFN(dk_roi_align_axis_window)(a, pooled, q, &j0, &j1);
@@ -262,8 +262,8 @@ static dk_status DK_SFN(dk__psa_gpu_forward)(const dk_tensor *input, const dk_te
 static dk_status DK_SFN(dk__psa_gpu_backward)(const dk_tensor *grad_output, const dk_tensor *rois,
                                               dk_tensor *grad_input, const dk__rp_gpu_args *a, void *stream)
 {
-    DK_GPU_LAUNCH(DK_SFN(dk__psa_gpu_backward_kernel), dk_gpu_blocks(a->N * a->C * a->H * a->W), DK_GPU_THREADS,
-                  stream, (const DK_S *)dk_tensor_data(grad_output), (const DK_S *)dk_tensor_data(rois),
+    DK_GPU_LAUNCH(DK_SFN(dk__psa_gpu_backward_kernel), dk_gpu_blocks(a->N * a->C * a->H * a->W), DK_GPU_THREADS, stream,
+                  (const DK_S *)dk_tensor_data(grad_output), (const DK_S *)dk_tensor_data(rois),
                   (DK_S *)dk_tensor_data(grad_input), *a);
     return dk__gpu_launched("ps_roi_align_backward");
 }
