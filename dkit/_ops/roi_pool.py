@@ -73,16 +73,10 @@ def roi_pool(input, boxes, output_size, spatial_scale=1.0, geometry="torchvision
     if geo is None:
         raise _C.DkitValueError(f"{OP}: geometry must be 'torchvision' or 'mmcv', got {geometry!r}")
     fw, input, boxes, ph, pw, spatial_scale = _arguments(input, boxes, output_size, spatial_scale, OP)
-    try:
-        if fw.wants_grad(input):
-            return fw.apply(ROI_POOL, input, boxes, ph, pw, spatial_scale, geo)
-        return _forward(fw, input, boxes, ph, pw, spatial_scale, geo)[0]
-    except _C.DkitTypeError:
-        cast = autocast_args(fw, input, boxes)  # Note [Autocast] in dkit/_ops/__init__.py
-        if cast is None:
-            raise
-    out = roi_pool(cast[0], cast[1], (ph, pw), spatial_scale, geometry)
-    return fw.to_dtype(out, fw.dtype_name(input))
+    out, cast = _pooled(fw, ROI_POOL, _forward, input, boxes, ph, pw, spatial_scale, geo)
+    if cast is None:
+        return out
+    return fw.to_dtype(roi_pool(cast[0], cast[1], (ph, pw), spatial_scale, geometry), fw.dtype_name(input))
 
 
 def _arguments(input, boxes, output_size, spatial_scale, op):
@@ -103,6 +97,21 @@ def _arguments(input, boxes, output_size, spatial_scale, op):
     if type(boxes) is not fw.AS_IS:
         boxes = rois_of(fw, boxes, input, op)
     return fw, input, boxes, ph, pw, spatial_scale
+
+
+def _pooled(fw, differentiable, forward, input, rois, *args):
+    """(output, None), through autograd when input wants a gradient; or (None, cast) when the
+    kernels refuse the dtypes and autocast offers cast inputs for the caller to call itself with
+    (Note [Autocast] in dkit/_ops/__init__.py)."""
+    try:
+        if fw.wants_grad(input):
+            return fw.apply(differentiable, input, rois, *args), None
+        return forward(fw, input, rois, *args)[0], None
+    except _C.DkitTypeError:
+        cast = autocast_args(fw, input, rois)
+        if cast is None:
+            raise
+    return None, cast
 
 
 # ------------------------------------------------------------------------------------------
@@ -180,16 +189,10 @@ def ps_roi_pool(input, boxes, output_size, spatial_scale=1.0):
     Raises: as roi_pool, and DkitValueError when C is not a multiple of PH PW.
     """
     fw, input, boxes, ph, pw, spatial_scale = _arguments(input, boxes, output_size, spatial_scale, "ps_roi_pool")
-    try:
-        if fw.wants_grad(input):
-            return fw.apply(PS_ROI_POOL, input, boxes, ph, pw, spatial_scale)
-        return _ps_forward(fw, input, boxes, ph, pw, spatial_scale)[0]
-    except _C.DkitTypeError:
-        cast = autocast_args(fw, input, boxes)  # Note [Autocast] in dkit/_ops/__init__.py
-        if cast is None:
-            raise
-    out = ps_roi_pool(cast[0], cast[1], (ph, pw), spatial_scale)
-    return fw.to_dtype(out, fw.dtype_name(input))
+    out, cast = _pooled(fw, PS_ROI_POOL, _ps_forward, input, boxes, ph, pw, spatial_scale)
+    if cast is None:
+        return out
+    return fw.to_dtype(ps_roi_pool(cast[0], cast[1], (ph, pw), spatial_scale), fw.dtype_name(input))
 
 
 def _ps_output(fw, input, rois, ph, pw):
@@ -272,14 +275,9 @@ def ps_roi_align(input, boxes, output_size, spatial_scale=1.0, sampling_ratio=-1
     fw, input, boxes, ph, pw, spatial_scale = _arguments(input, boxes, output_size, spatial_scale, "ps_roi_align")
     if type(sampling_ratio) is not int:
         sampling_ratio = to_int(sampling_ratio, "sampling_ratio", "ps_roi_align")
-    try:
-        if fw.wants_grad(input):
-            return fw.apply(PS_ROI_ALIGN, input, boxes, ph, pw, spatial_scale, sampling_ratio)
-        return _psa_forward(fw, input, boxes, ph, pw, spatial_scale, sampling_ratio)[0]
-    except _C.DkitTypeError:
-        cast = autocast_args(fw, input, boxes)  # Note [Autocast] in dkit/_ops/__init__.py
-        if cast is None:
-            raise
+    out, cast = _pooled(fw, PS_ROI_ALIGN, _psa_forward, input, boxes, ph, pw, spatial_scale, sampling_ratio)
+    if cast is None:
+        return out
     out = ps_roi_align(cast[0], cast[1], (ph, pw), spatial_scale, sampling_ratio)
     return fw.to_dtype(out, fw.dtype_name(input))
 

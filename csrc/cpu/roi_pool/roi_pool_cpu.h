@@ -54,6 +54,12 @@ static inline int64_t dk__rp_batch(double b, int64_t n)
     return b >= 0 && b < (double)n && b == (double)(int64_t)b ? (int64_t)b : -1;
 }
 
+/* t's four strides, in elements. */
+static inline void dk__rp_strides(const dk_tensor *t, int64_t s[4])
+{
+    for (int d = 0; d < 4; d++) s[d] = dk_tensor_stride(t, d);
+}
+
 /* ps_roi_align: the column taps a task keeps per bin (Note [RoIAlign's position-sensitive form
  * on a CPU]); an adaptive grid reaches it only for a bin over 64 pixels wide. */
 #define DK__PSA_TAPS 64

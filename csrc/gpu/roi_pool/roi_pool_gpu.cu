@@ -67,13 +67,21 @@ extern "C" dk_status dk_roi_pool_backward_gpu(const dk_tensor *grad_output, cons
     return st;
 }
 
+/* The position-sensitive forwards' sizes: a.C, PH, PW the output's, N, H, W the input's. */
+static dk__rp_gpu_args dk__rp_gpu_ps_args_of(const dk_tensor *input, const dk_tensor *output, const dk_tensor *rois,
+                                             double spatial_scale)
+{
+    dk__rp_gpu_args a = dk__rp_gpu_args_of(output, output, rois, output);
+    a.N = input->shape[0], a.H = input->shape[2], a.W = input->shape[3];
+    for (int d = 0; d < 4; d++) a.img_s[d] = dk_tensor_stride(input, d);
+    a.scale = spatial_scale;
+    return a;
+}
+
 extern "C" dk_status dk_ps_roi_pool_forward_gpu(const dk_tensor *input, const dk_tensor *rois, dk_tensor *output,
                                                 double spatial_scale)
 {
-    dk__rp_gpu_args a = dk__rp_gpu_args_of(output, output, rois, output);
-    a.N = input->shape[0], a.H = input->shape[2], a.W = input->shape[3]; /* C, PH, PW: the output's */
-    for (int d = 0; d < 4; d++) a.img_s[d] = dk_tensor_stride(input, d);
-    a.scale = spatial_scale;
+    const dk__rp_gpu_args a = dk__rp_gpu_ps_args_of(input, output, rois, spatial_scale);
     if (dk_tensor_numel(output) == 0) return DK_OK; /* nothing to write */
     dk_device_guard g;
     dk_status st = dk__gpu_enter(&g, input->device);
@@ -105,10 +113,7 @@ extern "C" dk_status dk_ps_roi_pool_backward_gpu(const dk_tensor *grad_output, c
 extern "C" dk_status dk_ps_roi_align_forward_gpu(const dk_tensor *input, const dk_tensor *rois, dk_tensor *output,
                                                  double spatial_scale, int64_t sampling_ratio)
 {
-    dk__rp_gpu_args a = dk__rp_gpu_args_of(output, output, rois, output);
-    a.N = input->shape[0], a.H = input->shape[2], a.W = input->shape[3]; /* C, PH, PW: the output's */
-    for (int d = 0; d < 4; d++) a.img_s[d] = dk_tensor_stride(input, d);
-    a.scale = spatial_scale;
+    dk__rp_gpu_args a = dk__rp_gpu_ps_args_of(input, output, rois, spatial_scale);
     a.sampling_ratio = sampling_ratio;
     if (dk_tensor_numel(output) == 0) return DK_OK; /* nothing to write */
     dk_device_guard g;
