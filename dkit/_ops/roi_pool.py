@@ -253,12 +253,7 @@ def ps_roi_align(input, boxes, output_size, spatial_scale=1.0, sampling_ratio=-1
     """Position-sensitive RoIAlign (R-FCN, Light-Head R-CNN), as torchvision.ops.ps_roi_align.
 
     Args:
-        input: [N, C, H, W] float16 / bfloat16 / float32 / float64 (16-bit computed in float32),
-            C a multiple of output_size[0] * output_size[1]; the frameworks and strides roi_pool
-            takes.
-        boxes: Tensor[K, 5] (batch_index, x1, y1, x2, y2) or a list of Tensor[L, 4] per image.
-        output_size: int or (height, width), positive and below 2^31.
-        spatial_scale: multiplies box coordinates to reach input coordinates.
+        input, boxes, output_size, spatial_scale: as ps_roi_pool's.
         sampling_ratio: samples per bin along each axis; any value <= 0 is adaptive
             (ceil(box size / output size)), as torchvision; a 32-bit int.
 

@@ -284,7 +284,7 @@ def test_ps_roi_pool_bad_input():
 
 
 def test_torchvision_compat_signatures_are_identical():
-    for name in ("roi_pool", "ps_roi_pool", "RoIPool", "PSRoIPool"):
+    for name in ("roi_pool", "ps_roi_pool", "ps_roi_align", "RoIPool", "PSRoIPool", "PSRoIAlign"):
         ours, theirs = getattr(dk_tv, name), getattr(tvops, name)
         pairs = [(ours, theirs)]
         if isinstance(ours, type):
@@ -292,7 +292,7 @@ def test_torchvision_compat_signatures_are_identical():
         for a, b in pairs:
             assert_signature_covers(a, b)
             assert_signature_covers(b, a)
-    assert {"roi_pool", "RoIPool", "ps_roi_pool", "PSRoIPool"} <= set(dk_tv.__all__)
+    assert {"roi_pool", "RoIPool", "ps_roi_pool", "PSRoIPool", "ps_roi_align", "PSRoIAlign"} <= set(dk_tv.__all__)
 
 
 def test_torchvision_compat_values_scripted_and_errors():
@@ -533,16 +533,7 @@ def test_torchvision_test_ops_boxes_shape_and_fx():
     assert want.dtype == x.dtype and torch.equal(traced(x, rois), want)
 
 
-def test_torchvision_compat_ps_roi_align():
-    for name in ("ps_roi_align", "PSRoIAlign"):
-        ours, theirs = getattr(dk_tv, name), getattr(tvops, name)
-        pairs = [(ours, theirs)]
-        if isinstance(ours, type):
-            pairs += [(ours.__init__, theirs.__init__), (ours.forward, theirs.forward)]
-        for a, b in pairs:
-            assert_signature_covers(a, b)
-            assert_signature_covers(b, a)
-        assert name in dk_tv.__all__
+def test_torchvision_compat_ps_roi_align():  # its signatures: test_torchvision_compat_signatures_are_identical
     g = torch.Generator().manual_seed(23)
     x = torch.randn(2, 8, 11, 11, generator=g)
     rois = _rois(2, 12, 11, 23)

@@ -24,10 +24,8 @@ static void DK_SFN(dk__rp_forward_worker)(void *p, int tid)
     const DK_S *x = (const DK_S *)dk_tensor_data(in);
     DK_S *y = (DK_S *)dk_tensor_data(out);
     int64_t *arg = (int64_t *)dk_tensor_data(am);
-    int64_t xs[4];
-    dk__rp_strides(in, xs);
-    int64_t ys[4];
-    dk__rp_strides(out, ys);
+    int64_t xs[4], ys[4];
+    dk__rp_strides(in, xs), dk__rp_strides(out, ys);
     int64_t as[4];
     dk__rp_strides(am, as);
     const int64_t chunks = (cx->C + DK__RP_CHANNELS - 1) / DK__RP_CHANNELS;
@@ -73,10 +71,8 @@ static void DK_SFN(dk__rp_backward_worker)(void *p, int tid)
     DK_S *x = (DK_S *)dk_tensor_data(gi);
     const DK_S *g = (const DK_S *)dk_tensor_data(go);
     const int64_t *arg = (const int64_t *)dk_tensor_data(am);
-    int64_t xs[4];
-    dk__rp_strides(gi, xs);
-    int64_t gs[4];
-    dk__rp_strides(go, gs);
+    int64_t xs[4], gs[4];
+    dk__rp_strides(gi, xs), dk__rp_strides(go, gs);
     int64_t as[4];
     dk__rp_strides(am, as);
     const int64_t plane = cx->H * cx->W;
@@ -126,10 +122,8 @@ static void DK_SFN(dk__rp_ps_forward_worker)(void *p, int tid)
     const dk_tensor *in = cx->img, *out = cx->bins;
     const DK_S *x = (const DK_S *)dk_tensor_data(in);
     DK_S *y = (DK_S *)dk_tensor_data(out);
-    int64_t xs[4];
-    dk__rp_strides(in, xs);
-    int64_t ys[4];
-    dk__rp_strides(out, ys);
+    int64_t xs[4], ys[4];
+    dk__rp_strides(in, xs), dk__rp_strides(out, ys);
     const int64_t cout = out->shape[1], chunks = (cout + DK__RP_CHANNELS - 1) / DK__RP_CHANNELS;
     for (int64_t t; (t = dk_parallel_claim(&cx->counter)) < cx->K * chunks;) {
         const int64_t k = t / chunks, c0 = t % chunks * DK__RP_CHANNELS;
@@ -181,10 +175,8 @@ static void DK_SFN(dk__rp_ps_backward_worker)(void *p, int tid)
     const dk_tensor *gi = cx->img, *go = cx->bins;
     DK_S *x = (DK_S *)dk_tensor_data(gi);
     const DK_S *g = (const DK_S *)dk_tensor_data(go);
-    int64_t xs[4];
-    dk__rp_strides(gi, xs);
-    int64_t gs[4];
-    dk__rp_strides(go, gs);
+    int64_t xs[4], gs[4];
+    dk__rp_strides(gi, xs), dk__rp_strides(go, gs);
     for (int64_t cin; (cin = dk_parallel_claim(&cx->counter)) < cx->C;) {
         const int64_t pw = cin % cx->PW, ph = cin / cx->PW % cx->PH, c = cin / (cx->PW * cx->PH);
         for (int64_t n = 0; n < cx->N; n++)
@@ -259,10 +251,8 @@ static void DK_SFN(dk__psa_forward_worker)(void *p, int tid)
     const dk_tensor *in = cx->img, *out = cx->bins;
     const DK_S *x = (const DK_S *)dk_tensor_data(in);
     DK_S *y = (DK_S *)dk_tensor_data(out);
-    int64_t xs[4];
-    dk__rp_strides(in, xs);
-    int64_t ys[4];
-    dk__rp_strides(out, ys);
+    int64_t xs[4], ys[4];
+    dk__rp_strides(in, xs), dk__rp_strides(out, ys);
     const int64_t cout = out->shape[1], chunks = (cout + DK__RP_CHANNELS - 1) / DK__RP_CHANNELS;
     const int64_t cstep = cx->PH * cx->PW * xs[1]; /* from output channel c's plane to c + 1's */
     DK_TFN(dk_roi_align_taps) taps[DK__PSA_TAPS];
@@ -331,10 +321,8 @@ static void DK_SFN(dk__psa_backward_worker)(void *p, int tid)
     const DK_SFN(dk__psa_roi_entry) *table = (const DK_SFN(dk__psa_roi_entry) *)cx->table;
     DK_S *x = (DK_S *)dk_tensor_data(gi);
     const DK_S *g = (const DK_S *)dk_tensor_data(go);
-    int64_t xs[4];
-    dk__rp_strides(gi, xs);
-    int64_t gs[4];
-    dk__rp_strides(go, gs);
+    int64_t xs[4], gs[4];
+    dk__rp_strides(gi, xs), dk__rp_strides(go, gs);
     const bool direct = sizeof(DK_S) == sizeof(DK_T); /* storage is the compute type */
     DK_T *scratch = direct ? NULL : (DK_T *)cx->scratch + (int64_t)tid * cx->H * cx->W;
     DK_TFN(dk_roi_align_taps) taps[DK__PSA_TAPS];
