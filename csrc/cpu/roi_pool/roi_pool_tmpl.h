@@ -306,7 +306,7 @@ static dk_status DK_SFN(dk__psa_forward)(dk__rp_ctx *cx, int nthreads)
  * image's RoIs only, from cx->image_rois. */
 typedef struct {
     DK_TFN(dk_roi_align_axis) ay, ax;
-    DK_T count;
+    DK_T count, inv; /* inv: 1 / count where that is exact (count a power of two), else 0 */
     int64_t n;
 } DK_SFN(dk__psa_roi_entry);
 
@@ -352,7 +352,10 @@ static void DK_SFN(dk__psa_backward_worker)(void *p, int tid)
                      * vector multiply and divide (each lane rounds as the scalar would) */
                     const DK_T wt[4] = {b.w1, b.w2, b.w3, b.w4};
                     DK_T sh[4];
-                    for (int j = 0; j < 4; j++) sh[j] = DK_TFN(dk_ps_roi_align_share)(gk, wt[j], e->count);
+                    if (e->inv != (DK_T)0) /* (g w) / 2^k is (g w) 2^-k, both rounded once: the same bits */
+                        for (int j = 0; j < 4; j++) sh[j] = gk * wt[j] * e->inv;
+                    else
+                        for (int j = 0; j < 4; j++) sh[j] = DK_TFN(dk_ps_roi_align_share)(gk, wt[j], e->count);
                     acc[b.y_low * sy + b.x_low * sx] += sh[0];
                     acc[b.y_low * sy + b.x_high * sx] += sh[1];
                     acc[b.y_high * sy + b.x_low * sx] += sh[2];
@@ -382,6 +385,10 @@ static dk_status DK_SFN(dk__psa_backward)(dk__rp_ctx *cx, int nthreads)
         DK_SFN(dk__psa_roi_entry) *e = &table[k];
         DK_SFN(dk__psa_roi)(cx, k, &e->ay, &e->ax);
         e->count = DK_TFN(dk_roi_align_count)(&e->ay, &e->ax);
+        /* count, an integer in [1, 2^62], a power of two: its reciprocal is exact and normal, and
+         * multiplying by it divides exactly */
+        const int64_t ci = (int64_t)e->count;
+        e->inv = (ci & (ci - 1)) == 0 ? (DK_T)1 / e->count : (DK_T)0;
         e->n = e->ay.grid > 0 && e->ax.grid > 0 ? dk__rp_batch((double)DK_SFN(dk__rp_roi_value)(cx->rois, k, 0), cx->N)
                                                 : -1;
     }
