@@ -1,6 +1,8 @@
 """roi_pool (dkit.ops, dkit.compat.mmcv): torchvision's op as the reference for its bins, values,
 argmax and gradients, to the bit; MMCV's published test vectors and a NumPy port of MMCV's kernel
-for its bins; 16-bit inputs, NumPy arrays, TorchScript, and the refusals."""
+for its bins; 16-bit inputs, NumPy arrays, TorchScript, and the refusals. ps_roi_pool and
+ps_roi_align (dkit.ops, dkit.compat.torchvision) likewise against torchvision's ops, and
+torchvision's own TestPSRoIAlign checks re-expressed against the compat module."""
 
 import numpy as np
 import pytest
