@@ -113,18 +113,35 @@ static inline DK_TFN(dk_roi_pool_roi) DK_SFN(dk__rp_ps_roi)(const dk__rp_ctx *cx
         cx->PW, DK_ROI_POOL_BINS_PS);
 }
 
+/* What a position-sensitive forward task reads of its call: the input and output, their strides,
+ * the output's channels and their blocks of DK__RP_CHANNELS (one task each per RoI). */
+typedef struct {
+    const DK_S *x;
+    DK_S *y;
+    int64_t xs[4], ys[4], cout, chunks;
+} DK_SFN(dk__rp_ps_view);
+
+static inline DK_SFN(dk__rp_ps_view) DK_SFN(dk__rp_ps_view_of)(const dk__rp_ctx *cx)
+{
+    DK_SFN(dk__rp_ps_view) v;
+    v.x = (const DK_S *)dk_tensor_data(cx->img);
+    v.y = (DK_S *)dk_tensor_data(cx->bins);
+    dk__rp_strides(cx->img, v.xs), dk__rp_strides(cx->bins, v.ys);
+    v.cout = cx->bins->shape[1];
+    v.chunks = (v.cout + DK__RP_CHANNELS - 1) / DK__RP_CHANNELS;
+    return v;
+}
+
 /* Forward: a task per RoI and block of output channels; bins found once per (ph, pw). Output
  * channel c at bin (ph, pw) reads input channel (c PH + ph) PW + pw. */
 static void DK_SFN(dk__rp_ps_forward_worker)(void *p, int tid)
 {
     (void)tid;
     dk__rp_ctx *cx = (dk__rp_ctx *)p;
-    const dk_tensor *in = cx->img, *out = cx->bins;
-    const DK_S *x = (const DK_S *)dk_tensor_data(in);
-    DK_S *y = (DK_S *)dk_tensor_data(out);
-    int64_t xs[4], ys[4];
-    dk__rp_strides(in, xs), dk__rp_strides(out, ys);
-    const int64_t cout = out->shape[1], chunks = (cout + DK__RP_CHANNELS - 1) / DK__RP_CHANNELS;
+    const DK_SFN(dk__rp_ps_view) v = DK_SFN(dk__rp_ps_view_of)(cx);
+    const DK_S *x = v.x;
+    DK_S *y = v.y;
+    const int64_t *xs = v.xs, *ys = v.ys, cout = v.cout, chunks = v.chunks;
     for (int64_t t; (t = dk_parallel_claim(&cx->counter)) < cx->K * chunks;) {
         const int64_t k = t / chunks, c0 = t % chunks * DK__RP_CHANNELS;
         const int64_t c1 = c0 + DK__RP_CHANNELS < cout ? c0 + DK__RP_CHANNELS : cout;
@@ -248,12 +265,10 @@ static void DK_SFN(dk__psa_forward_worker)(void *p, int tid)
 {
     (void)tid;
     dk__rp_ctx *cx = (dk__rp_ctx *)p;
-    const dk_tensor *in = cx->img, *out = cx->bins;
-    const DK_S *x = (const DK_S *)dk_tensor_data(in);
-    DK_S *y = (DK_S *)dk_tensor_data(out);
-    int64_t xs[4], ys[4];
-    dk__rp_strides(in, xs), dk__rp_strides(out, ys);
-    const int64_t cout = out->shape[1], chunks = (cout + DK__RP_CHANNELS - 1) / DK__RP_CHANNELS;
+    const DK_SFN(dk__rp_ps_view) v = DK_SFN(dk__rp_ps_view_of)(cx);
+    const DK_S *x = v.x;
+    DK_S *y = v.y;
+    const int64_t *xs = v.xs, *ys = v.ys, cout = v.cout, chunks = v.chunks;
     const int64_t cstep = cx->PH * cx->PW * xs[1]; /* from output channel c's plane to c + 1's */
     DK_TFN(dk_roi_align_taps) taps[DK__PSA_TAPS];
     bool ok[DK__PSA_TAPS];
