@@ -1,4 +1,5 @@
-"""torchvision.ops.roi_align / RoIAlign, roi_pool / RoIPool, ps_roi_pool / PSRoIPool, nms,
+"""torchvision.ops.roi_align / RoIAlign, roi_pool / RoIPool, ps_roi_pool / PSRoIPool,
+ps_roi_align / PSRoIAlign, nms,
 batched_nms and the box-overlap functions (box_iou, generalized_box_iou, distance_box_iou,
 complete_box_iou), served by dkit.
 
@@ -21,6 +22,7 @@ from dkit._ops import box_iou as _box_iou
 from dkit._ops.nms import batched_nms as _batched_nms
 from dkit._ops.nms import nms as _nms
 from dkit._ops.roi_align import roi_align as _roi_align
+from dkit._ops.roi_pool import ps_roi_align as _ps_roi_align
 from dkit._ops.roi_pool import ps_roi_pool as _ps_roi_pool
 from dkit._ops.roi_pool import roi_pool as _roi_pool
 from dkit.compat import DkitAssertionError
@@ -32,6 +34,8 @@ __all__ = [
     "RoIPool",
     "ps_roi_pool",
     "PSRoIPool",
+    "ps_roi_align",
+    "PSRoIAlign",
     "nms",
     "batched_nms",
     "box_iou",
@@ -275,6 +279,54 @@ class PSRoIPool(nn.Module):
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}(output_size={self.output_size}, spatial_scale={self.spatial_scale})"
+
+
+@torch.fx.wrap
+def ps_roi_align(
+    input: Tensor,
+    boxes: Tensor,
+    output_size: int,
+    spatial_scale: float = 1.0,
+    sampling_ratio: int = -1,
+) -> Tensor:
+    """Position-sensitive RoIAlign, as torchvision.ops.ps_roi_align (see dkit.ops.ps_roi_align:
+    torchvision's values and gradients, to the bit in float32 and float64; a bin with no samples
+    is 0 where torchvision's is NaN); float16 and bfloat16 too (computed in float32).
+
+    Args:
+        input (Tensor[N, C, H, W]): the feature maps, C a multiple of output_size[0] * output_size[1].
+        boxes (Tensor[K, 5] or List[Tensor[L, 4]]): as roi_pool's (a list eagerly only, as torchvision).
+        output_size (int or Tuple[int, int]): (height, width) of the output.
+        spatial_scale (float): maps box coordinates to input coordinates. Default: 1.0
+        sampling_ratio (int): sampling points per bin along each axis; <= 0 is adaptive
+            (ceil(roi_size / output_size)). Default: -1
+
+    Returns:
+        Tensor[K, C / (output_size[0] * output_size[1]), output_size[0], output_size[1]]
+    """
+    if not _is_scripting():  # Note [Compat under TorchScript]
+        return _checked_eager(_ps_roi_align, boxes, input, boxes, output_size, spatial_scale, sampling_ratio)
+    torch._assert(boxes.dim() >= 2 and boxes.size(1) == 5, "The boxes tensor shape is not correct as Tensor[K, 5]")
+    return _ps_roi_align(input, boxes, [output_size, output_size], spatial_scale, sampling_ratio)
+
+
+class PSRoIAlign(nn.Module):
+    """See :func:`ps_roi_align`."""
+
+    def __init__(self, output_size: int, spatial_scale: float, sampling_ratio: int):
+        super().__init__()
+        self.output_size = output_size
+        self.spatial_scale = spatial_scale
+        self.sampling_ratio = sampling_ratio
+
+    def forward(self, input: Tensor, rois: Tensor) -> Tensor:
+        return ps_roi_align(input, rois, self.output_size, self.spatial_scale, self.sampling_ratio)
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__name__}(output_size={self.output_size}, spatial_scale={self.spatial_scale}, "
+            f"sampling_ratio={self.sampling_ratio})"
+        )
 
 
 @torch.fx.wrap

@@ -102,12 +102,13 @@ DK_HD DK_INLINE bool DK_TFN(dk_roi_align_taps_init)(DK_T v, int64_t size, DK_TFN
     return true;
 }
 
-/* The four taps of sample (y, x) on a height x width plane; false when it contributes nothing. */
-DK_HD DK_INLINE bool DK_TFN(dk_roi_align_bilinear_init)(DK_T y, DK_T x, int64_t height, int64_t width,
-                                                        DK_TFN(dk_roi_align_bilinear) *b)
+/* The four taps of a sample from its two 1-D taps (a kernel that keeps 1-D taps in a table forms
+ * the 2-D ones with this, and so with the same weights' bits). */
+DK_HD DK_INLINE void DK_TFN(dk_roi_align_bilinear_of)(const DK_TFN(dk_roi_align_taps) *typ,
+                                                      const DK_TFN(dk_roi_align_taps) *txp,
+                                                      DK_TFN(dk_roi_align_bilinear) *b)
 {
-    DK_TFN(dk_roi_align_taps) ty, tx;
-    if (!DK_TFN(dk_roi_align_taps_init)(y, height, &ty) || !DK_TFN(dk_roi_align_taps_init)(x, width, &tx)) return false;
+    const DK_TFN(dk_roi_align_taps) ty = *typ, tx = *txp;
     b->y_low = ty.lo;
     b->y_high = ty.hi;
     b->x_low = tx.lo;
@@ -116,6 +117,15 @@ DK_HD DK_INLINE bool DK_TFN(dk_roi_align_bilinear_init)(DK_T y, DK_T x, int64_t 
     b->w2 = ty.wlo * tx.whi;
     b->w3 = ty.whi * tx.wlo;
     b->w4 = ty.whi * tx.whi;
+}
+
+/* The four taps of sample (y, x) on a height x width plane; false when it contributes nothing. */
+DK_HD DK_INLINE bool DK_TFN(dk_roi_align_bilinear_init)(DK_T y, DK_T x, int64_t height, int64_t width,
+                                                        DK_TFN(dk_roi_align_bilinear) *b)
+{
+    DK_TFN(dk_roi_align_taps) ty, tx;
+    if (!DK_TFN(dk_roi_align_taps_init)(y, height, &ty) || !DK_TFN(dk_roi_align_taps_init)(x, width, &tx)) return false;
+    DK_TFN(dk_roi_align_bilinear_of)(&ty, &tx, b);
     return true;
 }
 
