@@ -102,6 +102,46 @@ void dk_py_torch_order_clear(dk_py_state *s)
     s->order_scratch_bytes = 0;
 }
 
+static double dk__f64(const void *p) { return *(const double *)p; }
+static double dk__f32(const void *p) { return *(const float *)p; }
+static double dk__f16(const void *p) { return dk_half_to_float(*(const uint16_t *)p); }
+static double dk__bf16(const void *p) { return dk_bfloat16_to_float(*(const uint16_t *)p); }
+
+/* The first pass, which reads and writes nothing else: whether two kept scores are equal (1 or
+ * 0), or -1 with an exception for an index out of range or a keep out of torch's order. Most
+ * calls end here (distinct scores), right after the NMS has filled the caches with other data,
+ * so it is one loop per dtype over the scores alone. */
+#define DK__SCAN(name, load)                                                                                         \
+    static int name(dk_py_state *s, const int64_t *kp, int64_t kstride, int64_t k, const char *base, int64_t stride, \
+                    int64_t total)                                                                                   \
+    {                                                                                                                \
+        int ties = 0;                                                                                                \
+        double prev = 0;                                                                                             \
+        for (int64_t i = 0; i < k; i++) {                                                                            \
+            const int64_t idx = kp[i * kstride];                                                                     \
+            if (idx < 0 || idx >= total) {                                                                           \
+                dk_py_raise_fmt(s, DK_EINVAL, DK__OP ": keep[%lld] = %lld is not an index of scores", (long long)i,  \
+                                (long long)idx);                                                                     \
+                return -1;                                                                                           \
+            }                                                                                                        \
+            const double v = load(base + idx * stride);                                                              \
+            if (i > 0) {                                                                                             \
+                if (dk__before(v, prev)) {                                                                           \
+                    dk_py_raise_fmt(s, DK_EINVAL, DK__OP ": keep is not in decreasing score order at %lld",          \
+                                    (long long)i);                                                                   \
+                    return -1;                                                                                       \
+                }                                                                                                    \
+                ties |= !dk__before(prev, v); /* both NaN, or ==, -0.0 with +0.0 */                                  \
+            }                                                                                                        \
+            prev = v;                                                                                                \
+        }                                                                                                            \
+        return ties;                                                                                                 \
+    }
+DK__SCAN(dk__scan_f64, dk__f64)
+DK__SCAN(dk__scan_f32, dk__f32)
+DK__SCAN(dk__scan_f16, dk__f16)
+DK__SCAN(dk__scan_bf16, dk__bf16)
+
 /* torch_sort_ties(keep, scores) -> bytearray | None */
 static PyObject *dk__torch_sort_ties(PyObject *m, PyObject *const *args, Py_ssize_t n)
 {
@@ -133,6 +173,18 @@ static PyObject *dk__torch_sort_ties(PyObject *m, PyObject *const *args, Py_ssiz
     const int64_t kstride = keep->strides ? keep->strides[0] : 1;
     const int64_t *kp = (const int64_t *)((const char *)keep->data + keep->byte_offset);
 
+    const int64_t sstride = (scores->strides ? scores->strides[0] : 1) * (scores->dtype.bits / 8);
+    const char *sbase = (const char *)scores->data + scores->byte_offset;
+    const int ties = scores->dtype.bits == 64          ? dk__scan_f64(s, kp, kstride, k, sbase, sstride, total)
+                     : scores->dtype.bits == 32        ? dk__scan_f32(s, kp, kstride, k, sbase, sstride, total)
+                     : scores->dtype.code == kDLBfloat ? dk__scan_bf16(s, kp, kstride, k, sbase, sstride, total)
+                                                       : dk__scan_f16(s, kp, kstride, k, sbase, sstride, total);
+    if (ties < 0) goto out;
+    if (!ties) { /* no two kept scores are equal: dkit's order is torch's */
+        result = Py_NewRef(Py_None);
+        goto out;
+    }
+
     /* Scratch: rank_of [N] uint32, then asc [K] int64, perm [K] int64, rank [K] uint32 and
      * dk_std_sort_order's own. */
     const size_t rank_of_bytes = ((size_t)total * sizeof(uint32_t) + 7) / 8 * 8;
@@ -149,37 +201,21 @@ static PyObject *dk__torch_sort_ties(PyObject *m, PyObject *const *args, Py_ssiz
     uint32_t *rank = (uint32_t *)(perm + k);
     void *sort_scratch = (char *)rank + rank_bytes;
 
-    /* Dense ranks down dkit's order, which must be torch's descending order with each index
-     * once (a kept set otherwise is not dkit's NMS result, and is refused rather than
-     * reordered). Equal scores (both NaN, or ==, -0.0 with +0.0) share a rank. */
+    /* Dense ranks down dkit's order (checked above): equal scores share a rank. An index kept
+     * twice is not NMS's result either. */
     memset(rank_of, 0xff, (size_t)total * sizeof *rank_of);
     uint32_t r = 0;
     double prev = 0;
     for (int64_t i = 0; i < k; i++) {
         const int64_t idx = kp[i * kstride];
-        if (idx < 0 || idx >= total) {
-            dk_py_raise_fmt(s, DK_EINVAL, DK__OP ": keep[%lld] = %lld is not an index of scores", (long long)i,
-                            (long long)idx);
-            goto out;
-        }
         const double v = dk__score(scores, idx);
-        if (i > 0) {
-            if (dk__before(v, prev)) {
-                dk_py_raise_fmt(s, DK_EINVAL, DK__OP ": keep is not in decreasing score order at %lld", (long long)i);
-                goto out;
-            }
-            r += dk__before(prev, v);
-        }
+        if (i > 0) r += dk__before(prev, v);
         prev = v;
         if (rank_of[idx] != UINT32_MAX) {
             dk_py_raise_fmt(s, DK_EINVAL, DK__OP ": index %lld is kept twice", (long long)idx);
             goto out;
         }
         rank_of[idx] = r;
-    }
-    if (k == 0 || (int64_t)r == k - 1) { /* no two kept scores are equal: dkit's order is torch's */
-        result = Py_NewRef(Py_None);
-        goto out;
     }
     int64_t j = 0;
     for (int64_t idx = 0; idx < total; idx++)
