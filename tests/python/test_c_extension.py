@@ -1180,6 +1180,72 @@ def test_backends_declared_by_installed_packages_load_with_dkit(tmp_path, monkey
     assert run_child(_CHILD_ENTRY_POINTS, good, path=[site]).strip().endswith("ok")
 
 
+# A backend with a backend object and nothing else: every op through the CPU fallback (Note
+# [The CPU fallback] in csrc/common/dk_cpu_fallback.h). Its device (kDLExtDev) keeps its memory
+# on the host, so its copies are memcpy; they count the bytes they move.
+_FALLBACK_C = r"""
+#include <string.h>
+#include "dkit.h"
+
+size_t copied_bytes[3];
+
+static dk_status copy(void *ctx, int32_t device, void *dst, const void *src, size_t n, dk_copy_kind kind, void *stream)
+{
+    memcpy(dst, src, n);
+    copied_bytes[kind] += n;
+    return DK_OK;
+}
+
+static const dk_backend fbdev = {.abi = DK_ABI_VERSION, .name = "pyfbdev", .device_type = kDLExtDev, .copy = copy};
+
+DK_BACKEND_ENTRY(pyfbdev)
+{
+    dk_key key;
+    dk_status st = dk_backend_register(&fbdev, &key);
+    if (st) return st;
+    return dk_register_cpu_fallback(key, NULL);
+}
+"""
+
+_CHILD_FALLBACK = r"""
+import ctypes, sys
+import numpy as np
+import dkit
+from dkit import _C
+lib = sys.argv[2]
+_C.load_backend(lib)
+copied = (ctypes.c_size_t * 3).in_dll(ctypes.CDLL(lib), "copied_bytes")
+rows = {r[0]: r for r in _C.table("box_iou")}
+assert rows["pyfbdev"][1:3] == ("fallback (cpu copy)", "dk_cpu_fallback"), rows
+b1 = np.array([[0, 0, 2, 2], [1, 1, 3, 3]], np.float32)
+b2 = np.array([[0, 0, 2, 2]], np.float32)
+want = np.zeros((2, 1), np.float32)
+_C.ops.box_iou(b1, b2, want, 0, False, 1e-7, 0)
+out = np.zeros((2, 1), np.float32)
+ms = [tce.Managed(a, device=(12, 0)) for a in (b1, b2, out)]
+with dkit.profile() as prof:
+    _C.ops.box_iou(*(m.capsule for m in ms), 0, False, 1e-7, 0)
+assert (out == want).all() and want[0, 0] == 1, (out, want)
+# DK_COPY_HOST_TO_DEVICE (0): the output back; DK_COPY_DEVICE_TO_HOST (1): every argument in
+assert list(copied) == [out.nbytes, b1.nbytes + b2.nbytes + out.nbytes, 0], list(copied)
+assert [(r.op, r.backend, r.count) for r in prof.rows] == [("box_iou", "pyfbdev (cpu copy)", 1)], prof.rows
+# nms: a data-dependent output comes back through the fallback
+boxes = np.array([[0, 0, 10, 10], [1, 1, 11, 11], [20, 20, 30, 30]], np.float32)
+scores = np.array([0.9, 0.8, 0.7], np.float32)
+keep, num = np.full(3, -1, np.int64), np.zeros(1, np.int64)
+ms = [tce.Managed(a, device=(12, 0)) for a in (boxes, scores, keep, num)]
+_C.ops.nms(ms[0].capsule, ms[1].capsule, None, ms[2].capsule, ms[3].capsule, 0.5, 0)
+assert num[0] == 2 and keep[:2].tolist() == [0, 2], (keep, num)
+print("ok")
+"""
+
+
+def test_a_backend_with_no_kernel_serves_every_op_through_the_cpu_fallback(tmp_path):
+    lib = _build_backend(tmp_path, "pyfbdev", _FALLBACK_C)
+    out = run_child(_CHILD_FALLBACK, lib)
+    assert out.strip().endswith("ok")
+
+
 # ------------------------------------------------------------------------------------------
 # int[] and str arguments, and ops the binding must not call. roi_align has none of these, so a
 # backend defines its own ops (in a child process, as above).
