@@ -29,20 +29,22 @@ def _check_reduction(reduction, op):
         raise _C.DkitValueError(f"{op}: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
 
 
-def _example(rng, classes):
+def _example(rng, targets):
+    """[6, 4] float32 logits and targets: "probabilities" (0 or 1), "sigmoid" class indices
+    (4: background) or "softmax" ones (-1: ignored)."""
     import numpy as np
 
     x = (rng.standard_normal((6, 4)) * 2).astype(np.float32)
-    if classes:
-        return x, rng.integers(0, 5, 6).astype(np.int64)
-    return x, (rng.random((6, 4)) < 0.3).astype(np.float32)
+    if targets == "probabilities":
+        return x, (rng.random((6, 4)) < 0.3).astype(np.float32)
+    return x, rng.integers(0, 5, 6).astype(np.int64) - (targets == "softmax")
 
 
 @torch_op(
     "sigmoid_focal_loss(Tensor input, Tensor targets, float alpha=0.25, float gamma=2.0, str reduction=\"none\", "
     "Tensor? weight=None) -> Tensor",
     differentiable=True,
-    example=lambda rng: (*_example(rng, False), 0.25, 2.0, "mean"),
+    example=lambda rng: (*_example(rng, "probabilities"), 0.25, 2.0, "mean"),
 )
 def sigmoid_focal_loss(input, targets, alpha=0.25, gamma=2.0, reduction="none", weight=None):
     """Sigmoid focal loss (RetinaNet), as torchvision.ops.sigmoid_focal_loss (probabilities as
@@ -166,7 +168,7 @@ SIGMOID_FOCAL_LOSS = Differentiable(
     "softmax_focal_loss(Tensor input, Tensor targets, float gamma=2.0, float alpha=0.25, Tensor? weight=None, "
     "str reduction=\"mean\") -> Tensor",
     differentiable=True,
-    example=lambda rng: (*_example(rng, True), 2.0, 0.25, None, "sum"),
+    example=lambda rng: (*_example(rng, "softmax"), 2.0, 0.25, None, "sum"),
 )
 def softmax_focal_loss(input, targets, gamma=2.0, alpha=0.25, weight=None, reduction="mean"):
     """Softmax focal loss, as mmcv.ops.softmax_focal_loss (its argument order and defaults).
