@@ -89,7 +89,13 @@ DK_DEFINE_OP(sigmoid_focal_loss_forward, DK_SIGMOID_FOCAL_LOSS_FORWARD_ARGS)
     dk_status st;
     if ((st = dk__check_inputs(op, input, targets, weight, true))) return st;
     if ((st = dk__check_scalars(op, gamma, alpha_pos, alpha_neg, reduction, divisor))) return st;
-    return dk__check_loss_shape(op, "output", output, input, reduction, false);
+    if ((st = dk__check_loss_shape(op, "output", output, input, reduction, false))) return st;
+    if (!grad_input) return DK_OK;
+    /* Note [The backward in the forward] in ops/focal_loss.h */
+    if (reduction != DK_FOCAL_SUM)
+        return dk_error(DK_EINVAL, "%s: 'grad_input' is for a reduced loss (reduction 1), got reduction %lld", op,
+                        (long long)reduction);
+    return dk__check_loss_shape(op, "grad_input", grad_input, input, DK_FOCAL_NONE, false);
 }
 
 DK_DEFINE_OP(sigmoid_focal_loss_backward, DK_SIGMOID_FOCAL_LOSS_BACKWARD_ARGS)

@@ -37,6 +37,14 @@
  * forward's output shape (0-d for a sum) and writes grad_input [N, C] (and grad_targets [N, C]
  * where asked) whole: grad_output times the derivative, divided by divisor for a reduction.
  *
+ * Note [The backward in the forward]
+ * A reduced sigmoid loss's gradient is grad_output times a tensor that does not depend on
+ * grad_output, and the forward has every piece of it at hand. So sigmoid_focal_loss_forward
+ * with a grad_input [N, C] (DK_FOCAL_SUM only) also writes the backward's result for
+ * grad_output 1, from the same exp and log1p: a training step then runs one kernel over the
+ * logits instead of two, and its backward is a multiplication by grad_output (dkit/_ops/
+ * focal_loss.py). For grad_output 1 those are the backward's own bits.
+ *
  * Tensors: input, float targets, weight, outputs and gradients all of one dtype (float16,
  * bfloat16 (computed in float32), float32, float64), any strides; class targets int64, any stride.
  */
@@ -53,6 +61,7 @@ enum { DK_FOCAL_NONE = 0, DK_FOCAL_SUM = 1 };
     X(TENSOR, targets)                        \
     X(OPT_TENSOR, weight)                     \
     X(TENSOR_OUT, output)                     \
+    X(OPT_TENSOR_OUT, grad_input)             \
     X(FLOAT, gamma)                           \
     X(FLOAT, alpha_pos)                       \
     X(FLOAT, alpha_neg)                       \

@@ -102,9 +102,12 @@ def sigmoid_focal_loss(input, targets, alpha=0.25, gamma=2.0, reduction="none", 
     if weight is not None:
         weight = tensor(fw, weight, "weight", op, " [C]")
     if fw.wants_grad(input) or fw.wants_grad(targets):
-        out = fw.apply(SIGMOID_FOCAL_LOSS, x, t, weight, gamma, alpha_pos, alpha_neg, red, divisor)
+        # a reduced loss: the backward's work done in the forward's pass (Note [The backward in
+        # the forward] in ops/focal_loss.h), unless the targets want a gradient too
+        fused = red == _SUM and not fw.wants_grad(targets)
+        out = fw.apply(SIGMOID_FOCAL_LOSS, x, t, weight, gamma, alpha_pos, alpha_neg, red, divisor, fused)
     else:
-        out = _sig_forward(fw, x, t, weight, gamma, alpha_pos, alpha_neg, red, divisor)[0]
+        out = _sig_forward(fw, x, t, weight, gamma, alpha_pos, alpha_neg, red, divisor, False)[0]
     return out.reshape(shape) if red == _NONE and x is not input else out
 
 
@@ -119,31 +122,37 @@ def _loss_shape(input, reduction, per_row):
     return shape[:1] if per_row else shape
 
 
-def _sig_forward(fw, input, targets, weight, gamma, alpha_pos, alpha_neg, reduction, divisor):
-    """(loss, an empty tensor): the second result only keeps forward's results a pair."""
+def _sig_forward(fw, input, targets, weight, gamma, alpha_pos, alpha_neg, reduction, divisor, fused):
+    """(loss, the gradient for grad_output 1 when fused, else an empty tensor): Note [The backward
+    in the forward] in ops/focal_loss.h."""
     out = fw.new_empty(input, _loss_shape(input, reduction, False))
-    _sig_forward_kernel(input, targets, weight, out, gamma, alpha_pos, alpha_neg, reduction, divisor)
-    return out, fw.empty(input, (0,), None)
+    grad = fw.new_empty(input, tuple(input.shape)) if fused else None
+    _sig_forward_kernel(input, targets, weight, out, grad, gamma, alpha_pos, alpha_neg, reduction, divisor)
+    return out, grad if fused else fw.empty(input, (0,), None)
 
 
 def _sig_saved(args, results):
-    """The backward reads the logits and targets themselves; whether the targets want a
-    gradient is decided now (probability targets that require grad), so the backward computes
-    none that nobody reads."""
-    input, targets, weight, gamma, alpha_pos, alpha_neg, reduction, divisor = args
+    """The backward reads the logits and targets themselves, or the fused gradient; whether the
+    targets want a gradient is decided now (probability targets that require grad), so the
+    backward computes none that nobody reads."""
+    input, targets, weight, gamma, alpha_pos, alpha_neg, reduction, divisor, fused = args
     want_targets = bool(getattr(targets, "requires_grad", False))
-    return input, targets, weight, gamma, alpha_pos, alpha_neg, reduction, divisor, want_targets
+    return input, targets, weight, gamma, alpha_pos, alpha_neg, reduction, divisor, want_targets, results[1]
 
 
 def _sig_backward(fw, grad_output, input, targets, weight, gamma, alpha_pos, alpha_neg, reduction, divisor,
-                  want_targets):  # fmt: skip
+                  want_targets, fused_grad):  # fmt: skip
     """Gradients of input and targets (an empty tensor for targets that want none: class
-    indices, or probabilities that do not require grad); the core writes them whole."""
+    indices, or probabilities that do not require grad); the core writes them whole. A fused
+    forward left the gradient for grad_output 1: it is scaled (its bits, for grad_output 1)."""
+    none = fw.empty(grad_output, (0,), None)
+    if fused_grad.shape[0] != 0:  # [N, C], N > 0 (an empty one: the kernel below writes [0, C])
+        return fused_grad * grad_output, none
     grad_input = fw.new_empty(grad_output, tuple(input.shape))
     grad_targets = fw.new_empty(grad_output, tuple(input.shape)) if want_targets else None
     _sig_backward_kernel(grad_output, input, targets, weight, grad_input, grad_targets, gamma, alpha_pos, alpha_neg,
                          reduction, divisor)  # fmt: skip
-    return grad_input, grad_targets if want_targets else fw.empty(grad_output, (0,), None)
+    return grad_input, grad_targets if want_targets else none
 
 
 SIGMOID_FOCAL_LOSS = Differentiable(
@@ -154,9 +163,9 @@ SIGMOID_FOCAL_LOSS = Differentiable(
     backward=_sig_backward,
     results=1,
     forward_schema="(Tensor input, Tensor targets, Tensor? weight, float gamma, float alpha_pos, float alpha_neg, "
-    "int reduction, float divisor) -> (Tensor, Tensor)",
+    "int reduction, float divisor, bool fused) -> (Tensor, Tensor)",
     backward_schema="(Tensor grad_output, Tensor input, Tensor targets, Tensor? weight, float gamma, float alpha_pos, "
-    "float alpha_neg, int reduction, float divisor, bool want_targets) -> (Tensor, Tensor)",
+    "float alpha_neg, int reduction, float divisor, bool want_targets, Tensor fused_grad) -> (Tensor, Tensor)",
 )
 
 

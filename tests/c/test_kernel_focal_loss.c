@@ -121,7 +121,7 @@ static void check_sigmoid(sig_case k, dkk_rng *r)
     tolerances(k.dt, &atol, &rtol);
     /* forward */
     dkk_tensor *out = k.reduction == DK_FOCAL_SUM ? dkk_new(k.dt, 0, NULL, NULL, 0) : dkk_new(k.dt, 2, (int64_t[]){N, C}, NULL, 2);
-    assert_ok(dk_sigmoid_focal_loss_forward(&x->t, &t->t, w ? &w->t : NULL, &out->t, k.gamma, ap, an, k.reduction, divisor));
+    assert_ok(dk_sigmoid_focal_loss_forward(&x->t, &t->t, w ? &w->t : NULL, &out->t, NULL, k.gamma, ap, an, k.reduction, divisor));
     if (k.reduction == DK_FOCAL_SUM) {
         const double got = dkk_get(out, NULL), want = (double)(sum / divisor);
         if (!(fabs(got - want) <= atol + rtol * fabs(want))) fail_msg("%s: sum %.9g, expected %.9g", what, got, want);
@@ -137,6 +137,20 @@ static void check_sigmoid(sig_case k, dkk_rng *r)
     const double gatol = k.dt == DK_FLOAT64 ? 1e-8 : atol;
     dkk_assert_close(gi, rgx, gatol, rtol, what);
     if (gt) dkk_assert_close(gt, rgt, gatol, rtol, what);
+    if (k.reduction == DK_FOCAL_SUM) {
+        /* Note [The backward in the forward]: the same sum, and the backward's bits for grad_output 1 */
+        dkk_tensor *fused = dkk_new(k.dt, 2, (int64_t[]){N, C}, order, 1), *out2 = dkk_new(k.dt, 0, NULL, NULL, 0);
+        dkk_tensor *one = dkk_new(k.dt, 0, NULL, NULL, 0), *gi1 = dkk_new(k.dt, 2, (int64_t[]){N, C}, NULL, 0);
+        dkk_set(one, NULL, 1);
+        memset(fused->mem, 0x7f, fused->bytes);
+        assert_ok(dk_sigmoid_focal_loss_forward(&x->t, &t->t, w ? &w->t : NULL, &out2->t, &fused->t, k.gamma, ap, an,
+                                                k.reduction, divisor));
+        dkk_assert_identical(out2, out, what);
+        assert_ok(dk_sigmoid_focal_loss_backward(&one->t, &x->t, &t->t, w ? &w->t : NULL, &gi1->t, NULL, k.gamma, ap,
+                                                 an, k.reduction, divisor));
+        dkk_assert_same_values(fused, gi1, what);
+        dkk_free(fused), dkk_free(out2), dkk_free(one), dkk_free(gi1);
+    }
     dkk_free(x), dkk_free(t), dkk_free(w), dkk_free(ref), dkk_free(rgx), dkk_free(rgt), dkk_free(go), dkk_free(out);
     dkk_free(gi), dkk_free(gt);
 }
@@ -257,7 +271,7 @@ static void mmcv_published_vectors(void **state)
         dkk_set(one, NULL, 1);
         dkk_tensor *gi = dkk_new(DK_FLOAT32, 2, (int64_t[]){N, C}, NULL, 0);
         /* published to 8 digits, from MMCV's float32 CUDA kernels */
-        assert_ok(dk_sigmoid_focal_loss_forward(&x->t, &t->t, NULL, &out->t, 2, 0.25, 0.75, DK_FOCAL_SUM, (double)N));
+        assert_ok(dk_sigmoid_focal_loss_forward(&x->t, &t->t, NULL, &out->t, NULL, 2, 0.25, 0.75, DK_FOCAL_SUM, (double)N));
         assert_true(fabs(dkk_get(out, NULL) - SIG[k]) <= 1e-6 * SIG[k]);
         assert_ok(dk_sigmoid_focal_loss_backward(&one->t, &x->t, &t->t, NULL, &gi->t, NULL, 2, 0.25, 0.75, DK_FOCAL_SUM,
                                                  (double)N));
@@ -286,7 +300,7 @@ static void extreme_logits(void **state)
             dkk_set(t, (int64_t[]){n, c}, (double)c);
             dkk_set(ref, (int64_t[]){n, c}, (double)ref_sigmoid(xs[n], c, 2, 0.25, 0.75));
         }
-    assert_ok(dk_sigmoid_focal_loss_forward(&x->t, &t->t, NULL, &out->t, 2, 0.25, 0.75, DK_FOCAL_NONE, 1));
+    assert_ok(dk_sigmoid_focal_loss_forward(&x->t, &t->t, NULL, &out->t, NULL, 2, 0.25, 0.75, DK_FOCAL_NONE, 1));
     /* relative 1e-5 down to 1e-38 (the losses at x = 60 and 100 of the right class are below
      * float's range: 0) */
     dkk_assert_close(out, ref, 1e-38, 1e-5, "extreme logits");
@@ -315,7 +329,7 @@ static void same_bits_for_any_thread_count(void **state)
         for (int soft = 0; soft < 2; soft++) {
             dkk_tensor *out = dkk_new(DK_FLOAT32, 0, NULL, NULL, 0);
             if (soft) assert_ok(dk_softmax_focal_loss_forward(&x->t, &ts->t, NULL, &out->t, 2, 0.25, DK_FOCAL_SUM, 1));
-            else assert_ok(dk_sigmoid_focal_loss_forward(&x->t, &t->t, NULL, &out->t, 2, 0.25, 0.75, DK_FOCAL_SUM, 1));
+            else assert_ok(dk_sigmoid_focal_loss_forward(&x->t, &t->t, NULL, &out->t, NULL, 2, 0.25, 0.75, DK_FOCAL_SUM, 1));
             if (!first[soft]) first[soft] = out;
             else {
                 dkk_assert_identical(out, first[soft], "the sum with more threads");
@@ -339,29 +353,33 @@ static void bad_input(void **state)
     dkk_tensor *w5 = dkk_new(DK_FLOAT32, 1, (int64_t[]){5}, NULL, 0), *o = dkk_new(DK_FLOAT32, 2, (int64_t[]){3, 4}, NULL, 0);
     dkk_tensor *s = dkk_new(DK_FLOAT32, 0, NULL, NULL, 0), *o1 = dkk_new(DK_FLOAT32, 1, (int64_t[]){3}, NULL, 0);
     dkk_tensor *gi = dkk_new(DK_FLOAT32, 2, (int64_t[]){3, 4}, NULL, 0);
-    assert_error(dk_sigmoid_focal_loss_forward(&x3->t, &tf->t, NULL, &o->t, 2, 0.25, 0.75, 0, 1), DK_EINVAL,
+    assert_error(dk_sigmoid_focal_loss_forward(&x3->t, &tf->t, NULL, &o->t, NULL, 2, 0.25, 0.75, 0, 1), DK_EINVAL,
                  "sigmoid_focal_loss_forward: 'input' must be 2-d [N, C], got 3 dimensions");
-    assert_error(dk_sigmoid_focal_loss_forward(&x->t, &td->t, NULL, &o->t, 2, 0.25, 0.75, 0, 1), DK_ETYPE,
+    assert_error(dk_sigmoid_focal_loss_forward(&x->t, &td->t, NULL, &o->t, NULL, 2, 0.25, 0.75, 0, 1), DK_ETYPE,
                  "sigmoid_focal_loss_forward: 'targets' must be probabilities of the input's dtype (float32) or int64 "
                  "class indices, got float64");
-    assert_error(dk_sigmoid_focal_loss_forward(&x->t, &ti->t, NULL, &o->t, 2, 0.25, 0.75, 0, 1), DK_ETYPE,
+    assert_error(dk_sigmoid_focal_loss_forward(&x->t, &ti->t, NULL, &o->t, NULL, 2, 0.25, 0.75, 0, 1), DK_ETYPE,
                  "sigmoid_focal_loss_forward: 'targets' must be probabilities of the input's dtype (float32) or int64 "
                  "class indices, got int32");
-    assert_error(dk_sigmoid_focal_loss_forward(&x->t, &tl2->t, NULL, &o->t, 2, 0.25, 0.75, 0, 1), DK_EINVAL,
+    assert_error(dk_sigmoid_focal_loss_forward(&x->t, &tl2->t, NULL, &o->t, NULL, 2, 0.25, 0.75, 0, 1), DK_EINVAL,
                  "sigmoid_focal_loss_forward: 'targets' must have shape [3], got [2]");
-    assert_error(dk_sigmoid_focal_loss_forward(&x->t, &tf->t, &w->t, &o->t, 2, 0.25, 0.75, 0, 1), DK_EINVAL,
+    assert_error(dk_sigmoid_focal_loss_forward(&x->t, &tf->t, &w->t, &o->t, NULL, 2, 0.25, 0.75, 0, 1), DK_EINVAL,
                  "sigmoid_focal_loss_forward: 'weight' (per class) needs class-index targets, not probabilities");
-    assert_error(dk_sigmoid_focal_loss_forward(&x->t, &tl->t, &w5->t, &o->t, 2, 0.25, 0.75, 0, 1), DK_EINVAL,
+    assert_error(dk_sigmoid_focal_loss_forward(&x->t, &tl->t, &w5->t, &o->t, NULL, 2, 0.25, 0.75, 0, 1), DK_EINVAL,
                  "sigmoid_focal_loss_forward: 'weight' must have shape [4], got [5]");
-    assert_error(dk_sigmoid_focal_loss_forward(&x->t, &tl->t, NULL, &o->t, NAN, 0.25, 0.75, 0, 1), DK_EINVAL,
+    assert_error(dk_sigmoid_focal_loss_forward(&x->t, &tl->t, NULL, &o->t, NULL, NAN, 0.25, 0.75, 0, 1), DK_EINVAL,
                  "sigmoid_focal_loss_forward: gamma must be finite, got nan");
-    assert_error(dk_sigmoid_focal_loss_forward(&x->t, &tl->t, NULL, &o->t, 2, INFINITY, 0.75, 0, 1), DK_EINVAL,
+    assert_error(dk_sigmoid_focal_loss_forward(&x->t, &tl->t, NULL, &o->t, NULL, 2, INFINITY, 0.75, 0, 1), DK_EINVAL,
                  "sigmoid_focal_loss_forward: alpha must be finite, got inf and 0.75");
-    assert_error(dk_sigmoid_focal_loss_forward(&x->t, &tl->t, NULL, &o->t, 2, 0.25, 0.75, 2, 1), DK_EINVAL,
+    assert_error(dk_sigmoid_focal_loss_forward(&x->t, &tl->t, NULL, &o->t, NULL, 2, 0.25, 0.75, 2, 1), DK_EINVAL,
                  "sigmoid_focal_loss_forward: reduction must be 0 (none) or 1 (sum / divisor), got 2");
-    assert_error(dk_sigmoid_focal_loss_forward(&x->t, &tl->t, NULL, &s->t, 2, 0.25, 0.75, 1, -1), DK_EINVAL,
+    assert_error(dk_sigmoid_focal_loss_forward(&x->t, &tl->t, NULL, &s->t, NULL, 2, 0.25, 0.75, 1, -1), DK_EINVAL,
                  "sigmoid_focal_loss_forward: divisor must be a finite number >= 0, got -1");
-    assert_error(dk_sigmoid_focal_loss_forward(&x->t, &tl->t, NULL, &o->t, 2, 0.25, 0.75, 1, 1), DK_EINVAL,
+    assert_error(dk_sigmoid_focal_loss_forward(&x->t, &tl->t, NULL, &o->t, &gi->t, 2, 0.25, 0.75, 0, 1), DK_EINVAL,
+                 "sigmoid_focal_loss_forward: 'grad_input' is for a reduced loss (reduction 1), got reduction 0");
+    assert_error(dk_sigmoid_focal_loss_forward(&x->t, &tl->t, NULL, &s->t, &o1->t, 2, 0.25, 0.75, 1, 1), DK_EINVAL,
+                 "sigmoid_focal_loss_forward: 'grad_input' must have shape [3, 4], got [3]");
+    assert_error(dk_sigmoid_focal_loss_forward(&x->t, &tl->t, NULL, &o->t, NULL, 2, 0.25, 0.75, 1, 1), DK_EINVAL,
                  "sigmoid_focal_loss_forward: 'output' must have shape [], got [3, 4]");
     assert_error(dk_sigmoid_focal_loss_backward(&o->t, &x->t, &tl->t, NULL, &gi->t, &tf->t, 2, 0.25, 0.75, 0, 1),
                  DK_EINVAL, "sigmoid_focal_loss_backward: class-index targets have no gradient ('grad_targets' must be "
@@ -381,7 +399,7 @@ static void bad_input(void **state)
                  "softmax_focal_loss_forward: 'targets' must be int64, got float32");
     /* the sigmoid takes any class index: outside [0, C) the row is all negative, weight 1 */
     dkk_set(tl, (int64_t[]){2}, 1000);
-    assert_ok(dk_sigmoid_focal_loss_forward(&x->t, &tl->t, &w->t, &o->t, 2, 0.25, 0.75, 0, 1));
+    assert_ok(dk_sigmoid_focal_loss_forward(&x->t, &tl->t, &w->t, &o->t, NULL, 2, 0.25, 0.75, 0, 1));
     dkk_free(x), dkk_free(x3), dkk_free(tf), dkk_free(td), dkk_free(tl), dkk_free(ti), dkk_free(tl2), dkk_free(w);
     dkk_free(w5), dkk_free(o), dkk_free(s), dkk_free(o1), dkk_free(gi);
 }

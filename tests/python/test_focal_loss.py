@@ -54,6 +54,11 @@ def test_equal_to_torchvision(dtype, reduction, alpha, gamma):
     torch.testing.assert_close(xb.grad, xa.grad, **tol)
     # torchvision's autograd also differentiates the targets; so does dkit
     torch.testing.assert_close(tb.grad, ta.grad, **tol)
+    # targets without grad: a reduced loss's gradient comes from its forward (Note [The backward
+    # in the forward] in ops/focal_loss.h), the same for any grad_output
+    xc = x.clone().requires_grad_()
+    dk_tv.sigmoid_focal_loss(xc, t, alpha, gamma, reduction).backward(g)
+    torch.testing.assert_close(xc.grad, xa.grad, **tol)
 
 
 @pytest.mark.parametrize("shape", [(), (7,), (3, 0), (0,), (2, 3, 4), (4, 1, 5, 2)])

@@ -67,10 +67,10 @@ DK_HD DK_INLINE DK_T DK_TFN(dk_focal_sigmoid_loss)(DK_T x, DK_T t, DK_T gamma, D
     return a * (s.ce * DK_TFN(dk_focal_pow)(s.m, gamma, kind));
 }
 
-/* d loss / d x, and *dt = d loss / d t:
+/* d loss / d x, *dt = d loss / d t, and *loss the loss (dk_focal_sigmoid_loss's bits):
  *   dce/dx = p - t, dm/dx = p q (1 - 2t), dce/dt = -x, dm/dt = q - p, da/dt = alpha_pos - alpha_neg. */
 DK_HD DK_INLINE DK_T DK_TFN(dk_focal_sigmoid_grad)(DK_T x, DK_T t, DK_T gamma, DK_T alpha_pos, DK_T alpha_neg,
-                                                   int kind, DK_T *dt)
+                                                   int kind, DK_T *dt, DK_T *loss)
 {
     const DK_T one = 1;
     const DK_TFN(dk_focal_sig) s = DK_TFN(dk_focal_sig_parts)(x, t);
@@ -79,6 +79,7 @@ DK_HD DK_INLINE DK_T DK_TFN(dk_focal_sigmoid_grad)(DK_T x, DK_T t, DK_T gamma, D
     const DK_T dce = s.p * (one - t) - s.q * t;
     const DK_T dm = s.p * s.q * (one - (DK_T)2 * t);
     *dt = (alpha_pos - alpha_neg) * (s.ce * mg) + a * (s.ce * dmg * (s.q - s.p) - x * mg);
+    *loss = a * (s.ce * mg);
     return a * (dce * mg + s.ce * dmg * dm);
 }
 

@@ -58,11 +58,12 @@ static dk__fl_ctx dk__fl_ctx_of(const dk_tensor *input, const dk_tensor *targets
 }
 
 dk_status dk_sigmoid_focal_loss_forward_cpu(const dk_tensor *input, const dk_tensor *targets, const dk_tensor *weight,
-                                            dk_tensor *output, double gamma, double alpha_pos, double alpha_neg,
-                                            int64_t reduction, double divisor)
+                                            dk_tensor *output, dk_tensor *grad_input, double gamma, double alpha_pos,
+                                            double alpha_neg, int64_t reduction, double divisor)
 {
     dk__fl_ctx cx =
         dk__fl_ctx_of(input, targets, weight, NULL, output, gamma, alpha_pos, alpha_neg, reduction, divisor);
+    cx.fused = grad_input;
     return dk__fl_cpu(&cx, false, "sigmoid_focal_loss_forward");
 }
 

@@ -33,6 +33,7 @@
 typedef struct {
     const dk_tensor *input, *targets, *weight, *grad_output;
     dk_tensor *out, *grad_targets;
+    dk_tensor *fused; /* the forward's grad_input (Note [The backward in the forward] in ops/focal_loss.h) */
     int64_t N, C;
     double gamma, alpha_pos, alpha_neg, divisor;
     int reduction; /* DK_FOCAL_NONE or DK_FOCAL_SUM */

@@ -40,11 +40,27 @@ static inline __attribute__((always_inline)) void DK_SFN(dk__fl_sig_losses)(cons
     for (int64_t k = 0; k < len; k++) loss[k] = DK_TFN(dk_focal_sigmoid_loss)(x[k], t[k], g, ap, an, kind);
 }
 
-/* Sigmoid forward over flat elements [i0, i1) (row-major): written, or added to acc's lanes. */
+/* The fused forward's loop (Note [The backward in the forward] in ops/focal_loss.h): the losses,
+ * and the gradients for grad_output 1, w d/dx gs, gs = 1 / divisor. */
+static inline __attribute__((always_inline)) void
+    DK_SFN(dk__fl_sig_fused)(const DK_T *restrict x, const DK_T *restrict t, DK_T *restrict loss,
+                             DK_T *restrict gi, int64_t len, DK_T w, DK_T gs, DK_T g, DK_T ap, DK_T an, int kind)
+{
+    for (int64_t k = 0; k < len; k++) {
+        DK_T dt, v;
+        const DK_T dx = DK_TFN(dk_focal_sigmoid_grad)(x[k], t[k], g, ap, an, kind, &dt, &v);
+        loss[k] = v;
+        gi[k] = w * dx * gs;
+    }
+}
+
+/* Sigmoid forward over flat elements [i0, i1) (row-major): written, or added to acc's lanes (and
+ * the fused gradients written). */
 static void DK_SFN(dk__fl_sig_forward_range)(const dk__fl_ctx *cx, int64_t i0, int64_t i1, double *acc)
 {
-    DK_T xb[DK__FL_BLOCK], tb[DK__FL_BLOCK], lb[DK__FL_BLOCK];
+    DK_T xb[DK__FL_BLOCK], tb[DK__FL_BLOCK], lb[DK__FL_BLOCK], ib[DK__FL_BLOCK];
     const DK_T g = (DK_T)cx->gamma, ap = (DK_T)cx->alpha_pos, an = (DK_T)cx->alpha_neg;
+    const DK_T gs = (DK_T)(1.0 / cx->divisor); /* the backward's for grad_output 1 */
     DK_S *out = (DK_S *)dk_tensor_data(cx->out);
     const int64_t C = cx->C;
     for (int64_t i = i0; i < i1;) {
@@ -53,8 +69,17 @@ static void DK_SFN(dk__fl_sig_forward_range)(const dk__fl_ctx *cx, int64_t i0, i
         DK_T w;
         const DK_T *xp = DK_SFN(dk__fl_row)(cx->input, n, c0, len, xb);
         const DK_T *tp = DK_SFN(dk__fl_targets)(cx, n, c0, len, tb, &w);
-        if (cx->kind == DK_FOCAL_POW_2) DK_SFN(dk__fl_sig_losses)(xp, tp, lb, len, g, ap, an, DK_FOCAL_POW_2);
-        else DK_SFN(dk__fl_sig_losses)(xp, tp, lb, len, g, ap, an, DK_FOCAL_POW_ANY);
+        if (cx->fused) {
+            if (cx->kind == DK_FOCAL_POW_2) DK_SFN(dk__fl_sig_fused)(xp, tp, lb, ib, len, w, gs, g, ap, an, DK_FOCAL_POW_2);
+            else DK_SFN(dk__fl_sig_fused)(xp, tp, lb, ib, len, w, gs, g, ap, an, DK_FOCAL_POW_ANY);
+            DK_S *gi = (DK_S *)dk_tensor_data(cx->fused) + n * dk_tensor_stride(cx->fused, 0);
+            const int64_t si = dk_tensor_stride(cx->fused, 1);
+            for (int64_t k = 0; k < len; k++) gi[(c0 + k) * si] = DK_STORE(ib[k]);
+        } else if (cx->kind == DK_FOCAL_POW_2) {
+            DK_SFN(dk__fl_sig_losses)(xp, tp, lb, len, g, ap, an, DK_FOCAL_POW_2);
+        } else {
+            DK_SFN(dk__fl_sig_losses)(xp, tp, lb, len, g, ap, an, DK_FOCAL_POW_ANY);
+        }
         if (cx->reduction == DK_FOCAL_SUM) {
             for (int64_t k = 0; k < len; k++) acc[(i + k) & 3] += (double)(w * lb[k]);
         } else {
@@ -73,8 +98,8 @@ static inline __attribute__((always_inline)) void
                              int kind, bool want_dt)
 {
     for (int64_t k = 0; k < len; k++) {
-        DK_T dt;
-        const DK_T dx = DK_TFN(dk_focal_sigmoid_grad)(x[k], t[k], g, ap, an, kind, &dt);
+        DK_T dt, loss;
+        const DK_T dx = DK_TFN(dk_focal_sigmoid_grad)(x[k], t[k], g, ap, an, kind, &dt, &loss);
         gi[k] = w * dx * gr[k];
         if (want_dt) gt[k] = dt * gr[k];
     }
@@ -138,6 +163,28 @@ static void DK_SFN(dk__fl_sig_worker)(void *p, int tid)
 
 /* ---- softmax ------------------------------------------------------------------------------- */
 
+/* Row n's maximum and log-sum-exp, as dk_focal_softmax_row (kernels/focal_loss_math.h) takes
+ * them, the same operations in the same order, a block of columns at a time: the exps in a loop
+ * of their own, which vectorises. */
+static inline void DK_SFN(dk__fl_soft_stats)(const dk__fl_ctx *cx, int64_t n, DK_T *mx, DK_T *lse)
+{
+    DK_T xb[DK__FL_BLOCK], eb[DK__FL_BLOCK];
+    DK_T m = -(DK_T)INFINITY, sum = 0;
+    for (int64_t c0 = 0; c0 < cx->C; c0 += DK__FL_BLOCK) {
+        const int64_t len = cx->C - c0 < DK__FL_BLOCK ? cx->C - c0 : DK__FL_BLOCK;
+        const DK_T *xp = DK_SFN(dk__fl_row)(cx->input, n, c0, len, xb);
+        for (int64_t k = 0; k < len; k++) m = xp[k] > m ? xp[k] : m;
+    }
+    for (int64_t c0 = 0; c0 < cx->C; c0 += DK__FL_BLOCK) {
+        const int64_t len = cx->C - c0 < DK__FL_BLOCK ? cx->C - c0 : DK__FL_BLOCK;
+        const DK_T *xp = DK_SFN(dk__fl_row)(cx->input, n, c0, len, xb);
+        for (int64_t k = 0; k < len; k++) eb[k] = DK_TFN(dk_focal_expneg)(xp[k] - m);
+        for (int64_t k = 0; k < len; k++) sum += eb[k];
+    }
+    *mx = m;
+    *lse = DK_TFN(dk_focal_log)(sum);
+}
+
 /* Row n's loss (w included) and, through *b, its factor b (ops/focal_loss.h); 0 and 0 for a
  * target outside [0, C) (negative: ignored; C or more: refused by ops/focal_loss.c). */
 static inline DK_T DK_SFN(dk__fl_soft_row)(const dk__fl_ctx *cx, int64_t n, DK_T *mx, DK_T *lse, DK_T *b)
@@ -146,11 +193,10 @@ static inline DK_T DK_SFN(dk__fl_soft_row)(const dk__fl_ctx *cx, int64_t n, DK_T
     *b = 0;
     if (l < 0 || l >= cx->C) return 0;
     const DK_S *row = (const DK_S *)dk_tensor_data(cx->input) + n * dk_tensor_stride(cx->input, 0);
-    const int64_t sc = dk_tensor_stride(cx->input, 1);
-    DK_SFN(dk_focal_softmax_row)(row, cx->C, sc, mx, lse);
+    DK_SFN(dk__fl_soft_stats)(cx, n, mx, lse);
     DK_T buff;
-    const DK_T v = DK_TFN(dk_focal_softmax_loss)(DK_LOAD(row[l * sc]), *mx, *lse, (DK_T)cx->gamma,
-                                                 (DK_T)cx->alpha_pos, &buff);
+    const DK_T v = DK_TFN(dk_focal_softmax_loss)(DK_LOAD(row[l * dk_tensor_stride(cx->input, 1)]), *mx, *lse,
+                                                 (DK_T)cx->gamma, (DK_T)cx->alpha_pos, &buff);
     DK_T w = 1;
     if (cx->weight) w = DK_LOAD(((const DK_S *)dk_tensor_data(cx->weight))[l * dk_tensor_stride(cx->weight, 0)]);
     *b = buff * w;
@@ -177,16 +223,18 @@ static void DK_SFN(dk__fl_soft_forward_worker)(void *p, int tid)
     }
 }
 
+/* Backward: a row's gradients, a block of columns at a time (the softmax's values taken again
+ * from the row's statistics), in a loop that vectorises. */
 static void DK_SFN(dk__fl_soft_backward_worker)(void *p, int tid)
 {
     (void)tid;
     dk__fl_ctx *cx = (dk__fl_ctx *)p;
-    const DK_S *x = (const DK_S *)dk_tensor_data(cx->input), *go = (const DK_S *)dk_tensor_data(cx->grad_output);
+    const DK_S *go = (const DK_S *)dk_tensor_data(cx->grad_output);
     DK_S *gi = (DK_S *)dk_tensor_data(cx->out);
-    const int64_t sxn = dk_tensor_stride(cx->input, 0), sxc = dk_tensor_stride(cx->input, 1);
     const int64_t sin = dk_tensor_stride(cx->out, 0), sic = dk_tensor_stride(cx->out, 1);
     const bool sum = cx->reduction == DK_FOCAL_SUM;
     const int64_t sg = sum ? 0 : dk_tensor_stride(cx->grad_output, 0);
+    DK_T xb[DK__FL_BLOCK], vb[DK__FL_BLOCK];
     for (int64_t j; (j = dk_parallel_claim(&cx->counter)) < cx->chunks;) {
         const int64_t n0 = j * DK_FOCAL_CHUNK_ROWS;
         const int64_t n1 = cx->N - n0 < DK_FOCAL_CHUNK_ROWS ? cx->N : n0 + DK_FOCAL_CHUNK_ROWS;
@@ -196,13 +244,19 @@ static void DK_SFN(dk__fl_soft_backward_worker)(void *p, int tid)
             const int64_t l = dk__fl_label(cx, n);
             const DK_T gr = sum ? (DK_T)((double)DK_LOAD(go[0]) / cx->divisor) : DK_LOAD(go[n * sg]);
             const bool live = l >= 0 && l < cx->C;
-            for (int64_t c = 0; c < cx->C; c++) {
-                DK_T v = 0;
+            for (int64_t c0 = 0; c0 < cx->C; c0 += DK__FL_BLOCK) {
+                const int64_t len = cx->C - c0 < DK__FL_BLOCK ? cx->C - c0 : DK__FL_BLOCK;
                 if (live) {
-                    const DK_T s = DK_TFN(dk_focal_expneg)((DK_LOAD(x[n * sxn + c * sxc]) - mx) - lse);
-                    v = b * ((c == l ? (DK_T)1 : (DK_T)0) - s) * gr;
+                    const DK_T *xp = DK_SFN(dk__fl_row)(cx->input, n, c0, len, xb);
+                    for (int64_t k = 0; k < len; k++) {
+                        const DK_T s = DK_TFN(dk_focal_expneg)((xp[k] - mx) - lse);
+                        vb[k] = b * ((c0 + k == l ? (DK_T)1 : (DK_T)0) - s) * gr;
+                    }
+                } else {
+                    for (int64_t k = 0; k < len; k++) vb[k] = 0;
                 }
-                gi[n * sin + c * sic] = DK_STORE(v);
+                DK_S *o = gi + n * sin + c0 * sic;
+                for (int64_t k = 0; k < len; k++) o[k * sic] = DK_STORE(vb[k]);
             }
         }
     }

@@ -38,17 +38,19 @@ static dk__fl_gpu_args dk__fl_gpu_args_of(const dk_tensor *input, const dk_tenso
 }
 
 extern "C" dk_status dk_sigmoid_focal_loss_forward_gpu(const dk_tensor *input, const dk_tensor *targets,
-                                                       const dk_tensor *weight, dk_tensor *output, double gamma,
-                                                       double alpha_pos, double alpha_neg, int64_t reduction,
-                                                       double divisor)
+                                                       const dk_tensor *weight, dk_tensor *output,
+                                                       dk_tensor *grad_input, double gamma, double alpha_pos,
+                                                       double alpha_neg, int64_t reduction, double divisor)
 {
-    const dk__fl_gpu_args a = dk__fl_gpu_args_of(input, targets, weight, output, NULL, NULL, gamma, alpha_pos, alpha_neg,
-                                                  reduction, divisor);
+    dk__fl_gpu_args a = dk__fl_gpu_args_of(input, targets, weight, output, NULL, NULL, gamma, alpha_pos, alpha_neg,
+                                            reduction, divisor);
+    for (int d = 0; d < 2 && grad_input; d++) a.fused_s[d] = dk_tensor_stride(grad_input, d);
     dk_device_guard g;
     dk_status st = dk__gpu_enter(&g, input->device);
     if (st) return st;
     void *stream = dk_current_stream(input->device);
-    DK_SWITCH_FLOAT(dk_tensor_dtype(input), st, dk__fl_gpu_sig_forward, (input, targets, weight, output, &a, stream),
+    DK_SWITCH_FLOAT(dk_tensor_dtype(input), st, dk__fl_gpu_sig_forward,
+                    (input, targets, weight, output, grad_input, &a, stream),
                     st = dk__gpu_unsupported("sigmoid_focal_loss_forward", input))
     dk_device_guard_exit(&g);
     return st;

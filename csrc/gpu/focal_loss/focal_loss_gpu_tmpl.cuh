@@ -40,16 +40,30 @@ __global__ void DK_SFN(dk__fl_gpu_sig_forward_kernel)(const DK_S *__restrict__ x
         out[i / a.C * a.out_s[0] + i % a.C * a.out_s[1]] = DK_STORE(DK_SFN(dk__fl_gpu_loss)(x, tgt, wt, a, i));
 }
 
-/* Each chunk's four-lane sum (Note [A deterministic sum]). */
+/* Each chunk's four-lane sum (Note [A deterministic sum]); with gi, each element's gradient for
+ * grad_output 1 too (Note [The backward in the forward] in ops/focal_loss.h). */
 __global__ void DK_SFN(dk__fl_gpu_sig_chunks_kernel)(const DK_S *__restrict__ x, const void *__restrict__ tgt,
                                                      const DK_S *__restrict__ wt, double *__restrict__ partials,
-                                                     int64_t chunks, dk__fl_gpu_args a)
+                                                     DK_S *__restrict__ gi, int64_t chunks, dk__fl_gpu_args a)
 {
     const int64_t total = a.N * a.C;
+    const DK_T gs = (DK_T)(1.0 / a.divisor);
     for (int64_t j = DK_GPU_FIRST(); j < chunks; j += DK_GPU_STRIDE()) {
         const int64_t i0 = j * DK_FOCAL_CHUNK, i1 = total - i0 < DK_FOCAL_CHUNK ? total : i0 + DK_FOCAL_CHUNK;
         double acc[4] = {0, 0, 0, 0};
-        for (int64_t i = i0; i < i1; i++) acc[i & 3] += (double)DK_SFN(dk__fl_gpu_loss)(x, tgt, wt, a, i);
+        for (int64_t i = i0; i < i1; i++) {
+            if (!gi) {
+                acc[i & 3] += (double)DK_SFN(dk__fl_gpu_loss)(x, tgt, wt, a, i);
+                continue;
+            }
+            const int64_t n = i / a.C, c = i % a.C;
+            DK_T xv, tv, w, dt, v;
+            DK_SFN(dk__fl_gpu_elem)(x, tgt, wt, a, n, c, &xv, &tv, &w);
+            const DK_T dx = DK_TFN(dk_focal_sigmoid_grad)(xv, tv, (DK_T)a.gamma, (DK_T)a.alpha_pos,
+                                                          (DK_T)a.alpha_neg, a.kind, &dt, &v);
+            acc[i & 3] += (double)(w * v);
+            gi[n * a.fused_s[0] + c * a.fused_s[1]] = DK_STORE(w * dx * gs);
+        }
         partials[j] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
     }
 }
@@ -72,11 +86,11 @@ __global__ void DK_SFN(dk__fl_gpu_sig_backward_kernel)(const DK_S *__restrict__ 
     const DK_T gs = a.reduction == DK_FOCAL_SUM ? (DK_T)((double)DK_LOAD(go[0]) / a.divisor) : (DK_T)0;
     for (int64_t i = DK_GPU_FIRST(); i < total; i += DK_GPU_STRIDE()) {
         const int64_t n = i / a.C, c = i % a.C;
-        DK_T xv, tv, w, dt;
+        DK_T xv, tv, w, dt, v;
         DK_SFN(dk__fl_gpu_elem)(x, tgt, wt, a, n, c, &xv, &tv, &w);
         const DK_T gr = a.reduction == DK_FOCAL_SUM ? gs : DK_LOAD(go[n * a.go_s[0] + c * a.go_s[1]]);
         const DK_T dx = DK_TFN(dk_focal_sigmoid_grad)(xv, tv, (DK_T)a.gamma, (DK_T)a.alpha_pos, (DK_T)a.alpha_neg,
-                                                      a.kind, &dt);
+                                                      a.kind, &dt, &v);
         gi[n * a.out_s[0] + c * a.out_s[1]] = DK_STORE(w * dx * gr);
         if (a.want_dt) gt[n * a.gt_s[0] + c * a.gt_s[1]] = DK_STORE(dt * gr);
     }
@@ -156,8 +170,8 @@ __global__ void DK_SFN(dk__fl_gpu_soft_backward_kernel)(const DK_S *__restrict__
 /* A reduced forward: the chunks' sums into scratch, then their total (Note [Focal losses on a
  * GPU]). */
 static dk_status DK_SFN(dk__fl_gpu_reduced)(const dk_tensor *input, const dk_tensor *targets, const dk_tensor *weight,
-                                            dk_tensor *output, const dk__fl_gpu_args *a, bool softmax, void *stream,
-                                            const char *op)
+                                            dk_tensor *output, dk_tensor *fused, const dk__fl_gpu_args *a, bool softmax,
+                                            void *stream, const char *op)
 {
     const int64_t items = softmax ? a->N : a->N * a->C, per = softmax ? DK_FOCAL_CHUNK_ROWS : DK_FOCAL_CHUNK;
     const int64_t chunks = (items + per - 1) / per;
@@ -172,7 +186,8 @@ static dk_status DK_SFN(dk__fl_gpu_reduced)(const dk_tensor *input, const dk_ten
                           (const int64_t *)dk_tensor_data(targets), wt, partials, chunks, *a);
         else
             DK_GPU_LAUNCH(DK_SFN(dk__fl_gpu_sig_chunks_kernel), dk_gpu_blocks(chunks), DK_GPU_THREADS, stream, x,
-                          (const void *)dk_tensor_data(targets), wt, partials, chunks, *a);
+                          (const void *)dk_tensor_data(targets), wt, partials,
+                          fused ? (DK_S *)dk_tensor_data(fused) : (DK_S *)NULL, chunks, *a);
         st = dk__gpu_launched(op);
     }
     if (!st) {
@@ -185,11 +200,12 @@ static dk_status DK_SFN(dk__fl_gpu_reduced)(const dk_tensor *input, const dk_ten
 }
 
 static dk_status DK_SFN(dk__fl_gpu_sig_forward)(const dk_tensor *input, const dk_tensor *targets,
-                                                const dk_tensor *weight, dk_tensor *output, const dk__fl_gpu_args *a,
-                                                void *stream)
+                                                const dk_tensor *weight, dk_tensor *output, dk_tensor *fused,
+                                                const dk__fl_gpu_args *a, void *stream)
 {
     static const char op[] = "sigmoid_focal_loss_forward";
-    if (a->reduction == DK_FOCAL_SUM) return DK_SFN(dk__fl_gpu_reduced)(input, targets, weight, output, a, false, stream, op);
+    if (a->reduction == DK_FOCAL_SUM)
+        return DK_SFN(dk__fl_gpu_reduced)(input, targets, weight, output, fused, a, false, stream, op);
     if (a->N * a->C == 0) return DK_OK;
     DK_GPU_LAUNCH(DK_SFN(dk__fl_gpu_sig_forward_kernel), dk_gpu_blocks(a->N * a->C), DK_GPU_THREADS, stream,
                   (const DK_S *)dk_tensor_data(input), (const void *)dk_tensor_data(targets),
@@ -218,7 +234,8 @@ static dk_status DK_SFN(dk__fl_gpu_soft_forward)(const dk_tensor *input, const d
                                                  void *stream)
 {
     static const char op[] = "softmax_focal_loss_forward";
-    if (a->reduction == DK_FOCAL_SUM) return DK_SFN(dk__fl_gpu_reduced)(input, targets, weight, output, a, true, stream, op);
+    if (a->reduction == DK_FOCAL_SUM)
+        return DK_SFN(dk__fl_gpu_reduced)(input, targets, weight, output, NULL, a, true, stream, op);
     if (a->N == 0) return DK_OK;
     DK_GPU_LAUNCH(DK_SFN(dk__fl_gpu_soft_forward_kernel), dk_gpu_blocks(a->N), DK_GPU_THREADS, stream,
                   (const DK_S *)dk_tensor_data(input), (const int64_t *)dk_tensor_data(targets),
