@@ -33,7 +33,8 @@ static dk_status dk__check_inputs(const char *op, const dk_tensor *input, const 
     dk_status st;
     if ((st = dk_check_ndim(op, "input", input, 2, "[N, C]"))) return st;
     if ((st = dk_check_float(op, "input", input))) return st;
-    if (input->shape[0] < 0 || input->shape[1] < 0) return dk_error(DK_EINVAL, "%s: 'input' has a negative dimension", op);
+    if (input->shape[0] < 0 || input->shape[1] < 0)
+        return dk_error(DK_EINVAL, "%s: 'input' has a negative dimension", op);
     const dk_dtype dt = dk_tensor_dtype(input);
     if (dk_tensor_dtype(targets) == DK_INT64 || !float_targets) {
         if ((st = dk_check_dtype(op, "targets", targets, DK_INT64))) return st;
@@ -49,8 +50,7 @@ static dk_status dk__check_inputs(const char *op, const dk_tensor *input, const 
                         "%s: 'targets' must be probabilities of the input's dtype (%s) or int64 class indices, got %s",
                         op, dk_dtype_name(dt), dk_dtype_name(dk_tensor_dtype(targets)));
     if ((st = dk_check_shape(op, "targets", targets, 2, input->shape))) return st;
-    if (weight)
-        return dk_error(DK_EINVAL, "%s: 'weight' (per class) needs class-index targets, not probabilities", op);
+    if (weight) return dk_error(DK_EINVAL, "%s: 'weight' (per class) needs class-index targets, not probabilities", op);
     return DK_OK;
 }
 

@@ -79,7 +79,8 @@ static void check_sigmoid(sig_case k, dkk_rng *r)
     const int *order = k.transposed ? (const int[]){1, 0} : NULL;
     dkk_tensor *x = dkk_new(k.dt, 2, (int64_t[]){N, C}, order, 1);
     dkk_fill_uniform(x, r, -6, 6);
-    dkk_tensor *t = k.classes ? dkk_new(DK_INT64, 1, (int64_t[]){N}, NULL, 2) : dkk_new(k.dt, 2, (int64_t[]){N, C}, order, 0);
+    dkk_tensor *t = k.classes ? dkk_new(DK_INT64, 1, (int64_t[]){N}, NULL, 2)
+                              : dkk_new(k.dt, 2, (int64_t[]){N, C}, order, 0);
     dkk_tensor *w = k.weighted ? dkk_new(k.dt, 1, (int64_t[]){C}, NULL, 1) : NULL;
     if (w) dkk_fill_uniform(w, r, 0.1, 2);
     for (int64_t n = 0; n < N; n++) {
@@ -93,8 +94,10 @@ static void check_sigmoid(sig_case k, dkk_rng *r)
     const double divisor = k.reduction == DK_FOCAL_SUM ? (k.classes ? (double)N : (double)(N * C)) : 1;
     /* the reference loss, its gradients (seed grad_output g), and their sums */
     dkk_tensor *ref = dkk_new(DK_FLOAT64, 2, (int64_t[]){N, C}, NULL, 0);
-    dkk_tensor *rgx = dkk_new(DK_FLOAT64, 2, (int64_t[]){N, C}, NULL, 0), *rgt = dkk_new(DK_FLOAT64, 2, (int64_t[]){N, C}, NULL, 0);
-    dkk_tensor *go = k.reduction == DK_FOCAL_SUM ? dkk_new(k.dt, 0, NULL, NULL, 0) : dkk_new(k.dt, 2, (int64_t[]){N, C}, NULL, 3);
+    dkk_tensor *rgx = dkk_new(DK_FLOAT64, 2, (int64_t[]){N, C}, NULL, 0),
+               *rgt = dkk_new(DK_FLOAT64, 2, (int64_t[]){N, C}, NULL, 0);
+    dkk_tensor *go = k.reduction == DK_FOCAL_SUM ? dkk_new(k.dt, 0, NULL, NULL, 0)
+                                                 : dkk_new(k.dt, 2, (int64_t[]){N, C}, NULL, 3);
     if (k.reduction == DK_FOCAL_SUM) dkk_set(go, NULL, 0.75);
     else dkk_fill_uniform(go, r, -1, 1);
     long double sum = 0;
@@ -111,8 +114,13 @@ static void check_sigmoid(sig_case k, dkk_rng *r)
             const long double h = 1e-6L;
             double dx;
             if (k.classes && k.gamma == 2) dx = wv * ref_mmcv_sigmoid_grad((double)xv, l == c, k.gamma, k.alpha);
-            else dx = (double)(wv * (ref_sigmoid(xv + h, tv, k.gamma, ap, an) - ref_sigmoid(xv - h, tv, k.gamma, ap, an)) / (2 * h));
-            const double dt = (double)((ref_sigmoid(xv, tv + h, k.gamma, ap, an) - ref_sigmoid(xv, tv - h, k.gamma, ap, an)) / (2 * h));
+            else
+                dx = (double)(wv *
+                              (ref_sigmoid(xv + h, tv, k.gamma, ap, an) - ref_sigmoid(xv - h, tv, k.gamma, ap, an)) /
+                              (2 * h));
+            const double dt = (double)((ref_sigmoid(xv, tv + h, k.gamma, ap, an) -
+                                        ref_sigmoid(xv, tv - h, k.gamma, ap, an)) /
+                                       (2 * h));
             dkk_set(rgx, i, dx * gr);
             dkk_set(rgt, i, dt * gr);
         }
@@ -120,8 +128,10 @@ static void check_sigmoid(sig_case k, dkk_rng *r)
     double atol, rtol;
     tolerances(k.dt, &atol, &rtol);
     /* forward */
-    dkk_tensor *out = k.reduction == DK_FOCAL_SUM ? dkk_new(k.dt, 0, NULL, NULL, 0) : dkk_new(k.dt, 2, (int64_t[]){N, C}, NULL, 2);
-    assert_ok(dk_sigmoid_focal_loss_forward(&x->t, &t->t, w ? &w->t : NULL, &out->t, NULL, k.gamma, ap, an, k.reduction, divisor));
+    dkk_tensor *out = k.reduction == DK_FOCAL_SUM ? dkk_new(k.dt, 0, NULL, NULL, 0)
+                                                  : dkk_new(k.dt, 2, (int64_t[]){N, C}, NULL, 2);
+    assert_ok(dk_sigmoid_focal_loss_forward(&x->t, &t->t, w ? &w->t : NULL, &out->t, NULL, k.gamma, ap, an, k.reduction,
+                                            divisor));
     if (k.reduction == DK_FOCAL_SUM) {
         const double got = dkk_get(out, NULL), want = (double)(sum / divisor);
         if (!(fabs(got - want) <= atol + rtol * fabs(want))) fail_msg("%s: sum %.9g, expected %.9g", what, got, want);
@@ -165,9 +175,9 @@ static void sigmoid_every_dtype(void **state)
                 for (int red = 0; red < 2; red++) {
                     const double gammas[] = {2, 1.5, 0, 3}, alphas[] = {0.25, -1, 0.5, 0.8};
                     for (int i = 0; i < 4; i++)
-                        check_sigmoid((sig_case){DTYPES[d], classes, weighted, (i + red) % 2 == 1, red, gammas[i],
-                                                 alphas[i]},
-                                      &r);
+                        check_sigmoid(
+                            (sig_case){DTYPES[d], classes, weighted, (i + red) % 2 == 1, red, gammas[i], alphas[i]},
+                            &r);
                 }
 }
 
@@ -188,10 +198,12 @@ static void check_softmax(dk_dtype dt, bool weighted, bool transposed, int reduc
     dkk_tensor *w = weighted ? dkk_new(dt, 1, (int64_t[]){C}, NULL, 0) : NULL;
     if (w) dkk_fill_uniform(w, r, 0.1, 2);
     const double divisor = reduction == DK_FOCAL_SUM ? (double)N : 1;
-    dkk_tensor *go = reduction == DK_FOCAL_SUM ? dkk_new(dt, 0, NULL, NULL, 0) : dkk_new(dt, 1, (int64_t[]){N}, NULL, 1);
+    dkk_tensor *go = reduction == DK_FOCAL_SUM ? dkk_new(dt, 0, NULL, NULL, 0)
+                                               : dkk_new(dt, 1, (int64_t[]){N}, NULL, 1);
     if (reduction == DK_FOCAL_SUM) dkk_set(go, NULL, -1.25);
     else dkk_fill_uniform(go, r, -1, 1);
-    dkk_tensor *ref = dkk_new(DK_FLOAT64, 1, (int64_t[]){N}, NULL, 0), *rg = dkk_new(DK_FLOAT64, 2, (int64_t[]){N, C}, NULL, 0);
+    dkk_tensor *ref = dkk_new(DK_FLOAT64, 1, (int64_t[]){N}, NULL, 0),
+               *rg = dkk_new(DK_FLOAT64, 2, (int64_t[]){N, C}, NULL, 0);
     double sum = 0;
     for (int64_t n = 0; n < N; n++) {
         double row[6], grad[6] = {0};
@@ -210,7 +222,8 @@ static void check_softmax(dk_dtype dt, bool weighted, bool transposed, int reduc
     }
     double atol, rtol;
     tolerances(dt, &atol, &rtol);
-    dkk_tensor *out = reduction == DK_FOCAL_SUM ? dkk_new(dt, 0, NULL, NULL, 0) : dkk_new(dt, 1, (int64_t[]){N}, NULL, 2);
+    dkk_tensor *out = reduction == DK_FOCAL_SUM ? dkk_new(dt, 0, NULL, NULL, 0)
+                                                : dkk_new(dt, 1, (int64_t[]){N}, NULL, 2);
     assert_ok(dk_softmax_focal_loss_forward(&x->t, &t->t, w ? &w->t : NULL, &out->t, gamma, alpha, reduction, divisor));
     if (reduction == DK_FOCAL_SUM) {
         const double got = dkk_get(out, NULL), want = sum / divisor;
@@ -243,7 +256,8 @@ static void softmax_every_dtype(void **state)
 static void mmcv_published_vectors(void **state)
 {
     (void)state;
-    static const double X[3][9] = {{1, 0, 0, 1}, {1, 0, -1, 0, 1, 2}, {1e-6, 2e-6, 3e-6, 4e-6, 5e-5, 6e-4, 7e-3, 8e-2, 9e-1}};
+    static const double X[3][9] = {
+        {1, 0, 0, 1}, {1, 0, -1, 0, 1, 2}, {1e-6, 2e-6, 3e-6, 4e-6, 5e-5, 6e-4, 7e-3, 8e-2, 9e-1}};
     static const int64_t Y[3][3] = {{0, 1}, {2, 1}, {1, 2, 0}};
     static const int64_t NC[3][2] = {{2, 2}, {2, 3}, {3, 3}};
     static const double SIG[3] = {0.13562961, 1.10251057, 0.42287254}, SOFT[3] = {0.00566451, 0.34956908, 0.15754992};
@@ -258,7 +272,8 @@ static void mmcv_published_vectors(void **state)
     for (int k = 0; k < 3; k++) {
         const int64_t N = NC[k][0], C = NC[k][1];
         dkk_tensor *x = dkk_new(DK_FLOAT32, 2, (int64_t[]){N, C}, NULL, 0), *t = dkk_new(DK_INT64, 1, &N, NULL, 0);
-        dkk_tensor *sig_g = dkk_new(DK_FLOAT64, 2, (int64_t[]){N, C}, NULL, 0), *soft_g = dkk_new(DK_FLOAT64, 2, (int64_t[]){N, C}, NULL, 0);
+        dkk_tensor *sig_g = dkk_new(DK_FLOAT64, 2, (int64_t[]){N, C}, NULL, 0),
+                   *soft_g = dkk_new(DK_FLOAT64, 2, (int64_t[]){N, C}, NULL, 0);
         for (int64_t n = 0; n < N; n++) {
             dkk_set(t, (int64_t[]){n}, (double)Y[k][n]);
             for (int64_t c = 0; c < C; c++) {
@@ -271,14 +286,16 @@ static void mmcv_published_vectors(void **state)
         dkk_set(one, NULL, 1);
         dkk_tensor *gi = dkk_new(DK_FLOAT32, 2, (int64_t[]){N, C}, NULL, 0);
         /* published to 8 digits, from MMCV's float32 CUDA kernels */
-        assert_ok(dk_sigmoid_focal_loss_forward(&x->t, &t->t, NULL, &out->t, NULL, 2, 0.25, 0.75, DK_FOCAL_SUM, (double)N));
+        assert_ok(
+            dk_sigmoid_focal_loss_forward(&x->t, &t->t, NULL, &out->t, NULL, 2, 0.25, 0.75, DK_FOCAL_SUM, (double)N));
         assert_true(fabs(dkk_get(out, NULL) - SIG[k]) <= 1e-6 * SIG[k]);
         assert_ok(dk_sigmoid_focal_loss_backward(&one->t, &x->t, &t->t, NULL, &gi->t, NULL, 2, 0.25, 0.75, DK_FOCAL_SUM,
                                                  (double)N));
         dkk_assert_close(gi, sig_g, 1e-8, 1e-6, "MMCV's sigmoid vectors");
         assert_ok(dk_softmax_focal_loss_forward(&x->t, &t->t, NULL, &out->t, 2, 0.25, DK_FOCAL_SUM, (double)N));
         assert_true(fabs(dkk_get(out, NULL) - SOFT[k]) <= 1e-6 * SOFT[k]);
-        assert_ok(dk_softmax_focal_loss_backward(&one->t, &x->t, &t->t, NULL, &gi->t, 2, 0.25, DK_FOCAL_SUM, (double)N));
+        assert_ok(
+            dk_softmax_focal_loss_backward(&one->t, &x->t, &t->t, NULL, &gi->t, 2, 0.25, DK_FOCAL_SUM, (double)N));
         dkk_assert_close(gi, soft_g, 1e-8, 1e-6, "MMCV's softmax vectors");
         dkk_free(x), dkk_free(t), dkk_free(sig_g), dkk_free(soft_g), dkk_free(out), dkk_free(one), dkk_free(gi);
     }
@@ -292,8 +309,10 @@ static void extreme_logits(void **state)
     /* float32 x = +-20, +-60, +-100, NaN; hard targets both ways: the exact loss (long double) */
     const double xs[] = {20, -20, 60, -60, 100, -100, 0, NAN};
     const int64_t N = 8, C = 2;
-    dkk_tensor *x = dkk_new(DK_FLOAT32, 2, (int64_t[]){N, C}, NULL, 0), *t = dkk_new(DK_FLOAT32, 2, (int64_t[]){N, C}, NULL, 0);
-    dkk_tensor *ref = dkk_new(DK_FLOAT64, 2, (int64_t[]){N, C}, NULL, 0), *out = dkk_new(DK_FLOAT32, 2, (int64_t[]){N, C}, NULL, 0);
+    dkk_tensor *x = dkk_new(DK_FLOAT32, 2, (int64_t[]){N, C}, NULL, 0),
+               *t = dkk_new(DK_FLOAT32, 2, (int64_t[]){N, C}, NULL, 0);
+    dkk_tensor *ref = dkk_new(DK_FLOAT64, 2, (int64_t[]){N, C}, NULL, 0),
+               *out = dkk_new(DK_FLOAT32, 2, (int64_t[]){N, C}, NULL, 0);
     for (int64_t n = 0; n < N; n++)
         for (int64_t c = 0; c < C; c++) {
             dkk_set(x, (int64_t[]){n, c}, xs[n]);
@@ -329,7 +348,9 @@ static void same_bits_for_any_thread_count(void **state)
         for (int soft = 0; soft < 2; soft++) {
             dkk_tensor *out = dkk_new(DK_FLOAT32, 0, NULL, NULL, 0);
             if (soft) assert_ok(dk_softmax_focal_loss_forward(&x->t, &ts->t, NULL, &out->t, 2, 0.25, DK_FOCAL_SUM, 1));
-            else assert_ok(dk_sigmoid_focal_loss_forward(&x->t, &t->t, NULL, &out->t, NULL, 2, 0.25, 0.75, DK_FOCAL_SUM, 1));
+            else
+                assert_ok(
+                    dk_sigmoid_focal_loss_forward(&x->t, &t->t, NULL, &out->t, NULL, 2, 0.25, 0.75, DK_FOCAL_SUM, 1));
             if (!first[soft]) first[soft] = out;
             else {
                 dkk_assert_identical(out, first[soft], "the sum with more threads");
@@ -346,11 +367,15 @@ static void same_bits_for_any_thread_count(void **state)
 static void bad_input(void **state)
 {
     (void)state;
-    dkk_tensor *x = dkk_new(DK_FLOAT32, 2, (int64_t[]){3, 4}, NULL, 0), *x3 = dkk_new(DK_FLOAT32, 3, (int64_t[]){3, 4, 1}, NULL, 0);
-    dkk_tensor *tf = dkk_new(DK_FLOAT32, 2, (int64_t[]){3, 4}, NULL, 0), *td = dkk_new(DK_FLOAT64, 2, (int64_t[]){3, 4}, NULL, 0);
+    dkk_tensor *x = dkk_new(DK_FLOAT32, 2, (int64_t[]){3, 4}, NULL, 0),
+               *x3 = dkk_new(DK_FLOAT32, 3, (int64_t[]){3, 4, 1}, NULL, 0);
+    dkk_tensor *tf = dkk_new(DK_FLOAT32, 2, (int64_t[]){3, 4}, NULL, 0),
+               *td = dkk_new(DK_FLOAT64, 2, (int64_t[]){3, 4}, NULL, 0);
     dkk_tensor *tl = dkk_new(DK_INT64, 1, (int64_t[]){3}, NULL, 0), *ti = dkk_new(DK_INT32, 1, (int64_t[]){3}, NULL, 0);
-    dkk_tensor *tl2 = dkk_new(DK_INT64, 1, (int64_t[]){2}, NULL, 0), *w = dkk_new(DK_FLOAT32, 1, (int64_t[]){4}, NULL, 0);
-    dkk_tensor *w5 = dkk_new(DK_FLOAT32, 1, (int64_t[]){5}, NULL, 0), *o = dkk_new(DK_FLOAT32, 2, (int64_t[]){3, 4}, NULL, 0);
+    dkk_tensor *tl2 = dkk_new(DK_INT64, 1, (int64_t[]){2}, NULL, 0),
+               *w = dkk_new(DK_FLOAT32, 1, (int64_t[]){4}, NULL, 0);
+    dkk_tensor *w5 = dkk_new(DK_FLOAT32, 1, (int64_t[]){5}, NULL, 0),
+               *o = dkk_new(DK_FLOAT32, 2, (int64_t[]){3, 4}, NULL, 0);
     dkk_tensor *s = dkk_new(DK_FLOAT32, 0, NULL, NULL, 0), *o1 = dkk_new(DK_FLOAT32, 1, (int64_t[]){3}, NULL, 0);
     dkk_tensor *gi = dkk_new(DK_FLOAT32, 2, (int64_t[]){3, 4}, NULL, 0);
     assert_error(dk_sigmoid_focal_loss_forward(&x3->t, &tf->t, NULL, &o->t, NULL, 2, 0.25, 0.75, 0, 1), DK_EINVAL,
@@ -382,8 +407,9 @@ static void bad_input(void **state)
     assert_error(dk_sigmoid_focal_loss_forward(&x->t, &tl->t, NULL, &o->t, NULL, 2, 0.25, 0.75, 1, 1), DK_EINVAL,
                  "sigmoid_focal_loss_forward: 'output' must have shape [], got [3, 4]");
     assert_error(dk_sigmoid_focal_loss_backward(&o->t, &x->t, &tl->t, NULL, &gi->t, &tf->t, 2, 0.25, 0.75, 0, 1),
-                 DK_EINVAL, "sigmoid_focal_loss_backward: class-index targets have no gradient ('grad_targets' must be "
-                            "None)");
+                 DK_EINVAL,
+                 "sigmoid_focal_loss_backward: class-index targets have no gradient ('grad_targets' must be "
+                 "None)");
     /* the softmax: a target of C or more would read another row; negative ones are ignored */
     dkk_set(tl, (int64_t[]){1}, -3);
     assert_ok(dk_softmax_focal_loss_forward(&x->t, &tl->t, NULL, &o1->t, 2, 0.25, 0, 1));
@@ -407,9 +433,12 @@ static void bad_input(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(sigmoid_every_dtype),     cmocka_unit_test(softmax_every_dtype),
-        cmocka_unit_test(mmcv_published_vectors),  cmocka_unit_test(extreme_logits),
-        cmocka_unit_test(same_bits_for_any_thread_count), cmocka_unit_test(bad_input),
+        cmocka_unit_test(sigmoid_every_dtype),
+        cmocka_unit_test(softmax_every_dtype),
+        cmocka_unit_test(mmcv_published_vectors),
+        cmocka_unit_test(extreme_logits),
+        cmocka_unit_test(same_bits_for_any_thread_count),
+        cmocka_unit_test(bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

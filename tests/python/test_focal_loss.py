@@ -91,8 +91,8 @@ def test_16_bit_computed_in_float32(dtype):
     torch.testing.assert_close(xh.grad.float(), xs.grad.to(dtype).float(), **tol)
     # reduced: the sum in double, rounded once
     total = dkit.ops.sigmoid_focal_loss(x, t, reduction="sum")
-    torch.testing.assert_close(total.float(), tvops.sigmoid_focal_loss(xs.detach(), ts, reduction="sum").to(dtype).float(),
-                               rtol=tol["rtol"], atol=0)  # fmt: skip
+    want_total = tvops.sigmoid_focal_loss(xs.detach(), ts, reduction="sum").to(dtype).float()
+    torch.testing.assert_close(total.float(), want_total, rtol=tol["rtol"], atol=0)
 
 
 class TestTorchvisionsProperties:
@@ -140,8 +140,8 @@ class TestTorchvisionsProperties:
     def test_scripted(self, reduction):
         x, t = self._pairs(3)
         scripted = torch.jit.script(dk_tv.sigmoid_focal_loss)
-        torch.testing.assert_close(scripted(x, t, gamma=2, alpha=0.58, reduction=reduction),
-                                   dk_tv.sigmoid_focal_loss(x, t, gamma=2, alpha=0.58, reduction=reduction))  # fmt: skip
+        want = dk_tv.sigmoid_focal_loss(x, t, gamma=2, alpha=0.58, reduction=reduction)
+        torch.testing.assert_close(scripted(x, t, gamma=2, alpha=0.58, reduction=reduction), want)
 
 
 def test_more_exact_than_torchvision_where_its_one_minus_p_rounds_to_zero():
@@ -184,7 +184,8 @@ def mmcv_softmax_reference(x, labels, gamma, alpha, weight, reduction):
     s = s / s.sum(1, keepdim=True)
     pred = s.gather(1, labels.clamp_min(0)[:, None]).squeeze(1)
     tiny = float(np.finfo(np.float32).tiny)
-    out = torch.where(labels >= 0, -alpha * (1 - pred) ** gamma * torch.log(pred.clamp_min(tiny)), torch.zeros(()).double())
+    loss = -alpha * (1 - pred) ** gamma * torch.log(pred.clamp_min(tiny))
+    out = torch.where(labels >= 0, loss, torch.zeros(()).double())
     if weight is not None:
         out = out * torch.where(labels >= 0, weight.double()[labels.clamp_min(0)], torch.ones(()).double())
     return {"none": out, "sum": out.sum(), "mean": out.sum() / x.shape[0]}[reduction]
@@ -229,7 +230,8 @@ def test_mmcv_softmax(reduction, weighted, dtype):
     want = mmcv_softmax_reference(xa, labels, 2.0, 0.25, w, reduction)
     got = dk_mmcv.softmax_focal_loss(xb, labels, 2.0, 0.25, w, reduction)
     assert got.dtype == dtype and got.shape == want.shape
-    tol = {torch.float32: (2e-5, 1e-6), torch.float64: (1e-11, 1e-13), torch.float16: (2e-3, 1e-4)}.get(dtype, (1e-2, 1e-3))
+    tols = {torch.float32: (2e-5, 1e-6), torch.float64: (1e-11, 1e-13), torch.float16: (2e-3, 1e-4)}
+    tol = tols.get(dtype, (1e-2, 1e-3))
     torch.testing.assert_close(got.double(), want, rtol=tol[0], atol=tol[1])
     g = torch.rand(want.shape, dtype=torch.float64)
     want.backward(g), got.backward(g.to(dtype))

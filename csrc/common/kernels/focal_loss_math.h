@@ -88,12 +88,12 @@ DK_HD DK_INLINE float dk_focal_expneg_poly(float y)
 DK_HD DK_INLINE float dk_focal_log1p_poly(float e)
 {
     const float u = e / (2.0f + e), s = u * u;
-    const float q =
-        ((((((s * (1.0f / 15.0f) + 1.0f / 13.0f) * s + 1.0f / 11.0f) * s + 1.0f / 9.0f) * s + 1.0f / 7.0f) * s +
-          1.0f / 5.0f) *
-             s +
-         1.0f / 3.0f) *
-        s;
+    const float q = ((((((s * (1.0f / 15.0f) + 1.0f / 13.0f) * s + 1.0f / 11.0f) * s + 1.0f / 9.0f) * s + 1.0f / 7.0f) *
+                          s +
+                      1.0f / 5.0f) *
+                         s +
+                     1.0f / 3.0f) *
+                    s;
     return 2.0f * u + 2.0f * u * q;
 }
 

@@ -37,7 +37,7 @@ DK_HD DK_INLINE DK_TFN(dk_focal_sig) DK_TFN(dk_focal_sig_parts)(DK_T x, DK_T t)
     const DK_T one = 1, ax = DK_TMATH(fabs)(x);
     const DK_T e = DK_TFN(dk_focal_expneg)(-ax), d = one + e;
     const DK_T up = x >= 0 ? one : e, uq = x >= 0 ? e : one; /* selects of values (the Note) */
-    const DK_T relu = x < 0 ? ax : (DK_T)0;                    /* max(-x, 0) */
+    const DK_T relu = x < 0 ? ax : (DK_T)0;                  /* max(-x, 0) */
     s.p = up / d;
     s.q = uq / d;
     s.ce = ((one - t) * x + relu) + DK_TFN(dk_focal_log1p)(e);
@@ -59,8 +59,7 @@ DK_HD DK_INLINE DK_T DK_TFN(dk_focal_dpow)(DK_T m, DK_T gamma, int kind)
 }
 
 /* a ce m^gamma, a = alpha_pos t + alpha_neg (1 - t) (ops/focal_loss.h). */
-DK_HD DK_INLINE DK_T DK_TFN(dk_focal_sigmoid_loss)(DK_T x, DK_T t, DK_T gamma, DK_T alpha_pos, DK_T alpha_neg,
-                                                   int kind)
+DK_HD DK_INLINE DK_T DK_TFN(dk_focal_sigmoid_loss)(DK_T x, DK_T t, DK_T gamma, DK_T alpha_pos, DK_T alpha_neg, int kind)
 {
     const DK_TFN(dk_focal_sig) s = DK_TFN(dk_focal_sig_parts)(x, t);
     const DK_T a = alpha_pos * t + alpha_neg * ((DK_T)1 - t);
@@ -69,8 +68,8 @@ DK_HD DK_INLINE DK_T DK_TFN(dk_focal_sigmoid_loss)(DK_T x, DK_T t, DK_T gamma, D
 
 /* d loss / d x, *dt = d loss / d t, and *loss the loss (dk_focal_sigmoid_loss's bits):
  *   dce/dx = p - t, dm/dx = p q (1 - 2t), dce/dt = -x, dm/dt = q - p, da/dt = alpha_pos - alpha_neg. */
-DK_HD DK_INLINE DK_T DK_TFN(dk_focal_sigmoid_grad)(DK_T x, DK_T t, DK_T gamma, DK_T alpha_pos, DK_T alpha_neg,
-                                                   int kind, DK_T *dt, DK_T *loss)
+DK_HD DK_INLINE DK_T DK_TFN(dk_focal_sigmoid_grad)(DK_T x, DK_T t, DK_T gamma, DK_T alpha_pos, DK_T alpha_neg, int kind,
+                                                   DK_T *dt, DK_T *loss)
 {
     const DK_T one = 1;
     const DK_TFN(dk_focal_sig) s = DK_TFN(dk_focal_sig_parts)(x, t);

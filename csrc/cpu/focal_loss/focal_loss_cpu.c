@@ -61,19 +61,19 @@ dk_status dk_sigmoid_focal_loss_forward_cpu(const dk_tensor *input, const dk_ten
                                             dk_tensor *output, dk_tensor *grad_input, double gamma, double alpha_pos,
                                             double alpha_neg, int64_t reduction, double divisor)
 {
-    dk__fl_ctx cx =
-        dk__fl_ctx_of(input, targets, weight, NULL, output, gamma, alpha_pos, alpha_neg, reduction, divisor);
+    dk__fl_ctx cx = dk__fl_ctx_of(input, targets, weight, NULL, output, gamma, alpha_pos, alpha_neg, reduction,
+                                  divisor);
     cx.fused = grad_input;
     return dk__fl_cpu(&cx, false, "sigmoid_focal_loss_forward");
 }
 
 dk_status dk_sigmoid_focal_loss_backward_cpu(const dk_tensor *grad_output, const dk_tensor *input,
                                              const dk_tensor *targets, const dk_tensor *weight, dk_tensor *grad_input,
-                                             dk_tensor *grad_targets, double gamma, double alpha_pos,
-                                             double alpha_neg, int64_t reduction, double divisor)
+                                             dk_tensor *grad_targets, double gamma, double alpha_pos, double alpha_neg,
+                                             int64_t reduction, double divisor)
 {
-    dk__fl_ctx cx =
-        dk__fl_ctx_of(input, targets, weight, grad_output, grad_input, gamma, alpha_pos, alpha_neg, reduction, divisor);
+    dk__fl_ctx cx = dk__fl_ctx_of(input, targets, weight, grad_output, grad_input, gamma, alpha_pos, alpha_neg,
+                                  reduction, divisor);
     cx.grad_targets = grad_targets;
     return dk__fl_cpu(&cx, false, "sigmoid_focal_loss_backward");
 }

@@ -32,19 +32,20 @@ static inline const DK_T *DK_SFN(dk__fl_targets)(const dk__fl_ctx *cx, int64_t n
 }
 
 /* The loop the math runs in: plain arrays, `kind` a constant at each call (so that it vectorises). */
-static inline __attribute__((always_inline)) void DK_SFN(dk__fl_sig_losses)(const DK_T *restrict x,
-                                                                            const DK_T *restrict t, DK_T *restrict loss,
-                                                                            int64_t len, DK_T g, DK_T ap, DK_T an,
-                                                                            int kind)
+static inline
+    __attribute__((always_inline)) void DK_SFN(dk__fl_sig_losses)(const DK_T *restrict x, const DK_T *restrict t,
+                                                                  DK_T *restrict loss, int64_t len, DK_T g, DK_T ap,
+                                                                  DK_T an, int kind)
 {
     for (int64_t k = 0; k < len; k++) loss[k] = DK_TFN(dk_focal_sigmoid_loss)(x[k], t[k], g, ap, an, kind);
 }
 
 /* The fused forward's loop (Note [The backward in the forward] in ops/focal_loss.h): the losses,
  * and the gradients for grad_output 1, w d/dx gs, gs = 1 / divisor. */
-static inline __attribute__((always_inline)) void
-    DK_SFN(dk__fl_sig_fused)(const DK_T *restrict x, const DK_T *restrict t, DK_T *restrict loss,
-                             DK_T *restrict gi, int64_t len, DK_T w, DK_T gs, DK_T g, DK_T ap, DK_T an, int kind)
+static inline
+    __attribute__((always_inline)) void DK_SFN(dk__fl_sig_fused)(const DK_T *restrict x, const DK_T *restrict t,
+                                                                 DK_T *restrict loss, DK_T *restrict gi, int64_t len,
+                                                                 DK_T w, DK_T gs, DK_T g, DK_T ap, DK_T an, int kind)
 {
     for (int64_t k = 0; k < len; k++) {
         DK_T dt, v;
@@ -70,7 +71,8 @@ static void DK_SFN(dk__fl_sig_forward_range)(const dk__fl_ctx *cx, int64_t i0, i
         const DK_T *xp = DK_SFN(dk__fl_row)(cx->input, n, c0, len, xb);
         const DK_T *tp = DK_SFN(dk__fl_targets)(cx, n, c0, len, tb, &w);
         if (cx->fused) {
-            if (cx->kind == DK_FOCAL_POW_2) DK_SFN(dk__fl_sig_fused)(xp, tp, lb, ib, len, w, gs, g, ap, an, DK_FOCAL_POW_2);
+            if (cx->kind == DK_FOCAL_POW_2)
+                DK_SFN(dk__fl_sig_fused)(xp, tp, lb, ib, len, w, gs, g, ap, an, DK_FOCAL_POW_2);
             else DK_SFN(dk__fl_sig_fused)(xp, tp, lb, ib, len, w, gs, g, ap, an, DK_FOCAL_POW_ANY);
             DK_S *gi = (DK_S *)dk_tensor_data(cx->fused) + n * dk_tensor_stride(cx->fused, 0);
             const int64_t si = dk_tensor_stride(cx->fused, 1);
@@ -92,10 +94,11 @@ static void DK_SFN(dk__fl_sig_forward_range)(const dk__fl_ctx *cx, int64_t i0, i
 }
 
 /* The backward's loop: gi = w d/dx * gr, and where `want_dt` dt = d/dt * gr. */
-static inline __attribute__((always_inline)) void
-    DK_SFN(dk__fl_sig_grads)(const DK_T *restrict x, const DK_T *restrict t, const DK_T *restrict gr,
-                             DK_T *restrict gi, DK_T *restrict gt, int64_t len, DK_T w, DK_T g, DK_T ap, DK_T an,
-                             int kind, bool want_dt)
+static inline
+    __attribute__((always_inline)) void DK_SFN(dk__fl_sig_grads)(const DK_T *restrict x, const DK_T *restrict t,
+                                                                 const DK_T *restrict gr, DK_T *restrict gi,
+                                                                 DK_T *restrict gt, int64_t len, DK_T w, DK_T g,
+                                                                 DK_T ap, DK_T an, int kind, bool want_dt)
 {
     for (int64_t k = 0; k < len; k++) {
         DK_T dt, loss;
@@ -264,7 +267,7 @@ static void DK_SFN(dk__fl_soft_backward_worker)(void *p, int tid)
 
 static dk_status DK_SFN(dk__fl_run)(dk__fl_ctx *cx, int nthreads, bool softmax)
 {
-    void (*worker)(void *, int) = !softmax ? DK_SFN(dk__fl_sig_worker)
+    void (*worker)(void *, int) = !softmax          ? DK_SFN(dk__fl_sig_worker)
                                   : cx->grad_output ? DK_SFN(dk__fl_soft_backward_worker)
                                                     : DK_SFN(dk__fl_soft_forward_worker);
     dk_parallel_run(nthreads, &cx->counter, worker, cx);

@@ -43,7 +43,7 @@ extern "C" dk_status dk_sigmoid_focal_loss_forward_gpu(const dk_tensor *input, c
                                                        double alpha_neg, int64_t reduction, double divisor)
 {
     dk__fl_gpu_args a = dk__fl_gpu_args_of(input, targets, weight, output, NULL, NULL, gamma, alpha_pos, alpha_neg,
-                                            reduction, divisor);
+                                           reduction, divisor);
     for (int d = 0; d < 2 && grad_input; d++) a.fused_s[d] = dk_tensor_stride(grad_input, d);
     dk_device_guard g;
     dk_status st = dk__gpu_enter(&g, input->device);
@@ -63,7 +63,7 @@ extern "C" dk_status dk_sigmoid_focal_loss_backward_gpu(const dk_tensor *grad_ou
                                                         double divisor)
 {
     const dk__fl_gpu_args a = dk__fl_gpu_args_of(input, targets, weight, grad_input, grad_output, grad_targets, gamma,
-                                                  alpha_pos, alpha_neg, reduction, divisor);
+                                                 alpha_pos, alpha_neg, reduction, divisor);
     dk_device_guard g;
     dk_status st = dk__gpu_enter(&g, input->device);
     if (st) return st;
@@ -79,8 +79,8 @@ extern "C" dk_status dk_softmax_focal_loss_forward_gpu(const dk_tensor *input, c
                                                        const dk_tensor *weight, dk_tensor *output, double gamma,
                                                        double alpha, int64_t reduction, double divisor)
 {
-    const dk__fl_gpu_args a =
-        dk__fl_gpu_args_of(input, targets, weight, output, NULL, NULL, gamma, alpha, alpha, reduction, divisor);
+    const dk__fl_gpu_args a = dk__fl_gpu_args_of(input, targets, weight, output, NULL, NULL, gamma, alpha, alpha,
+                                                 reduction, divisor);
     dk_device_guard g;
     dk_status st = dk__gpu_enter(&g, input->device);
     if (st) return st;
@@ -97,7 +97,7 @@ extern "C" dk_status dk_softmax_focal_loss_backward_gpu(const dk_tensor *grad_ou
                                                         int64_t reduction, double divisor)
 {
     const dk__fl_gpu_args a = dk__fl_gpu_args_of(input, targets, weight, grad_input, grad_output, NULL, gamma, alpha,
-                                                  alpha, reduction, divisor);
+                                                 alpha, reduction, divisor);
     dk_device_guard g;
     dk_status st = dk__gpu_enter(&g, input->device);
     if (st) return st;

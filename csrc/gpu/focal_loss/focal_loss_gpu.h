@@ -45,8 +45,8 @@ dk_status dk_sigmoid_focal_loss_forward_gpu(const dk_tensor *input, const dk_ten
                                             double alpha_neg, int64_t reduction, double divisor);
 dk_status dk_sigmoid_focal_loss_backward_gpu(const dk_tensor *grad_output, const dk_tensor *input,
                                              const dk_tensor *targets, const dk_tensor *weight, dk_tensor *grad_input,
-                                             dk_tensor *grad_targets, double gamma, double alpha_pos,
-                                             double alpha_neg, int64_t reduction, double divisor);
+                                             dk_tensor *grad_targets, double gamma, double alpha_pos, double alpha_neg,
+                                             int64_t reduction, double divisor);
 dk_status dk_softmax_focal_loss_forward_gpu(const dk_tensor *input, const dk_tensor *targets, const dk_tensor *weight,
                                             dk_tensor *output, double gamma, double alpha, int64_t reduction,
                                             double divisor);

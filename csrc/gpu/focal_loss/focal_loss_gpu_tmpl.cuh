@@ -59,8 +59,8 @@ __global__ void DK_SFN(dk__fl_gpu_sig_chunks_kernel)(const DK_S *__restrict__ x,
             const int64_t n = i / a.C, c = i % a.C;
             DK_T xv, tv, w, dt, v;
             DK_SFN(dk__fl_gpu_elem)(x, tgt, wt, a, n, c, &xv, &tv, &w);
-            const DK_T dx = DK_TFN(dk_focal_sigmoid_grad)(xv, tv, (DK_T)a.gamma, (DK_T)a.alpha_pos,
-                                                          (DK_T)a.alpha_neg, a.kind, &dt, &v);
+            const DK_T dx = DK_TFN(dk_focal_sigmoid_grad)(xv, tv, (DK_T)a.gamma, (DK_T)a.alpha_pos, (DK_T)a.alpha_neg,
+                                                          a.kind, &dt, &v);
             acc[i & 3] += (double)(w * v);
             gi[n * a.fused_s[0] + c * a.fused_s[1]] = DK_STORE(w * dx * gs);
         }
@@ -110,8 +110,8 @@ __device__ static inline DK_T DK_SFN(dk__fl_gpu_soft_row)(const DK_S *x, const i
     const DK_S *row = x + n * a.x_s[0];
     DK_SFN(dk_focal_softmax_row)(row, a.C, a.x_s[1], mx, lse);
     DK_T buff;
-    const DK_T v =
-        DK_TFN(dk_focal_softmax_loss)(DK_LOAD(row[l * a.x_s[1]]), *mx, *lse, (DK_T)a.gamma, (DK_T)a.alpha_pos, &buff);
+    const DK_T v = DK_TFN(dk_focal_softmax_loss)(DK_LOAD(row[l * a.x_s[1]]), *mx, *lse, (DK_T)a.gamma,
+                                                 (DK_T)a.alpha_pos, &buff);
     const DK_T w = wt ? DK_LOAD(wt[l * a.w_s]) : (DK_T)1;
     *b = buff * w;
     return v * w;
@@ -152,8 +152,8 @@ __global__ void DK_SFN(dk__fl_gpu_soft_backward_kernel)(const DK_S *__restrict__
         (void)DK_SFN(dk__fl_gpu_soft_row)(x, tgt, wt, a, n, &mx, &lse, &b);
         const int64_t l = tgt[n * a.t_s[0]];
         const bool live = l >= 0 && l < a.C;
-        const DK_T gr =
-            a.reduction == DK_FOCAL_SUM ? (DK_T)((double)DK_LOAD(go[0]) / a.divisor) : DK_LOAD(go[n * a.go_s[0]]);
+        const DK_T gr = a.reduction == DK_FOCAL_SUM ? (DK_T)((double)DK_LOAD(go[0]) / a.divisor)
+                                                    : DK_LOAD(go[n * a.go_s[0]]);
         for (int64_t c = 0; c < a.C; c++) {
             DK_T v = 0;
             if (live) {
@@ -220,12 +220,11 @@ static dk_status DK_SFN(dk__fl_gpu_sig_backward)(const dk_tensor *grad_output, c
                                                  const dk__fl_gpu_args *a, void *stream)
 {
     if (a->N * a->C == 0) return DK_OK;
-    DK_GPU_LAUNCH(DK_SFN(dk__fl_gpu_sig_backward_kernel), dk_gpu_blocks(a->N * a->C), DK_GPU_THREADS, stream,
-                  (const DK_S *)dk_tensor_data(grad_output), (const DK_S *)dk_tensor_data(input),
-                  (const void *)dk_tensor_data(targets),
-                  weight ? (const DK_S *)dk_tensor_data(weight) : (const DK_S *)NULL,
-                  (DK_S *)dk_tensor_data(grad_input),
-                  grad_targets ? (DK_S *)dk_tensor_data(grad_targets) : (DK_S *)NULL, *a);
+    DK_GPU_LAUNCH(
+        DK_SFN(dk__fl_gpu_sig_backward_kernel), dk_gpu_blocks(a->N * a->C), DK_GPU_THREADS, stream,
+        (const DK_S *)dk_tensor_data(grad_output), (const DK_S *)dk_tensor_data(input),
+        (const void *)dk_tensor_data(targets), weight ? (const DK_S *)dk_tensor_data(weight) : (const DK_S *)NULL,
+        (DK_S *)dk_tensor_data(grad_input), grad_targets ? (DK_S *)dk_tensor_data(grad_targets) : (DK_S *)NULL, *a);
     return dk__gpu_launched("sigmoid_focal_loss_backward");
 }
 

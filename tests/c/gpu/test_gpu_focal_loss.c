@@ -69,18 +69,21 @@ static void check_sigmoid(dk_dtype dt, bool classes, bool weighted, int reductio
     if (w) dkk_fill_uniform(w, r, 0, 2);
     const double divisor = reduction == DK_FOCAL_SUM ? 3.0 : 1.0;
     const bool exact = dt != DK_FLOAT64 && gamma == 2;
-    dkk_tensor *out = reduction == DK_FOCAL_SUM ? dkk_new(dt, 0, NULL, NULL, 0) : dkk_new(dt, 2, (int64_t[]){N, C}, NULL, 0);
+    dkk_tensor *out = reduction == DK_FOCAL_SUM ? dkk_new(dt, 0, NULL, NULL, 0)
+                                                : dkk_new(dt, 2, (int64_t[]){N, C}, NULL, 0);
     assert_ok(dk_sigmoid_focal_loss_forward(&x->t, &t->t, w ? &w->t : NULL, &out->t, NULL, gamma, 0.25, 0.75, reduction,
                                             divisor));
     dkk_tensor *gout = scratch_like(out);
     dkg_tensor dx, dt_, dw, dout;
     dkg_up(&dx, x), dkg_up(&dt_, t), dkg_up(&dout, gout);
     if (w) dkg_up(&dw, w);
-    assert_ok(GPU_SIG_FORWARD(&dx.dev, &dt_.dev, w ? &dw.dev : NULL, &dout.dev, NULL, gamma, 0.25, 0.75, reduction, divisor));
+    assert_ok(
+        GPU_SIG_FORWARD(&dx.dev, &dt_.dev, w ? &dw.dev : NULL, &dout.dev, NULL, gamma, 0.25, 0.75, reduction, divisor));
     dkg_down(&dout);
     same(gout, out, exact, dt, what);
     if (reduction == DK_FOCAL_SUM) { /* Note [The backward in the forward] in ops/focal_loss.h */
-        dkk_tensor *fused = dkk_new(dt, 2, (int64_t[]){N, C}, NULL, 0), *gfused = dkk_new(dt, 2, (int64_t[]){N, C}, order, 1);
+        dkk_tensor *fused = dkk_new(dt, 2, (int64_t[]){N, C}, NULL, 0),
+                   *gfused = dkk_new(dt, 2, (int64_t[]){N, C}, order, 1);
         memset(gfused->mem, 0x7f, gfused->bytes);
         assert_ok(dk_sigmoid_focal_loss_forward(&x->t, &t->t, w ? &w->t : NULL, &out->t, &fused->t, gamma, 0.25, 0.75,
                                                 reduction, divisor));
@@ -95,9 +98,11 @@ static void check_sigmoid(dk_dtype dt, bool classes, bool weighted, int reductio
         dkk_free(fused), dkk_free(gfused);
     }
     /* backward, twice: the same bits every run */
-    dkk_tensor *go = reduction == DK_FOCAL_SUM ? dkk_new(dt, 0, NULL, NULL, 0) : dkk_new(dt, 2, (int64_t[]){N, C}, NULL, 2);
+    dkk_tensor *go = reduction == DK_FOCAL_SUM ? dkk_new(dt, 0, NULL, NULL, 0)
+                                               : dkk_new(dt, 2, (int64_t[]){N, C}, NULL, 2);
     dkk_fill_uniform(go, r, -1, 1);
-    dkk_tensor *gi = dkk_new(dt, 2, (int64_t[]){N, C}, NULL, 0), *gt = classes ? NULL : dkk_new(dt, 2, (int64_t[]){N, C}, NULL, 0);
+    dkk_tensor *gi = dkk_new(dt, 2, (int64_t[]){N, C}, NULL, 0),
+               *gt = classes ? NULL : dkk_new(dt, 2, (int64_t[]){N, C}, NULL, 0);
     assert_ok(dk_sigmoid_focal_loss_backward(&go->t, &x->t, &t->t, w ? &w->t : NULL, &gi->t, gt ? &gt->t : NULL, gamma,
                                              0.25, 0.75, reduction, divisor));
     dkg_tensor dgo;
@@ -151,10 +156,12 @@ static void check_softmax(dk_dtype dt, bool weighted, int reduction, bool transp
     dkk_fill_uniform(go, r, -1, 1);
     dkk_tensor *gi = dkk_new(dt, 2, (int64_t[]){N, C}, NULL, 0), *ggi = dkk_new(dt, 2, (int64_t[]){N, C}, order, 2);
     memset(ggi->mem, 0x7f, ggi->bytes);
-    assert_ok(dk_softmax_focal_loss_backward(&go->t, &x->t, &t->t, w ? &w->t : NULL, &gi->t, 2, 0.25, reduction, divisor));
+    assert_ok(
+        dk_softmax_focal_loss_backward(&go->t, &x->t, &t->t, w ? &w->t : NULL, &gi->t, 2, 0.25, reduction, divisor));
     dkg_tensor dgo, dgi;
     dkg_up(&dgo, go), dkg_up(&dgi, ggi);
-    assert_ok(GPU_SOFT_BACKWARD(&dgo.dev, &dx.dev, &dt_.dev, w ? &dw.dev : NULL, &dgi.dev, 2, 0.25, reduction, divisor));
+    assert_ok(
+        GPU_SOFT_BACKWARD(&dgo.dev, &dx.dev, &dt_.dev, w ? &dw.dev : NULL, &dgi.dev, 2, 0.25, reduction, divisor));
     dkg_down(&dgi);
     same(ggi, gi, false, dt, what);
     dkg_release(&dx), dkg_release(&dt_), dkg_release(&dout), dkg_release(&dgo), dkg_release(&dgi);
