@@ -23,7 +23,6 @@ and dkit.set_num_threads set the counts. The results are checked close before ti
 
 import argparse
 import statistics
-import time
 
 from _dkit_path import use_checkout
 
@@ -32,6 +31,7 @@ use_checkout()  # the checkout's dkit where it is built (bench/_dkit_path.py), b
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 import torchvision.ops as tvops  # noqa: E402
+from bench_roi_pool import _timed  # noqa: E402  (the disturbance before "interleaved" calls, and the timer)
 
 import dkit  # noqa: E402
 
@@ -62,26 +62,6 @@ def mmcv_softmax_reference(x, labels, gamma=GAMMA, alpha=ALPHA):
     """MMCV's softmax_focal_loss (reduction 'mean': over N) in torch ops."""
     logp = x.log_softmax(1).gather(1, labels[:, None]).squeeze(1)
     return (-alpha * (1 - logp.exp()).pow(gamma) * logp).sum() / x.shape[0]
-
-
-_SCRATCH = {}
-
-
-def _disturb():
-    """What a training step's other work leaves behind: 64 MB written, 64 MB read, allocations."""
-    a = _SCRATCH.setdefault("a", torch.empty(16 << 20))
-    b = _SCRATCH.setdefault("b", torch.ones(16 << 20))
-    a.fill_(1.0)
-    float(b.sum())
-    [torch.empty(1 << 16) for _ in range(8)]
-
-
-def _timed(fn, disturb=False):
-    if disturb:
-        _disturb()
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
 
 
 def main():

@@ -24,9 +24,16 @@ _soft_forward_kernel = _C.ops.softmax_focal_loss_forward
 _soft_backward_kernel = _C.ops.softmax_focal_loss_backward
 
 
-def _check_reduction(reduction, op):
+def _arguments(op, input, targets, weight, alpha, gamma, reduction):
+    """(fw, input, targets, weight, alpha, gamma, the core's reduction): both losses' arguments
+    normalised; the core checks the tensors' shapes and dtypes, and names them."""
+    fw, input, targets = tensor_pair(op, input, "input", targets, "targets")
     if type(reduction) is not str or reduction not in _REDUCTIONS:
         raise _C.DkitValueError(f"{op}: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
+    if weight is not None:
+        weight = tensor(fw, weight, "weight", op, " [C]")
+    alpha, gamma = to_float(alpha, "alpha", op), to_float(gamma, "gamma", op)
+    return fw, input, targets, weight, alpha, gamma, _NONE if reduction == "none" else _SUM
 
 
 def _example(rng, targets):
@@ -81,10 +88,7 @@ def sigmoid_focal_loss(input, targets, alpha=0.25, gamma=2.0, reduction="none", 
         DkitTypeError: targets neither of input's dtype nor int64, a non-float input.
     """
     op = "sigmoid_focal_loss"
-    fw, input, targets = tensor_pair(op, input, "input", targets, "targets")
-    _check_reduction(reduction, op)
-    alpha, gamma = to_float(alpha, "alpha", op), to_float(gamma, "gamma", op)
-    red = _NONE if reduction == "none" else _SUM
+    fw, input, targets, weight, alpha, gamma, red = _arguments(op, input, targets, weight, alpha, gamma, reduction)
     shape = tuple(input.shape)
     if fw.dtype_name(targets) == "int64":  # MMCV's conventions; the core checks the shapes
         x, t = input, targets
@@ -99,8 +103,6 @@ def sigmoid_focal_loss(input, targets, alpha=0.25, gamma=2.0, reduction="none", 
         x, t = input.reshape(rows, last), targets.reshape(rows, last)
         alpha_pos, alpha_neg = (alpha, 1.0 - alpha) if alpha >= 0 else (1.0, 1.0)
         divisor = float(rows * last) if reduction == "mean" else 1.0
-    if weight is not None:
-        weight = tensor(fw, weight, "weight", op, " [C]")
     if fw.wants_grad(input) or fw.wants_grad(targets):
         # a reduced loss: the backward's work done in the forward's pass (Note [The backward in
         # the forward] in ops/focal_loss.h), unless the targets want a gradient too
@@ -199,14 +201,9 @@ def softmax_focal_loss(input, targets, gamma=2.0, alpha=0.25, weight=None, reduc
         rather than keeping an [N, C] copy of it as MMCV does.
     """
     op = "softmax_focal_loss"
-    fw, input, targets = tensor_pair(op, input, "input", targets, "targets")
-    _check_reduction(reduction, op)
-    gamma, alpha = to_float(gamma, "gamma", op), to_float(alpha, "alpha", op)
-    red = _NONE if reduction == "none" else _SUM
+    fw, input, targets, weight, alpha, gamma, red = _arguments(op, input, targets, weight, alpha, gamma, reduction)
     shape = tuple(input.shape)
     divisor = float(shape[0]) if reduction == "mean" and shape else 1.0
-    if weight is not None:
-        weight = tensor(fw, weight, "weight", op, " [C]")
     if fw.wants_grad(input):
         return fw.apply(SOFTMAX_FOCAL_LOSS, input, targets, weight, gamma, alpha, red, divisor)
     return _soft_forward(fw, input, targets, weight, gamma, alpha, red, divisor)[0]

@@ -561,8 +561,17 @@ def _bbox_assertion_error(bboxes1, bboxes2, mode, aligned, offset):
 # N == C, an error otherwise); dkit scales row n by grad_output[n].
 
 
+def _focal_assertions(input: Tensor, target: Tensor, weight: Optional[Tensor], reduction: str):
+    """MMCV's assertions of both focal losses, in its order (Note [Scripted errors])."""
+    error = _focal_assertion(input, target, weight, reduction)
+    if error is not None:
+        if not torch.jit.is_scripting():
+            raise DkitAssertionError(error)
+        raise AssertionError(error)
+
+
 def _focal_assertion(input: Tensor, target: Tensor, weight: Optional[Tensor], reduction: str) -> Optional[str]:
-    """MMCV's assertions of both focal losses, in its order: the failed one's text, or None."""
+    """The text of the first of MMCV's assertions that fails, or None."""
     if target.dtype != torch.long:
         return "target must be int64 (torch.long) class indices, got " + str(target.dtype)
     if input.dim() != 2:
@@ -595,11 +604,7 @@ def sigmoid_focal_loss(
     weight[target[n]]; reduction 'mean' divides the sum by N. Differentiable with respect to
     input; on a CPU too, where MMCV has no kernel, and for float16 and bfloat16 (computed in
     float32). See dkit.ops.sigmoid_focal_loss."""
-    error = _focal_assertion(input, target, weight, reduction)
-    if error is not None:
-        if not torch.jit.is_scripting():
-            raise DkitAssertionError(error)
-        raise AssertionError(error)
+    _focal_assertions(input, target, weight, reduction)
     return _sigmoid_focal_loss(input, target, float(alpha), float(gamma), reduction, weight)
 
 
@@ -616,17 +621,12 @@ def softmax_focal_loss(
     ignored), -alpha (1 - s)^gamma log s of the softmax s at the target, row n scaled by
     weight[target[n]]; reduction 'mean' divides the sum by N. Differentiable with respect to
     input. See dkit.ops.softmax_focal_loss."""
-    error = _focal_assertion(input, target, weight, reduction)
-    if error is not None:
-        if not torch.jit.is_scripting():
-            raise DkitAssertionError(error)
-        raise AssertionError(error)
+    _focal_assertions(input, target, weight, reduction)
     return _softmax_focal_loss(input, target, float(gamma), float(alpha), weight, reduction)
 
 
-class SigmoidFocalLoss(nn.Module):
-    """mmcv.ops.SigmoidFocalLoss: sigmoid_focal_loss with its gamma, alpha, weight (a buffer) and
-    reduction."""
+class _FocalLoss(nn.Module):
+    """MMCV's focal loss modules: gamma, alpha, weight (a buffer) and reduction, and their repr."""
 
     def __init__(self, gamma: float, alpha: float, weight: Optional[Tensor] = None, reduction: str = "mean"):
         super().__init__()
@@ -634,35 +634,24 @@ class SigmoidFocalLoss(nn.Module):
         self.alpha = alpha
         self.register_buffer("weight", weight)
         self.reduction = reduction
+
+    def __repr__(self):
+        s = self.__class__.__name__
+        s += f"(gamma={self.gamma}, "
+        s += f"alpha={self.alpha}, "
+        s += f"reduction={self.reduction})"
+        return s
+
+
+class SigmoidFocalLoss(_FocalLoss):
+    """mmcv.ops.SigmoidFocalLoss(gamma, alpha, weight=None, reduction='mean'): sigmoid_focal_loss."""
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         return sigmoid_focal_loss(input, target, self.gamma, self.alpha, self.weight, self.reduction)
 
-    def __repr__(self):
-        s = self.__class__.__name__
-        s += f"(gamma={self.gamma}, "
-        s += f"alpha={self.alpha}, "
-        s += f"reduction={self.reduction})"
-        return s
 
-
-class SoftmaxFocalLoss(nn.Module):
-    """mmcv.ops.SoftmaxFocalLoss: softmax_focal_loss with its gamma, alpha, weight (a buffer) and
-    reduction."""
-
-    def __init__(self, gamma: float, alpha: float, weight: Optional[Tensor] = None, reduction: str = "mean"):
-        super().__init__()
-        self.gamma = gamma
-        self.alpha = alpha
-        self.register_buffer("weight", weight)
-        self.reduction = reduction
+class SoftmaxFocalLoss(_FocalLoss):
+    """mmcv.ops.SoftmaxFocalLoss(gamma, alpha, weight=None, reduction='mean'): softmax_focal_loss."""
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         return softmax_focal_loss(input, target, self.gamma, self.alpha, self.weight, self.reduction)
-
-    def __repr__(self):
-        s = self.__class__.__name__
-        s += f"(gamma={self.gamma}, "
-        s += f"alpha={self.alpha}, "
-        s += f"reduction={self.reduction})"
-        return s

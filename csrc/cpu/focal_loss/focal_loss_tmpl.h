@@ -16,6 +16,14 @@ static inline const DK_T *DK_SFN(dk__fl_row)(const dk_tensor *t, int64_t n, int6
     return buf;
 }
 
+/* buf's len values to columns [c0, c0 + len) of row n of a [N, C] tensor. */
+static inline void DK_SFN(dk__fl_store_row)(dk_tensor *t, int64_t n, int64_t c0, int64_t len, const DK_T *buf)
+{
+    DK_S *p = (DK_S *)dk_tensor_data(t) + n * dk_tensor_stride(t, 0);
+    const int64_t sc = dk_tensor_stride(t, 1);
+    for (int64_t k = 0; k < len; k++) p[(c0 + k) * sc] = DK_STORE(buf[k]);
+}
+
 /* Row n's targets over columns [c0, c0 + len): the float targets' values, or class index l as
  * 0s with a 1 at column l; *w the row's weight (ops/focal_loss.h). */
 static inline const DK_T *DK_SFN(dk__fl_targets)(const dk__fl_ctx *cx, int64_t n, int64_t c0, int64_t len, DK_T *buf,
@@ -62,7 +70,6 @@ static void DK_SFN(dk__fl_sig_forward_range)(const dk__fl_ctx *cx, int64_t i0, i
     DK_T xb[DK__FL_BLOCK], tb[DK__FL_BLOCK], lb[DK__FL_BLOCK], ib[DK__FL_BLOCK];
     const DK_T g = (DK_T)cx->gamma, ap = (DK_T)cx->alpha_pos, an = (DK_T)cx->alpha_neg;
     const DK_T gs = (DK_T)(1.0 / cx->divisor); /* the backward's for grad_output 1 */
-    DK_S *out = (DK_S *)dk_tensor_data(cx->out);
     const int64_t C = cx->C;
     for (int64_t i = i0; i < i1;) {
         const int64_t n = i / C, c0 = i % C, rest = C - c0 < i1 - i ? C - c0 : i1 - i;
@@ -74,9 +81,7 @@ static void DK_SFN(dk__fl_sig_forward_range)(const dk__fl_ctx *cx, int64_t i0, i
             if (cx->kind == DK_FOCAL_POW_2)
                 DK_SFN(dk__fl_sig_fused)(xp, tp, lb, ib, len, w, gs, g, ap, an, DK_FOCAL_POW_2);
             else DK_SFN(dk__fl_sig_fused)(xp, tp, lb, ib, len, w, gs, g, ap, an, DK_FOCAL_POW_ANY);
-            DK_S *gi = (DK_S *)dk_tensor_data(cx->fused) + n * dk_tensor_stride(cx->fused, 0);
-            const int64_t si = dk_tensor_stride(cx->fused, 1);
-            for (int64_t k = 0; k < len; k++) gi[(c0 + k) * si] = DK_STORE(ib[k]);
+            DK_SFN(dk__fl_store_row)(cx->fused, n, c0, len, ib);
         } else if (cx->kind == DK_FOCAL_POW_2) {
             DK_SFN(dk__fl_sig_losses)(xp, tp, lb, len, g, ap, an, DK_FOCAL_POW_2);
         } else {
@@ -85,9 +90,8 @@ static void DK_SFN(dk__fl_sig_forward_range)(const dk__fl_ctx *cx, int64_t i0, i
         if (cx->reduction == DK_FOCAL_SUM) {
             for (int64_t k = 0; k < len; k++) acc[(i + k) & 3] += (double)(w * lb[k]);
         } else {
-            DK_S *o = out + n * dk_tensor_stride(cx->out, 0);
-            const int64_t so = dk_tensor_stride(cx->out, 1);
-            for (int64_t k = 0; k < len; k++) o[(c0 + k) * so] = DK_STORE(w * lb[k]);
+            for (int64_t k = 0; k < len; k++) lb[k] = w * lb[k];
+            DK_SFN(dk__fl_store_row)(cx->out, n, c0, len, lb);
         }
         i += len;
     }
@@ -135,14 +139,8 @@ static void DK_SFN(dk__fl_sig_backward_range)(const dk__fl_ctx *cx, int64_t i0, 
             if (want_dt) DK_SFN(dk__fl_sig_grads)(xp, tp, gp, ib, db, len, w, g, ap, an, DK_FOCAL_POW_ANY, true);
             else DK_SFN(dk__fl_sig_grads)(xp, tp, gp, ib, db, len, w, g, ap, an, DK_FOCAL_POW_ANY, false);
         }
-        DK_S *gi = (DK_S *)dk_tensor_data(cx->out) + n * dk_tensor_stride(cx->out, 0);
-        const int64_t si = dk_tensor_stride(cx->out, 1);
-        for (int64_t k = 0; k < len; k++) gi[(c0 + k) * si] = DK_STORE(ib[k]);
-        if (want_dt) {
-            DK_S *gt = (DK_S *)dk_tensor_data(cx->grad_targets) + n * dk_tensor_stride(cx->grad_targets, 0);
-            const int64_t st = dk_tensor_stride(cx->grad_targets, 1);
-            for (int64_t k = 0; k < len; k++) gt[(c0 + k) * st] = DK_STORE(db[k]);
-        }
+        DK_SFN(dk__fl_store_row)(cx->out, n, c0, len, ib);
+        if (want_dt) DK_SFN(dk__fl_store_row)(cx->grad_targets, n, c0, len, db);
         i += len;
     }
 }
