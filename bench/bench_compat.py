@@ -20,9 +20,10 @@ itself]):
 
 For batched_nms the compat entry returns torchvision's indices exactly, equal scores in
 torchvision's order included, where dkit.ops returns the same kept set with equal scores by
-index. Getting torchvision's order of equal scores takes its own sort of the kept scores (Note
-[torchvision's order of equal scores] in dkit/compat/torchvision.py), which a problem with
-distinct scores skips; the "ties" column says how many kept scores equal the next one. The
+index. torchvision's order of equal scores is that of torch's unstable sort of the kept scores,
+which the compat entry computes from dkit's result (_C.torch_sort_ties: Note [torchvision's
+order of equal scores] in dkit/compat/torchvision.py), with one pass over the kept scores when
+none are equal; the "ties" column says how many kept scores equal the next one. The
 bench checks every result against torchvision's (indices equal; roi_align within 1e-5) and
 fails otherwise.
 """

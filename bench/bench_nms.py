@@ -12,6 +12,9 @@ scores uniform; one thread (torch.set_num_threads(1); both NMS kernels are seria
   soft_nms         1,000 boxes, linear and gaussian, against MMCV's algorithm written with
                    NumPy (MMCV is not installed here; its CPU kernel is the same O(N^2) loop in
                    C++, so this ratio says how much of the time is the interpreter's)
+  nms_match        2,000 random boxes and 6,000 clustered proposals, against MMCV's loop
+                   written with torch (nms_match_reference; MMCV's own kernel is that loop in
+                   C++, one overlap per kept box and later box); serial in both, so one thread
   ... in a step    the same call, each preceded by what a training step does between two
                    calls of the op: 64 MB allocated and written by torch (other layers'
                    activations), so the op starts with cold caches (Note [Calls in a step])
@@ -81,6 +84,36 @@ def _soft_nms_numpy(np, boxes, scores, thr, sigma, min_score, method):
                 a[p] = a[n]
         i += 1
     return np.array(dets), ind[:n]
+
+
+def nms_match_reference(torch, dets, thr):
+    """MMCV's nms_match (the loop of nms_match_cpu, mmcv/ops/csrc/pytorch/cpu/nms.cpp): each box
+    not yet suppressed, in decreasing score order, is kept and suppresses every later box not
+    yet suppressed whose IoU with it (no +1 offset; std::max/std::min, so a NaN coordinate of
+    the later box loses to the kept box's) is >= thr; a group is the kept box and the boxes it
+    suppressed. Vectorised with torch over the later boxes, in float32 (float64 for float64
+    dets), the threshold rounded to the dtype; the order stable on ties, NaN first. Also the
+    tests' reference (tests/python/test_nms_match.py). Returns the list of int64 groups."""
+    d = dets if dets.dtype == torch.float64 else dets.float()
+    x1, y1, x2, y2, s = d.unbind(1)
+    areas = (x2 - x1) * (y2 - y1)
+    t = torch.tensor(thr, dtype=d.dtype)
+    alive = torch.sort(s, descending=True, stable=True)[1]
+    groups = []
+    while len(alive):
+        i, rest = alive[0], alive[1:]
+        xx1 = torch.where(x1[i] < x1[rest], x1[rest], x1[i])
+        yy1 = torch.where(y1[i] < y1[rest], y1[rest], y1[i])
+        xx2 = torch.where(x2[rest] < x2[i], x2[rest], x2[i])
+        yy2 = torch.where(y2[rest] < y2[i], y2[rest], y2[i])
+        w, h = xx2 - xx1, yy2 - yy1
+        w = torch.where(0 < w, w, torch.zeros_like(w))
+        h = torch.where(0 < h, h, torch.zeros_like(h))
+        inter = w * h
+        take = inter / (areas[i] + areas[rest] - inter) >= t
+        groups.append(torch.cat([i.view(1), rest[take]]))
+        alive = rest[~take]
+    return groups
 
 
 def _time(fn, disturb):
@@ -174,6 +207,18 @@ def main():
                          lambda: _soft_nms_numpy(np, bn, sn, 0.3, 0.5, 1e-3, method)],
                         max(1, args.reps // 2), None)  # fmt: skip
         rows.append((f"soft_nms {n} boxes, {method} (vs MMCV's loop in NumPy)", d, t))
+
+    for n, objects in ((300, 10), (1000, 20)) if args.quick else ((2000, 0), (6000, 100)):
+        b, s = clustered_boxes(torch, n, objects, 9) if objects else _boxes(torch, n, 9)
+        dets = torch.cat([b, s[:, None]], 1)
+        ref = nms_match_reference(torch, dets, 0.5)
+        members, starts = dkit.ops.nms_match(b, s, 0.5)
+        if len(ref) != len(starts) or not torch.equal(torch.cat(ref), members):
+            sys.exit(f"bench_nms: nms_match on {n} boxes differs from MMCV's loop")
+        d, t = _measure([lambda: dkit.compat.mmcv.nms_match(dets, 0.5), lambda: nms_match_reference(torch, dets, 0.5)],
+                        max(1, args.reps // 2), None)  # fmt: skip
+        where = f"around {objects} objects" if objects else "random"
+        rows.append((f"nms_match {n} {where} ({len(ref)} groups)", d, t))
 
     print(f"{'case':52s} {'dkit':>12s} {'torchvision':>12s} {'ratio':>7s} {'speedup':>8s}")
     for name, d, t in rows:

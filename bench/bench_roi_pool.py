@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""roi_pool and ps_roi_pool: dkit against torchvision.ops, in one process, on the same tensors.
+"""roi_pool, ps_roi_pool and ps_roi_align: dkit against torchvision.ops, in one process, on the same
+tensors.
 
     /usr/bin/python3 bench/bench_roi_pool.py [--reps 5] [--threads 1,2] [--quick]
 
@@ -13,6 +14,8 @@ Cases (float32): a Faster R-CNN head's feature map [2, 256, 50, 68] (quick: [1, 
   ps forward, ps forward+backward
                    ps_roi_pool (R-FCN) on the same RoIs, 7 x 7 bins over a map of 10 x 49 channels
                    (quick: 2 x 49)
+  psa forward, psa forward+backward
+                   ps_roi_align on the same map and RoIs, adaptive grid (sampling_ratio -1)
 Each rep runs every (thread count, library) once, in turn; the median of --reps is printed as
 time and as the ratio dkit / torchvision (below 1: dkit is faster). torch.set_num_threads and
 dkit.set_num_threads set the counts. The results are checked equal before timing.
@@ -77,6 +80,8 @@ def main():
     gps = torch.randn(rois.shape[0], xps.shape[1] // 49, 7, 7)
     ps_libs = {"torchvision": tvops.ps_roi_pool, "dkit": dkit.ops.ps_roi_pool}
     assert torch.equal(ps_libs["dkit"](xps, rois, 7, 1 / 16), ps_libs["torchvision"](xps, rois, 7, 1 / 16))
+    psa_libs = {"torchvision": tvops.ps_roi_align, "dkit": dkit.ops.ps_roi_align}
+    assert torch.equal(psa_libs["dkit"](xps, rois, 7, 1 / 16, -1), psa_libs["torchvision"](xps, rois, 7, 1 / 16, -1))
 
     def forward(f):
         return lambda: f(x, rois, 7, 1 / 16)
@@ -98,11 +103,22 @@ def main():
 
         return run
 
+    def psa_forward(f):
+        return lambda: psa_libs[_name_of(f)](xps, rois, 7, 1 / 16, -1)
+
+    def psa_training(f):
+        def run():
+            xg = xps.detach().requires_grad_()
+            psa_libs[_name_of(f)](xg, rois, 7, 1 / 16, -1).backward(gps)
+
+        return run
+
     def _name_of(f):
         return "torchvision" if f is libs["torchvision"] else "dkit"
 
     cases = [("forward", forward, False), ("forward+backward", training, False), ("interleaved", forward, True),
-             ("ps forward", ps_forward, False), ("ps forward+backward", ps_training, False)]  # fmt: skip
+             ("ps forward", ps_forward, False), ("ps forward+backward", ps_training, False),
+             ("psa forward", psa_forward, False), ("psa forward+backward", psa_training, False)]  # fmt: skip
     threads = [int(t) for t in args.threads.split(",")]
     times = {}
     for _name, make, _disturb in cases:
@@ -117,7 +133,7 @@ def main():
                     times.setdefault((name, t, lib), []).append(_timed(make(f), disturb))
     shape = "x".join(str(s) for s in x.shape)
     print(f"roi_pool, input {shape}, {rois.shape[0]} RoIs, 7x7 bins, float32, median of {args.reps}")
-    print(f"ps_roi_pool, input {'x'.join(str(s) for s in xps.shape)}, the same RoIs and bins")
+    print(f"ps_roi_pool and ps_roi_align (psa), input {'x'.join(str(s) for s in xps.shape)}, the same RoIs and bins")
     print(f"{'case':20} {'threads':>7} {'torchvision':>14} {'dkit':>12} {'ratio':>8}")
     for name, _, _ in cases:
         for t in threads:

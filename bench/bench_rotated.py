@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""box_iou_rotated and nms_rotated: dkit's times, and ratios to references (dkit time / reference).
+"""box_iou_rotated and nms_rotated, box_iou_quadri and nms_quadri: dkit's times, and ratios to
+references (dkit time / reference).
 
     /usr/bin/python3 bench/bench_rotated.py [--reps 3] [--threads 1,2] [--quick]
 
@@ -19,6 +20,8 @@ px log-uniform, any angle):
   iou NxM          box_iou_rotated of N x M boxes (quick: 150 x 150, full: 600 x 600)
   iou aligned      box_iou_rotated(aligned=True) of N pairs
   nms N            nms_rotated of N scored boxes (quick 500, full 2000), IoU threshold 0.5
+  quadri ...       box_iou_quadri and nms_quadri on the same boxes written as their corners
+                   (torch-ref clips the quadrilaterals; dkit matrix as above)
 
 Each rep runs every (thread count, library) once, in turn, on the same warmed-up tensors; the
 median of --reps is printed. dkit.set_num_threads and torch.set_num_threads set the counts.
@@ -86,8 +89,9 @@ def _clip_area(torch, poly, mask, clip):
     return shoelace.sum(1).abs() / 2
 
 
-def torch_ref_iou(torch, b1, b2, aligned=False, chunk=1 << 16):
-    """IoU of every pair (or of aligned pairs), all at once in chunks of pairs."""
+def torch_ref_iou(torch, b1, b2, aligned=False, chunk=1 << 16, quadri=False):
+    """IoU of every pair (or of aligned pairs), all at once in chunks of pairs: rotated boxes, or
+    with quadri=True quadrilaterals [K, 8] whose vertices run counter-clockwise in y-up terms."""
     if aligned:
         i, j = torch.arange(b1.shape[0]), torch.arange(b1.shape[0])
     else:
@@ -96,12 +100,17 @@ def torch_ref_iou(torch, b1, b2, aligned=False, chunk=1 << 16):
     out = torch.empty(i.shape[0], dtype=b1.dtype)
     for lo in range(0, i.shape[0], chunk):
         a, b = b1[i[lo:lo + chunk]], b2[j[lo:lo + chunk]]
-        pa = _corners(torch, a)
+        pa = a.view(-1, 4, 2) if quadri else _corners(torch, a)
+        pb = b.view(-1, 4, 2) if quadri else _corners(torch, b)
         poly = torch.cat([pa, pa.new_zeros(pa.shape[0], 4, 2)], 1)
         mask = torch.zeros(pa.shape[0], 8, dtype=torch.bool)
         mask[:, :4] = True
-        inter = _clip_area(torch, poly, mask, _corners(torch, b))
-        out[lo:lo + chunk] = inter / (a[:, 2] * a[:, 3] + b[:, 2] * b[:, 3] - inter)
+        inter = _clip_area(torch, poly, mask, pb)
+        if quadri:
+            area_a, area_b = _clip_area(torch, poly, mask, pa), _clip_area(torch, pb, mask[:, :4], pb)
+        else:
+            area_a, area_b = a[:, 2] * a[:, 3], b[:, 2] * b[:, 3]
+        out[lo:lo + chunk] = inter / (area_a + area_b - inter)
     return out if aligned else out.view(b1.shape[0], b2.shape[0])
 
 
@@ -193,6 +202,22 @@ def main():
             "dkit": lambda: dkit.ops.nms_rotated(dets, scores, 0.5),
             "dkit matrix": lambda: greedy_keep(torch, dkit.ops.box_iou_rotated(dets, dets), scores, 0.5),
             "tv nms": lambda: torchvision.ops.nms(xyd, scores, 0.5),
+        }),
+    ]
+    q1, q2, qd = (_corners(torch, b).reshape(-1, 8) for b in (b1, b2, dets))
+    diff_q = (dkit.ops.box_iou_quadri(q1, q2) - torch_ref_iou(torch, q1.double(), q2.double(), quadri=True).float())
+    keep_q = dkit.ops.nms_quadri(qd, scores, 0.5)[1]
+    same_q = torch.equal(keep_q, greedy_keep(torch, dkit.ops.box_iou_quadri(qd, qd), scores, 0.5))
+    print(f"quadri: max |iou difference| {diff_q.abs().max():.1e}; nms_quadri keeps {keep_q.numel()}, "
+          f"the same as the matrix route: {same_q}")  # fmt: skip
+    cases += [
+        (f"quadri iou {n}x{m}", {
+            "dkit": lambda: dkit.ops.box_iou_quadri(q1, q2),
+            "torch-ref": lambda: torch_ref_iou(torch, q1, q2, quadri=True),
+        }),
+        (f"quadri nms {n_nms}", {
+            "dkit": lambda: dkit.ops.nms_quadri(qd, scores, 0.5),
+            "dkit matrix": lambda: greedy_keep(torch, dkit.ops.box_iou_quadri(qd, qd), scores, 0.5),
         }),
     ]
     print(f"\n{'case':<18}{'threads':>8}  {'reference':<12}{'ref time':>12}{'dkit time':>12}{'ratio':>9}")

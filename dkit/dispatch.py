@@ -199,9 +199,12 @@ class Backend(NamedTuple):
     devices: int | None  # devices present now; None when the backend does not say
 
     build: str | None = None  # what a GPU backend was built for ("sm_80, sm_90 (+ PTX compute_90)")
+    # how it came to be loaded: "built in", "shipped with dkit" (the GPU libraries beside dkit._C),
+    # "DKIT_BACKENDS" or "dkit.load_backend"
+    origin: str | None = None
 
     def __str__(self):
-        where = f" ({self.path})" if self.path else ""
+        where = f" ({self.path}; {self.origin})" if self.path else ""
         built = f" built for {self.build};" if self.build else ""
         if not self.available:
             return f"{self.name}{where}:{built} unavailable: {self.reason}"
@@ -228,8 +231,30 @@ def _gpu_archs(path):
 
 def backends():
     """The backends the core knows, built in (path None) or loaded from libraries, each with
-    whether it can run now and, if not, why."""
-    return [Backend(*b, _gpu_archs(b[1])) for b in _C.backends()]
+    whether it can run now and, if not, why, and where it came from; then each library that
+    failed to load when dkit._C was imported (available False, the reason, key None: Note [A
+    failing backend never breaks the import] in csrc/python/dk_pybackends_at_import.c)."""
+    origins = _C.backend_origins()
+    rows = [
+        Backend(*b, _gpu_archs(b[1]), origins.get(b[1], "built in" if b[1] is None else None)) for b in _C.backends()
+    ]
+    for path, origin, reason in _C.backend_failures():
+        rows.append(Backend(os.path.basename(path), path, None, False, f"not loaded: {reason}", None, None, origin))
+    return rows
+
+
+# The origin of backends loaded while a package's entry point runs (dkit/_entry_points.py): a
+# stack, as one entry point's module may import another's.
+_ORIGIN = []
+
+
+@contextlib.contextmanager
+def _loading_origin(origin):
+    _ORIGIN.append(origin)
+    try:
+        yield
+    finally:
+        _ORIGIN.pop()
 
 
 def load_backend(path):
@@ -237,7 +262,7 @@ def load_backend(path):
     kernels. Raises DkitFileNotFoundError if it cannot be opened, DkitImportError on an ABI
     mismatch. Ops the backend defines become torch ops too where torch is in use (Note [When
     the ops are registered] in dkit/_torch_library.py)."""
-    result = _C.load_backend(os.fspath(path))
+    result = _C.load_backend(os.fspath(path), _ORIGIN[-1] if _ORIGIN else None)
     bridge = sys.modules.get("dkit._torch_library")
     if bridge is not None:
         bridge.sync()

@@ -1,5 +1,6 @@
 /*
- * ops/nms.c — nms, batched_nms and soft_nms: definitions, validation, and batched_nms's composite.
+ * ops/nms.c — nms, batched_nms, soft_nms and nms_match: definitions, validation, and batched_nms's
+ * composite.
  */
 #include "nms.h"
 
@@ -67,6 +68,16 @@ DK_DEFINE_OP(soft_nms, DK_SOFT_NMS_ARGS)
     const int64_t rows[2] = {boxes->shape[0], 5};
     if ((st = dk_check_shape("soft_nms", "dets", dets, 2, rows))) return st;
     return dk_check_dtype("soft_nms", "dets", dets, dk_tensor_dtype(boxes));
+}
+
+DK_DEFINE_OP(nms_match, DK_NMS_MATCH_ARGS)
+{
+    dk_status st;
+    (void)iou_threshold; /* any value: NaN keeps every box in a group of its own */
+    if ((st = dk__check_nms("nms_match", boxes, scores, NULL, members, "members", num))) return st;
+    const int64_t vec[1] = {boxes->shape[0]};
+    if ((st = dk_check_shape("nms_match", "starts", starts, 1, vec))) return st;
+    return dk_check_dtype("nms_match", "starts", starts, DK_INT64);
 }
 
 /*

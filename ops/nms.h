@@ -1,5 +1,6 @@
 /*
- * ops/nms.h — non-maximum suppression (torchvision's nms and batched_nms, MMCV's nms and soft_nms).
+ * ops/nms.h — non-maximum suppression (torchvision's nms and batched_nms, MMCV's nms, soft_nms and
+ * nms_match).
  *
  * Boxes (x1, y1, x2, y2) are visited in decreasing score order (a stable sort, NaN scores first,
  * as torch.sort(descending=True)); a box is kept unless a box kept before it overlaps it by more
@@ -73,12 +74,39 @@
     X(INT, method)          \
     X(INT, offset)
 
+/*
+ * MMCV's nms_match: NMS that reports, for each kept box, the boxes it suppressed. Its rules are
+ * MMCV's (mmcv/ops/csrc/pytorch/cpu/nms.cpp, nms_match_cpu), not nms's: no +1 pixel offset, a
+ * box suppresses a later one when their overlap is >= iou_threshold (nms: >), and the overlap
+ * and the comparison are in the compute type (MMCV: float, its threshold a C float). Visiting the
+ * boxes in decreasing score order (as nms), a box not yet suppressed is kept and takes, as its
+ * group, every later box not yet suppressed whose overlap with it reaches the threshold. Every
+ * box is in exactly one group, so the groups are a permutation of the boxes plus where each
+ * group starts (Note [Data-dependent output sizes]: only the number of groups depends on the
+ * data):
+ *
+ *   boxes   [N, 4], scores [N]   as nms (dets[:, :4] and dets[:, 4] of MMCV's [N, 5] dets)
+ *   members [N]     int64: the box indices, group after group; each group its kept box first,
+ *                   then the boxes it suppressed in score order; groups in score order
+ *   starts  [N]     int64: starts[0:num] where each group begins in members (starts[0] = 0; the
+ *                   last group ends at N)
+ *   num     [1]     int64: the number of groups (the kept boxes)
+ */
+#define DK_NMS_MATCH_ARGS(X) \
+    X(TENSOR, boxes)         \
+    X(TENSOR, scores)        \
+    X(TENSOR_OUT, members)   \
+    X(TENSOR_OUT, starts)    \
+    X(TENSOR_OUT, num)       \
+    X(FLOAT, iou_threshold)
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 DK_DECLARE_OP(nms, DK_NMS_ARGS)
 DK_DECLARE_OP(batched_nms, DK_BATCHED_NMS_ARGS)
 DK_DECLARE_OP(soft_nms, DK_SOFT_NMS_ARGS)
+DK_DECLARE_OP(nms_match, DK_NMS_MATCH_ARGS)
 #ifdef __cplusplus
 }
 #endif

@@ -15,6 +15,17 @@
  *   argmax_y/x [K, C, PH, PW], max mode only (NULL in avg mode, else an error); float32 for 16-bit inputs,
  *              otherwise the input's dtype
  *   grad_input [N, C, H, W]: fully overwritten by backward (no need to zero it)
+ *
+ * roi_align_rotated (MMCV's mmcv.ops.roi_align_rotated, from detectron2's ROIAlignRotated) is
+ * RoIAlign's average pooling on rotated boxes. RoI k = (batch_index, cx, cy, w, h, angle), the
+ * angle in radians, counterclockwise (clockwise = true negates it). With offset = aligned ? 0.5
+ * : 0, the box's centre is (cx s - offset, cy s - offset), its size (w s, h s) (s the
+ * spatial_scale; without `aligned` at least 1 x 1), its bins and samples those of an axis-aligned
+ * box of that size centred on 0, and each sample (yy, xx) is rotated and moved to
+ *   y = yy cos(angle) - xx sin(angle) + centre_y,   x = yy sin(angle) + xx cos(angle) + centre_x
+ * before RoIAlign's bilinear read. sampling_ratio <= 0 (any) is adaptive. Tensors as above,
+ * rois [K, 6], no argmax; grad_input is fully overwritten by backward. (detectron2's op is
+ * aligned = true with the angle in degrees.)
  */
 #ifndef DK_OPS_ROI_ALIGN_H
 #define DK_OPS_ROI_ALIGN_H
@@ -50,11 +61,33 @@ enum { DK_POOL_MAX = 0, DK_POOL_AVG = 1 };
     X(INT, pool_mode)                 \
     X(BOOL, aligned)
 
+#define DK_ROI_ALIGN_ROTATED_FORWARD_ARGS(X) \
+    X(TENSOR, input)                         \
+    X(TENSOR, rois)                          \
+    X(TENSOR_OUT, output)                    \
+    X(INT, pooled_height)                    \
+    X(INT, pooled_width)                     \
+    X(FLOAT, spatial_scale)                  \
+    X(INT, sampling_ratio)                   \
+    X(BOOL, aligned)                         \
+    X(BOOL, clockwise)
+
+#define DK_ROI_ALIGN_ROTATED_BACKWARD_ARGS(X) \
+    X(TENSOR, grad_output)                    \
+    X(TENSOR, rois)                           \
+    X(TENSOR_OUT, grad_input)                 \
+    X(FLOAT, spatial_scale)                   \
+    X(INT, sampling_ratio)                    \
+    X(BOOL, aligned)                          \
+    X(BOOL, clockwise)
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 DK_DECLARE_OP(roi_align_forward, DK_ROI_ALIGN_FORWARD_ARGS)
 DK_DECLARE_OP(roi_align_backward, DK_ROI_ALIGN_BACKWARD_ARGS)
+DK_DECLARE_OP(roi_align_rotated_forward, DK_ROI_ALIGN_ROTATED_FORWARD_ARGS)
+DK_DECLARE_OP(roi_align_rotated_backward, DK_ROI_ALIGN_ROTATED_BACKWARD_ARGS)
 #ifdef __cplusplus
 }
 #endif

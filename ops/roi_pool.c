@@ -1,5 +1,6 @@
 /*
- * ops/roi_pool.c — roi_pool_forward / roi_pool_backward: definitions and validation. Everything a
+ * ops/roi_pool.c — the RoI pooling family's ops (roi_pool, ps_roi_pool, ps_roi_align, forward
+ * and backward): definitions and validation. Everything a
  * kernel may assume is established here, once, for every backend; the core has already refused
  * outputs that overlap anything (Note [Aliasing] in dk_check.h).
  */
@@ -117,4 +118,27 @@ DK_DEFINE_OP(ps_roi_pool_backward, DK_PS_ROI_POOL_BACKWARD_ARGS)
 {
     return dk__check_ps("ps_roi_pool_backward", grad_input, "grad_input", rois, grad_output, "grad_output",
                         spatial_scale);
+}
+
+/* sampling_ratio: a C int in torchvision's kernels; every value <= 0 means the adaptive grid. */
+static dk_status dk__check_sampling_ratio(const char *op, int64_t sampling_ratio)
+{
+    if (sampling_ratio > INT32_MAX || sampling_ratio < INT32_MIN)
+        return dk_error(DK_EINVAL, "%s: sampling_ratio must fit a 32-bit int (<= 0 is adaptive), got %lld", op,
+                        (long long)sampling_ratio);
+    return DK_OK;
+}
+
+DK_DEFINE_OP(ps_roi_align_forward, DK_PS_ROI_ALIGN_FORWARD_ARGS)
+{
+    static const char op[] = "ps_roi_align_forward";
+    dk_status st = dk__check_sampling_ratio(op, sampling_ratio);
+    return st ? st : dk__check_ps(op, input, "input", rois, output, "output", spatial_scale);
+}
+
+DK_DEFINE_OP(ps_roi_align_backward, DK_PS_ROI_ALIGN_BACKWARD_ARGS)
+{
+    static const char op[] = "ps_roi_align_backward";
+    dk_status st = dk__check_sampling_ratio(op, sampling_ratio);
+    return st ? st : dk__check_ps(op, grad_input, "grad_input", rois, grad_output, "grad_output", spatial_scale);
 }

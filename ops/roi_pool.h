@@ -1,7 +1,7 @@
 /*
  * ops/roi_pool.h — the RoI pooling family: roi_pool (Fast R-CNN's RoIPool), with torchvision's
- * and MMCV's semantics, and ps_roi_pool (R-FCN's position-sensitive RoI pooling, torchvision's).
- * (ps_roi_align is to join them: the same boxes, bins and bounds.)
+ * and MMCV's semantics, ps_roi_pool (R-FCN's position-sensitive RoI pooling, torchvision's) and
+ * ps_roi_align (its RoIAlign form, torchvision's): the same boxes, output sizes and checks.
  *
  * roi_pool:
  * For every RoI k = (batch_index, x1, y1, x2, y2) and output bin (ph, pw), each channel c is the
@@ -36,6 +36,18 @@
  * forward's gradient; torchvision's backward also reaches the last row and column, which its
  * forward never reads), and writes every other element of grad_input as 0. Same dtypes as
  * roi_pool; grad_input [N, C_out PH PW, H, W].
+ *
+ * ps_roi_align: the same channels as ps_roi_pool, each bin the average of bilinear samples, as
+ * torchvision.ops.ps_roi_align: RoIAlign's samples and taps (kernels/roi_align_math.h) with the
+ * box shifted by half a pixel and no minimum size (roi_align's aligned=True geometry: start =
+ * x1 * s - 0.5, len = x2 * s - 0.5 - start; torchvision's comment "Force too small ROIs to be
+ * 1x1" has no code under it), sampling_ratio samples per bin and axis, or ceil(len / PW) when
+ * it is <= 0 (any value <= 0, as torchvision). A bin with no samples (the adaptive grid of a box
+ * of no width or height, or a reversed one) is 0, as roi_align's: torchvision divides 0 by a
+ * count of 0 there and gives NaN (or 0 / -0 for a reversed box). Backward: each sample's four
+ * taps receive (g * w) / count, torchvision's expression, RoIs, samples and taps in
+ * torchvision's order (float32 and float64: its bits; 16 bits: summed in float32, stored once).
+ * grad_input [N, C_out PH PW, H, W], written whole.
  */
 #ifndef DK_OPS_ROI_POOL_H
 #define DK_OPS_ROI_POOL_H
@@ -73,6 +85,20 @@ enum { DK_ROI_POOL_TORCHVISION = 0, DK_ROI_POOL_MMCV = 1 };
     X(TENSOR_OUT, grad_input)           \
     X(FLOAT, spatial_scale)
 
+#define DK_PS_ROI_ALIGN_FORWARD_ARGS(X) \
+    X(TENSOR, input)                    \
+    X(TENSOR, rois)                     \
+    X(TENSOR_OUT, output)               \
+    X(FLOAT, spatial_scale)             \
+    X(INT, sampling_ratio)
+
+#define DK_PS_ROI_ALIGN_BACKWARD_ARGS(X) \
+    X(TENSOR, grad_output)               \
+    X(TENSOR, rois)                      \
+    X(TENSOR_OUT, grad_input)            \
+    X(FLOAT, spatial_scale)              \
+    X(INT, sampling_ratio)
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -80,6 +106,8 @@ DK_DECLARE_OP(roi_pool_forward, DK_ROI_POOL_FORWARD_ARGS)
 DK_DECLARE_OP(roi_pool_backward, DK_ROI_POOL_BACKWARD_ARGS)
 DK_DECLARE_OP(ps_roi_pool_forward, DK_PS_ROI_POOL_FORWARD_ARGS)
 DK_DECLARE_OP(ps_roi_pool_backward, DK_PS_ROI_POOL_BACKWARD_ARGS)
+DK_DECLARE_OP(ps_roi_align_forward, DK_PS_ROI_ALIGN_FORWARD_ARGS)
+DK_DECLARE_OP(ps_roi_align_backward, DK_PS_ROI_ALIGN_BACKWARD_ARGS)
 #ifdef __cplusplus
 }
 #endif

@@ -1,6 +1,7 @@
 /*
- * ops/rotated.h — the rotated-box family: box_iou_rotated and nms_rotated. Boxes are
- * (cx, cy, w, h, angle); the per-pair math is kernels/rotated_math.h's.
+ * ops/rotated.h — the rotated-box family: box_iou_rotated and nms_rotated, whose boxes are
+ * (cx, cy, w, h, angle), and box_iou_quadri and nms_quadri, whose boxes are quadrilaterals
+ * (x1, y1, ..., x4, y4); the per-pair math is kernels/rotated_math.h's.
  *
  * box_iou_rotated — overlaps of rotated boxes (MMCV's box_iou_rotated).
  *
@@ -63,11 +64,36 @@
     X(FLOAT, iou_threshold)    \
     X(BOOL, clockwise)
 
+/*
+ * box_iou_quadri and nms_quadri — box_iou_rotated and nms_rotated for quadrilaterals (MMCV's
+ * box_iou_quadri and nms_quadri): boxes [K, 8] (x1, y1, ..., x4, y4), the four vertices in
+ * order, clockwise or counter-clockwise, and the overlap of Note [Quadrilaterals] in
+ * kernels/rotated_math.h (exact for convex quadrilaterals, where MMCV's is not). Otherwise as
+ * above: mode 0 iou / 1 iof, aligned; nms_quadri's order, >= threshold rounded to float32,
+ * labels as categories (MMCV's CPU kernel ignores its labels) and outputs are nms_rotated's.
+ */
+#define DK_BOX_IOU_QUADRI_ARGS(X) \
+    X(TENSOR, boxes1)             \
+    X(TENSOR, boxes2)             \
+    X(TENSOR_OUT, ious)           \
+    X(INT, mode)                  \
+    X(BOOL, aligned)
+
+#define DK_NMS_QUADRI_ARGS(X) \
+    X(TENSOR, dets)           \
+    X(TENSOR, scores)         \
+    X(OPT_TENSOR, labels)     \
+    X(TENSOR_OUT, keep)       \
+    X(TENSOR_OUT, num)        \
+    X(FLOAT, iou_threshold)
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 DK_DECLARE_OP(box_iou_rotated, DK_BOX_IOU_ROTATED_ARGS)
 DK_DECLARE_OP(nms_rotated, DK_NMS_ROTATED_ARGS)
+DK_DECLARE_OP(box_iou_quadri, DK_BOX_IOU_QUADRI_ARGS)
+DK_DECLARE_OP(nms_quadri, DK_NMS_QUADRI_ARGS)
 #ifdef __cplusplus
 }
 #endif

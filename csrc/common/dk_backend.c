@@ -18,28 +18,38 @@
 /* Written under the registry lock; objects are read lock-free by calls. */
 static const dk_backend *dk__objects[DK_NUM_KEYS];
 static dk_backend_info dk__list[DK__MAX_BACKENDS];
+/* The file each library entry was loaded from (Note [A library loads once]); zeros otherwise. */
+static struct {
+    uint64_t dev, ino;
+} dk__files[DK__MAX_BACKENDS];
 static int dk__nlist;
 static _Thread_local int dk__tls_loading = -1;
 
 void dk__backend_loading(int i) { dk__tls_loading = i; }
 
-int dk__backend_list_add_library(const char *name, const char *path)
+int dk__backend_list_add_library(const char *name, const char *path, uint64_t dev, uint64_t ino)
 {
     char *copy = strdup(path);
     if (!copy) return -1;
     dk__lock();
     int i = dk__nlist < DK__MAX_BACKENDS ? dk__nlist++ : -1;
-    if (i >= 0) dk__list[i] = (dk_backend_info){name, copy, DK_KEY_UNDEFINED, NULL};
+    if (i >= 0) {
+        dk__list[i] = (dk_backend_info){name, copy, DK_KEY_UNDEFINED, NULL};
+        dk__files[i].dev = dev;
+        dk__files[i].ino = ino;
+    }
     dk__unlock();
     if (i < 0) free(copy);
     return i;
 }
 
-bool dk__backend_list_has_path(const char *path)
+bool dk__backend_list_has_file(const char *path, uint64_t dev, uint64_t ino)
 {
     bool found = false;
     dk__lock();
-    for (int i = 0; i < dk__nlist && !found; i++) found = dk__list[i].path && strcmp(dk__list[i].path, path) == 0;
+    for (int i = 0; i < dk__nlist && !found; i++)
+        found = dk__list[i].path &&
+                (strcmp(dk__list[i].path, path) == 0 || (dk__files[i].dev == dev && dk__files[i].ino == ino));
     dk__unlock();
     return found;
 }
@@ -78,6 +88,7 @@ void dk__backend_list_remove(int i)
         if (k != DK_KEY_UNDEFINED && dk__objects[k] == dk__list[i].backend)
             __atomic_store_n(&dk__objects[k], NULL, __ATOMIC_RELEASE);
         memmove(&dk__list[i], &dk__list[i + 1], (size_t)(dk__nlist - i - 1) * sizeof dk__list[0]);
+        memmove(&dk__files[i], &dk__files[i + 1], (size_t)(dk__nlist - i - 1) * sizeof dk__files[0]);
         dk__nlist--;
     }
     dk__unlock();

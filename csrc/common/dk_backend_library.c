@@ -294,9 +294,9 @@ static void dk__undo(dk__journal *j, dk_keyset claimed, int entry)
         if (dk_keyset_has(claimed, k)) dk__key_release(k);
 }
 
-static dk_status dk__run_entry(dk_status (*init)(void), const char *name, const char *path)
+static dk_status dk__run_entry(dk_status (*init)(void), const char *name, const char *path, const struct stat *file)
 {
-    int entry = dk__backend_list_add_library(name, path);
+    int entry = dk__backend_list_add_library(name, path, (uint64_t)file->st_dev, (uint64_t)file->st_ino);
     if (entry < 0) return dk_error(DK_ENOMEM, "cannot load backend '%s': too many backends", path);
     dk__journal journal = {NULL, 0, 0, false};
     dk__journal *outer = dk__journal_swap(&journal);
@@ -323,6 +323,17 @@ static dk_status dk__run_entry(dk_status (*init)(void), const char *name, const 
     return st;
 }
 
+/*
+ * Note [A library loads once]
+ * One library file can be reached by several paths: a symlink (libfoo.so -> libfoo.so.1), a hard
+ * link, a relative and an absolute path, DKIT_BACKENDS and a package's entry point. dlopen maps
+ * it once whatever the path (the dynamic loader matches files by device and inode) and returns
+ * the same handle, but a second run of its entry point would register everything again: its
+ * kernels and fallback pushed a second time onto their stacks (and reported as overriding
+ * themselves), its object refused. So a load is a no-op when a library from the same path or the
+ * same file (stat's st_dev and st_ino, symlinks followed) is already loaded. A file replaced on
+ * disk is a new file: loading it runs the new library's entry point, as dlopen maps it anew.
+ */
 dk_status dk_load_backend(const char *path)
 {
     if (!path || !path[0]) return dk_error(DK_EINVAL, "dk_load_backend: empty path");
@@ -334,7 +345,7 @@ dk_status dk_load_backend(const char *path)
     dk_status st = DK_OK;
     pthread_once(&dk__load_atfork_once, dk__load_atfork);
     pthread_mutex_lock(&dk__load_mutex);
-    if (dk__backend_list_has_path(path)) goto done;
+    if (dk__backend_list_has_file(path, (uint64_t)sb.st_dev, (uint64_t)sb.st_ino)) goto done;
     if ((st = dk__elf_check_file(path)) != DK_OK) goto done; /* Note [Refused before dlopen] */
     /* RTLD_LOCAL: backends see libdkit (their DT_NEEDED) but not each other's symbols. A path
      * without a slash is opened as ./path: the file just checked, not one of that name on the
@@ -372,7 +383,7 @@ dk_status dk_load_backend(const char *path)
                       DK_ABI_VERSION);
         goto done;
     }
-    st = dk__run_entry(init, name, path);
+    st = dk__run_entry(init, name, path, &sb);
 done:
     pthread_mutex_unlock(&dk__load_mutex);
     return st;

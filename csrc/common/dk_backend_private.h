@@ -5,11 +5,12 @@
 
 #include "dk_backend.h"
 
-/* Appends a library's entry (no key, no object yet); returns its index, or -1 when the list is
- * full. The path is copied. */
-int dk__backend_list_add_library(const char *name, const char *path);
-/* Whether a library with this path is in the list. */
-bool dk__backend_list_has_path(const char *path);
+/* Appends a library's entry (no key, no object yet), loaded from `path`, the file (dev, ino);
+ * returns its index, or -1 when the list is full. The path is copied. */
+int dk__backend_list_add_library(const char *name, const char *path, uint64_t dev, uint64_t ino);
+/* Whether a library loaded from this path, or from this file by another path, is in the list
+ * (Note [A library loads once] in dk_backend_library.c). */
+bool dk__backend_list_has_file(const char *path, uint64_t dev, uint64_t ino);
 /* A library that claimed backend keys but registered no object is listed under the first. */
 void dk__backend_list_note_keys(int i, dk_keyset claimed);
 /* Removes entry i and the backend objects registered while it loaded (the loader's undo). */

@@ -272,15 +272,28 @@ dk_status dk__op_check_aliasing_slow(const dk_op *op, const dk_tensor *const *t)
 
 /* ---- RoIs (dk_check.h) ---- */
 
+/* RoIs [K, width]: `layout` names the columns in the message. */
+static dk_status dk__check_rois(const char *op, const dk_tensor *rois, dk_dtype dt, int64_t width, const char *layout)
+{
+    if (rois->ndim != 2 || rois->shape[1] != width || rois->shape[0] < 0)
+        return dk_error(DK_EINVAL, "%s: 'rois' must have shape [K, %lld] (%s), got %d-d%s", op, (long long)width,
+                        layout, (int)rois->ndim,
+                        rois->ndim != 2           ? ""
+                        : rois->shape[1] != width ? " with a different width"
+                                                  : " with K < 0");
+    return dk_check_dtype(op, "rois", rois, dt);
+}
+
+/* dk_check.h */
 dk_status dk_check_rois(const char *op, const dk_tensor *rois, dk_dtype dt)
 {
-    if (rois->ndim != 2 || rois->shape[1] != 5 || rois->shape[0] < 0)
-        return dk_error(DK_EINVAL, "%s: 'rois' must have shape [K, 5] (batch_index, x1, y1, x2, y2), got %d-d%s", op,
-                        (int)rois->ndim,
-                        rois->ndim != 2       ? ""
-                        : rois->shape[1] != 5 ? " with a different width"
-                                              : " with K < 0");
-    return dk_check_dtype(op, "rois", rois, dt);
+    return dk__check_rois(op, rois, dt, 5, "batch_index, x1, y1, x2, y2");
+}
+
+/* dk_check.h */
+dk_status dk_check_rotated_rois(const char *op, const dk_tensor *rois, dk_dtype dt)
+{
+    return dk__check_rois(op, rois, dt, 6, "batch_index, cx, cy, w, h, angle");
 }
 
 static double dk__roi_load(const dk_tensor *t, int64_t off)
@@ -295,8 +308,9 @@ static double dk__roi_load(const dk_tensor *t, int64_t off)
     }
 }
 
-/* dk_check.h */
-dk_status dk_check_roi_values(const char *op, const dk_tensor *rois, int64_t n, double spatial_scale)
+/* Columns 1 to 4 are lengths or coordinates, scaled by spatial_scale; any further column (the
+ * rotated boxes' angle) need only be finite. */
+static dk_status dk__check_roi_values(const char *op, const dk_tensor *rois, int64_t n, double spatial_scale, int width)
 {
     const bool in_float = dk_tensor_dtype(rois) != DK_FLOAT64; /* Note [Scale in the compute type] */
     if (!dk_tensor_host_readable(rois)) return DK_OK;
@@ -307,11 +321,12 @@ dk_status dk_check_roi_values(const char *op, const dk_tensor *rois, int64_t n, 
         if (!(b >= 0 && b < (double)n) || b != floor(b))
             return dk_error(DK_EINDEX, "%s: rois[%lld] has batch index %.17g, which is not an integer in [0, %lld)", op,
                             (long long)i, b, (long long)n);
-        for (int j = 1; j < 5; j++) {
+        for (int j = 1; j < width; j++) {
             double c = dk__roi_load(rois, i * s0 + j * s1);
             if (!isfinite(c))
-                return dk_error(DK_EINVAL, "%s: rois[%lld] has a non-finite coordinate (%g)", op, (long long)i, c);
-            if (in_float ? !isfinite((float)c * (float)spatial_scale) : !isfinite(c * spatial_scale))
+                return dk_error(DK_EINVAL, "%s: rois[%lld] has a non-finite %s (%g)", op, (long long)i,
+                                j < 5 ? "coordinate" : "angle", c);
+            if (j < 5 && (in_float ? !isfinite((float)c * (float)spatial_scale) : !isfinite(c * spatial_scale)))
                 return dk_error(DK_EINVAL,
                                 "%s: rois[%lld] has a coordinate (%g) that overflows %s when multiplied by "
                                 "spatial_scale (%g)",
@@ -319,4 +334,16 @@ dk_status dk_check_roi_values(const char *op, const dk_tensor *rois, int64_t n, 
         }
     }
     return DK_OK;
+}
+
+/* dk_check.h */
+dk_status dk_check_roi_values(const char *op, const dk_tensor *rois, int64_t n, double spatial_scale)
+{
+    return dk__check_roi_values(op, rois, n, spatial_scale, 5);
+}
+
+/* dk_check.h */
+dk_status dk_check_rotated_roi_values(const char *op, const dk_tensor *rois, int64_t n, double spatial_scale)
+{
+    return dk__check_roi_values(op, rois, n, spatial_scale, 6);
 }

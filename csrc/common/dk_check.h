@@ -47,6 +47,8 @@ DK_API dk_status dk_check_same_dtype(const char *op, const char *name, const dk_
 /* RoIs [K, 5] (batch_index, x1, y1, x2, y2) of dtype `dt` (the features'), for the RoI ops of
  * every family. */
 DK_API dk_status dk_check_rois(const char *op, const dk_tensor *rois, dk_dtype dt);
+/* Rotated RoIs [K, 6] (batch_index, cx, cy, w, h, angle), likewise. */
+DK_API dk_status dk_check_rotated_rois(const char *op, const dk_tensor *rois, dk_dtype dt);
 
 /*
  * The values of RoIs [K, 5] (batch_index, x1, y1, x2, y2) of a float dtype, for the RoI ops of
@@ -59,6 +61,9 @@ DK_API dk_status dk_check_rois(const char *op, const dk_tensor *rois, dk_dtype d
  * K, e.g. boxes.expand(K, 5)) are one row: it is read once, however large K is.
  */
 DK_API dk_status dk_check_roi_values(const char *op, const dk_tensor *rois, int64_t n, double spatial_scale);
+/* The same for rotated RoIs [K, 6] (batch_index, cx, cy, w, h, angle): cx, cy, w and h as the
+ * coordinates above, the angle (radians, not scaled) finite. */
+DK_API dk_status dk_check_rotated_roi_values(const char *op, const dk_tensor *rois, int64_t n, double spatial_scale);
 
 /*
  * Note [Untrusted tensors]

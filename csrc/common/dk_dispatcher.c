@@ -67,7 +67,7 @@ static void dk__resolve(const dk_op *op, dk_key k, dk_slot *slot, dk_provenance 
         *prov = DK_PROV_COMPOSITE;
     } else if (dk__fallbacks[k]) {
         r = dk__fallbacks[k];
-        *prov = DK_PROV_FALLBACK;
+        *prov = r->kernel.flags & DK__KERNEL_CPU_COPY ? DK_PROV_CPU_COPY : DK_PROV_FALLBACK;
     }
     if (!r) return;
     *name = r->name;

@@ -10,7 +10,8 @@
 
 const char *dk_provenance_name(dk_provenance p)
 {
-    static const char *const names[] = {"missing", "kernel", "composite", "fallback", "fallthrough"};
+    static const char *const names[] = {"missing",  "kernel",      "composite",
+                                        "fallback", "fallthrough", "fallback (cpu copy)"};
     return (unsigned)p < DK_COUNTOF(names) ? names[p] : "?";
 }
 

@@ -17,6 +17,7 @@ typedef enum {
     DK_PROV_COMPOSITE,
     DK_PROV_FALLBACK,
     DK_PROV_FALLTHROUGH,
+    DK_PROV_CPU_COPY, /* the core's CPU fallback (dk_cpu_fallback.h): "fallback (cpu copy)" */
 } dk_provenance;
 
 DK_API const char *dk_provenance_name(dk_provenance p); /* "kernel", "composite", ... */

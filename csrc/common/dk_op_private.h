@@ -11,6 +11,10 @@
 
 enum { DK__REG_KERNEL, DK__REG_COMPOSITE, DK__REG_FALLBACK };
 
+/* dk_kernel.flags bit of the core's CPU fallback (dk_cpu_fallback.c), whose slots the tables show
+ * as DK_PROV_CPU_COPY. Not a public flag: only the core sets it. */
+#define DK__KERNEL_CPU_COPY (1u << 8)
+
 struct dk__registration {
     struct dk__registration *below;               /* the registration this one shadows in its stack */
     struct dk__registration *all_prev, *all_next; /* every live registration, for handle checks */

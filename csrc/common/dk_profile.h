@@ -28,6 +28,10 @@ typedef struct {
  * at most `max`. */
 DK_API int dk_profile_rows(dk_profile_row *out, int max);
 DK_API dk_status dk_profile_get(const dk_op *op, dk_key backend, uint64_t *count, uint64_t *total_ns);
+/* Of dk_profile_get's calls, those that the core's CPU fallback served (Note [The CPU fallback]
+ * in dk_cpu_fallback.h); dk_profile_format shows them as rows of their own, "<backend> (cpu
+ * copy)", as dkit.profile() does. */
+DK_API dk_status dk_profile_get_fallback(const dk_op *op, dk_key backend, uint64_t *count, uint64_t *total_ns);
 DK_API void dk_profile_reset(void);
 /* The rows as a table of text; free with dk_free. */
 DK_API char *dk_profile_format(void);

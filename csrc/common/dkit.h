@@ -6,6 +6,7 @@
 #include "dk_backend_library.h"
 #include "dk_boxed.h"
 #include "dk_check.h"
+#include "dk_cpu_fallback.h"
 #include "dk_determinism.h"
 #include "dk_dlpack.h"
 #include "dk_export.h"

@@ -9,6 +9,8 @@
  *   dk_pyops.c         the op callables generated from the registered schemas (_C.ops)
  *   dk_pyintrospect.c  op_names, schema, table, dump, keys, TLS, profile, backends, config
  *   dk_pychecked.c     dlpack_checked: a foreign tensor validated before NumPy or torch reads it
+ *   dk_pybackends_at_import.c  the GPU backends and DKIT_BACKENDS, loaded at import
+ *   dk_pytorch_order.c torch_sort_ties: torch.sort's order of equal scores, for dkit.compat
  *
  * Note [No static PyObject globals]
  * Every Python object the extension keeps (exception types, the op type, interned strings, the
@@ -91,6 +93,14 @@ typedef struct {
     PyObject *stream_getters;
     /* tunable name -> a callable told each new value set through tunable() (dk_pytunables.c) */
     PyObject *tunable_watchers;
+    /* torch_sort_ties' scratch, kept between calls up to a bound (dk_pytorch_order.c); every
+     * use holds the GIL */
+    void *order_scratch;
+    size_t order_scratch_bytes;
+    /* dk_pybackends_at_import.c: library path -> how it was loaded; and the libraries that
+     * failed to load at import, as (path, origin, reason) */
+    PyObject *backend_origins;
+    PyObject *backend_failures;
 } dk_py_state;
 
 static inline dk_py_state *dk_py_state_of_module(PyObject *module) { return (dk_py_state *)PyModule_GetState(module); }
@@ -124,12 +134,22 @@ int dk_py_checked_init(PyObject *module, dk_py_state *s);
 int dk_py_host_cache_init(PyObject *module);
 /* dk_pytunables.c */
 int dk_py_tunables_init(PyObject *module);
+/* dk_pytorch_order.c */
+int dk_py_torch_order_init(PyObject *module);
+void dk_py_torch_order_clear(dk_py_state *s);
 /* dk_pyintrospect.c */
 extern PyMethodDef dk_py_introspect_methods[];
 int dk_py_introspect_init(PyObject *module, dk_py_state *s);
-/* Loads the GPU backend libraries found beside the extension (dk_pygpu.c); -1 with an
- * exception set only when a warning about one was turned into an error. */
-int dk_py_load_gpu_backends(void);
+/* dk_pybackends_at_import.c: loads the GPU backend libraries found beside the extension and
+ * those DKIT_BACKENDS names (Note [A failing backend never breaks the import]); -1 only with a
+ * Python error of its own (out of memory). */
+int dk_py_load_backends_at_import(dk_py_state *s);
+/* Records how the library at `path` was loaded ("DKIT_BACKENDS", "load_backend", ...) for
+ * dkit.backends(); an origin already recorded is kept unless `replace`. 0, or -1 with an error. */
+int dk_py_note_backend_origin(dk_py_state *s, const char *path, const char *origin, int replace);
+/* The backends installed packages declare (Note [Backends from entry points] in
+ * dkit/_entry_points.py), loaded at the end of _C's initialisation; never fails the import. */
+int dk_py_load_entry_point_backends(PyObject *module);
 
 /* PyCFunction casts for METH_FASTCALL functions, without -Wcast-function-type complaining. */
 #define DK_PY_FASTCALL(fn) ((PyCFunction)(void (*)(void))(fn))

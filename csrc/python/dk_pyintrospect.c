@@ -266,16 +266,27 @@ static PyObject *dk__profile_rows(PyObject *m, PyObject *const *args, Py_ssize_t
     if (!rows) return PyErr_NoMemory();
     int got = dk_profile_rows(rows, count);
     if (got > count) got = count;
-    PyObject *list = PyList_New(got);
+    /* calls the CPU fallback served are rows of their own, "<backend> (cpu copy)" */
+    PyObject *list = PyList_New(0);
     if (!list) goto done;
     for (int i = 0; i < got; i++) {
-        PyObject *row = Py_BuildValue("(ssKK)", rows[i].op->name, dk_key_name(rows[i].backend),
-                                      (unsigned long long)rows[i].count, (unsigned long long)rows[i].total_ns);
-        if (!row) {
-            Py_CLEAR(list);
-            goto done;
+        uint64_t fc = 0, fns = 0, c = rows[i].count, ns = rows[i].total_ns;
+        (void)dk_profile_get_fallback(rows[i].op, rows[i].backend, &fc, &fns);
+        if (fc > c) fc = c, fns = ns; /* read apart: calls may land between the reads */
+        char label[96];
+        snprintf(label, sizeof label, "%s (cpu copy)", dk_key_name(rows[i].backend));
+        for (int part = 0; part < 2; part++) {
+            const uint64_t pc = part ? fc : c - fc, pns = part ? fns : ns - fns;
+            if (!pc) continue;
+            PyObject *row = Py_BuildValue("(ssKK)", rows[i].op->name, part ? label : dk_key_name(rows[i].backend),
+                                          (unsigned long long)pc, (unsigned long long)pns);
+            if (!row || PyList_Append(list, row) < 0) {
+                Py_XDECREF(row);
+                Py_CLEAR(list);
+                goto done;
+            }
+            Py_DECREF(row);
         }
-        PyList_SET_ITEM(list, i, row);
     }
 done:
     PyMem_Free(rows);
@@ -365,7 +376,13 @@ static PyObject *dk__backends(PyObject *m, PyObject *const *args, Py_ssize_t n)
 static PyObject *dk__load_backend(PyObject *m, PyObject *const *args, Py_ssize_t n)
 {
     dk_py_state *s = DK__STATE(m);
-    if (dk__check_nargs(s, "load_backend", n, 1) < 0) return NULL;
+    if (n != 1 && n != 2)
+        return dk_py_raise_fmt(s, DK_ETYPE, "load_backend(path, origin=None) takes 1 or 2 arguments, got %zd", n);
+    const char *origin = "dkit.load_backend";
+    if (n == 2 && args[1] != Py_None) {
+        if (!PyUnicode_Check(args[1])) return dk_py_raise_fmt(s, DK_ETYPE, "load_backend: origin must be a str");
+        if (!(origin = PyUnicode_AsUTF8(args[1]))) return NULL;
+    }
     PyObject *bytes = NULL;
     if (!PyUnicode_FSConverter(args[0], &bytes)) return NULL; /* str, bytes or os.PathLike */
     dk_status st;
@@ -374,11 +391,47 @@ static PyObject *dk__load_backend(PyObject *m, PyObject *const *args, Py_ssize_t
     Py_BEGIN_ALLOW_THREADS
     st = dk_load_backend(path);
     Py_END_ALLOW_THREADS
+    if (st != DK_OK) {
+        Py_DECREF(bytes);
+        return dk_py_raise(s, st);
+    }
+    /* a library loaded before (by DKIT_BACKENDS, say) keeps the origin it had */
+    const int noted = dk_py_note_backend_origin(s, PyBytes_AS_STRING(bytes), origin, 0);
     Py_DECREF(bytes);
-    if (st != DK_OK) return dk_py_raise(s, st);
+    if (noted < 0) return NULL;
     /* A backend library may define new ops as well as kernels: give them callables. */
     if (dk_py_ops_refresh(s) < 0) return NULL;
     Py_RETURN_NONE;
+}
+
+/* _backend_failed(path, origin, reason): a backend that could not be loaded, for dkit.backends()
+ * (dkit/_entry_points.py reports the packages' backends that fail this way). */
+static PyObject *dk___backend_failed(PyObject *m, PyObject *const *args, Py_ssize_t n)
+{
+    dk_py_state *s = DK__STATE(m);
+    if (dk__check_nargs(s, "_backend_failed", n, 3) < 0) return NULL;
+    for (int i = 0; i < 3; i++)
+        if (!PyUnicode_Check(args[i]))
+            return dk_py_raise_fmt(s, DK_ETYPE, "_backend_failed(path, origin, reason): str");
+    PyObject *row = PyTuple_Pack(3, args[0], args[1], args[2]);
+    if (!row) return NULL;
+    const int rc = PyList_Append(s->backend_failures, row);
+    Py_DECREF(row);
+    if (rc < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* Note [A failing backend never breaks the import] in dk_pybackends_at_import.c */
+static PyObject *dk__backend_origins(PyObject *m, PyObject *const *args, Py_ssize_t n)
+{
+    if (dk__check_nargs(DK__STATE(m), "backend_origins", n, 0) < 0) return NULL;
+    return PyDict_Copy(DK__STATE(m)->backend_origins);
+}
+
+static PyObject *dk__backend_failures(PyObject *m, PyObject *const *args, Py_ssize_t n)
+{
+    if (dk__check_nargs(DK__STATE(m), "backend_failures", n, 0) < 0) return NULL;
+    return PyList_GetSlice(DK__STATE(m)->backend_failures, 0, PY_SSIZE_T_MAX);
 }
 
 static PyObject *dk__set_trace(PyObject *m, PyObject *const *args, Py_ssize_t n)
@@ -550,7 +603,13 @@ PyMethodDef dk_py_introspect_methods[] = {
     DK__FN(profile_format, "profile_format() -> str: the profile as a table."),
     DK__FN(backends, "backends() -> list of (name, path, key, available, reason, device_count): built-in and loaded "
                      "backends; reason says why one is unavailable."),
-    DK__FN(load_backend, "load_backend(path): dlopen a backend library and run its entry point."),
+    DK__FN(load_backend, "load_backend(path, origin=None): dlopen a backend library and run its entry point; "
+                         "origin says how it came to be loaded (dkit.backends()), 'dkit.load_backend' by default."),
+    DK__FN(_backend_failed, "_backend_failed(path, origin, reason): record a backend that failed to load."),
+    DK__FN(backend_origins, "backend_origins() -> dict: library path -> how it was loaded ('shipped with dkit', "
+                            "'DKIT_BACKENDS', 'dkit.load_backend')."),
+    DK__FN(backend_failures, "backend_failures() -> list of (path, origin, reason): the libraries that failed to "
+                             "load when _C was imported, each skipped."),
     DK__FN(set_trace, "set_trace(on): print every dispatch decision to stderr."),
     DK__FN(_torch_reader, "_torch_reader(on=None) -> bool or None: whether _C reads torch tensors through "
                           "dkit._torch_reader; on=True/False turns that on/off (for tests); None if unavailable."),

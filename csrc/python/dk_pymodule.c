@@ -55,13 +55,14 @@ static int dk__exec(PyObject *m)
     dk_py_state *s = dk_py_state_of_module(m);
     if (dk__strings_init(s) < 0) return -1;
     if (dk_py_errors_init(m, s) < 0) return -1;
-    if (dk_py_load_gpu_backends() < 0) return -1; /* before the op callables: see dk_pygpu.c */
+    if (dk_py_load_backends_at_import(s) < 0) return -1; /* before the op callables */
     if (dk_py_ops_init(m, s) < 0) return -1;
     if (dk_py_introspect_init(m, s) < 0) return -1;
     if (dk_py_checked_init(m, s) < 0) return -1;
     if (dk_py_host_cache_init(m) < 0) return -1;
     if (dk_py_tunables_init(m) < 0) return -1;
-    return 0;
+    if (dk_py_torch_order_init(m) < 0) return -1;
+    return dk_py_load_entry_point_backends(m); /* last: its Python code uses the complete module */
 }
 
 static int dk__traverse(PyObject *m, visitproc visit, void *arg)
@@ -75,6 +76,8 @@ static int dk__traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(s->max_version);
     Py_VISIT(s->stream_getters);
     Py_VISIT(s->tunable_watchers);
+    Py_VISIT(s->backend_origins);
+    Py_VISIT(s->backend_failures);
     return dk_py_dlpack_traverse(s, visit, arg);
 }
 
@@ -94,7 +97,10 @@ static int dk__clear(PyObject *m)
     Py_CLEAR(s->max_version);
     Py_CLEAR(s->stream_getters);
     Py_CLEAR(s->tunable_watchers);
+    Py_CLEAR(s->backend_origins);
+    Py_CLEAR(s->backend_failures);
     dk_py_dlpack_clear(s);
+    dk_py_torch_order_clear(s);
     return 0;
 }
 

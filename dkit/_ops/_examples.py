@@ -24,6 +24,18 @@ def rotated(rng, n):
     return r
 
 
+def quadri(rng, n):
+    """float32 [n, 8] convex quadrilaterals (x1, y1, ..., x4, y4): four points on a circle, in
+    angle order."""
+    import numpy as np
+
+    centre = rng.random((n, 1, 2)) * 20
+    radius = rng.random((n, 1, 1)) * 5 + 1
+    angle = np.sort(rng.random((n, 4)) * 2 * np.pi, axis=1)[..., None]
+    q = centre + radius * np.concatenate([np.cos(angle), np.sin(angle)], axis=2)
+    return q.reshape(n, 8).astype(np.float32)
+
+
 def feature(rng, n=2, c=3, h=12, w=12):
     """A float32 [n, c, h, w] feature map and three float32 [3, 5] RoIs on it."""
     import numpy as np

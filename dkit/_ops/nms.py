@@ -1,4 +1,4 @@
-"""The NMS family: nms, batched_nms and soft_nms (the same boxes, scores and outputs).
+"""The NMS family: nms, batched_nms, soft_nms and nms_match (the same boxes, scores and outputs).
 
 Written once against the framework protocol (Note [The framework protocol] in
 dkit/_frameworks/__init__.py). dkit.ops re-exports them; dkit.compat.torchvision
@@ -23,6 +23,7 @@ from dkit._ops._args import tensor, tensor_pair, to_float
 _nms_kernel = _C.ops.nms
 _batched_nms_kernel = _C.ops.batched_nms
 _soft_nms_kernel = _C.ops.soft_nms
+_nms_match_kernel = _C.ops.nms_match
 
 # MMCV's numbering (dk_soft_nms_method in csrc/common/kernels/nms_math.h).
 _SOFT_NMS_METHODS = {"naive": 0, "linear": 1, "gaussian": 2}
@@ -172,3 +173,41 @@ def soft_nms(boxes, scores, iou_threshold=0.3, sigma=0.5, min_score=1e-3, method
     num = fw.empty(boxes, (1,), "int64")
     _soft_nms_kernel(boxes, scores, dets, inds, num, iou_threshold, sigma, min_score, code, offset)
     return fw.first_rows(dets, num), fw.first_rows(inds, num)
+
+
+@torch_op(
+    "nms_match(Tensor boxes, Tensor scores, float iou_threshold) -> (Tensor, Tensor)",
+    example=lambda rng: (*_examples.boxes(rng, 200), 0.5),
+)
+def nms_match(boxes, scores, iou_threshold):
+    """MMCV's nms_match: NMS that also says which boxes each kept box suppressed.
+
+    MMCV's rules (mmcv.ops.nms_match), which are not nms's: no +1 pixel offset, and a box takes a
+    later one when their IoU is >= iou_threshold (nms: >), computed and compared in float32 for
+    float16/bfloat16/float32 boxes (MMCV's float kernel; the threshold rounded to float32), in
+    float64 for float64 boxes (which MMCV refuses). Boxes are visited in decreasing score order
+    (stable, NaN first, as nms); a box not yet taken is kept and takes every later box not yet
+    taken that it overlaps that much. Every box is in exactly one group.
+
+    Args:
+        boxes: [N, 4] (x1, y1, x2, y2); scores: [N], the same dtype (torch, NumPy or DLPack):
+            MMCV's dets[:, :4] and dets[:, 4].
+        iou_threshold: a float; NaN makes every box a group of its own, 0 groups every pair
+            whose IoU is a number (0 included).
+
+    Returns:
+        (members, starts): int64 [N], the box indices group after group (each group its kept box
+        first, then the boxes it took in score order; groups in score order), and int64 [G],
+        where each group starts in members (Note [Outputs sized to a bound, plus a count]: starts
+        is a view of an [N] buffer). Group g is members[starts[g]:starts[g + 1]], the last one
+        ending at N; dkit.compat.mmcv.nms_match returns them as MMCV's list.
+    """
+    fw, boxes, scores = tensor_pair("nms_match", boxes, "boxes", scores, "scores")
+    if type(iou_threshold) is not float:
+        iou_threshold = to_float(iou_threshold, "iou_threshold", "nms_match")
+    n = _count(boxes, "nms_match")
+    members = fw.empty(boxes, (n,), "int64")
+    starts = fw.empty(boxes, (n,), "int64")
+    num = fw.empty(boxes, (1,), "int64")
+    _nms_match_kernel(boxes, scores, members, starts, num, iou_threshold)
+    return members, fw.first_rows(starts, num)

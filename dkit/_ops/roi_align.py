@@ -286,3 +286,132 @@ def _shape_error(input, rois):
     raise _C.DkitValueError(
         f"{OP}: 'boxes' must have shape [K, 5] (batch_index, x1, y1, x2, y2), got {list(rois.shape)}"
     )
+
+
+# ------------------------------------------------------------------------------------------
+# roi_align_rotated
+
+ROTATED_OP = "roi_align_rotated"
+
+_rotated_forward_kernel = _C.ops.roi_align_rotated_forward
+_rotated_backward_kernel = _C.ops.roi_align_rotated_backward
+
+
+def _rotated_example(rng):
+    import numpy as np
+
+    rois = np.array([[0, 6, 5, 8, 4, 0.3], [1, 4.5, 7, 5, 9, -1.2], [0, 11, 1, 3, 2, 2.5]], np.float32)
+    return _examples.feature(rng)[0], rois, [3, 2], 0.5, 2, True, True
+
+
+@torch_op(
+    "roi_align_rotated(Tensor input, Tensor rois, int[2] output_size, float spatial_scale=1.0, "
+    "int sampling_ratio=0, bool aligned=True, bool clockwise=False) -> Tensor",
+    differentiable=True,
+    autocast=True,
+    example=_rotated_example,
+)
+def roi_align_rotated(input, rois, output_size, spatial_scale=1.0, sampling_ratio=0, aligned=True, clockwise=False):
+    """RoIAlign on rotated boxes (mmcv.ops.roi_align_rotated; detectron2's ROIAlignRotated is
+    aligned=True with angles in degrees): average pooling only.
+
+    Args:
+        input: [N, C, H, W] float16 / bfloat16 / float32 / float64 tensor (16-bit computed in
+            float32): the frameworks, devices and strides roi_align takes.
+        rois: Tensor[K, 6] of (batch_index, cx, cy, w, h, angle), the angle in radians,
+            counterclockwise (as the image is displayed, y down: MMCV's convention); same dtype
+            and device as input.
+        output_size: int or (height, width), positive and below 2^31.
+        spatial_scale: multiplies cx, cy, w and h to reach input coordinates.
+        sampling_ratio: samples per bin along each axis; <= 0 means adaptive, ceil(size /
+            output_size) in the box's own frame (MMCV's 0).
+        aligned: shift the centre by -0.5 pixel (without it, boxes are at least 1 x 1).
+        clockwise: the angles turn clockwise (they are negated).
+
+    Returns:
+        [K, C, output_size[0], output_size[1]] in the input's framework, device and dtype;
+        differentiable with respect to input (never rois), once, with the same bits for any
+        thread count and on every run (no atomics: ops/roi_align.h, roi_align_rotated_cpu.c).
+
+    Raises:
+        DkitValueError: wrong ndim, rois not [K, 6], a bad output size, sampling_ratio outside a
+            C int, a non-positive spatial_scale, a non-finite box value.
+        DkitTypeError: rois and input of different dtypes, a non-float input, non-integer sizes.
+        DkitIndexError: a batch index that is not an integer in [0, N).
+    """
+    tp = type(input)
+    fw = _framework_of_type(tp)
+    if fw is None:
+        fw = framework(input, "input", ROTATED_OP)
+    if tp is not fw.AS_IS:
+        input = fw.as_tensor(input, "input", ROTATED_OP)
+    if type(output_size) is int and 0 < output_size < _LIMIT:
+        ph = pw = output_size
+    else:
+        ph, pw = output_size_pair(output_size, ROTATED_OP)
+    if type(spatial_scale) is not float:
+        spatial_scale = to_float(spatial_scale, "spatial_scale", ROTATED_OP)
+    if type(sampling_ratio) is not int:
+        sampling_ratio = to_int(sampling_ratio, "sampling_ratio", ROTATED_OP)
+    if aligned is not True and aligned is not False:
+        aligned = to_bool(aligned, "aligned", ROTATED_OP)
+    if clockwise is not True and clockwise is not False:
+        clockwise = to_bool(clockwise, "clockwise", ROTATED_OP)
+    if type(rois) is not fw.AS_IS:
+        t = fw.as_tensor(rois, "rois", ROTATED_OP)
+        if t is None:
+            raise _C.DkitTypeError(
+                f"{ROTATED_OP}: rois must be a tensor [K, 6] (batch_index, cx, cy, w, h, angle), "
+                f"got {type(rois).__name__}"
+            )
+        rois = t
+    try:
+        if fw.wants_grad(input):
+            return fw.apply(ROI_ALIGN_ROTATED, input, rois, ph, pw, spatial_scale, sampling_ratio, aligned, clockwise)
+        return _rotated_forward(fw, input, rois, ph, pw, spatial_scale, sampling_ratio, aligned, clockwise)[0]
+    except _C.DkitTypeError:
+        cast = autocast_args(fw, input, rois)  # Note [Autocast] in dkit/_ops/__init__.py
+        if cast is None:
+            raise
+    out = roi_align_rotated(cast[0], cast[1], (ph, pw), spatial_scale, sampling_ratio, aligned, clockwise)
+    return fw.to_dtype(out, fw.dtype_name(input))
+
+
+def _rotated_forward(fw, input, rois, ph, pw, spatial_scale, sampling_ratio, aligned, clockwise):
+    """(output, an empty tensor): the second result only keeps forward's results a pair (as
+    ps_roi_pool's)."""
+    try:
+        shape = (rois.shape[0], input.shape[1], ph, pw)
+    except IndexError:  # ranks are the core's to check, and it names the parameter
+        shape = (0, 0, ph, pw) if len(input.shape) < 2 else (0, input.shape[1], ph, pw)
+    out = fw.new_empty(input, shape)
+    _rotated_forward_kernel(input, rois, out, ph, pw, spatial_scale, sampling_ratio, aligned, clockwise)
+    return out, fw.empty(input, (0,), None)
+
+
+def _rotated_saved(args, results):
+    """The rois, the input's shape (not the input: nothing reads its values) and the scalars."""
+    input, rois, _, _, spatial_scale, sampling_ratio, aligned, clockwise = args
+    return rois, tuple(input.shape), spatial_scale, sampling_ratio, aligned, clockwise
+
+
+def _rotated_backward(fw, grad_output, rois, input_shape, spatial_scale, sampling_ratio, aligned, clockwise):
+    """Gradient with respect to input only (MMCV's rois get None). The core writes all of
+    grad_input, so nothing is zeroed here; grad_output may have any strides."""
+    grad_input = fw.new_empty(grad_output, tuple(input_shape))
+    _rotated_backward_kernel(grad_output, rois, grad_input, spatial_scale, sampling_ratio, aligned, clockwise)
+    return (grad_input,)
+
+
+ROI_ALIGN_ROTATED = Differentiable(
+    ROTATED_OP,
+    "RoIAlignRotated",
+    forward=_rotated_forward,
+    saved=_rotated_saved,
+    backward=_rotated_backward,
+    results=1,
+    forward_schema="(Tensor input, Tensor rois, int ph, int pw, float spatial_scale, int sampling_ratio, "
+    "bool aligned, bool clockwise) -> (Tensor, Tensor)",
+    backward_schema="(Tensor grad_output, Tensor rois, SymInt[] input_shape, float spatial_scale, "
+    "int sampling_ratio, bool aligned, bool clockwise) -> Tensor",
+)

@@ -1,6 +1,6 @@
-"""The RoI pooling family: roi_pool (Fast R-CNN's RoIPool), with torchvision's bins or MMCV's, and
-ps_roi_pool (R-FCN's position-sensitive RoI pooling, torchvision's). (ps_roi_align is to join
-them.)
+"""The RoI pooling family: roi_pool (Fast R-CNN's RoIPool), with torchvision's bins or MMCV's,
+ps_roi_pool (R-FCN's position-sensitive RoI pooling, torchvision's) and ps_roi_align (its
+RoIAlign form, torchvision's).
 
 Written once against the framework protocol (Note [The framework protocol] in
 dkit/_frameworks/__init__.py): argument normalisation, output shapes, and the forward/backward
@@ -12,7 +12,7 @@ dkit.ops.roi_pool is roi_pool below; dkit.compat.torchvision and dkit.compat.mmc
 
 from dkit import _C, _frameworks
 from dkit._ops import Differentiable, _examples, autocast_args, torch_op
-from dkit._ops._args import framework, to_float
+from dkit._ops._args import framework, to_float, to_int
 from dkit._ops.roi_align import _LIMIT, output_size_pair, rois_of
 
 OP = "roi_pool"
@@ -24,6 +24,8 @@ _forward_kernel = _C.ops.roi_pool_forward
 _backward_kernel = _C.ops.roi_pool_backward
 _ps_forward_kernel = _C.ops.ps_roi_pool_forward
 _ps_backward_kernel = _C.ops.ps_roi_pool_backward
+_psa_forward_kernel = _C.ops.ps_roi_align_forward
+_psa_backward_kernel = _C.ops.ps_roi_align_backward
 
 _framework_of_type = _frameworks.BY_TYPE.get
 
@@ -71,16 +73,10 @@ def roi_pool(input, boxes, output_size, spatial_scale=1.0, geometry="torchvision
     if geo is None:
         raise _C.DkitValueError(f"{OP}: geometry must be 'torchvision' or 'mmcv', got {geometry!r}")
     fw, input, boxes, ph, pw, spatial_scale = _arguments(input, boxes, output_size, spatial_scale, OP)
-    try:
-        if fw.wants_grad(input):
-            return fw.apply(ROI_POOL, input, boxes, ph, pw, spatial_scale, geo)
-        return _forward(fw, input, boxes, ph, pw, spatial_scale, geo)[0]
-    except _C.DkitTypeError:
-        cast = autocast_args(fw, input, boxes)  # Note [Autocast] in dkit/_ops/__init__.py
-        if cast is None:
-            raise
-    out = roi_pool(cast[0], cast[1], (ph, pw), spatial_scale, geometry)
-    return fw.to_dtype(out, fw.dtype_name(input))
+    out, cast = _pooled(fw, ROI_POOL, _forward, input, boxes, ph, pw, spatial_scale, geo)
+    if cast is None:
+        return out
+    return fw.to_dtype(roi_pool(cast[0], cast[1], (ph, pw), spatial_scale, geometry), fw.dtype_name(input))
 
 
 def _arguments(input, boxes, output_size, spatial_scale, op):
@@ -101,6 +97,21 @@ def _arguments(input, boxes, output_size, spatial_scale, op):
     if type(boxes) is not fw.AS_IS:
         boxes = rois_of(fw, boxes, input, op)
     return fw, input, boxes, ph, pw, spatial_scale
+
+
+def _pooled(fw, differentiable, forward, input, rois, *args):
+    """(output, None), through autograd when input wants a gradient; or (None, cast) when the
+    kernels refuse the dtypes and autocast offers cast inputs for the caller to call itself with
+    (Note [Autocast] in dkit/_ops/__init__.py)."""
+    try:
+        if fw.wants_grad(input):
+            return fw.apply(differentiable, input, rois, *args), None
+        return forward(fw, input, rois, *args)[0], None
+    except _C.DkitTypeError:
+        cast = autocast_args(fw, input, rois)
+        if cast is None:
+            raise
+    return None, cast
 
 
 # ------------------------------------------------------------------------------------------
@@ -178,26 +189,25 @@ def ps_roi_pool(input, boxes, output_size, spatial_scale=1.0):
     Raises: as roi_pool, and DkitValueError when C is not a multiple of PH PW.
     """
     fw, input, boxes, ph, pw, spatial_scale = _arguments(input, boxes, output_size, spatial_scale, "ps_roi_pool")
-    try:
-        if fw.wants_grad(input):
-            return fw.apply(PS_ROI_POOL, input, boxes, ph, pw, spatial_scale)
-        return _ps_forward(fw, input, boxes, ph, pw, spatial_scale)[0]
-    except _C.DkitTypeError:
-        cast = autocast_args(fw, input, boxes)  # Note [Autocast] in dkit/_ops/__init__.py
-        if cast is None:
-            raise
-    out = ps_roi_pool(cast[0], cast[1], (ph, pw), spatial_scale)
-    return fw.to_dtype(out, fw.dtype_name(input))
+    out, cast = _pooled(fw, PS_ROI_POOL, _ps_forward, input, boxes, ph, pw, spatial_scale)
+    if cast is None:
+        return out
+    return fw.to_dtype(ps_roi_pool(cast[0], cast[1], (ph, pw), spatial_scale), fw.dtype_name(input))
 
 
-def _ps_forward(fw, input, rois, ph, pw, spatial_scale):
-    """(output, an empty tensor): the second result only keeps forward's results a pair."""
+def _ps_output(fw, input, rois, ph, pw):
+    """The position-sensitive ops' output, [K, C / (PH PW), PH, PW], uninitialised."""
     try:
         channels = input.shape[1] // (ph * pw) if input.shape[1] % (ph * pw) == 0 else input.shape[1]
         shape = (rois.shape[0], channels, ph, pw)
     except IndexError:  # ranks are the core's to check, and it names the parameter
         shape = (0, 0, ph, pw)
-    out = fw.new_empty(input, shape)  # a C that is no multiple of PH PW: the core says so
+    return fw.new_empty(input, shape)  # a C that is no multiple of PH PW: the core says so
+
+
+def _ps_forward(fw, input, rois, ph, pw, spatial_scale):
+    """(output, an empty tensor): the second result only keeps forward's results a pair."""
+    out = _ps_output(fw, input, rois, ph, pw)
     _ps_forward_kernel(input, rois, out, spatial_scale)
     return out, fw.empty(input, (0,), None)
 
@@ -223,4 +233,78 @@ PS_ROI_POOL = Differentiable(
     results=1,
     forward_schema="(Tensor input, Tensor rois, int ph, int pw, float spatial_scale) -> (Tensor, Tensor)",
     backward_schema="(Tensor grad_output, Tensor rois, SymInt[] input_shape, float spatial_scale) -> Tensor",
+)
+
+
+# ------------------------------------------------------------------------------------------
+# ps_roi_align
+
+
+@torch_op(
+    "ps_roi_align(Tensor input, Tensor boxes, int[2] output_size, float spatial_scale=1.0, "
+    "int sampling_ratio=-1) -> Tensor",
+    "ps_roi_align.boxes_list(Tensor input, Tensor[] boxes, int[2] output_size, float spatial_scale=1.0, "
+    "int sampling_ratio=-1) -> Tensor",
+    differentiable=True,
+    autocast=True,
+    example=lambda rng: (_examples.feature(rng, c=12)[0], _examples.feature(rng)[1], [3, 2], 0.5, 2),
+)
+def ps_roi_align(input, boxes, output_size, spatial_scale=1.0, sampling_ratio=-1):
+    """Position-sensitive RoIAlign (R-FCN, Light-Head R-CNN), as torchvision.ops.ps_roi_align.
+
+    Args:
+        input, boxes, output_size, spatial_scale: as ps_roi_pool's.
+        sampling_ratio: samples per bin along each axis; any value <= 0 is adaptive
+            (ceil(box size / output size)), as torchvision; a 32-bit int.
+
+    Returns:
+        [K, C / (PH PW), PH, PW]: element (k, c, ph, pw) is the average of the bilinear samples
+        of bin (ph, pw) of RoI k on input channel (c PH + ph) PW + pw, with torchvision's
+        geometry (the box shifted by half a pixel, no minimum size: ops/roi_pool.h) and
+        torchvision's float32 / float64 bits; a bin with no samples is 0 (torchvision: NaN).
+        Differentiable with respect to input: torchvision's gradient and, in float32 and
+        float64, its bits, the same on every run and backend (no atomics).
+
+    Raises: as ps_roi_pool, and DkitValueError for a sampling_ratio outside 32 bits.
+    """
+    fw, input, boxes, ph, pw, spatial_scale = _arguments(input, boxes, output_size, spatial_scale, "ps_roi_align")
+    if type(sampling_ratio) is not int:
+        sampling_ratio = to_int(sampling_ratio, "sampling_ratio", "ps_roi_align")
+    out, cast = _pooled(fw, PS_ROI_ALIGN, _psa_forward, input, boxes, ph, pw, spatial_scale, sampling_ratio)
+    if cast is None:
+        return out
+    out = ps_roi_align(cast[0], cast[1], (ph, pw), spatial_scale, sampling_ratio)
+    return fw.to_dtype(out, fw.dtype_name(input))
+
+
+def _psa_forward(fw, input, rois, ph, pw, spatial_scale, sampling_ratio):
+    """(output, an empty tensor), as _ps_forward."""
+    out = _ps_output(fw, input, rois, ph, pw)
+    _psa_forward_kernel(input, rois, out, spatial_scale, sampling_ratio)
+    return out, fw.empty(input, (0,), None)
+
+
+def _psa_saved(args, results):
+    input, rois, ph, pw, spatial_scale, sampling_ratio = args
+    return rois, tuple(input.shape), spatial_scale, sampling_ratio
+
+
+def _psa_backward(fw, grad_output, rois, input_shape, spatial_scale, sampling_ratio):
+    """Gradient with respect to input only; the core writes all of grad_input."""
+    grad_input = fw.new_empty(grad_output, tuple(input_shape))
+    _psa_backward_kernel(grad_output, rois, grad_input, spatial_scale, sampling_ratio)
+    return (grad_input,)
+
+
+PS_ROI_ALIGN = Differentiable(
+    "ps_roi_align",
+    "PSRoIAlign",
+    forward=_psa_forward,
+    saved=_psa_saved,
+    backward=_psa_backward,
+    results=1,
+    forward_schema="(Tensor input, Tensor rois, int ph, int pw, float spatial_scale, int sampling_ratio) "
+    "-> (Tensor, Tensor)",
+    backward_schema="(Tensor grad_output, Tensor rois, SymInt[] input_shape, float spatial_scale, "
+    "int sampling_ratio) -> Tensor",
 )

@@ -1,4 +1,5 @@
-"""The rotated-box family: box_iou_rotated and nms_rotated, with MMCV's semantics.
+"""The rotated-box family: box_iou_rotated and nms_rotated, box_iou_quadri and nms_quadri, with
+MMCV's semantics.
 
 Boxes are (cx, cy, w, h, angle), the angle in radians; with ``clockwise=True`` (MMCV's default)
 a positive angle turns a box clockwise in image coordinates (y pointing down). The overlap of
@@ -29,6 +30,12 @@ _MODES = {"iou": 0, "iof": 1}
 
 _iou_kernel = _C.ops.box_iou_rotated
 _nms_kernel = _C.ops.nms_rotated
+_quadri_iou_kernel = _C.ops.box_iou_quadri
+_quadri_nms_kernel = _C.ops.nms_quadri
+
+# What a box of each kind is: its width, and its values for error messages.
+_ROTATED = (5, "(cx, cy, w, h, angle)")
+_QUADRI = (8, "(x1, y1, ..., x4, y4)")
 
 
 @torch_op(
@@ -64,23 +71,8 @@ def box_iou_rotated(bboxes1, bboxes2, mode="iou", aligned=False, clockwise=True)
     A box with w * h below 1e-14 (zero, negative or NaN) overlaps nothing (0), as in MMCV; a
     NaN or infinite coordinate gives 0 (or NaN for a NaN area), never a crash.
     """
-    op = "box_iou_rotated"
-    flag = _MODES.get(mode) if type(mode) is str else None
-    if flag is None:
-        raise _C.DkitValueError(f"{op}: mode must be 'iou' or 'iof', got {mode!r}")
-    aligned = to_bool(aligned, "aligned", op)
-    clockwise = to_bool(clockwise, "clockwise", op)
-    _check_count(bboxes1, "bboxes1", op)
-    _check_count(bboxes2, "bboxes2", op)
-    fw = framework(bboxes1, "bboxes1", op)
-    b1 = tensor(fw, bboxes1, "bboxes1", op)
-    b2 = tensor(fw, bboxes2, "bboxes2", op)
-    _check_boxes(b1, "bboxes1", op)
-    _check_boxes(b2, "bboxes2", op)
-    n, m = b1.shape[0], b2.shape[0]
-    out = fw.new_empty(b1, (n,) if aligned else (n, m))
-    _iou_kernel(b1, b2, out, flag, aligned, clockwise)
-    return out
+    clockwise = to_bool(clockwise, "clockwise", "box_iou_rotated")
+    return _overlaps("box_iou_rotated", _ROTATED, bboxes1, bboxes2, mode, aligned, _iou_kernel, (clockwise,))
 
 
 @torch_op(
@@ -115,21 +107,70 @@ def nms_rotated(dets, scores, iou_threshold, labels=None, clockwise=True):
     Raises: DkitValueError for shapes (and 2^31 boxes or more), DkitTypeError for dtypes and
     non-tensors.
     """
-    op = "nms_rotated"
-    thr = iou_threshold if type(iou_threshold) is float else to_float(iou_threshold, "iou_threshold", op)
-    clockwise = to_bool(clockwise, "clockwise", op)
-    _check_count(dets, "dets", op)
-    fw = framework(dets, "dets", op)
-    d = tensor(fw, dets, "dets", op)
-    s = tensor(fw, scores, "scores", op)
-    lab = None if labels is None else _labels(fw, tensor(fw, labels, "labels", op), d)
-    _check_boxes(d, "dets", op)
-    n = d.shape[0]
-    keep = fw.empty(d, (n,), "int64")
-    num = fw.empty(d, (1,), "int64")
-    _nms_kernel(d, s, lab, keep, num, thr, clockwise)
-    keep = fw.first_rows(keep, num[0])
-    return fw.cat((d[keep], s[keep].reshape(-1, 1)), 1), keep
+    clockwise = to_bool(clockwise, "clockwise", "nms_rotated")
+    return _suppress("nms_rotated", _ROTATED, dets, scores, iou_threshold, labels, _nms_kernel, (clockwise,))
+
+
+@torch_op(
+    "box_iou_quadri(Tensor bboxes1, Tensor bboxes2, str mode=\"iou\", bool aligned=False) -> Tensor",
+    example=lambda rng: (_examples.quadri(rng, 40), _examples.quadri(rng, 10), "iou", False),
+)
+def box_iou_quadri(bboxes1, bboxes2, mode="iou", aligned=False):
+    """Overlaps of quadrilaterals, as mmcv.ops.box_iou_quadri, but exact for convex ones.
+
+    Args:
+        bboxes1: [N, 8] (x1, y1, ..., x4, y4), the four vertices in order, clockwise or
+            counter-clockwise, any vertex first: float32 or float64 (float16 and bfloat16 are
+            computed in float32), a torch.Tensor, a numpy.ndarray or any CPU ``__dlpack__``
+            object; any strides.
+        bboxes2: [M, 8], the same dtype.
+        mode: 'iou' or 'iof' (intersection over the area of the bboxes1 quadrilateral).
+        aligned: compare bboxes1[i] with bboxes2[i] only (N == M required).
+
+    Returns:
+        [N, M] (or [N] when aligned) in bboxes1's framework and dtype, every value within
+        [0, 1]; one quadrilateral against itself written in another vertex order gives 1 (to
+        rounding). Not differentiable (nor is MMCV's).
+
+    MMCV's procedure (single_box_iou_quadri: both moved by the mean of their vertices, areas
+    below 1e-14 overlap nothing) with an exact intersection: one quadrilateral clipped by the
+    other's edges (Note [Quadrilaterals] in csrc/common/kernels/rotated_math.h). MMCV's own
+    results differ where a quadrilateral is not a rectangle, because its test of a vertex lying
+    inside the other box assumes a rectangle (its published case (1, 1, 3, 4, 4, 4, 4, 1)
+    against the rectangle (2, 1, 2, 4, 4, 4, 4, 1) gives 1.0; the exact IoU, which dkit gives,
+    is 0.778), and on near-coincident pairs (its hull sort's tolerance, as box_iou_rotated).
+    Non-convex quadrilaterals are outside both libraries' definition: dkit gives a defined,
+    finite result in [0, 1] (a's true area; a clipped by the lines of b's edges, i.e. against
+    the part of b inside all four of them) that is not their intersection and depends on the
+    argument order; self-intersecting ones ("bow ties") likewise.
+
+    Raises: DkitValueError for an unknown mode, boxes that are not [K, 8], 2^31 boxes or more,
+    aligned with N != M; DkitTypeError for dtypes and non-tensors.
+    """
+    return _overlaps("box_iou_quadri", _QUADRI, bboxes1, bboxes2, mode, aligned, _quadri_iou_kernel, ())
+
+
+@torch_op(
+    "nms_quadri(Tensor dets, Tensor scores, float iou_threshold, Tensor? labels=None) -> (Tensor, Tensor)",
+    example=lambda rng: (_examples.quadri(rng, 40), _examples.boxes(rng, 40)[1], 0.2),
+)
+def nms_quadri(dets, scores, iou_threshold, labels=None):
+    """Non-maximum suppression of quadrilaterals, as mmcv.ops.nms_quadri (its CPU kernel), with
+    box_iou_quadri's exact overlap.
+
+    Boxes are visited in decreasing score order (ties by index, NaN scores first); a box is
+    kept unless a box kept before it has IoU >= iou_threshold with it (the threshold rounded to
+    float32, as MMCV's C float). dets: [N, 8] (x1, y1, ..., x4, y4) as box_iou_quadri's;
+    scores: [N], the same dtype; labels: optional [N] categories of any dtype: boxes of
+    different labels never suppress each other (MMCV's CPU kernel ignores its labels, and
+    dkit.compat.mmcv.nms_quadri does too).
+
+    Returns:
+        (dets_with_scores, keep): [K, 9], the kept boxes with their scores appended, and [K]
+        int64 indices into dets, in decreasing score order. N == 0 gives [0, 9] and an empty
+        keep (dkit.compat.mmcv returns MMCV's ``(dets, None)``).
+    """
+    return _suppress("nms_quadri", _QUADRI, dets, scores, iou_threshold, labels, _quadri_nms_kernel, ())
 
 
 # ------------------------------------------------------------------------------------------
@@ -153,7 +194,43 @@ def _labels(fw, labels, dets):
     return fw.category_codes(labels)
 
 
-def _check_boxes(t, what, op):
+def _check_boxes(t, what, op, kind):
     # The core checks ranks and widths too; the rows must exist before the output is allocated.
-    if len(t.shape) != 2 or t.shape[1] != 5:
-        raise _C.DkitValueError(f"{op}: '{what}' must have shape [K, 5] (cx, cy, w, h, angle), got {list(t.shape)}")
+    if len(t.shape) != 2 or t.shape[1] != kind[0]:
+        raise _C.DkitValueError(f"{op}: '{what}' must have shape [K, {kind[0]}] {kind[1]}, got {list(t.shape)}")
+
+
+def _overlaps(op, kind, bboxes1, bboxes2, mode, aligned, kernel, extra):
+    """box_iou_rotated's and box_iou_quadri's body: kernel(b1, b2, out, mode flag, aligned, *extra)."""
+    flag = _MODES.get(mode) if type(mode) is str else None
+    if flag is None:
+        raise _C.DkitValueError(f"{op}: mode must be 'iou' or 'iof', got {mode!r}")
+    aligned = to_bool(aligned, "aligned", op)
+    _check_count(bboxes1, "bboxes1", op)
+    _check_count(bboxes2, "bboxes2", op)
+    fw = framework(bboxes1, "bboxes1", op)
+    b1 = tensor(fw, bboxes1, "bboxes1", op)
+    b2 = tensor(fw, bboxes2, "bboxes2", op)
+    _check_boxes(b1, "bboxes1", op, kind)
+    _check_boxes(b2, "bboxes2", op, kind)
+    n, m = b1.shape[0], b2.shape[0]
+    out = fw.new_empty(b1, (n,) if aligned else (n, m))
+    kernel(b1, b2, out, flag, aligned, *extra)
+    return out
+
+
+def _suppress(op, kind, dets, scores, iou_threshold, labels, kernel, extra):
+    """nms_rotated's and nms_quadri's body: kernel(dets, scores, labels, keep, num, thr, *extra)."""
+    thr = iou_threshold if type(iou_threshold) is float else to_float(iou_threshold, "iou_threshold", op)
+    _check_count(dets, "dets", op)
+    fw = framework(dets, "dets", op)
+    d = tensor(fw, dets, "dets", op)
+    s = tensor(fw, scores, "scores", op)
+    lab = None if labels is None else _labels(fw, tensor(fw, labels, "labels", op), d)
+    _check_boxes(d, "dets", op, kind)
+    n = d.shape[0]
+    keep = fw.empty(d, (n,), "int64")
+    num = fw.empty(d, (1,), "int64")
+    kernel(d, s, lab, keep, num, thr, *extra)
+    keep = fw.first_rows(keep, num[0])
+    return fw.cat((d[keep], s[keep].reshape(-1, 1)), 1), keep

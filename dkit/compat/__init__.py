@@ -16,7 +16,8 @@ outside [0, N) or not an integer (DkitIndexError), a NaN or infinite coordinate
 for 0 and raises RuntimeError for negative sizes). `aligned` must be a bool (NumPy's bool, 0 and
 1 are taken too; DkitTypeError otherwise), where torchvision and MMCV read some other values, such
 as None, by their truth value. dkit also serves bfloat16 on the CPU, which torchvision 0.14 does
-not.
+not. torchvision's ps_roi_align divides 0 by a sample count of 0 for a box of no width or height
+with the adaptive grid, giving NaN; dkit's gives 0 there (roi_align's rule).
 """
 
 import importlib as _importlib

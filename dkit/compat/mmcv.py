@@ -1,6 +1,6 @@
-"""mmcv.ops.roi_align / RoIAlign, roi_pool / RoIPool, nms, soft_nms, batched_nms, box_iou_rotated,
-nms_rotated, bbox_overlaps and the focal losses (sigmoid_focal_loss / SigmoidFocalLoss,
-softmax_focal_loss / SoftmaxFocalLoss), served by dkit.
+"""mmcv.ops.roi_align / RoIAlign, roi_pool / RoIPool, nms, soft_nms, batched_nms, nms_match,
+box_iou_rotated, nms_rotated, box_iou_quadri, nms_quadri, bbox_overlaps and the focal losses
+(sigmoid_focal_loss / SigmoidFocalLoss, softmax_focal_loss / SoftmaxFocalLoss), served by dkit.
 
 Same signatures, defaults (sampling_ratio=0, pool_mode='avg', aligned=True), outputs and
 exception types as MMCV: an unknown pool_mode or rois without 5 columns raise AssertionError
@@ -21,7 +21,7 @@ dkit raises DkitValueError; float64 boxes, which MMCV's CPU box_iou_rotated does
 import ctypes
 import functools
 import warnings
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -34,18 +34,22 @@ from dkit._ops.box_iou import bbox_overlaps as _bbox_overlaps
 from dkit._ops.focal_loss import sigmoid_focal_loss as _sigmoid_focal_loss
 from dkit._ops.focal_loss import softmax_focal_loss as _softmax_focal_loss
 from dkit._ops.nms import nms as _nms
+from dkit._ops.nms import nms_match as _nms_match
 from dkit._ops.nms import soft_nms as _soft_nms
 from dkit._ops.roi_align import roi_align as _roi_align
+from dkit._ops.roi_align import roi_align_rotated as _roi_align_rotated
 from dkit._ops.roi_pool import roi_pool as _roi_pool
+from dkit._ops.rotated import box_iou_quadri as _box_iou_quadri
 from dkit._ops.rotated import box_iou_rotated as _box_iou_rotated
+from dkit._ops.rotated import nms_quadri as _nms_quadri
 from dkit._ops.rotated import nms_rotated as _nms_rotated
 from dkit.compat import DkitAssertionError
 from dkit.compat import torchvision as _torchvision
 
 __all__ = [
     "roi_align", "RoIAlign", "RoIAlignFunction", "roi_pool", "RoIPool", "RoIPoolFunction", "nms", "soft_nms",
-    "batched_nms", "box_iou_rotated", "nms_rotated", "bbox_overlaps", "sigmoid_focal_loss", "SigmoidFocalLoss",
-    "softmax_focal_loss", "SoftmaxFocalLoss",
+    "batched_nms", "box_iou_rotated", "nms_rotated", "bbox_overlaps", "nms_match", "box_iou_quadri", "nms_quadri",
+    "sigmoid_focal_loss", "SigmoidFocalLoss", "softmax_focal_loss", "SoftmaxFocalLoss",
 ]  # fmt: skip
 
 _Tensor = torch.Tensor
@@ -224,6 +228,83 @@ class RoIPool(nn.Module):
         s = self.__class__.__name__
         s += f"(output_size={self.output_size}, "
         s += f"spatial_scale={self.spatial_scale})"
+        return s
+
+
+# ------------------------------------------------------------------------------------------
+# RoIAlignRotated (mmcv.ops.roi_align_rotated)
+
+__all__ += ["roi_align_rotated", "RoIAlignRotated", "RoIAlignRotatedFunction"]
+
+
+def _rotated_output_size(output_size) -> None:
+    """MMCV's checks of output_size, in its order and with its exception types."""
+    if isinstance(output_size, int):
+        return
+    if isinstance(output_size, tuple):
+        if len(output_size) != 2 or not isinstance(output_size[0], int) or not isinstance(output_size[1], int):
+            raise DkitAssertionError("output_size must be a pair of ints")
+        return
+    raise TypeError('"output_size" must be an integer or tuple of integers')
+
+
+@torch.fx.wrap
+def roi_align_rotated(
+    input: Tensor,
+    rois: Tensor,
+    output_size: BroadcastingList2[int],
+    spatial_scale: float,
+    sampling_ratio: int = 0,
+    aligned: bool = True,
+    clockwise: bool = False,
+) -> Tensor:
+    """RoIAlign on rotated boxes as mmcv.ops.roi_align_rotated: rois is a Tensor[K, 6] (idx, cx,
+    cy, w, h, angle in radians). output_size an int or a tuple of two ints (MMCV's TypeError and
+    AssertionError otherwise). Differentiable with respect to input. See dkit.ops.roi_align_rotated."""
+    if not torch.jit.is_scripting():  # Note [Compat under TorchScript] in dkit/compat/torchvision.py
+        _rotated_output_size(output_size)
+        return _roi_align_rotated(input, rois, output_size, spatial_scale, sampling_ratio, aligned, clockwise)
+    return torch.ops.dkit.roi_align_rotated(input, rois, output_size, spatial_scale, sampling_ratio, aligned, clockwise)
+
+
+class RoIAlignRotatedFunction:
+    """Stand-in for mmcv.ops.roi_align_rotated.RoIAlignRotatedFunction: only ``apply``."""
+
+    apply = staticmethod(roi_align_rotated)
+
+
+class RoIAlignRotated(nn.Module):
+    """RoI align pooling layer for rotated proposals, as mmcv.ops.RoIAlignRotated: rois (n, 6)
+    of (batch_index, center_x, center_y, w, h, angle), the angle in radians.
+
+    Args:
+        output_size (tuple): h, w
+        spatial_scale (float): scale the input boxes by this number
+        sampling_ratio (int): samples per output bin along each axis; 0 takes them densely.
+        aligned (bool): if True, shift the box centre by -0.5 pixel. Default: True.
+        clockwise (bool): if True, the angles turn clockwise. Default: False.
+    """
+
+    @_renamed_kwargs({"out_size": "output_size", "sample_num": "sampling_ratio"}, cls_name="RoIAlignRotated")
+    def __init__(self, output_size, spatial_scale, sampling_ratio=0, aligned=True, clockwise=False):
+        super().__init__()
+        self.output_size = _pair(output_size)
+        self.spatial_scale = float(spatial_scale)
+        self.sampling_ratio = int(sampling_ratio)
+        self.aligned = aligned
+        self.clockwise = clockwise
+
+    def forward(self, input: Tensor, rois: Tensor) -> Tensor:
+        return roi_align_rotated(input, rois, self.output_size, self.spatial_scale, self.sampling_ratio, self.aligned,
+                                 self.clockwise)  # fmt: skip
+
+    def __repr__(self):
+        s = self.__class__.__name__
+        s += f"(output_size={self.output_size}, "
+        s += f"spatial_scale={self.spatial_scale}, "
+        s += f"sampling_ratio={self.sampling_ratio}, "
+        s += f"aligned={self.aligned}, "
+        s += f"clockwise={self.clockwise})"
         return s
 
 
@@ -469,11 +550,11 @@ def nms_rotated(
     return kept, keep
 
 
-def _check_labels(labels, n):
+def _check_labels(labels, n, op="nms_rotated"):
     shape = getattr(labels, "shape", None)
     if shape is None or len(shape) != 1 or shape[0] != n:
         got = None if shape is None else list(shape)
-        raise _C.DkitValueError(f"nms_rotated: labels must have shape [{n}], got {got}")
+        raise _C.DkitValueError(f"{op}: labels must have shape [{n}], got {got}")
 
 
 # batched_nms(..., nms_cfg=dict(type='nms_rotated', ...)) as MMCV: rotated boxes [N, 5].
@@ -655,3 +736,77 @@ class SoftmaxFocalLoss(_FocalLoss):
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         return softmax_focal_loss(input, target, self.gamma, self.alpha, self.weight, self.reduction)
+
+
+# ------------------------------------------------------------------------------------------
+# nms_match, box_iou_quadri, nms_quadri
+
+
+@torch.fx.wrap
+def nms_match(dets: Tensor, iou_threshold: float) -> List[Tensor]:
+    """mmcv.ops.nms_match: the groups NMS makes, a list of int64 index tensors (NumPy arrays
+    for a NumPy dets), each its kept box first and then the boxes it suppressed, in score order;
+    groups in score order.
+
+    dets [N, 5] (x1, y1, x2, y2, score). MMCV's rules (dkit.ops.nms_match): IoU without the +1
+    pixel offset, >= iou_threshold, in float32. As MMCV: no boxes give [] (whatever the shape),
+    other shapes than [N, 5] raise AssertionError with its message; tensors stay on their
+    device. Unlike MMCV's kernel, float64 dets are computed in float64 instead of refused, and
+    a CUDA tensor is grouped on the GPU instead of copied to the CPU. TorchScript compiles it
+    for tensors.
+    """
+    if dets.shape[0] == 0:
+        return []
+    if not torch.jit.is_scripting():  # Note [Compat under TorchScript] in dkit/compat/torchvision.py
+        return _nms_match_eager(dets, iou_threshold)
+    if dets.dim() != 2 or dets.size(1) != 5:  # Note [Scripted errors]
+        raise AssertionError("inputs dets.shape should be (N, 5), but get " + str(dets.size()))
+    members, starts = _nms_match(dets[:, :4], dets[:, 4], iou_threshold)
+    return torch.tensor_split(members, starts[1:].cpu())
+
+
+def _nms_match_eager(dets, iou_threshold):
+    # MMCV asserts on the last dimension only; a 1-d dets of 5 fails its kernel (dkit: the same
+    # AssertionError)
+    if dets.shape[-1] != 5 or len(dets.shape) != 2:
+        raise DkitAssertionError(f"inputs dets.shape should be (N, 5), but get {dets.shape}")
+    members, starts = _nms_match(dets[:, :4], dets[:, 4], float(iou_threshold))
+    if isinstance(members, np.ndarray):
+        return np.split(members, starts[1:])
+    return list(torch.tensor_split(members, starts[1:].cpu()))
+
+
+@torch.fx.wrap
+def box_iou_quadri(bboxes1: Tensor, bboxes2: Tensor, mode: str = "iou", aligned: bool = False) -> Tensor:
+    """mmcv.ops.box_iou_quadri: [N, M] overlaps (or [N] when aligned) of quadrilaterals
+    (x1, y1, ..., x4, y4). An unknown mode raises AssertionError (MMCV asserts). Exact for
+    convex quadrilaterals, where MMCV's own values are not (dkit.ops.box_iou_quadri says where
+    and why)."""
+    if mode != "iou" and mode != "iof":
+        raise DkitAssertionError(f"mode must be 'iou' or 'iof', got {mode}")
+    return _box_iou_quadri(bboxes1, bboxes2, mode, aligned)
+
+
+@torch.fx.wrap
+def nms_quadri(
+    dets: Tensor, scores: Tensor, iou_threshold: float, labels: Optional[Tensor] = None
+) -> Tuple[Tensor, Optional[Tensor]]:
+    """mmcv.ops.nms_quadri: (kept dets with their scores [K, 9], kept indices [K]); (dets, None)
+    when there are no boxes. ``labels`` ([N]) are checked and, as in MMCV's CPU kernel, do not
+    change the result (its published multi-label case keeps what the plain one keeps). See
+    dkit.ops.nms_quadri."""
+    if dets.shape[0] == 0:
+        return dets, None
+    if labels is not None:
+        if not torch.jit.is_scripting():
+            _check_labels(labels, dets.shape[0], "nms_quadri")
+        else:
+            torch._assert(labels.dim() == 1 and labels.size(0) == dets.size(0),
+                          "nms_quadri: labels must have shape [N]")  # fmt: skip
+    kept, keep = _nms_quadri(dets, scores, iou_threshold, None)
+    return kept, keep
+
+
+# batched_nms(..., nms_cfg=dict(type='nms_quadri', ...)) as MMCV: [N, 8] boxes, each category's
+# shifted by the largest coordinate (MMCV's branch for boxes that are not rotated).
+_NMS_OPS["nms_quadri"] = nms_quadri

@@ -1,6 +1,6 @@
-"""torchvision.ops.roi_align / RoIAlign, roi_pool / RoIPool, ps_roi_pool / PSRoIPool, nms,
-batched_nms, the box-overlap functions (box_iou, generalized_box_iou, distance_box_iou,
-complete_box_iou) and sigmoid_focal_loss, served by dkit.
+"""torchvision.ops.roi_align / RoIAlign, roi_pool / RoIPool, ps_roi_pool / PSRoIPool,
+ps_roi_align / PSRoIAlign, nms, batched_nms, the box-overlap functions (box_iou,
+generalized_box_iou, distance_box_iou, complete_box_iou) and sigmoid_focal_loss, served by dkit.
 
 Same signatures (annotations included), defaults (sampling_ratio=-1, aligned=False, eps=1e-7),
 outputs and exception types as torchvision 0.14: malformed boxes raise AssertionError with
@@ -22,6 +22,7 @@ from dkit._ops.focal_loss import sigmoid_focal_loss as _sigmoid_focal_loss
 from dkit._ops.nms import batched_nms as _batched_nms
 from dkit._ops.nms import nms as _nms
 from dkit._ops.roi_align import roi_align as _roi_align
+from dkit._ops.roi_pool import ps_roi_align as _ps_roi_align
 from dkit._ops.roi_pool import ps_roi_pool as _ps_roi_pool
 from dkit._ops.roi_pool import roi_pool as _roi_pool
 from dkit.compat import DkitAssertionError
@@ -33,6 +34,8 @@ __all__ = [
     "RoIPool",
     "ps_roi_pool",
     "PSRoIPool",
+    "ps_roi_align",
+    "PSRoIAlign",
     "nms",
     "batched_nms",
     "box_iou",
@@ -280,6 +283,54 @@ class PSRoIPool(nn.Module):
 
 
 @torch.fx.wrap
+def ps_roi_align(
+    input: Tensor,
+    boxes: Tensor,
+    output_size: int,
+    spatial_scale: float = 1.0,
+    sampling_ratio: int = -1,
+) -> Tensor:
+    """Position-sensitive RoIAlign, as torchvision.ops.ps_roi_align (see dkit.ops.ps_roi_align:
+    torchvision's values and gradients, to the bit in float32 and float64; a bin with no samples
+    is 0 where torchvision's is NaN); float16 and bfloat16 too (computed in float32).
+
+    Args:
+        input (Tensor[N, C, H, W]): the feature maps, C a multiple of output_size[0] * output_size[1].
+        boxes (Tensor[K, 5] or List[Tensor[L, 4]]): as roi_pool's (a list eagerly only, as torchvision).
+        output_size (int or Tuple[int, int]): (height, width) of the output.
+        spatial_scale (float): maps box coordinates to input coordinates. Default: 1.0
+        sampling_ratio (int): sampling points per bin along each axis; <= 0 is adaptive
+            (ceil(roi_size / output_size)). Default: -1
+
+    Returns:
+        Tensor[K, C / (output_size[0] * output_size[1]), output_size[0], output_size[1]]
+    """
+    if not _is_scripting():  # Note [Compat under TorchScript]
+        return _checked_eager(_ps_roi_align, boxes, input, boxes, output_size, spatial_scale, sampling_ratio)
+    torch._assert(boxes.dim() >= 2 and boxes.size(1) == 5, "The boxes tensor shape is not correct as Tensor[K, 5]")
+    return _ps_roi_align(input, boxes, [output_size, output_size], spatial_scale, sampling_ratio)
+
+
+class PSRoIAlign(nn.Module):
+    """See :func:`ps_roi_align`."""
+
+    def __init__(self, output_size: int, spatial_scale: float, sampling_ratio: int):
+        super().__init__()
+        self.output_size = output_size
+        self.spatial_scale = spatial_scale
+        self.sampling_ratio = sampling_ratio
+
+    def forward(self, input: Tensor, rois: Tensor) -> Tensor:
+        return ps_roi_align(input, rois, self.output_size, self.spatial_scale, self.sampling_ratio)
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__name__}(output_size={self.output_size}, spatial_scale={self.spatial_scale}, "
+            f"sampling_ratio={self.sampling_ratio})"
+        )
+
+
+@torch.fx.wrap
 def nms(boxes: Tensor, scores: Tensor, iou_threshold: float) -> Tensor:
     """torchvision.ops.nms: indices (int64) of the boxes kept, in decreasing score order.
 
@@ -315,21 +366,27 @@ def batched_nms(boxes: Tensor, scores: Tensor, idxs: Tensor, iou_threshold: floa
 # dkit returns equal scores in index order. So does torchvision for few boxes; for more than
 # 1000 (CPU; 5000 elsewhere) it gathers the kept indices in ascending order and orders them
 # with torch.sort(descending=True), which is not stable: equal scores then come in the order
-# torch's sort leaves them, which depends on every kept score (the CPU's introsort moves equal
-# elements as its partitions of the whole array go) and on torch's version. The only exact
-# copy is that same sort of the same scores, so a kept set with equal scores goes through
-# torchvision's own steps: a mask, the ascending indices, the sort. That sort is most of what
-# the compat entry then adds to dkit.ops (bench/bench_compat.py, 20,000 boxes in 80 classes: a
-# third to a half of dkit's whole call, the other steps a tenth), and no cheaper computation
-# gives its order, so it runs only when needed: dkit's order is torchvision's whenever each
-# kept score is strictly greater than the next, which one comparison over the kept scores says
-# (about 4% of dkit's call). NaN scores, which dkit puts first and which no comparison finds
-# greater, count as equal: the check can only err towards the sort.
+# torch's sort leaves them, which depends on every kept score. On the CPU that sort is
+# libstdc++'s std::sort, whose order of equal items follows from the values alone, so
+# _C.torch_sort_ties computes it from dkit's result without sorting (Note [torch's order of
+# equal scores] in csrc/cpu/dk_std_sort.h; tests/python/test_compat.py checks it against
+# torch.sort on every stack): one pass over the kept scores, a few more over ranges that hold
+# equal ones, about 2% of dkit's call on 20,000 boxes in 80 classes (bench/bench_compat.py),
+# where running torch's sort cost a third to a half of it. None comes back when no two kept
+# scores are equal, and dkit's order is then torchvision's as it stands. Elsewhere (a GPU's sort
+# is another algorithm) and under TorchScript (torch_sort_ties is not a torch op), torchvision's
+# own steps run: a mask, the ascending indices, the sort, and only when a comparison over the
+# kept scores finds two that are not strictly decreasing (NaN scores, which dkit puts first and
+# which no comparison finds greater, count as equal: the check can only err towards the sort).
 
 
 def _order_of_equal_scores(keep: Tensor, scores: Tensor) -> Tensor:
     """dkit's kept indices (decreasing score, equal scores by index) in torchvision's order for
     many boxes (Note [torchvision's order of equal scores])."""
+    if not _is_scripting():
+        if keep.device.type == "cpu":
+            order = _C.torch_sort_ties(keep, scores.detach())
+            return keep if order is None else torch.frombuffer(order, dtype=torch.int64)
     # index_select and index_fill_ where torchvision indexes tensors: the same results, from
     # torch's cheapest gather (a third of indexing's time on 20,000 scores) and scatter
     kept = scores.index_select(0, keep)

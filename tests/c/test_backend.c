@@ -4,7 +4,9 @@
  * DK_TEST_BUILD to the build directory of the flavour under test).
  */
 #include <dlfcn.h>
+#include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "dk_test.h"
 #include "roi_align.h"
@@ -128,6 +130,28 @@ static void loading_the_same_backend_twice_is_a_no_op(void **state)
     assert_ok(dk_load_backend(path));
     assert_int_equal(dk_backend_count(), n);
     assert_int_equal(dkt_warning_count(), 0); /* its entry did not run again (no override warnings) */
+    /* Note [A library loads once]: the same file by a symlink, a hard link (when the temporary
+     * folder is on the fixture's file system) and a path with a detour is the same library */
+    char dir[] = "/tmp/dkit-backend-XXXXXX", link_path[1200], hard_path[1200], detour[1300];
+    assert_non_null(mkdtemp(dir));
+    snprintf(link_path, sizeof link_path, "%s/libalias.so", dir);
+    snprintf(hard_path, sizeof hard_path, "%s/libhard.so", dir);
+    char *target = realpath(path, NULL); /* the fixture's path may be relative to here */
+    assert_non_null(target);
+    assert_int_equal(symlink(target, link_path), 0);
+    free(target);
+    const bool hard = link(path, hard_path) == 0;
+    const char *slash = strrchr(path, '/');
+    assert_non_null(slash);
+    snprintf(detour, sizeof detour, "%.*s/./%s", (int)(slash - path), path, slash + 1);
+    assert_ok(dk_load_backend(link_path));
+    if (hard) assert_ok(dk_load_backend(hard_path));
+    assert_ok(dk_load_backend(detour));
+    assert_int_equal(dk_backend_count(), n);
+    assert_int_equal(dkt_warning_count(), 0);
+    unlink(link_path);
+    if (hard) unlink(hard_path);
+    rmdir(dir);
     dk_table_entry e[DK_NUM_KEYS];
     int rows = dk_op_table(&dk_bprobe_op, e, DK_NUM_KEYS);
     dk_key k;

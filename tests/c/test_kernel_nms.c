@@ -6,6 +6,7 @@
  * and order must be the references' exactly, on random and clustered boxes, boxes built to sit
  * at the threshold, ties, NaN and infinite values, degenerate boxes, huge coordinates, every
  * dtype, both offsets, categories, and thresholds below zero or NaN. soft_nms against MMCV's
+ * published vectors. nms_match against MMCV's loop (nms_match_cpu) written out here, and its
  * published vectors.
  */
 #include "dk_kernel_test.h"
@@ -21,11 +22,9 @@ static bool before_desc(double a, int64_t ia, double b, int64_t ib)
     return a > b;
 }
 
-static int64_t ref_nms(const dkk_tensor *boxes, const dkk_tensor *scores, const int64_t *cls, double thr, int off,
-                       int64_t *keep)
+/* The boxes' indices by decreasing score (stable, NaN first): torch.sort(descending=True). */
+static int64_t *ref_order(const dkk_tensor *scores, int64_t n)
 {
-    const int64_t n = boxes->shape[0];
-    const bool f64 = dk_tensor_dtype(&boxes->t) == DK_FLOAT64;
     const size_t cnt = n > 0 ? (size_t)n : 1;
     int64_t *ord = malloc(cnt * sizeof *ord);
     double *s = malloc(cnt * sizeof *s);
@@ -39,7 +38,47 @@ static int64_t ref_nms(const dkk_tensor *boxes, const dkk_tensor *scores, const 
         for (; j > 0 && before_desc(s[v], v, s[ord[j - 1]], ord[j - 1]); j--) ord[j] = ord[j - 1];
         ord[j] = v;
     }
-    unsigned char *sup = calloc(cnt, 1);
+    free(s);
+    return ord;
+}
+
+/* The references' overlap of kept box i with candidate j: in double for float64 boxes, else in
+ * float (the value, exactly, as a double). */
+static double ref_overlap(const dkk_tensor *boxes, int64_t i, int64_t j, int off)
+{
+    double c[2][4];
+    for (int d = 0; d < 4; d++) {
+        c[0][d] = dkk_get(boxes, (int64_t[]){i, d});
+        c[1][d] = dkk_get(boxes, (int64_t[]){j, d});
+    }
+    if (dk_tensor_dtype(&boxes->t) == DK_FLOAT64) {
+        const double ia = (c[0][2] - c[0][0] + off) * (c[0][3] - c[0][1] + off);
+        const double ja = (c[1][2] - c[1][0] + off) * (c[1][3] - c[1][1] + off);
+        const double xx1 = c[0][0] < c[1][0] ? c[1][0] : c[0][0], yy1 = c[0][1] < c[1][1] ? c[1][1] : c[0][1];
+        const double xx2 = c[1][2] < c[0][2] ? c[1][2] : c[0][2], yy2 = c[1][3] < c[0][3] ? c[1][3] : c[0][3];
+        const double w0 = xx2 - xx1 + off, h0 = yy2 - yy1 + off;
+        const double w = 0 < w0 ? w0 : 0, h = 0 < h0 ? h0 : 0;
+        return w * h / (ia + ja - w * h);
+    }
+    float f[2][4];
+    for (int d = 0; d < 4; d++) f[0][d] = (float)c[0][d], f[1][d] = (float)c[1][d];
+    const float o = (float)off;
+    const float ia = (f[0][2] - f[0][0] + o) * (f[0][3] - f[0][1] + o);
+    const float ja = (f[1][2] - f[1][0] + o) * (f[1][3] - f[1][1] + o);
+    const float xx1 = f[0][0] < f[1][0] ? f[1][0] : f[0][0], yy1 = f[0][1] < f[1][1] ? f[1][1] : f[0][1];
+    const float xx2 = f[1][2] < f[0][2] ? f[1][2] : f[0][2], yy2 = f[1][3] < f[0][3] ? f[1][3] : f[0][3];
+    const float w0 = xx2 - xx1 + o, h0 = yy2 - yy1 + o;
+    const float w = 0 < w0 ? w0 : 0, h = 0 < h0 ? h0 : 0;
+    const float inter = w * h;
+    return inter / (ia + ja - inter);
+}
+
+static int64_t ref_nms(const dkk_tensor *boxes, const dkk_tensor *scores, const int64_t *cls, double thr, int off,
+                       int64_t *keep)
+{
+    const int64_t n = boxes->shape[0];
+    int64_t *ord = ref_order(scores, n);
+    unsigned char *sup = calloc(n > 0 ? (size_t)n : 1, 1);
     int64_t k = 0;
     for (int64_t a = 0; a < n; a++) {
         const int64_t i = ord[a];
@@ -48,38 +87,40 @@ static int64_t ref_nms(const dkk_tensor *boxes, const dkk_tensor *scores, const 
         for (int64_t b = a + 1; b < n; b++) {
             const int64_t j = ord[b];
             if (sup[j] || (cls && cls[i] != cls[j])) continue;
-            double c[2][4];
-            for (int d = 0; d < 4; d++) {
-                c[0][d] = dkk_get(boxes, (int64_t[]){i, d});
-                c[1][d] = dkk_get(boxes, (int64_t[]){j, d});
-            }
-            double ovr;
-            if (f64) {
-                const double ia = (c[0][2] - c[0][0] + off) * (c[0][3] - c[0][1] + off);
-                const double ja = (c[1][2] - c[1][0] + off) * (c[1][3] - c[1][1] + off);
-                const double xx1 = c[0][0] < c[1][0] ? c[1][0] : c[0][0], yy1 = c[0][1] < c[1][1] ? c[1][1] : c[0][1];
-                const double xx2 = c[1][2] < c[0][2] ? c[1][2] : c[0][2], yy2 = c[1][3] < c[0][3] ? c[1][3] : c[0][3];
-                const double w0 = xx2 - xx1 + off, h0 = yy2 - yy1 + off;
-                const double w = 0 < w0 ? w0 : 0, h = 0 < h0 ? h0 : 0;
-                ovr = w * h / (ia + ja - w * h);
-            } else {
-                float f[2][4];
-                for (int d = 0; d < 4; d++) f[0][d] = (float)c[0][d], f[1][d] = (float)c[1][d];
-                const float o = (float)off;
-                const float ia = (f[0][2] - f[0][0] + o) * (f[0][3] - f[0][1] + o);
-                const float ja = (f[1][2] - f[1][0] + o) * (f[1][3] - f[1][1] + o);
-                const float xx1 = f[0][0] < f[1][0] ? f[1][0] : f[0][0], yy1 = f[0][1] < f[1][1] ? f[1][1] : f[0][1];
-                const float xx2 = f[1][2] < f[0][2] ? f[1][2] : f[0][2], yy2 = f[1][3] < f[0][3] ? f[1][3] : f[0][3];
-                const float w0 = xx2 - xx1 + o, h0 = yy2 - yy1 + o;
-                const float w = 0 < w0 ? w0 : 0, h = 0 < h0 ? h0 : 0;
-                const float inter = w * h;
-                ovr = inter / (ia + ja - inter);
-            }
-            if (ovr > thr) sup[j] = 1;
+            if (ref_overlap(boxes, i, j, off) > thr) sup[j] = 1;
         }
     }
-    free(ord), free(s), free(sup);
+    free(ord), free(sup);
     return k;
+}
+
+/* MMCV's nms_match_cpu, as its loop is written: each kept box's group is itself and every later
+ * box not yet suppressed whose overlap (offset 0) is >= the threshold (rounded to float for
+ * float boxes: MMCV's C float). Returns the number of groups. */
+static int64_t ref_nms_match(const dkk_tensor *boxes, const dkk_tensor *scores, double thr, int64_t *members,
+                             int64_t *starts)
+{
+    const int64_t n = boxes->shape[0];
+    const double t = dk_tensor_dtype(&boxes->t) == DK_FLOAT64 ? thr : (double)(float)thr;
+    int64_t *ord = ref_order(scores, n);
+    unsigned char *sup = calloc(n > 0 ? (size_t)n : 1, 1);
+    int64_t out = 0, g = 0;
+    for (int64_t a = 0; a < n; a++) {
+        const int64_t i = ord[a];
+        if (sup[i]) continue;
+        starts[g++] = out;
+        members[out++] = i;
+        for (int64_t b = a + 1; b < n; b++) {
+            const int64_t j = ord[b];
+            if (!sup[j] && ref_overlap(boxes, i, j, 0) >= t) {
+                sup[j] = 1;
+                members[out++] = j;
+            }
+        }
+    }
+    assert_int_equal(out, n); /* every box in one group */
+    free(ord), free(sup);
+    return g;
 }
 
 /* ---- cases ------------------------------------------------------------------------------- */
@@ -349,6 +390,134 @@ static void soft_nms_mmcv_vectors(void **state)
     dkk_free(b), dkk_free(s), dkk_free(dets), dkk_free(inds), dkk_free(num), dkk_free(d64);
 }
 
+/* ---- nms_match ---------------------------------------------------------------------------- */
+
+static void check_match(const char *what, dkk_tensor *boxes, dkk_tensor *scores, double thr)
+{
+    const int64_t n = boxes->shape[0];
+    const size_t cnt = n > 0 ? (size_t)n : 1;
+    int64_t *wm = malloc(cnt * sizeof *wm), *ws = malloc(cnt * sizeof *ws);
+    const int64_t ng = ref_nms_match(boxes, scores, thr, wm, ws);
+    dkk_tensor *members = dkk_new(DK_INT64, 1, (int64_t[]){n}, NULL, 0),
+               *starts = dkk_new(DK_INT64, 1, (int64_t[]){n}, NULL, 0),
+               *num = dkk_new(DK_INT64, 1, (int64_t[]){1}, NULL, 0);
+    dk_status st = dk_nms_match(&boxes->t, &scores->t, &members->t, &starts->t, &num->t, thr);
+    if (st) fail_msg("%s: %s", what, dk_last_error());
+    const int64_t got = ((int64_t *)num->mem)[0];
+    if (got != ng) fail_msg("%s: %lld groups, the reference %lld", what, (long long)got, (long long)ng);
+    for (int64_t i = 0; i < n; i++)
+        if ((int64_t)dkk_get(members, (int64_t[]){i}) != wm[i])
+            fail_msg("%s: members[%lld] = %lld, the reference %lld", what, (long long)i,
+                     (long long)dkk_get(members, (int64_t[]){i}), (long long)wm[i]);
+    for (int64_t g = 0; g < ng; g++)
+        if ((int64_t)dkk_get(starts, (int64_t[]){g}) != ws[g])
+            fail_msg("%s: starts[%lld] = %lld, the reference %lld", what, (long long)g,
+                     (long long)dkk_get(starts, (int64_t[]){g}), (long long)ws[g]);
+    dkk_free(members), dkk_free(starts), dkk_free(num);
+    free(wm), free(ws);
+}
+
+static void nms_match_random_and_hostile(void **state)
+{
+    (void)state;
+    dkk_rng r = {11};
+    char what[128];
+    static const double thrs[] = {0.6, 0.2, 0.9, 0.0, -0.5, NAN};
+    for (size_t d = 0; d < DK_COUNTOF(FLOATS); d++)
+        for (int rep = 0; rep < 6; rep++) {
+            const int64_t n = rep == 0 ? 700 : rep == 1 ? 200 : 41;
+            dkk_tensor *b = random_boxes(&r, FLOATS[d], n, rep == 0 ? 600 : 150, rep < 3 ? 1 : -20, 80);
+            dkk_tensor *s = random_scores(&r, FLOATS[d], n, rep % 2 ? 4 : 0); /* ties in odd reps */
+            for (int k = 0; rep >= 3 && k < 10; k++) {                        /* NaN, infinite and huge values */
+                const int64_t i = (int64_t)dkk_uniform(&r, 0, n), c = (int64_t)dkk_uniform(&r, 0, 4);
+                const double pick = dkk_uniform(&r, 0, 4);
+                const double val = pick < 1 ? NAN : pick < 2 ? INFINITY : pick < 3 ? -INFINITY : 1e30;
+                if (k % 3 == 0) dkk_set(s, (int64_t[]){i}, val);
+                else dkk_set(b, (int64_t[]){i, c}, val);
+            }
+            for (size_t t = 0; t < DK_COUNTOF(thrs); t++) {
+                snprintf(what, sizeof what, "nms_match %s n=%lld rep %d thr=%g", dk_dtype_name(FLOATS[d]), (long long)n,
+                         rep, thrs[t]);
+                check_match(what, b, s, thrs[t]);
+            }
+            dkk_free(b), dkk_free(s);
+        }
+}
+
+/* MMCV's published case (tests/test_ops/test_nms.py, test_nms_match): two groups, [0, 1] and
+ * [2, 3] (IoUs 0.613 and 0.632 against 0.6; boxes 0 and 1 tie at 0.9: index order). And the
+ * rule that differs from nms: an overlap exactly at the threshold suppresses. */
+static void nms_match_mmcv_vectors(void **state)
+{
+    (void)state;
+    static const double dets[4][5] = {{49.1, 32.4, 51.0, 35.9, 0.9},
+                                      {49.3, 32.9, 51.0, 35.3, 0.9},
+                                      {35.3, 11.5, 39.9, 14.5, 0.4},
+                                      {35.2, 11.7, 39.7, 15.7, 0.3}};
+    for (int f64 = 0; f64 < 2; f64++) {
+        dkk_tensor *b = dkk_new(f64 ? DK_FLOAT64 : DK_FLOAT32, 2, (int64_t[]){4, 4}, NULL, 0),
+                   *s = dkk_new(f64 ? DK_FLOAT64 : DK_FLOAT32, 1, (int64_t[]){4}, NULL, 0);
+        for (int64_t i = 0; i < 4; i++) {
+            for (int d = 0; d < 4; d++) dkk_set(b, (int64_t[]){i, d}, dets[i][d]);
+            dkk_set(s, (int64_t[]){i}, dets[i][4]);
+        }
+        dkk_tensor *m = dkk_new(DK_INT64, 1, (int64_t[]){4}, NULL, 0),
+                   *st = dkk_new(DK_INT64, 1, (int64_t[]){4}, NULL, 0),
+                   *num = dkk_new(DK_INT64, 1, (int64_t[]){1}, NULL, 0);
+        assert_ok(dk_nms_match(&b->t, &s->t, &m->t, &st->t, &num->t, 0.6));
+        assert_int_equal(((int64_t *)num->mem)[0], 2);
+        const int64_t want_m[4] = {0, 1, 2, 3}, want_s[2] = {0, 2};
+        assert_memory_equal(m->mem, want_m, sizeof want_m);
+        assert_memory_equal(st->mem, want_s, sizeof want_s);
+        check_match("MMCV's vectors", b, s, 0.6);
+        dkk_free(b), dkk_free(s), dkk_free(m), dkk_free(st), dkk_free(num);
+    }
+    /* [0,0,10,10] against [0,0,10,5]: IoU 0.5 exactly; nms_match groups them at 0.5, nms does not */
+    dkk_tensor *b = dkk_new(DK_FLOAT32, 2, (int64_t[]){2, 4}, NULL, 0),
+               *s = dkk_new(DK_FLOAT32, 1, (int64_t[]){2}, NULL, 0);
+    const double v[2][4] = {{0, 0, 10, 10}, {0, 0, 10, 5}};
+    for (int64_t i = 0; i < 2; i++) {
+        for (int d = 0; d < 4; d++) dkk_set(b, (int64_t[]){i, d}, v[i][d]);
+        dkk_set(s, (int64_t[]){i}, 1.0 - (double)i);
+    }
+    dkk_tensor *m = dkk_new(DK_INT64, 1, (int64_t[]){2}, NULL, 0), *st = dkk_new(DK_INT64, 1, (int64_t[]){2}, NULL, 0),
+               *num = dkk_new(DK_INT64, 1, (int64_t[]){1}, NULL, 0);
+    assert_ok(dk_nms_match(&b->t, &s->t, &m->t, &st->t, &num->t, 0.5));
+    assert_int_equal(((int64_t *)num->mem)[0], 1);
+    assert_ok(dk_nms_match(&b->t, &s->t, &m->t, &st->t, &num->t, 0.50001));
+    assert_int_equal(((int64_t *)num->mem)[0], 2);
+    assert_ok(dk_nms(&b->t, &s->t, NULL, &m->t, &num->t, 0.5, 0));
+    assert_int_equal(((int64_t *)num->mem)[0], 2);
+    dkk_free(b), dkk_free(s), dkk_free(m), dkk_free(st), dkk_free(num);
+}
+
+static void nms_match_empty_and_bad_input(void **state)
+{
+    (void)state;
+    dkk_tensor *b0 = dkk_new(DK_FLOAT32, 2, (int64_t[]){0, 4}, NULL, 0),
+               *s0 = dkk_new(DK_FLOAT32, 1, (int64_t[]){0}, NULL, 0),
+               *e0 = dkk_new(DK_INT64, 1, (int64_t[]){0}, NULL, 0), *f0 = dkk_new(DK_INT64, 1, (int64_t[]){0}, NULL, 0),
+               *num = dkk_new(DK_INT64, 1, (int64_t[]){1}, NULL, 0);
+    ((int64_t *)num->mem)[0] = 7;
+    assert_ok(dk_nms_match(&b0->t, &s0->t, &e0->t, &f0->t, &num->t, 0.5));
+    assert_int_equal(((int64_t *)num->mem)[0], 0);
+    dkk_tensor *b = dkk_new(DK_FLOAT32, 2, (int64_t[]){3, 5}, NULL, 0),
+               *s = dkk_new(DK_FLOAT32, 1, (int64_t[]){3}, NULL, 0), *m = dkk_new(DK_INT64, 1, (int64_t[]){3}, NULL, 0),
+               *st = dkk_new(DK_INT64, 1, (int64_t[]){3}, NULL, 0),
+               *st2 = dkk_new(DK_INT64, 1, (int64_t[]){2}, NULL, 0),
+               *st32 = dkk_new(DK_INT32, 1, (int64_t[]){3}, NULL, 0),
+               *b4 = dkk_new(DK_FLOAT32, 2, (int64_t[]){3, 4}, NULL, 0);
+    assert_error(dk_nms_match(&b->t, &s->t, &m->t, &st->t, &num->t, 0.5), DK_EINVAL,
+                 "nms_match: 'boxes' must have shape [*, 4], got [3, 5]");
+    assert_error(dk_nms_match(&b4->t, &s->t, &m->t, &st2->t, &num->t, 0.5), DK_EINVAL,
+                 "nms_match: 'starts' must have shape [3], got [2]");
+    assert_error(dk_nms_match(&b4->t, &s->t, &m->t, &st32->t, &num->t, 0.5), DK_ETYPE,
+                 "nms_match: 'starts' must be int64, got int32");
+    assert_true(dk_nms_match(&b4->t, &s->t, &m->t, &m->t, &num->t, 0.5) != DK_OK); /* aliased */
+    dkk_free(b0), dkk_free(s0), dkk_free(e0), dkk_free(f0), dkk_free(num), dkk_free(b), dkk_free(s), dkk_free(m);
+    dkk_free(st), dkk_free(st2), dkk_free(st32), dkk_free(b4);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -359,6 +528,9 @@ int main(void)
         cmocka_unit_test(categories),
         cmocka_unit_test(empty_and_bad_input),
         cmocka_unit_test(soft_nms_mmcv_vectors),
+        cmocka_unit_test(nms_match_random_and_hostile),
+        cmocka_unit_test(nms_match_mmcv_vectors),
+        cmocka_unit_test(nms_match_empty_and_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -422,6 +422,173 @@ static void tunables_are_named_and_bounded(void **state)
     assert_int_equal(v, -1);
 }
 
+/* ---- roi_align_rotated ----------------------------------------------------------------- */
+
+/* Rotated RoIs (batch_index, cx, cy, w, h, angle) in image coordinates: inside, across the edges,
+ * outside, smaller than a pixel, of negative width, any angle. */
+static dkk_tensor *make_rotated_rois(dk_dtype dt, dkk_rng *r, int64_t k)
+{
+    dkk_tensor *t = dkk_new(dt, 2, (int64_t[]){k, 6}, NULL, 0);
+    const double ih = H / SCALE, iw = W / SCALE;
+    for (int64_t i = 0; i < k; i++) {
+        double v[6] = {(double)(i % N),
+                       dkk_uniform(r, -0.2 * iw, 1.2 * iw),
+                       dkk_uniform(r, -0.2 * ih, 1.2 * ih),
+                       dkk_uniform(r, 0, iw),
+                       dkk_uniform(r, 0, ih),
+                       dkk_uniform(r, -7, 7)};
+        if (i % 6 == 3) v[3] = 0.3, v[4] = 0.2;
+        if (i % 6 == 4) v[4] = -2;
+        if (i % 6 == 5) v[2] -= 3 * ih;
+        for (int j = 0; j < 6; j++) dkk_set(t, (int64_t[]){i, j}, v[j]);
+    }
+    return t;
+}
+
+/* MMCV's bilinear read of (y, x) on an h x w plane, from its definition: the four (row, column,
+ * weight) taps, or none (returns 0) outside [-1, h] x [-1, w]. */
+static int rotated_ref_taps(double y, double x, int64_t h, int64_t w, int64_t rc[4][2], double wt[4])
+{
+    if (y < -1.0 || y > (double)h || x < -1.0 || x > (double)w) return 0;
+    if (y <= 0) y = 0;
+    if (x <= 0) x = 0;
+    int64_t y0 = (int64_t)y, x0 = (int64_t)x, y1, x1;
+    if (y0 >= h - 1) y1 = y0 = h - 1, y = (double)y0;
+    else y1 = y0 + 1;
+    if (x0 >= w - 1) x1 = x0 = w - 1, x = (double)x0;
+    else x1 = x0 + 1;
+    const double ly = y - (double)y0, lx = x - (double)x0, hy = 1 - ly, hx = 1 - lx;
+    const int64_t r[4][2] = {{y0, x0}, {y0, x1}, {y1, x0}, {y1, x1}};
+    const double v[4] = {hy * hx, hy * lx, ly * hx, ly * lx};
+    memcpy(rc, r, sizeof r), memcpy(wt, v, sizeof v);
+    return 4;
+}
+
+/* MMCV's roi_align_rotated in double, sample by sample: the output (g NULL) or, for grad_output
+ * g, grad_input. */
+static void rotated_reference(const dkk_tensor *x, const dkk_tensor *rois, const dkk_tensor *g, int64_t ph_n,
+                              int64_t pw_n, int64_t sr, bool aligned, bool clockwise, dkk_tensor *out)
+{
+    const int64_t k_n = rois->shape[0], c_n = out->shape[1];
+    for (int64_t i = 0; i < dk_tensor_numel(&out->t); i++) ((double *)out->mem)[i] = 0;
+    for (int64_t k = 0; k < k_n; k++) {
+        double v[6];
+        for (int j = 0; j < 6; j++) v[j] = dkk_get(rois, (int64_t[]){k, j});
+        const int64_t n = (int64_t)v[0];
+        const double off = aligned ? 0.5 : 0.0, cx = v[1] * SCALE - off, cy = v[2] * SCALE - off;
+        double w = v[3] * SCALE, h = v[4] * SCALE, theta = clockwise ? -v[5] : v[5];
+        if (!aligned) w = w < 1 ? 1 : w, h = h < 1 ? 1 : h;
+        const int64_t gh = sr > 0 ? sr : (int64_t)ceil(h / (double)ph_n),
+                      gw = sr > 0 ? sr : (int64_t)ceil(w / (double)pw_n);
+        const double count = gh * gw > 1 ? (double)(gh * gw) : 1.0;
+        for (int64_t ph = 0; ph < ph_n; ph++)
+            for (int64_t pw = 0; pw < pw_n; pw++)
+                for (int64_t iy = 0; iy < gh; iy++)
+                    for (int64_t ix = 0; ix < gw; ix++) {
+                        const double yy = -h / 2 + (double)ph * h / (double)ph_n + (iy + 0.5) * h / (double)(ph_n * gh);
+                        const double xx = -w / 2 + (double)pw * w / (double)pw_n + (ix + 0.5) * w / (double)(pw_n * gw);
+                        const double y = yy * cos(theta) - xx * sin(theta) + cy;
+                        const double xs = yy * sin(theta) + xx * cos(theta) + cx;
+                        int64_t rc[4][2];
+                        double wt[4];
+                        const int m = rotated_ref_taps(y, xs, H, W, rc, wt);
+                        for (int t = 0; t < m; t++)
+                            for (int64_t c = 0; c < c_n; c++) {
+                                if (!g) {
+                                    const int64_t o = dkk_offset(out, (int64_t[]){k, c, ph, pw});
+                                    ((double *)out->mem)[o] += wt[t] *
+                                                               dkk_get(x, (int64_t[]){n, c, rc[t][0], rc[t][1]}) /
+                                                               count;
+                                } else {
+                                    const int64_t o = dkk_offset(out, (int64_t[]){n, c, rc[t][0], rc[t][1]});
+                                    ((double *)out->mem)[o] += dkk_get(g, (int64_t[]){k, c, ph, pw}) * wt[t] / count;
+                                }
+                            }
+                    }
+    }
+}
+
+static void rotated_against_the_reference(void **state)
+{
+    (void)state;
+    char what[256];
+    dkk_rng rng = {0x707a};
+    for (size_t di = 0; di < DK_COUNTOF(DTYPES); di++) {
+        const dk_dtype dt = DTYPES[di].dt;
+        const double atol = DTYPES[di].atol;
+        dkk_tensor *rois = make_rotated_rois(dt, &rng, K);
+        for (int layout = 0; layout < 3; layout++) {
+            const int *order = layout == 1 ? NHWC : NCHW;
+            const int64_t gap = layout == 2 ? 3 : 0;
+            dkk_tensor *x = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, order, gap);
+            dkk_fill_uniform(x, &rng, -1, 1);
+            dkk_tensor *g = dkk_new(dt, 4, (int64_t[]){K, C, PH, PW}, order, gap);
+            dkk_fill_uniform(g, &rng, -1, 1);
+            for (int64_t sr = 0; sr <= 2; sr += 2)
+                for (int mode = 0; mode < 4; mode++) {
+                    const bool aligned = mode & 1, clockwise = mode & 2;
+                    snprintf(what, sizeof what,
+                             "roi_align_rotated %s, layout %d, sampling_ratio %lld, aligned %d, "
+                             "clockwise %d",
+                             dk_dtype_name(dt), layout, (long long)sr, aligned, clockwise);
+                    dkk_tensor *out = dkk_new(dt, 4, (int64_t[]){K, C, PH, PW}, order, gap);
+                    dkk_tensor *gin = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, order, gap);
+                    dkk_tensor *rout = ref4(K, C, PH, PW), *rgin = ref4(N, C, H, W);
+                    assert_ok(
+                        dk_roi_align_rotated_forward(&x->t, &rois->t, &out->t, PH, PW, SCALE, sr, aligned, clockwise));
+                    rotated_reference(x, rois, NULL, PH, PW, sr, aligned, clockwise, rout);
+                    dkk_assert_close(out, rout, atol, atol, what);
+                    assert_ok(dk_roi_align_rotated_backward(&g->t, &rois->t, &gin->t, SCALE, sr, aligned, clockwise));
+                    rotated_reference(x, rois, g, PH, PW, sr, aligned, clockwise, rgin);
+                    dkk_assert_close(gin, rgin, 4 * atol, 4 * atol, what);
+                    dkk_free(out), dkk_free(gin), dkk_free(rout), dkk_free(rgin);
+                }
+            dkk_free(x), dkk_free(g);
+        }
+        dkk_free(rois);
+    }
+}
+
+/* Bins with more samples than the kernel's table (4096): the per-element path, forward and
+ * backward; and the bits of 1 and 3 threads, which must agree (Note [Rotated RoIAlign on a CPU]). */
+static void rotated_large_bins_and_threads(void **state)
+{
+    (void)state;
+    dkk_rng rng = {0x707b};
+    dkk_tensor *rois = make_rotated_rois(DK_FLOAT64, &rng, K);
+    dkk_tensor *x = dkk_new(DK_FLOAT64, 4, (int64_t[]){N, C, H, W}, NULL, 0);
+    dkk_fill_uniform(x, &rng, -1, 1);
+    dkk_tensor *g = dkk_new(DK_FLOAT64, 4, (int64_t[]){K, C, 1, 2}, NULL, 0);
+    dkk_fill_uniform(g, &rng, -1, 1);
+    dkk_tensor *out = dkk_new(DK_FLOAT64, 4, (int64_t[]){K, C, 1, 2}, NULL, 0), *rout = ref4(K, C, 1, 2);
+    dkk_tensor *gin = dkk_new(DK_FLOAT64, 4, (int64_t[]){N, C, H, W}, NULL, 0), *rgin = ref4(N, C, H, W);
+    assert_ok(dk_roi_align_rotated_forward(&x->t, &rois->t, &out->t, 1, 2, SCALE, 70, true, false));
+    rotated_reference(x, rois, NULL, 1, 2, 70, true, false, rout);
+    dkk_assert_close(out, rout, 1e-11, 1e-11, "roi_align_rotated, 4900 samples per bin");
+    assert_ok(dk_roi_align_rotated_backward(&g->t, &rois->t, &gin->t, SCALE, 70, true, false));
+    rotated_reference(x, rois, g, 1, 2, 70, true, false, rgin);
+    dkk_assert_close(gin, rgin, 1e-10, 1e-10, "roi_align_rotated backward, 4900 samples per bin");
+    dkk_free(out), dkk_free(rout), dkk_free(gin), dkk_free(rgin), dkk_free(g), dkk_free(rois), dkk_free(x);
+
+    dkk_tensor *r32 = make_rotated_rois(DK_FLOAT32, &rng, 40);
+    dkk_tensor *x32 = dkk_new(DK_FLOAT32, 4, (int64_t[]){N, 37, H, W}, NULL, 0);
+    dkk_fill_uniform(x32, &rng, -1, 1);
+    dkk_tensor *g32 = dkk_new(DK_FLOAT32, 4, (int64_t[]){40, 37, 7, 7}, NULL, 0);
+    dkk_fill_uniform(g32, &rng, -1, 1);
+    dkk_tensor *o[2], *gi[2];
+    for (int t = 0; t < 2; t++) {
+        assert_ok(dk_set_num_threads(t ? 3 : 1));
+        o[t] = dkk_new(DK_FLOAT32, 4, (int64_t[]){40, 37, 7, 7}, NULL, 0);
+        gi[t] = dkk_new(DK_FLOAT32, 4, (int64_t[]){N, 37, H, W}, NULL, 0);
+        assert_ok(dk_roi_align_rotated_forward(&x32->t, &r32->t, &o[t]->t, 7, 7, SCALE, 0, true, true));
+        assert_ok(dk_roi_align_rotated_backward(&g32->t, &r32->t, &gi[t]->t, SCALE, 0, true, true));
+    }
+    dkk_assert_identical(o[1], o[0], "roi_align_rotated forward, 3 threads against 1");
+    dkk_assert_identical(gi[1], gi[0], "roi_align_rotated backward, 3 threads against 1");
+    for (int t = 0; t < 2; t++) dkk_free(o[t]), dkk_free(gi[t]);
+    dkk_free(r32), dkk_free(x32), dkk_free(g32);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -435,6 +602,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(staged_writes_with_an_odd_stage, reset, reset),
         cmocka_unit_test_setup_teardown(empty_input_without_memory, reset, reset),
         cmocka_unit_test_setup_teardown(tunables_are_named_and_bounded, reset, reset),
+        cmocka_unit_test_setup_teardown(rotated_against_the_reference, reset, reset),
+        cmocka_unit_test_setup_teardown(rotated_large_bins_and_threads, reset, reset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

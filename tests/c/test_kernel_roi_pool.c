@@ -4,7 +4,8 @@
  * rounded whole-pixel bins, MMCV's continuous ones with floorf / ceilf): values, argmax and the
  * backward's sums, bit for bit, for every float dtype, any strides, boxes inside, across and
  * outside the map, degenerate and reversed boxes, NaN and infinite pixels; MMCV's published
- * vectors; thread counts; and the refusals.
+ * vectors; thread counts; and the refusals. ps_roi_pool and ps_roi_align likewise, against
+ * torchvision's kernels written out here in their own float or double arithmetic.
  */
 #include <float.h>
 #include <math.h>
@@ -280,6 +281,177 @@ static void ps_roi_pool_every_dtype(void **state)
     }
 }
 
+/* ---- ps_roi_align -------------------------------------------------------------------------- */
+
+/*
+ * torchvision's ps_roi_align written out in T (float for every dtype but float64), over dense
+ * copies of the tensors: forward outputs and the backward's scatter, RoIs, bins and samples in
+ * its order. Its one difference from torchvision is dkit's documented one (ops/roi_pool.h): a bin
+ * with no samples is 0, not 0 / 0. The boxes stay below the adaptive grid's cap
+ * (kernels/roi_align_math.h), which the reference does not have.
+ */
+#define DEFINE_REF_PSA(T, NAME)                                                                                      \
+    static T NAME##_interp(const T *plane, int H, int W, T y, T x, int *yl, int *yh, int *xl, int *xh, T w[4])       \
+    {                                                                                                                \
+        if (!(y >= -1 && y <= (T)H && x >= -1 && x <= (T)W)) return *yl = -1, (T)0;                                  \
+        if (y <= 0) y = 0;                                                                                           \
+        if (x <= 0) x = 0;                                                                                           \
+        *yl = (int)y, *xl = (int)x;                                                                                  \
+        if (*yl >= H - 1) *yh = *yl = H - 1, y = (T)*yl;                                                             \
+        else *yh = *yl + 1;                                                                                          \
+        if (*xl >= W - 1) *xh = *xl = W - 1, x = (T)*xl;                                                             \
+        else *xh = *xl + 1;                                                                                          \
+        const T ly = y - (T)*yl, lx = x - (T)*xl, hy = (T)1 - ly, hx = (T)1 - lx;                                    \
+        w[0] = hy * hx, w[1] = hy * lx, w[2] = ly * hx, w[3] = ly * lx;                                              \
+        return w[0] * plane[*yl * W + *xl] + w[1] * plane[*yl * W + *xh] + w[2] * plane[*yh * W + *xl] +             \
+               w[3] * plane[*yh * W + *xh];                                                                          \
+    }                                                                                                                \
+    static void NAME(const T *x, int C, int H, int W, const T *rois, int K, int PH, int PW, T scale, int sr, T *out, \
+                     const T *gout, T *gin)                                                                          \
+    {                                                                                                                \
+        const int CO = C / (PH * PW);                                                                                \
+        for (int k = 0; k < K; k++) {                                                                                \
+            const T *r = rois + 5 * k;                                                                               \
+            const int b = (int)r[0];                                                                                 \
+            const T sw = r[1] * scale - (T)0.5, sh = r[2] * scale - (T)0.5;                                          \
+            const T rw = (r[3] * scale - (T)0.5) - sw, rh = (r[4] * scale - (T)0.5) - sh;                            \
+            const T bh = rh / (T)PH, bw = rw / (T)PW;                                                                \
+            const int gh = sr > 0 ? sr : (int)ceil(rh / (T)PH), gw = sr > 0 ? sr : (int)ceil(rw / (T)PW);            \
+            const T count = (T)(gh * gw);                                                                            \
+            for (int c = 0; c < CO; c++)                                                                             \
+                for (int ph = 0; ph < PH; ph++)                                                                      \
+                    for (int pw = 0; pw < PW; pw++) {                                                                \
+                        const int cin = (c * PH + ph) * PW + pw, o = ((k * CO + c) * PH + ph) * PW + pw;             \
+                        const T *plane = x + ((int64_t)b * C + cin) * H * W;                                         \
+                        T *gplane = gin + ((int64_t)b * C + cin) * H * W;                                            \
+                        const T hs = (T)ph * bh + sh, ws = (T)pw * bw + sw;                                          \
+                        T sum = 0;                                                                                   \
+                        for (int iy = 0; iy < gh; iy++) {                                                            \
+                            const T y = hs + (T)(iy + .5f) * bh / (T)gh;                                             \
+                            for (int ix = 0; ix < gw; ix++) {                                                        \
+                                const T xx = ws + (T)(ix + .5f) * bw / (T)gw;                                        \
+                                int yl, yh, xl, xh;                                                                  \
+                                T w[4];                                                                              \
+                                sum += NAME##_interp(plane, H, W, y, xx, &yl, &yh, &xl, &xh, w);                     \
+                                if (yl < 0) continue;                                                                \
+                                const T g = gout[o];                                                                 \
+                                gplane[yl * W + xl] += g * w[0] / count;                                             \
+                                gplane[yl * W + xh] += g * w[1] / count;                                             \
+                                gplane[yh * W + xl] += g * w[2] / count;                                             \
+                                gplane[yh * W + xh] += g * w[3] / count;                                             \
+                            }                                                                                        \
+                        }                                                                                            \
+                        out[o] = gh <= 0 || gw <= 0 ? (T)0 : sum / count; /* dkit: no samples, 0 */                  \
+                    }                                                                                                \
+        }                                                                                                            \
+    }
+DEFINE_REF_PSA(float, ref_psa_f)
+DEFINE_REF_PSA(double, ref_psa_d)
+
+/* A dense copy of t's elements in index order. */
+static double *dense(const dkk_tensor *t)
+{
+    const int64_t n = dk_tensor_numel(&t->t);
+    double *d = malloc((size_t)n * sizeof *d);
+    int64_t idx[4] = {0, 0, 0, 0};
+    for (int64_t i = 0; i < n; i++) {
+        int64_t rem = i;
+        for (int j = t->t.ndim - 1; j >= 0; j--) idx[j] = rem % t->t.shape[j], rem /= t->t.shape[j];
+        d[i] = dkk_get(t, idx);
+    }
+    return d;
+}
+
+/* A tensor of dtype dt and like's shape holding the dense values v (each rounded to dt). */
+static dkk_tensor *from_dense(dk_dtype dt, const dkk_tensor *like, const double *v)
+{
+    dkk_tensor *t = dkk_new(dt, like->t.ndim, like->t.shape, NULL, 0);
+    int64_t idx[4] = {0, 0, 0, 0};
+    for (int64_t i = 0; i < dk_tensor_numel(&t->t); i++) {
+        int64_t rem = i;
+        for (int j = t->t.ndim - 1; j >= 0; j--) idx[j] = rem % t->t.shape[j], rem /= t->t.shape[j];
+        dkk_set(t, idx, v[i]);
+    }
+    return t;
+}
+
+static void check_psa_case(dk_dtype dt, double scale, int PH, int PW, int sr, bool nhwc, dkk_rng *r)
+{
+    char what[160];
+    snprintf(what, sizeof what, "ps_roi_align %s scale %g %dx%d sr %d %s", dk_dtype_name(dt), scale, PH, PW, sr,
+             nhwc ? "NHWC" : "NCHW");
+    const int N = 2, CO = 2, C = CO * PH * PW, H = 11, W = 13, K = 19;
+    dkk_tensor *x = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, nhwc ? (int[]){0, 2, 3, 1} : NULL, 1);
+    dkk_fill_uniform(x, r, -5, 5);
+    dkk_tensor *rois = make_rois(dt, r, K, N, W / scale);
+    dkk_tensor *out = dkk_new(dt, 4, (int64_t[]){K, CO, PH, PW}, NULL, 2);
+    dkk_fill_uniform(out, r, 7, 8); /* overwritten */
+    assert_ok(dk_ps_roi_align_forward(&x->t, &rois->t, &out->t, scale, sr));
+    dkk_tensor *go = dkk_new(dt, 4, (int64_t[]){K, CO, PH, PW}, NULL, 0);
+    dkk_fill_uniform(go, r, -1, 1);
+    dkk_tensor *gi = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, nhwc ? (int[]){0, 2, 3, 1} : NULL, 3);
+    dkk_fill_uniform(gi, r, 7, 8); /* overwritten */
+    assert_ok(dk_ps_roi_align_backward(&go->t, &rois->t, &gi->t, scale, sr));
+    double *xd = dense(x), *rd = dense(rois), *gd = dense(go);
+    const size_t nx = (size_t)N * C * H * W, no = (size_t)K * CO * PH * PW;
+    double *od = malloc(no * sizeof *od), *gid = calloc(nx, sizeof *gid);
+    if (dt == DK_FLOAT64) {
+        ref_psa_d(xd, C, H, W, rd, K, PH, PW, scale, sr, od, gd, gid);
+    } else { /* 16-bit values are exact in float, the compute type */
+        float *xf = malloc(nx * sizeof *xf), *rf = malloc((size_t)K * 5 * sizeof *rf), *of = malloc(no * sizeof *of);
+        float *gf = malloc(no * sizeof *gf), *gif = calloc(nx, sizeof *gif);
+        for (size_t i = 0; i < nx; i++) xf[i] = (float)xd[i];
+        for (size_t i = 0; i < (size_t)K * 5; i++) rf[i] = (float)rd[i];
+        for (size_t i = 0; i < no; i++) gf[i] = (float)gd[i];
+        ref_psa_f(xf, C, H, W, rf, K, PH, PW, (float)scale, sr, of, gf, gif);
+        for (size_t i = 0; i < no; i++) od[i] = of[i];
+        for (size_t i = 0; i < nx; i++) gid[i] = gif[i];
+        free(xf), free(rf), free(of), free(gf), free(gif);
+    }
+    dkk_tensor *want = from_dense(dt, out, od), *gwant = from_dense(dt, gi, gid);
+    dkk_assert_identical(out, want, what);
+    dkk_assert_identical(gi, gwant, what);
+    free(xd), free(rd), free(gd), free(od), free(gid);
+    dkk_free(x), dkk_free(rois), dkk_free(out), dkk_free(go), dkk_free(gi), dkk_free(want), dkk_free(gwant);
+}
+
+/* Every dtype; grids adaptive (-1, 0, -7: every value <= 0), one sample, several per pixel. */
+static void ps_roi_align_every_dtype(void **state)
+{
+    (void)state;
+    dkk_rng r = {0x9004};
+    for (size_t d = 0; d < DK_COUNTOF(DTYPES); d++) {
+        check_psa_case(DTYPES[d], 1.0, 2, 2, -1, false, &r);
+        check_psa_case(DTYPES[d], 0.5, 3, 2, 0, true, &r);
+        check_psa_case(DTYPES[d], 0.6, 1, 4, 2, false, &r);
+        check_psa_case(DTYPES[d], 1.7, 7, 7, 1, true, &r);
+        check_psa_case(DTYPES[d], 0.25, 2, 3, -7, false, &r);
+        check_psa_case(DTYPES[d], 2.0, 2, 2, 5, false, &r);
+    }
+}
+
+/* The backward's order is fixed per plane, whatever the number of threads; so is the forward. */
+static void ps_roi_align_same_bits_for_any_thread_count(void **state)
+{
+    (void)state;
+    for (int t = 1; t <= 4; t++) {
+        assert_ok(dk_set_num_threads(t));
+        dkk_rng r = {0x9005};
+        check_psa_case(DK_FLOAT32, 0.5, 3, 3, -1, false, &r);
+        check_psa_case(DK_FLOAT16, 0.5, 3, 3, 2, true, &r);
+    }
+    assert_ok(dk_set_num_threads(0));
+}
+
+/* A sampling_ratio above DK__PSA_TAPS (64) columns: the kernel's taps past its table. */
+static void ps_roi_align_beyond_the_tap_table(void **state)
+{
+    (void)state;
+    dkk_rng r = {0x9006};
+    check_psa_case(DK_FLOAT32, 1.0, 1, 1, 70, false, &r);
+    check_psa_case(DK_FLOAT64, 0.5, 2, 1, 67, true, &r);
+}
+
 static void bad_input(void **state)
 {
     (void)state;
@@ -322,9 +494,27 @@ static void bad_input(void **state)
     assert_error(dk_ps_roi_pool_forward(&x->t, &rois->t, &ps->t, 1.0), DK_EINVAL,
                  "ps_roi_pool_forward: input channels must be a multiple of pooling height * pooling width, got 2 "
                  "channels for 2 x 2 bins");
+    /* ps_roi_align: channels a multiple of the bins, a 32-bit sampling_ratio, a positive scale */
+    assert_error(dk_ps_roi_align_forward(&x->t, &rois->t, &ps->t, 1.0, -1), DK_EINVAL,
+                 "ps_roi_align_forward: input channels must be a multiple of pooling height * pooling width, got 2 "
+                 "channels for 2 x 2 bins");
+    dkk_tensor *psa = dkk_new(DK_FLOAT32, 4, (int64_t[]){1, 2, 1, 1}, NULL, 0);
+    assert_ok(dk_ps_roi_align_forward(&x->t, &rois->t, &psa->t, 1.0, -5));
+    assert_error(dk_ps_roi_align_forward(&x->t, &rois->t, &psa->t, 1.0, (int64_t)1 << 31), DK_EINVAL,
+                 "ps_roi_align_forward: sampling_ratio must fit a 32-bit int (<= 0 is adaptive), got 2147483648");
+    assert_error(dk_ps_roi_align_backward(&psa->t, &rois->t, &x->t, 1.0, -((int64_t)1 << 32)), DK_EINVAL,
+                 "ps_roi_align_backward: sampling_ratio must fit a 32-bit int (<= 0 is adaptive), got -4294967296");
+    assert_error(dk_ps_roi_align_forward(&x->t, &rois->t, &psa->t, 0.0, 2), DK_EINVAL,
+                 "ps_roi_align_forward: spatial_scale must be a positive finite number, got 0");
+    assert_error(dk_ps_roi_align_forward(&x->t, &r4->t, &psa->t, 1.0, 2), DK_EINVAL,
+                 "ps_roi_align_forward: 'rois' must have shape [K, 5] (batch_index, x1, y1, x2, y2), got 2-d with a "
+                 "different width");
+    dkk_tensor *psa3 = dkk_new(DK_FLOAT32, 4, (int64_t[]){1, 3, 1, 1}, NULL, 0);
+    assert_error(dk_ps_roi_align_backward(&psa3->t, &rois->t, &x->t, 1.0, 2), DK_EINVAL,
+                 "ps_roi_align_backward: 'grad_output' must have shape [1, 2, 1, 1], got [1, 3, 1, 1]");
     dkk_free(x), dkk_free(rois), dkk_free(out), dkk_free(arg), dkk_free(arg32), dkk_free(r4), dkk_free(gi),
         dkk_free(gbad);
-    dkk_free(ps);
+    dkk_free(ps), dkk_free(psa), dkk_free(psa3);
 }
 
 int main(void)
@@ -334,6 +524,9 @@ int main(void)
         cmocka_unit_test(same_bits_for_any_thread_count),
         cmocka_unit_test(mmcv_published_vectors),
         cmocka_unit_test(ps_roi_pool_every_dtype),
+        cmocka_unit_test(ps_roi_align_every_dtype),
+        cmocka_unit_test(ps_roi_align_same_bits_for_any_thread_count),
+        cmocka_unit_test(ps_roi_align_beyond_the_tap_table),
         cmocka_unit_test(bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

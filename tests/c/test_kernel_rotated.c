@@ -3,7 +3,9 @@
  * areas computed by hand and against an independent clipper written here (Sutherland-Hodgman on
  * the exact corners, in double); then the CPU box_iou_rotated and nms_rotated kernels against
  * loops over that math (every pair; MMCV's suppression loop), every dtype, any strides, and
- * their refusals.
+ * their refusals. Quadrilaterals (dk_quad_overlap, box_iou_quadri, nms_quadri): MMCV's published
+ * case with values by hand, the same clipper on rotated boxes' corners in any vertex order, twins,
+ * hostile vertices, the kernels and their refusals.
  */
 #include "dk_kernel_test.h"
 #include "rotated.h" /* ops/rotated.h */
@@ -42,12 +44,11 @@ static double ref_area(const double *x, const double *y, int n)
     return fabs(a) / 2;
 }
 
-/* Area of the intersection of two boxes (w, h > 0), by Sutherland-Hodgman. */
-static double ref_inter(const double *a, const double *b, bool clockwise)
+/* Area of the intersection of quadrilateral (px, py) with the convex counter-clockwise
+ * quadrilateral (cx, cy), by Sutherland-Hodgman; px, py hold 16 and are overwritten. */
+static double ref_clip(double *px, double *py, const double *cx, const double *cy)
 {
-    double px[16], py[16], cx[4], cy[4], qx[16], qy[16];
-    ref_corners(a, clockwise, px, py);
-    ref_corners(b, clockwise, cx, cy);
+    double qx[16], qy[16];
     int n = 4;
     for (int e = 0; e < 4 && n > 0; e++) {
         const double ex = cx[(e + 1) % 4] - cx[e], ey = cy[(e + 1) % 4] - cy[e];
@@ -63,11 +64,20 @@ static double ref_inter(const double *a, const double *b, bool clockwise)
                 qy[m++] = py[i] + t * (py[j] - py[i]);
             }
         }
-        memcpy(px, qx, sizeof px);
-        memcpy(py, qy, sizeof py);
+        memcpy(px, qx, sizeof qx);
+        memcpy(py, qy, sizeof qy);
         n = m;
     }
     return n >= 3 ? ref_area(px, py, n) : 0;
+}
+
+/* Area of the intersection of two boxes (w, h > 0). */
+static double ref_inter(const double *a, const double *b, bool clockwise)
+{
+    double px[16], py[16], cx[4], cy[4];
+    ref_corners(a, clockwise, px, py);
+    ref_corners(b, clockwise, cx, cy);
+    return ref_clip(px, py, cx, cy);
 }
 
 static double ref_iou(const double *a, const double *b, bool clockwise)
@@ -481,6 +491,145 @@ static void empty_and_bad_input(void **state)
     dkk_free(s64), dkk_free(o33), dkk_free(l3), dkk_free(o30), dkk_free(b3d);
 }
 
+/* ---- quadrilaterals (Note [Quadrilaterals]) ------------------------------------------------ */
+
+static double quad64(const double *a, const double *b, int mode) { return dk_quad_overlap_f64(a, b, mode); }
+
+/* The reference for convex quadrilaterals in either direction: ref_clip against b made
+ * counter-clockwise. */
+static double ref_quad(const double *a, const double *b, int mode)
+{
+    double px[16], py[16], cx[4], cy[4];
+    for (int k = 0; k < 4; k++) px[k] = a[2 * k], py[k] = a[2 * k + 1], cx[k] = b[2 * k], cy[k] = b[2 * k + 1];
+    const double aa = ref_area(px, py, 4), ab = ref_area(cx, cy, 4);
+    double signed2 = 0;
+    for (int k = 0; k < 4; k++) signed2 += cx[k] * cy[(k + 1) % 4] - cx[(k + 1) % 4] * cy[k];
+    if (signed2 < 0)
+        for (int k = 0; k < 2; k++) {
+            double t = cx[k];
+            cx[k] = cx[3 - k], cx[3 - k] = t;
+            t = cy[k], cy[k] = cy[3 - k], cy[3 - k] = t;
+        }
+    const double i = ref_clip(px, py, cx, cy);
+    return i / (mode == DK_RBOX_IOF ? aa : aa + ab - i);
+}
+
+/* A random rotated box's corners as a quadrilateral, from vertex `first`, clockwise or not. */
+static void quad_of(const double *box, int first, bool reverse, double *q)
+{
+    double x[4], y[4];
+    ref_corners(box, true, x, y);
+    for (int k = 0; k < 4; k++) {
+        const int c = (first + (reverse ? 3 * k : k)) % 4;
+        q[2 * k] = x[c], q[2 * k + 1] = y[c];
+    }
+}
+
+/* MMCV's published case (tests/test_ops/test_box_iou_quadri.py), values by hand: the
+ * trapezoid (1,1),(3,4),(4,4),(4,1) meets the square [0,2]^2 in 2/3 (IoU 1/14, IoF 1/9) and the
+ * rectangle [2,4]x[1,4] in 21/4 (IoU 7/9, IoF 7/8: MMCV's 1.0 and 1.0 are its rectangle-only
+ * "inside" test); the kite (2,2),(3,4),(4,2),(3,1) of area 3 and the 45-degree square of area 2
+ * lie inside rectangles of areas 6 and 4 (IoU 1/2, IoF 1). nms_quadri at 0.3 keeps 3, 1, 2. */
+static void quadri_mmcv_vectors_and_twins(void **state)
+{
+    (void)state;
+    static const double b1[3][8] = {{1, 1, 3, 4, 4, 4, 4, 1}, {2, 2, 3, 4, 4, 2, 3, 1}, {7, 7, 8, 8, 9, 7, 8, 6}};
+    static const double b2[3][8] = {{0, 0, 0, 2, 2, 2, 2, 0}, {2, 1, 2, 4, 4, 4, 4, 1}, {7, 6, 7, 8, 9, 8, 9, 6}};
+    static const double iou[3][3] = {{1.0 / 14, 7.0 / 9, 0}, {0, 0.5, 0}, {0, 0, 0.5}};
+    static const double iof[3][3] = {{1.0 / 9, 7.0 / 8, 0}, {0, 1, 0}, {0, 0, 1}};
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++) {
+            assert_true(fabs(quad64(b1[i], b2[j], DK_RBOX_IOU) - iou[i][j]) < 1e-12);
+            assert_true(fabs(quad64(b1[i], b2[j], DK_RBOX_IOF) - iof[i][j]) < 1e-12);
+        }
+    /* a rotated box as its corners: box_iou_rotated's value; twins in every vertex order: 1 */
+    dkk_rng r = {0x41};
+    for (int t = 0; t < 2000; t++) {
+        const double a[5] = {dkk_uniform(&r, 0, 50), dkk_uniform(&r, 0, 50), dkk_uniform(&r, 1, 30),
+                             dkk_uniform(&r, 1, 30), dkk_uniform(&r, -PI, PI)};
+        const double b[5] = {dkk_uniform(&r, 0, 50), dkk_uniform(&r, 0, 50), dkk_uniform(&r, 1, 30),
+                             dkk_uniform(&r, 1, 30), dkk_uniform(&r, -PI, PI)};
+        double qa[8], qb[8], qt[8];
+        quad_of(a, t % 4, t % 3 == 0, qa);
+        quad_of(b, (t / 4) % 4, t % 5 == 0, qb);
+        quad_of(a, (t + 1) % 4, t % 3 != 0, qt);
+        const double v = quad64(qa, qb, DK_RBOX_IOU);
+        if (fabs(v - ref_quad(qa, qb, DK_RBOX_IOU)) > 1e-9 || fabs(v - iou64(a, b)) > 1e-9)
+            fail_msg("pair %d: quadri %.17g, reference %.17g, rotated %.17g", t, v, ref_quad(qa, qb, DK_RBOX_IOU),
+                     iou64(a, b));
+        assert_true(fabs(quad64(qa, qb, DK_RBOX_IOF) - ref_quad(qa, qb, DK_RBOX_IOF)) < 1e-9);
+        assert_true(fabs(quad64(qa, qt, DK_RBOX_IOU) - 1) < 1e-12 && quad64(qa, qt, DK_RBOX_IOU) <= 1);
+        float fa[8], ft[8];
+        for (int d = 0; d < 8; d++) fa[d] = (float)qa[d], ft[d] = (float)qt[d];
+        const float f = dk_quad_overlap_f32(fa, ft, DK_RBOX_IOU);
+        assert_true(f <= 1 && f > 1 - 1e-5f);
+    }
+    /* NaN, infinite and degenerate vertices: 0 or NaN, never outside [0, 1] */
+    double q[8] = {0, 0, 4, 0, 4, 4, 0, 4};
+    const double sq[8] = {1, 1, 5, 1, 5, 5, 1, 5};
+    for (int d = 0; d < 8; d++) {
+        const double keep = q[d];
+        for (int k = 0; k < 3; k++) {
+            q[d] = k == 0 ? NAN : k == 1 ? INFINITY : q[(d + 2) % 8];
+            const double v = quad64(q, sq, DK_RBOX_IOU), w = quad64(sq, q, DK_RBOX_IOF);
+            assert_true((v >= 0 && v <= 1) || v != v);
+            assert_true((w >= 0 && w <= 1) || w != w);
+        }
+        q[d] = keep;
+    }
+}
+
+static void quadri_kernels(void **state)
+{
+    (void)state;
+    static const double dets[4][9] = {{1, 1, 3, 4, 4, 4, 4, 1, 0.7},
+                                      {2, 2, 3, 4, 4, 2, 3, 1, 0.8},
+                                      {7, 7, 8, 8, 9, 7, 8, 6, 0.5},
+                                      {0, 0, 0, 2, 2, 2, 2, 0, 0.9}};
+    for (size_t t = 0; t < 4; t++) {
+        const dk_dtype dt = t == 0 ? DK_FLOAT32 : t == 1 ? DK_FLOAT64 : t == 2 ? DK_FLOAT16 : DK_BFLOAT16;
+        dkk_tensor *b = dkk_new(dt, 2, (int64_t[]){4, 8}, NULL, 1), *s = dkk_new(dt, 1, (int64_t[]){4}, NULL, 0);
+        for (int64_t i = 0; i < 4; i++) {
+            for (int d = 0; d < 8; d++) dkk_set(b, (int64_t[]){i, d}, dets[i][d]);
+            dkk_set(s, (int64_t[]){i}, dets[i][8]);
+        }
+        dkk_tensor *keep = dkk_new(DK_INT64, 1, (int64_t[]){4}, NULL, 0),
+                   *num = dkk_new(DK_INT64, 1, (int64_t[]){1}, NULL, 0);
+        assert_ok(dk_nms_quadri(&b->t, &s->t, NULL, &keep->t, &num->t, 0.3));
+        const int64_t want[3] = {3, 1, 2};
+        assert_int_equal(((int64_t *)num->mem)[0], 3);
+        assert_memory_equal(keep->mem, want, sizeof want);
+        /* every pair, through the kernel: the math's value, in the dtype */
+        dkk_tensor *out = dkk_new(dt, 2, (int64_t[]){4, 4}, (int[]){1, 0}, 0);
+        assert_ok(dk_box_iou_quadri(&b->t, &b->t, &out->t, DK_RBOX_IOU, false));
+        for (int64_t i = 0; i < 4; i++)
+            for (int64_t j = 0; j < 4; j++) {
+                double qi[8], qj[8];
+                for (int d = 0; d < 8; d++)
+                    qi[d] = dkk_get(b, (int64_t[]){i, d}), qj[d] = dkk_get(b, (int64_t[]){j, d});
+                const double want_ij = dt == DK_FLOAT64 ? quad64(qi, qj, DK_RBOX_IOU) : 0;
+                const double got = dkk_get(out, (int64_t[]){i, j});
+                if (dt == DK_FLOAT64) assert_true(got == want_ij);
+                assert_true(i == j ? fabs(got - 1) < 1e-2 : got >= 0 && got <= 1);
+            }
+        dkk_free(b), dkk_free(s), dkk_free(keep), dkk_free(num), dkk_free(out);
+    }
+    /* refusals */
+    dkk_tensor *b5 = dkk_new(DK_FLOAT32, 2, (int64_t[]){2, 5}, NULL, 0),
+               *b8 = dkk_new(DK_FLOAT32, 2, (int64_t[]){2, 8}, NULL, 0),
+               *o = dkk_new(DK_FLOAT32, 2, (int64_t[]){2, 2}, NULL, 0),
+               *s = dkk_new(DK_FLOAT32, 1, (int64_t[]){2}, NULL, 0), *k = dkk_new(DK_INT64, 1, (int64_t[]){2}, NULL, 0),
+               *n = dkk_new(DK_INT64, 1, (int64_t[]){1}, NULL, 0);
+    assert_error(
+        dk_box_iou_quadri(&b5->t, &b8->t, &o->t, 0, false), DK_EINVAL,
+        "box_iou_quadri: 'boxes1' must have shape [K, 8] (x1, y1, ..., x4, y4), got 2-d with a different width");
+    assert_error(dk_box_iou_quadri(&b8->t, &b8->t, &o->t, 2, false), DK_EINVAL,
+                 "box_iou_quadri: mode must be 0 (iou) or 1 (iof), got 2");
+    assert_error(dk_nms_quadri(&b5->t, &s->t, NULL, &k->t, &n->t, 0.5), DK_EINVAL,
+                 "nms_quadri: 'dets' must have shape [N, 8] (x1, y1, ..., x4, y4), got 2-d with a different width");
+    dkk_free(b5), dkk_free(b8), dkk_free(o), dkk_free(s), dkk_free(k), dkk_free(n);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -497,6 +646,8 @@ int main(void)
         cmocka_unit_test(box_iou_rotated_kernel),
         cmocka_unit_test(nms_rotated_kernel),
         cmocka_unit_test(empty_and_bad_input),
+        cmocka_unit_test(quadri_mmcv_vectors_and_twins),
+        cmocka_unit_test(quadri_kernels),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -103,10 +103,11 @@ class Producer:
         return m.capsule
 
 
-def run_child(code, *argv, timeout=120):
+def run_child(code, *argv, timeout=120, path=()):
     """Runs `code` in a fresh interpreter, with this module importable as `tce` and dkit from
-    the tree under test; returns its stdout. For checks whose failure would be a crash (a NULL
-    or freed pointer dereferenced): pytest then reports a failed test, not a dead run."""
+    the tree under test (and the folders `path` first on sys.path); returns its stdout. For
+    checks whose failure would be a crash (a NULL or freed pointer dereferenced): pytest then
+    reports a failed test, not a dead run."""
     import dkit._paths as p
 
     prelude = (
@@ -115,7 +116,7 @@ def run_child(code, *argv, timeout=120):
         "tce = importlib.util.module_from_spec(spec); spec.loader.exec_module(tce)\n"
     )
     root = os.path.dirname(os.path.dirname(p.__file__))
-    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.path.dirname(__file__))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([*map(str, path), root, os.path.dirname(__file__)]))
     r = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code), __file__, *map(str, argv)],
                        env=env, capture_output=True, text=True, timeout=timeout)  # fmt: skip
     assert r.returncode == 0, f"child exited with {r.returncode}\n{r.stdout}{r.stderr}"
@@ -1102,6 +1103,81 @@ def test_backend_loading_in_a_child_process(tmp_path):
     good = _build_backend(tmp_path, "pytestdev", _BACKEND_C)
     bad = _build_backend(tmp_path, "badabi", _BAD_ABI_C, link=False)
     assert run_child(_CHILD, good, bad).strip().endswith("ok")
+
+
+_CHILD_ENV = r"""
+import sys, warnings
+warnings.simplefilter("error")  # a failing backend must not break the import even so
+import dkit
+good, link, bad = sys.argv[2:5]
+rows = {b.path: b for b in dkit.backends()}
+g = rows[good]
+assert (g.name, g.key, g.available, g.origin) == ("pytestdev", "pytestdev", True, "DKIT_BACKENDS"), g
+assert link not in rows, rows  # the same file by a symlink: loaded once (Note [A library loads once])
+for path, why in (("/nonexistent/libnone.so", "no such file"), (bad, "ABI")):
+    b = rows[path]
+    assert (b.available, b.key, b.origin) == (False, None, "DKIT_BACKENDS") and why in b.reason, b
+    assert "not loaded" in str(b), str(b)
+assert [r[0] for r in dkit.dispatch.table("roi_align_forward")].count("pytestdev") == 1
+dkit.load_backend(good)  # loaded already: a no-op that keeps the origin
+assert {b.path: b for b in dkit.backends()}[good].origin == "DKIT_BACKENDS"
+assert [b for b in dkit.backends() if b.name == "cpu"][0].origin == "built in"
+print("ok")
+"""
+
+
+def test_dkit_backends_are_loaded_at_import_and_a_failing_one_is_skipped(tmp_path, monkeypatch):
+    # Note [A failing backend never breaks the import] (csrc/python/dk_pybackends_at_import.c):
+    # DKIT_BACKENDS loads libraries in order when dkit._C is imported; a missing file and a
+    # library built for another ABI are reported by dkit.backends() with their reasons, with
+    # warnings turned into errors too; a symlink to a loaded library loads nothing more.
+    good = _build_backend(tmp_path, "pytestdev", _BACKEND_C)
+    bad = _build_backend(tmp_path, "badabi", _BAD_ABI_C, link=False)
+    link = tmp_path / "libalias.so"
+    link.symlink_to(good)
+    paths = [str(good), "", "/nonexistent/libnone.so", str(bad), str(link)]
+    monkeypatch.setenv("DKIT_BACKENDS", os.pathsep.join(paths))
+    assert run_child(_CHILD_ENV, good, link, bad).strip().endswith("ok")
+
+
+_CHILD_ENTRY_POINTS = r"""
+import dkit
+good = sys.argv[2]
+rows = {b.path: b for b in dkit.backends()}
+g = rows[good]
+assert (g.key, g.available, g.origin) == ("pytestdev", True, "entry point a_good (dkit-test-vendor 0.1)"), g
+failed = {b.origin: b for b in dkit.backends() if not b.available and b.origin.startswith("entry point")}
+assert set(failed) == {"entry point b_broken (dkit-test-vendor 0.1)", "entry point c_missing (dkit-test-vendor 0.1)",
+                       "entry point d_not_a_path (dkit-test-vendor 0.1)"}, failed
+assert "RuntimeError: no driver here" in failed["entry point b_broken (dkit-test-vendor 0.1)"].reason
+assert "ModuleNotFoundError" in failed["entry point c_missing (dkit-test-vendor 0.1)"].reason
+assert "not a library's path" in failed["entry point d_not_a_path (dkit-test-vendor 0.1)"].reason
+assert [r[0] for r in dkit.dispatch.table("roi_align_forward")].count("pytestdev") == 1
+print("ok")
+"""
+
+
+def test_backends_declared_by_installed_packages_load_with_dkit(tmp_path, monkeypatch):
+    # Note [Backends from entry points] (dkit/_entry_points.py): a package's "dkit.backends"
+    # entry points load when dkit._C is imported, in name order: a library's path loads; a
+    # module that raises, a module that is not there and an object that is no path are each
+    # reported with their reasons and skipped, with warnings turned into errors too.
+    good = _build_backend(tmp_path, "pytestdev", _BACKEND_C)
+    site = tmp_path / "site"
+    info = site / "dkit_test_vendor-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: dkit-test-vendor\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(
+        "[dkit.backends]\n"
+        "a_good = dkit_test_vendor:LIBRARY\n"
+        "b_broken = dkit_test_broken\n"
+        "c_missing = dkit_test_not_installed\n"
+        "d_not_a_path = dkit_test_vendor:NUMBER\n"
+    )
+    (site / "dkit_test_vendor.py").write_text(f"LIBRARY = {str(good)!r}\nNUMBER = 7\n")
+    (site / "dkit_test_broken.py").write_text("raise RuntimeError('no driver here')\n")
+    monkeypatch.setenv("PYTHONWARNINGS", "error::RuntimeWarning")  # errors before dkit._C's import
+    assert run_child(_CHILD_ENTRY_POINTS, good, path=[site]).strip().endswith("ok")
 
 
 # ------------------------------------------------------------------------------------------

@@ -208,6 +208,95 @@ def test_batched_nms_equal_scores_in_torchvision_order(kind, n):
         assert torch.equal(dkit.ops.batched_nms(boxes, scores, idxs, 0.5), ref)
 
 
+def _torch_order(scores, kept):
+    """torchvision's steps for many boxes: the kept indices ascending, ordered by torch.sort."""
+    ascending = kept.sort()[0]
+    return ascending[scores[ascending].sort(descending=True)[1]]
+
+
+def _dkit_order(scores, kept):
+    """dkit's order of the same kept set: decreasing score (NaN first), equal scores by index."""
+    ascending = kept.sort()[0]
+    return ascending[scores[ascending].sort(descending=True, stable=True)[1]]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_torch_sort_ties_is_torch_sort(dtype):
+    # Note [torch's order of equal scores] (csrc/cpu/dk_std_sort.h): _C.torch_sort_ties gives
+    # the order torch.sort(descending=True) itself gives, on every stack the suite runs on;
+    # sizes across the insertion sort's 16 and up to 100,000, few ties to all equal, NaN and
+    # signed zeros, sorted, reversed and organ-pipe inputs (other partitions), among scores
+    # that are not kept.
+    g = torch.Generator().manual_seed(11)
+    cases = reordered = 0
+    for n in [2, 16, 17, 18, 33, 100, 1000, 5000, 30000, 100000]:
+        for kind in ["pairs", "coarse", "constant", "nan", "zeros", "sorted", "reversed", "organ"]:
+            if n == 100000 and kind not in ("pairs", "coarse"):
+                continue
+            v = torch.randperm(n, generator=g).double()
+            if kind == "pairs":
+                pairs = max(1, n // 1000)
+                v[torch.randint(0, n, (pairs,), generator=g)] = v[torch.randint(0, n, (pairs,), generator=g)]
+            elif kind == "coarse":
+                v = (v / 7).floor()
+            elif kind == "constant":
+                v = torch.full((n,), 3.0, dtype=torch.float64)
+            elif kind == "nan":
+                v[torch.rand(n, generator=g) < 0.2] = float("nan")
+                v = (v / 3).floor()
+            elif kind == "zeros":
+                v = torch.where(torch.rand(n, generator=g) < 0.5, torch.tensor(0.0), torch.tensor(-0.0)).double()
+                v[: n // 3] = torch.rand(n // 3, generator=g).double()
+            else:
+                base = torch.arange(n, dtype=torch.float64) // 3
+                v = {"sorted": base, "reversed": base.flip(0), "organ": torch.minimum(base, base.flip(0))}[kind]
+            total = n + n // 3
+            scores = torch.rand(total, generator=g).double()
+            kept = torch.randperm(total, generator=g)[:n]
+            scores[kept] = v
+            scores = scores.to(dtype)  # rounding makes more ties in float16 and bfloat16
+            keep = _dkit_order(scores, kept)
+            order = _C.torch_sort_ties(keep, scores)
+            got = keep if order is None else torch.frombuffer(order, dtype=torch.int64)
+            want = _torch_order(scores, kept)
+            assert torch.equal(got, want), (n, kind, dtype)
+            reordered += not torch.equal(keep, want)
+            # None exactly when no two kept scores are equal
+            kept_scores = scores[keep].double()
+            equal = (kept_scores[1:] == kept_scores[:-1]) | (kept_scores[1:].isnan() & kept_scores[:-1].isnan())
+            assert (order is None) == (not bool(equal.any())), (n, kind, dtype)
+            cases += 1
+    assert cases == 74 and reordered >= 40  # most cases differ from dkit's own order
+
+
+def test_torch_sort_ties_bad_input():
+    # a private helper of dkit.compat, yet never a crash: the core's DLPack checks, then its own
+    scores = torch.tensor([0.5, 0.5, 0.25, 0.75])
+    keep = torch.tensor([3, 0, 1, 2])
+    assert torch.frombuffer(_C.torch_sort_ties(keep, scores), dtype=torch.int64).tolist() == [3, 0, 1, 2]
+    bad = [
+        ((keep, scores, scores), TypeError, "takes two tensors"),
+        ((keep.int(), scores), ValueError, "1-D int64"),
+        ((keep.view(2, 2), scores), ValueError, "1-D int64"),
+        ((keep, scores.int()), ValueError, "float16, bfloat16, float32 or float64"),
+        ((keep, scores.view(2, 2)), ValueError, "1-D float16"),
+        ((torch.tensor([3, 0, 1, 2, 0]), scores), ValueError, "kept indices of"),
+        ((torch.tensor([3, 0, 9]), scores), ValueError, "not an index of scores"),
+        ((torch.tensor([3, -1]), scores), ValueError, "not an index of scores"),
+        ((torch.tensor([0, 3]), scores), ValueError, "not in decreasing score order"),
+        ((torch.tensor([3, 0, 0]), scores), ValueError, "kept twice"),
+        ((keep, "scores"), TypeError, ""),
+    ]
+    for args, exc, message in bad:
+        with pytest.raises(exc, match=message):
+            _C.torch_sort_ties(*args)
+    assert _C.torch_sort_ties(torch.empty(0, dtype=torch.int64), scores) is None
+    # a strided keep and strided scores are read through their strides
+    wide = torch.stack([scores, torch.zeros(4)], 1)[:, 0]
+    k2 = torch.stack([keep, keep], 1)[:, 0]
+    assert torch.frombuffer(_C.torch_sort_ties(k2, wide), dtype=torch.int64).tolist() == [3, 0, 1, 2]
+
+
 def test_batched_nms_categories_of_any_dtype_and_empty():
     boxes, scores = clustered_boxes(600, objects=5, seed=4)
     idxs = torch.randint(0, 4, (600,), generator=torch.Generator().manual_seed(0))

@@ -1,6 +1,8 @@
 """roi_pool (dkit.ops, dkit.compat.mmcv): torchvision's op as the reference for its bins, values,
 argmax and gradients, to the bit; MMCV's published test vectors and a NumPy port of MMCV's kernel
-for its bins; 16-bit inputs, NumPy arrays, TorchScript, and the refusals."""
+for its bins; 16-bit inputs, NumPy arrays, TorchScript, and the refusals. ps_roi_pool and
+ps_roi_align (dkit.ops, dkit.compat.torchvision) likewise against torchvision's ops, and
+torchvision's own TestPSRoIAlign checks re-expressed against the compat module."""
 
 import numpy as np
 import pytest
@@ -153,20 +155,25 @@ def test_torchscript_and_torch_op():
     assert torch.equal(torch.jit.script(dk_mmcv.roi_pool)(x, rois, [2, 3], 0.5), want)
 
 
-def test_same_bits_for_any_thread_count():
-    x = torch.randn(2, 64, 32, 32, requires_grad=True)
-    rois = _rois(2, 200, 32, 10)
+def _same_bits_for_any_thread_count(op, x, rois):
+    """op(x, rois)'s values and input gradient on 1, 2 and 3 threads: the same bits."""
+    x = x.detach().requires_grad_()
     runs = []
     for t in (1, 2, 3):
         dkit.set_num_threads(t)
         try:
             x.grad = None
-            out = dkit.ops.roi_pool(x, rois, 7, 1.0)
+            out = op(x, rois)
             out.sum().backward()
             runs.append((out.detach(), x.grad.clone()))
         finally:
             dkit.set_num_threads(0)
     assert all(torch.equal(a[0], runs[0][0]) and torch.equal(a[1], runs[0][1]) for a in runs)
+
+
+def test_same_bits_for_any_thread_count():
+    x, rois = torch.randn(2, 64, 32, 32), _rois(2, 200, 32, 10)
+    _same_bits_for_any_thread_count(lambda x, r: dkit.ops.roi_pool(x, r, 7, 1.0), x, rois)
 
 
 # ------------------------------------------------------------------------------------------
@@ -279,7 +286,7 @@ def test_ps_roi_pool_bad_input():
 
 
 def test_torchvision_compat_signatures_are_identical():
-    for name in ("roi_pool", "ps_roi_pool", "RoIPool", "PSRoIPool"):
+    for name in ("roi_pool", "ps_roi_pool", "ps_roi_align", "RoIPool", "PSRoIPool", "PSRoIAlign"):
         ours, theirs = getattr(dk_tv, name), getattr(tvops, name)
         pairs = [(ours, theirs)]
         if isinstance(ours, type):
@@ -287,7 +294,7 @@ def test_torchvision_compat_signatures_are_identical():
         for a, b in pairs:
             assert_signature_covers(a, b)
             assert_signature_covers(b, a)
-    assert {"roi_pool", "RoIPool", "ps_roi_pool", "PSRoIPool"} <= set(dk_tv.__all__)
+    assert {"roi_pool", "RoIPool", "ps_roi_pool", "PSRoIPool", "ps_roi_align", "PSRoIAlign"} <= set(dk_tv.__all__)
 
 
 def test_torchvision_compat_values_scripted_and_errors():
@@ -309,3 +316,250 @@ def test_torchvision_compat_values_scripted_and_errors():
     assert torch.equal(torch.jit.script(dk_tv.PSRoIPool(2, 0.8))(x, rois), tvops.PSRoIPool(2, 0.8)(x, rois))
     assert repr(dk_tv.RoIPool(7, 0.5)) == repr(tvops.RoIPool(7, 0.5))
     assert repr(dk_tv.PSRoIPool(7, 0.5)) == repr(tvops.PSRoIPool(7, 0.5))
+
+
+# ------------------------------------------------------------------------------------------
+# ps_roi_align (torchvision's)
+
+
+def _psa_pair(dtype, size, scale, sr, seed):
+    """(torchvision's output, dkit's, and both gradients of one random gradient) on _rois."""
+    g = torch.Generator().manual_seed(seed)
+    c = 2 * size[0] * size[1]
+    x = torch.randn(2, c, 17, 15, generator=g, dtype=torch.float64).to(dtype)
+    rois = _rois(2, 40, 15 / scale, seed, dtype)
+    xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
+    want = tvops.ps_roi_align(xa, rois, size, scale, sr)
+    got = dkit.ops.ps_roi_align(xb, rois, size, scale, sr)
+    gout = torch.randn(want.shape, generator=g, dtype=torch.float64).to(dtype)
+    want.backward(gout)
+    got.backward(gout)
+    return x, rois, want.detach(), got.detach(), xa.grad, xb.grad
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("sr", [-1, 0, 1, 2, -3])
+@pytest.mark.parametrize("size, scale", [((2, 2), 1.0), ((3, 3), 0.25), ((3, 2), 0.7), ((1, 5), 1.6)])
+def test_ps_roi_align_equal_to_torchvision(dtype, sr, size, scale):
+    x, rois, want, got, gwant, ggot = _psa_pair(dtype, size, scale, sr, size[0] * 7 + size[1] + sr)
+    assert got.shape == want.shape and got.dtype == dtype
+    # torchvision divides by a count of 0 for a bin without samples (the adaptive grid of a point
+    # box): NaN there, dkit's 0; every other value, and every gradient, to the bit
+    nan = want.isnan()
+    assert (nan.any() == (sr <= 0)) and (got[nan] == 0).all()
+    assert torch.equal(got[~nan], want[~nan])
+    assert torch.equal(ggot, gwant)
+    boxes = [rois[rois[:, 0] == i, 1:] for i in range(2)]
+    want_list = tvops.ps_roi_align(x, boxes, size, scale, sr).nan_to_num()
+    assert torch.equal(dkit.ops.ps_roi_align(x, boxes, size, scale, sr).nan_to_num(), want_list)
+
+
+def test_ps_roi_align_gradcheck():
+    g = torch.Generator().manual_seed(5)
+    x = torch.rand(2, 12, 9, 8, generator=g, dtype=torch.float64, requires_grad=True)
+    rois = torch.tensor(
+        [[0, 1, 1, 6.3, 5], [1, -1.5, 0.5, 9.5, 8.7], [0, 3, 3, 4, 5], [1, 7, 6, 2, 1]], dtype=torch.float64
+    )
+    for sr in (-1, 2, 3):
+        assert torch.autograd.gradcheck(lambda t, sr=sr: dkit.ops.ps_roi_align(t, rois, (2, 3), 0.9, sr), (x,))
+    xn = x.detach().permute(0, 1, 3, 2).contiguous().permute(0, 1, 3, 2).requires_grad_()  # NHWC-like strides
+    assert torch.autograd.gradcheck(lambda t: dkit.ops.ps_roi_align(t, rois, 2, 1.3, -1), (xn[:, :8],))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_ps_roi_align_sixteen_bit(dtype):
+    # computed in float32 from the 16-bit values, rounded once; the backward summed in float32
+    x = torch.randn(2, 8, 12, 12).to(dtype)
+    rois = _rois(2, 20, 12, 12).to(dtype)
+    xs, xf = x.clone().requires_grad_(), x.float().requires_grad_()
+    got = dkit.ops.ps_roi_align(xs, rois, 2, 0.8, 2)
+    want = dkit.ops.ps_roi_align(xf, rois.float(), 2, 0.8, 2)
+    assert got.dtype == dtype and torch.equal(got, want.to(dtype))
+    gout = torch.randn(got.shape).to(dtype)
+    got.backward(gout)
+    want.backward(gout.float())
+    assert xs.grad.dtype == dtype and torch.equal(xs.grad, xf.grad.to(dtype))
+    # and close to torchvision's float32 (its own 16-bit CPU kernels compute in 16 bits, if at all)
+    tv = tvops.ps_roi_align(x.float(), rois.float(), 2, 0.8, 2)
+    torch.testing.assert_close(got.float(), tv, rtol=1e-2, atol=1e-2)
+
+
+def test_ps_roi_align_same_bits_for_any_thread_count():
+    x, rois = torch.randn(2, 98, 24, 24), _rois(2, 150, 24, 13)
+    _same_bits_for_any_thread_count(lambda x, r: dkit.ops.ps_roi_align(x, r, 7, 1.0, -1), x, rois)
+    _same_bits_for_any_thread_count(lambda x, r: dkit.ops.ps_roi_align(x.half(), r.half(), 7, 1.0, 2).float(), x, rois)
+
+
+def test_ps_roi_align_torch_op_and_torchscript():
+    x, rois = torch.randn(1, 12, 8, 8), torch.tensor([[0.0, 1, 1, 6, 6]])
+    want = dkit.ops.ps_roi_align(x, rois, (2, 3), 0.5, 2)
+    assert torch.equal(torch.ops.dkit.ps_roi_align(x, rois, [2, 3], 0.5, 2), want)
+
+    @torch.jit.script
+    def scripted(x: torch.Tensor, rois: torch.Tensor) -> torch.Tensor:
+        return torch.ops.dkit.ps_roi_align(x, rois, [2, 3], 0.5, 2)
+
+    assert torch.equal(scripted(x, rois), want)
+    assert torch.equal(torch.ops.dkit.ps_roi_align(x, rois, [2, 3]), dkit.ops.ps_roi_align(x, rois, (2, 3), 1.0, -1))
+
+
+def test_ps_roi_align_bad_input():
+    x, rois = torch.randn(1, 6, 8, 8), torch.tensor([[0.0, 1, 1, 6, 6]])
+    with pytest.raises(ValueError, match="input channels must be a multiple of pooling height \\* pooling width"):
+        dkit.ops.ps_roi_align(x, rois, 2)
+    with pytest.raises(ValueError, match="output size must be positive"):
+        dkit.ops.ps_roi_align(x, rois, (0, 2))
+    with pytest.raises(ValueError, match="output size must be positive"):
+        dkit.ops.ps_roi_align(x, rois, (-2, 3))
+    with pytest.raises(ValueError, match="sampling_ratio must fit a 32-bit int"):
+        dkit.ops.ps_roi_align(x, rois, (2, 3), 1.0, 2**31)
+    with pytest.raises(ValueError, match="sampling_ratio must fit a 32-bit int"):
+        dkit.ops.ps_roi_align(x, rois, (2, 3), 1.0, -(2**31) - 1)
+    with pytest.raises(ValueError, match="spatial_scale must be a positive finite number"):
+        dkit.ops.ps_roi_align(x, rois, (2, 3), -0.5)
+    with pytest.raises(ValueError, match="'rois' must have shape \\[K, 5\\]"):
+        dkit.ops.ps_roi_align(x, rois[:, :4], (2, 3))
+    with pytest.raises(ValueError, match="non-finite"):
+        dkit.ops.ps_roi_align(x, torch.tensor([[0.0, 1, float("nan"), 6, 6]]), (2, 3))
+    with pytest.raises(IndexError, match="batch index 2"):
+        dkit.ops.ps_roi_align(x, torch.tensor([[2.0, 1, 1, 6, 6]]), (2, 3))
+    with pytest.raises(TypeError, match="'rois' must be float32, got float64"):
+        dkit.ops.ps_roi_align(x, rois.double(), (2, 3))
+    with pytest.raises(TypeError):
+        dkit.ops.ps_roi_align(x.int(), rois.int(), (2, 3))
+    # every sampling_ratio <= 0 is the adaptive grid, as torchvision's
+    assert torch.equal(dkit.ops.ps_roi_align(x, rois, (2, 3), 1.0, -9), dkit.ops.ps_roi_align(x, rois, (2, 3), 1.0, 0))
+    assert dkit.ops.ps_roi_align(x, rois[:0], (2, 3)).shape == (0, 1, 2, 3)
+    # a box far larger than the map: a bounded grid (kernels/roi_align_math.h), finite values
+    huge = torch.tensor([[0.0, -1e6, -1e6, 1e6, 1e6]])
+    assert dkit.ops.ps_roi_align(x, huge, (2, 3)).isfinite().all()
+
+
+# torchvision's own TestPSRoIAlign (test/test_ops.py, 0.14 and 0.21: the same checks, 0.21 adding
+# float16 forwards and torch.fx), re-expressed against dkit.compat.torchvision: its forward
+# against a float64 loop written from the op's definition (bilinear samples snapped to the
+# border, zero outside), its gradchecks (eager and scripted, ten seeds, both layouts), its boxes
+# shape errors, its torch.fx checks.
+
+
+def _tv_test_expected(x, rois, ph, pw, scale, sr):
+    """The op's definition in float64 loops: (x1 * s - 0.5) ..., ceil(bin) samples when sr <= 0."""
+    x = x.double()
+    cout = x.shape[1] // (ph * pw)
+    out = torch.zeros(rois.shape[0], cout, ph, pw, dtype=torch.float64)
+    h, w = x.shape[2:]
+
+    def sample(plane, y, xx):
+        if y < -1 or y > h or xx < -1 or xx > w:
+            return 0.0
+        y, xx = min(max(y, 0.0), h - 1), min(max(xx, 0.0), w - 1)
+        y0, x0 = int(np.floor(y)), int(np.floor(xx))
+        y1, x1 = min(y0 + 1, h - 1), min(x0 + 1, w - 1)
+        ly, lx = y - y0, xx - x0
+        return (
+            (1 - ly) * (1 - lx) * plane[y0][x0]
+            + (1 - ly) * lx * plane[y0][x1]
+            + ly * (1 - lx) * plane[y1][x0]
+            + ly * lx * plane[y1][x1]
+        )
+
+    for r, roi in enumerate(rois.double().tolist()):
+        x1, y1, x2, y2 = (v * scale - 0.5 for v in roi[1:])
+        bh, bw = (y2 - y1) / ph, (x2 - x1) / pw
+        gh, gw = (sr, sr) if sr > 0 else (int(np.ceil(bh)), int(np.ceil(bw)))
+        for i in range(ph):
+            for j in range(pw):
+                for c in range(cout):
+                    plane = x[int(roi[0]), (c * ph + i) * pw + j].tolist()
+                    acc = sum(
+                        sample(plane, y1 + i * bh + (iy + 0.5) * bh / gh, x1 + j * bw + (ix + 0.5) * bw / gw)
+                        for iy in range(gh)
+                        for ix in range(gw)
+                    )
+                    out[r, c, i, j] = acc / (gh * gw)
+    return out
+
+
+_TV_TEST_ROIS = [[0, 0, 0, 9, 9], [0, 0, 5, 4, 9], [0, 5, 5, 9, 9], [1, 0, 0, 9, 9]]
+
+
+@pytest.mark.parametrize("contiguous", [True, False])
+@pytest.mark.parametrize("x_dtype", [torch.float16, torch.float32, torch.float64])
+def test_torchvision_test_ops_forward(x_dtype, contiguous):
+    x = torch.rand(2, 2 * 25, 10, 10, dtype=x_dtype)
+    if not contiguous:
+        x = x.permute(0, 1, 3, 2)
+    rois = torch.tensor(_TV_TEST_ROIS, dtype=x_dtype)
+    y = dk_tv.PSRoIAlign((5, 5), spatial_scale=1, sampling_ratio=-1)(x, rois)
+    assert y.dtype == x.dtype
+    tol = 4e-3 if x_dtype is torch.float16 else 1e-5
+    torch.testing.assert_close(_tv_test_expected(x, rois, 5, 5, 1, -1).to(y), y, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize("contiguous", [True, False])
+def test_torchvision_test_ops_backward(seed, contiguous):
+    torch.random.manual_seed(seed)
+    x = torch.rand(1, 8, 5, 5, dtype=torch.float64, requires_grad=True)
+    if not contiguous:
+        x = x.permute(0, 1, 3, 2)
+    rois = torch.tensor([[0, 0, 0, 4, 4], [0, 0, 2, 3, 4], [0, 2, 2, 4, 4]], dtype=torch.float64)
+    module = dk_tv.PSRoIAlign((2, 2), spatial_scale=1, sampling_ratio=1)
+    assert torch.autograd.gradcheck(lambda z: module(z, rois), (x,))
+    scripted = torch.jit.script(dk_tv.ps_roi_align)
+    assert torch.autograd.gradcheck(lambda z: scripted(z, rois, 2), (x,))
+
+
+def test_torchvision_test_ops_boxes_shape_and_fx():
+    a = torch.linspace(1, 64, 64).reshape(1, 1, 8, 8)
+    with pytest.raises(AssertionError):
+        dk_tv.ps_roi_align(a, torch.tensor([[0, 0, 3, 3]], dtype=a.dtype), output_size=(2, 2))
+    with pytest.raises(AssertionError):
+        dk_tv.ps_roi_align(a, [torch.tensor([[0, 0, 3]], dtype=a.dtype)], output_size=(2, 2))
+    feature_extraction = pytest.importorskip("torchvision.models.feature_extraction")
+
+    class Wrapper(torch.nn.Module):  # torchvision's RoIOpTesterModuleWrapper
+        def __init__(self, obj):
+            super().__init__()
+            self.layer, self.n_inputs = obj, 2
+
+        def forward(self, a, b):
+            self.layer(a, b)
+
+    names = feature_extraction.get_graph_node_names(Wrapper(dk_tv.PSRoIAlign((5, 5), 1, -1)))
+    assert len(names) == 2 and len(names[0]) == len(names[1]) == 3  # the op a leaf node
+    op = dk_tv.PSRoIAlign((5, 5), 1, -1)
+    traced = torch.fx.symbolic_trace(op)
+    x, rois = torch.rand(2, 50, 5, 5), torch.tensor(_TV_TEST_ROIS, dtype=torch.float)
+    want = op(x, rois)
+    assert want.dtype == x.dtype and torch.equal(traced(x, rois), want)
+
+
+def test_torchvision_compat_ps_roi_align():  # its signatures: test_torchvision_compat_signatures_are_identical
+    g = torch.Generator().manual_seed(23)
+    x = torch.randn(2, 8, 11, 11, generator=g)
+    rois = _rois(2, 12, 11, 23)
+    boxes = [rois[rois[:, 0] == i, 1:] for i in range(2)]
+    for sr in (-1, 2):
+        want = tvops.ps_roi_align(x, rois, 2, 0.8, sr).nan_to_num()
+        assert torch.equal(dk_tv.ps_roi_align(x, rois, 2, 0.8, sr), want)
+        want_list = tvops.ps_roi_align(x, boxes, 2, 0.8, sr).nan_to_num()
+        assert torch.equal(dk_tv.ps_roi_align(x, boxes, 2, 0.8, sr), want_list)
+        assert torch.equal(torch.jit.script(dk_tv.ps_roi_align)(x, rois, 2, 0.8, sr), want)
+        assert torch.equal(torch.jit.script(dk_tv.PSRoIAlign(2, 0.8, sr))(x, rois), want)
+    assert torch.equal(dk_tv.ps_roi_align(x, rois, 2), tvops.ps_roi_align(x, rois, 2).nan_to_num())  # defaults
+    with pytest.raises(AssertionError, match=r"The boxes tensor shape is not correct as Tensor\[K, 5\]"):
+        dk_tv.ps_roi_align(x, rois[:, :4], 2)
+    # scripted, torch._assert raises torch.jit.Error, as in torchvision's scripted op
+    with pytest.raises(torch.jit.Error, match=r"The boxes tensor shape is not correct as Tensor\[K, 5\]"):
+        torch.jit.script(dk_tv.ps_roi_align)(x, rois[:, :4], 2)
+    with pytest.raises(torch.jit.Error, match=r"The boxes tensor shape is not correct as Tensor\[K, 5\]"):
+        torch.jit.script(tvops.ps_roi_align)(x, rois[:, :4], 2)
+    with pytest.raises(AssertionError, match="List\\[Tensor\\[L, 4\\]\\]"):
+        dk_tv.ps_roi_align(x, [rois[:, :3]], 2)
+    with pytest.raises(RuntimeError, match="input channels must be a multiple of pooling height \\* pooling width"):
+        dk_tv.ps_roi_align(x, rois, 3)
+    with pytest.raises(RuntimeError, match="input channels must be a multiple of pooling height \\* pooling width"):
+        tvops.ps_roi_align(x, rois, 3)
+    assert repr(dk_tv.PSRoIAlign(7, 0.5, 2)) == repr(tvops.PSRoIAlign(7, 0.5, 2))
+    assert repr(dk_tv.PSRoIAlign((7, 3), 0.25, -1)) == repr(tvops.PSRoIAlign((7, 3), 0.25, -1))

@@ -1,6 +1,7 @@
-"""box_iou_rotated and nms_rotated (dkit.ops and dkit.compat.mmcv): MMCV's published test vectors,
-an independent polygon clipper on random boxes, a greedy NMS reference, torchvision's box_iou at
-angle 0, NumPy and torch alike, hostile values and refusals."""
+"""box_iou_rotated and nms_rotated, box_iou_quadri and nms_quadri (dkit.ops and dkit.compat.mmcv):
+MMCV's published test vectors, an independent polygon clipper on random boxes, an exact rational
+reference, a greedy NMS reference, torchvision's box_iou at angle 0, NumPy and torch alike,
+hostile values and refusals."""
 
 import inspect
 import math
@@ -206,8 +207,17 @@ def test_box_iou_rotated_is_a_grid_estimate_too():
 def _exact_overlap(a, b, mode="iou"):
     from fractions import Fraction as F
 
-    pa = [(F(x), F(y)) for x, y in _corners(a)]
-    pb = [(F(x), F(y)) for x, y in _corners(b)]
+    a1, a2 = F(float(a[2])) * F(float(a[3])), F(float(b[2])) * F(float(b[3]))
+    return _exact_polygon_overlap(_corners(a), _corners(b), a1, a2, mode)
+
+
+def _exact_polygon_overlap(a, b, a1, a2, mode="iou"):
+    """The overlap of convex quadrilaterals a and b (lists of four points, either direction) of
+    areas a1 and a2, in rational arithmetic."""
+    from fractions import Fraction as F
+
+    pa = [(F(x), F(y)) for x, y in a]
+    pb = [(F(x), F(y)) for x, y in b]
 
     def cross(o, p, q):
         return (p[0] - o[0]) * (q[1] - o[1]) - (p[1] - o[1]) * (q[0] - o[0])
@@ -241,7 +251,6 @@ def _exact_overlap(a, b, mode="iou"):
             hull += chain[:-1]
         inter = abs(sum(hull[i][0] * hull[(i + 1) % len(hull)][1] - hull[(i + 1) % len(hull)][0] * hull[i][1]
                         for i in range(len(hull)))) / 2  # fmt: skip
-    a1, a2 = F(float(a[2])) * F(float(a[3])), F(float(b[2])) * F(float(b[3]))
     return float(inter / (a1 if mode == "iof" else a1 + a2 - inter))
 
 
@@ -365,11 +374,12 @@ def test_threads_give_the_same_bits():
 # nms_rotated against a greedy reference over dkit's own IoU matrix
 
 
-def ref_nms(dets, scores, thr, labels=None):
-    """MMCV's CPU loop: torch's descending order, IoU(kept, candidate) >= float32(thr)."""
+def ref_nms(dets, scores, thr, labels=None, overlaps=dkit.ops.box_iou_rotated):
+    """MMCV's CPU loop: torch's descending order, IoU(kept, candidate) >= float32(thr), the IoUs
+    from overlaps (box_iou_rotated, or box_iou_quadri for nms_quadri)."""
     d, s = torch.as_tensor(dets), torch.as_tensor(scores)
     order = torch.sort(s, descending=True, stable=True)[1].tolist()
-    iou = dkit.ops.box_iou_rotated(d, d).double().numpy()  # iou[i, j]: box i first, as the kernel
+    iou = overlaps(d, d).double().numpy()  # iou[i, j]: box i first, as the kernel
     thr = float(np.float32(thr))
     suppressed, keep = set(), []
     for a, i in enumerate(order):
@@ -504,3 +514,210 @@ def test_sizes_past_2_31_are_refused_without_allocating():
     # the core refuses it too, whoever calls it
     with pytest.raises(ValueError, match="'boxes1' may hold at most 2\\^31 - 1 boxes"):
         _C.ops.box_iou_rotated(huge_t, small[:0], torch.empty(0, 0), 0, False, True)
+
+
+# ------------------------------------------------------------------------------------------
+# Quadrilaterals: box_iou_quadri and nms_quadri (Note [Quadrilaterals] in kernels/rotated_math.h)
+
+# MMCV's published vectors (tests/test_ops/test_box_iou_quadri.py, test_nms_quadri.py)
+Q1 = np.asarray([[1.0, 1.0, 3.0, 4.0, 4.0, 4.0, 4.0, 1.0], [2.0, 2.0, 3.0, 4.0, 4.0, 2.0, 3.0, 1.0],
+                 [7.0, 7.0, 8.0, 8.0, 9.0, 7.0, 8.0, 6.0]], np.float32)  # fmt: skip
+Q2 = np.asarray([[0.0, 0.0, 0.0, 2.0, 2.0, 2.0, 2.0, 0.0], [2.0, 1.0, 2.0, 4.0, 4.0, 4.0, 4.0, 1.0],
+                 [7.0, 6.0, 7.0, 8.0, 9.0, 8.0, 9.0, 6.0]], np.float32)  # fmt: skip
+Q_IOU = np.asarray([[0.0714, 1.0000, 0.0000], [0.0000, 0.5000, 0.0000], [0.0000, 0.0000, 0.5000]], np.float32)
+Q_IOF = np.asarray([[0.1111, 1.0000, 0.0000], [0.0000, 1.0000, 0.0000], [0.0000, 0.0000, 1.0000]], np.float32)
+# Where MMCV is wrong: Q1[0], the trapezoid (1,1),(3,4),(4,4),(4,1), is not a rectangle, and MMCV's
+# "inside" test assumes one. It meets the rectangle Q2[1] = [2,4] x [1,4] in 21/4 (by hand: width 2
+# for y in [1, 2.5], then 3 - 2(y - 1)/3 down to 1 at y = 4), of areas 6 and 6.
+Q_EXACT = {(0, 1): (21 / 4 / (12 - 21 / 4), 21 / 4 / 6)}
+Q_NMS = np.array([[1.0, 1.0, 3.0, 4.0, 4.0, 4.0, 4.0, 1.0, 0.7], [2.0, 2.0, 3.0, 4.0, 4.0, 2.0, 3.0, 1.0, 0.8],
+                  [7.0, 7.0, 8.0, 8.0, 9.0, 7.0, 8.0, 6.0, 0.5], [0.0, 0.0, 0.0, 2.0, 2.0, 2.0, 2.0, 0.0, 0.9]],
+                 np.float32)  # fmt: skip
+Q_NMS_LABELS = np.array([1, 0, 1, 0], np.float32)
+
+
+@pytest.mark.parametrize("lib", ["ops", "compat"])
+@pytest.mark.parametrize("fw", ["torch", "numpy"])
+@pytest.mark.parametrize("mode", ["iou", "iof"])
+def test_box_iou_quadri_mmcv_vectors_and_where_mmcv_is_wrong(lib, fw, mode):
+    f = dkit.ops.box_iou_quadri if lib == "ops" else dk_mmcv.box_iou_quadri
+    if lib == "compat" and fw == "numpy":
+        pytest.skip("MMCV's box_iou_quadri takes tensors")
+    conv = torch.from_numpy if fw == "torch" else (lambda x: x)
+    want = (Q_IOU if mode == "iou" else Q_IOF).astype(np.float64)
+    for (i, j), exact in Q_EXACT.items():
+        assert want[i, j] == 1.0  # MMCV's published value ...
+        want[i, j] = exact[mode == "iof"]  # ... and the exact one, which dkit gives
+        assert abs(_exact_quad(Q1[i], Q2[j], mode) - want[i, j]) < 1e-12
+    full = _np(f(conv(Q1), conv(Q2), mode))
+    np.testing.assert_allclose(full, want, atol=1e-4)
+    np.testing.assert_allclose(_np(f(conv(Q1), conv(Q2), mode, aligned=True)), np.diag(want), atol=1e-4)
+
+
+def test_nms_quadri_mmcv_vectors_and_batched_nms():
+    boxes = torch.from_numpy(Q_NMS)
+    for labels in (None, torch.from_numpy(Q_NMS_LABELS)):  # MMCV's labels change nothing
+        dets, keep = dk_mmcv.nms_quadri(boxes[:, :8], boxes[:, -1], 0.3, labels)
+        assert keep.tolist() == [3, 1, 2]
+        np.testing.assert_array_equal(dets.numpy(), Q_NMS[[3, 1, 2]])
+    # dkit.ops: labels are categories (box 0 is then another category than box 1, which covers it)
+    _, keep = dkit.ops.nms_quadri(boxes[:, :8], boxes[:, -1], 0.3, torch.from_numpy(Q_NMS_LABELS))
+    assert keep.tolist() == [3, 1, 0, 2]
+    cfg = dict(type="nms_quadri", iou_threshold=0.3)
+    labels = torch.from_numpy(Q_NMS_LABELS)
+    dets, keep = dk_mmcv.batched_nms(boxes[:, :8], boxes[:, -1], labels, cfg, class_agnostic=True)
+    assert keep.tolist() == [3, 1, 2] and dets.shape == (3, 9)
+    dets, keep = dk_mmcv.batched_nms(boxes[:, :8], boxes[:, -1], labels, cfg, class_agnostic=False)
+    assert keep.tolist() == [3, 1, 0, 2]
+    np.testing.assert_array_equal(dets[:, :8].numpy(), Q_NMS[[3, 1, 0, 2], :8])
+
+
+def _quad_area(q):
+    from fractions import Fraction as F
+
+    p = [(F(float(q[2 * k])), F(float(q[2 * k + 1]))) for k in range(4)]
+    return abs(sum(p[k][0] * p[(k + 1) % 4][1] - p[(k + 1) % 4][0] * p[k][1] for k in range(4))) / 2
+
+
+def _exact_quad(a, b, mode="iou"):
+    """The exact overlap of two convex quadrilaterals as written (rational arithmetic)."""
+    pa = [(float(a[2 * k]), float(a[2 * k + 1])) for k in range(4)]
+    pb = [(float(b[2 * k]), float(b[2 * k + 1])) for k in range(4)]
+    return _exact_polygon_overlap(pa, pb, _quad_area(a), _quad_area(b), mode)
+
+
+def _random_quads(rng, n, span=60.0, dtype=np.float64):
+    """Convex quadrilaterals: four points on an ellipse at sorted angles, turned, from a random
+    first vertex, either direction."""
+    c = rng.uniform(0, span, (n, 1, 2))
+    ax = rng.uniform(1, 25, (n, 1, 2))
+    # angles at least 0.3 apart, so that a small perturbation keeps the quadrilateral convex
+    t = rng.uniform(0, 2 * np.pi, (n, 1)) + np.cumsum(0.3 + (2 * np.pi - 1.2) * rng.dirichlet(np.ones(4), n), 1)
+    t = np.where(rng.random((n, 1)) < 0.5, t, t[:, ::-1])  # counter-clockwise or clockwise
+    t = np.roll(t, rng.integers(0, 4), axis=1)
+    rot = rng.uniform(-np.pi, np.pi, (n, 1))
+    u, v = ax[..., 0] * np.cos(t), ax[..., 1] * np.sin(t)
+    x = c[..., 0] + u * np.cos(rot) - v * np.sin(rot)
+    y = c[..., 1] + u * np.sin(rot) + v * np.cos(rot)
+    return np.stack([x, y], 2).reshape(n, 8).astype(dtype)
+
+
+def _rewritten(q, rng):
+    """The same quadrilaterals written from another first vertex, some in the other direction."""
+    p = q.reshape(len(q), 4, 2)
+    k = rng.integers(1, 4, len(q))
+    out = np.stack([np.roll(p[i], -k[i], axis=0) for i in range(len(q))])
+    flip = rng.random(len(q)) < 0.5
+    out[flip] = out[flip][:, ::-1]
+    return out.reshape(len(q), 8)
+
+
+@pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-9), (np.float32, 5e-5)])
+@pytest.mark.parametrize("mode", ["iou", "iof"])
+def test_box_iou_quadri_against_exact_reference(dtype, tol, mode):
+    rng = np.random.default_rng(31)
+    a, b = _random_quads(rng, 300, span=20.0, dtype=dtype), _random_quads(rng, 300, span=20.0, dtype=dtype)
+    a[:20] += 5000  # far from the origin: the centre shift keeps the precision
+    b[:20] += 5000
+    near = a + (rng.normal(0, 1, a.shape) * 10.0 ** rng.integers(-8, -1, (len(a), 1))).astype(dtype)
+    for x, y in ((a, b), (a, near)):
+        got = dkit.ops.box_iou_quadri(x, y, mode, aligned=True)
+        assert got.min() >= 0 and got.max() <= 1
+        want = [_exact_quad(x[i], y[i], mode) for i in range(0, len(x), 2)]
+        assert sum(w > 0 for w in want) > 40
+        np.testing.assert_allclose(got[::2], want, atol=tol, rtol=0)
+    full = dkit.ops.box_iou_quadri(a, np.concatenate([b, near]), mode)
+    assert full.min() >= 0 and full.max() <= 1
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_a_quadrilateral_in_another_vertex_order_gives_one(dtype):
+    rng = np.random.default_rng(32)
+    q = _random_quads(rng, 3000, dtype=dtype)
+    got = dkit.ops.box_iou_quadri(q, _rewritten(q, rng), aligned=True)
+    assert got.max() <= 1 and np.abs(got - 1).max() < (1e-5 if dtype == np.float32 else 1e-12)
+    # and a rotated box as its corners gives box_iou_rotated's value
+    r1, r2 = _random_boxes(rng, 200, dtype=dtype), _random_boxes(rng, 200, dtype=dtype)
+    c1 = np.array([np.ravel(_corners(b)) for b in r1]).astype(dtype)
+    c2 = np.array([np.ravel(_corners(b)) for b in r2]).astype(dtype)
+    np.testing.assert_allclose(dkit.ops.box_iou_quadri(c1, c2), dkit.ops.box_iou_rotated(r1, r2),
+                               atol=2e-4 if dtype == np.float32 else 1e-9)  # fmt: skip
+
+
+def test_quadri_non_convex_and_hostile_values_are_defined():
+    """A non-convex quadrilateral (a dart) and a bow tie: finite, within [0, 1], no error;
+    a non-convex second box is clipped by its edge lines (Note [Quadrilaterals]): a against the
+    region inside all four lines, smaller than the dart."""
+    dart = np.array([[0, 0, 4, 2, 0, 4, 1, 2]], np.float64)  # reflex vertex (1, 2)
+    square = np.array([[0, 0, 4, 0, 4, 4, 0, 4]], np.float64)
+    bow = np.array([[0, 0, 4, 4, 4, 0, 0, 4]], np.float64)
+    for x, y in ((dart, square), (square, dart), (bow, square), (square, bow), (dart, dart)):
+        v = dkit.ops.box_iou_quadri(x, y)
+        assert np.isfinite(v).all() and 0 <= v.min() and v.max() <= 1
+    # the dart's true area is 4 (two triangles of base 4 and heights 2 and 1... minus its notch):
+    # inside the square, its iof against the square is 1
+    assert dkit.ops.box_iou_quadri(dart, square, "iof")[0, 0] == 1.0
+    hostile = np.array([[np.nan, 0, 4, 0, 4, 4, 0, 4], [0, 0, np.inf, 0, 4, 4, 0, 4], [1, 1, 1, 1, 1, 1, 1, 1]])
+    v = dkit.ops.box_iou_quadri(hostile, np.concatenate([square, hostile]))
+    assert ((v >= 0) & (v <= 1) | np.isnan(v)).all()
+    assert v[2, 0] == 0 and v[2, 3] == 0  # a point has no area (against a NaN vertex: NaN, as MMCV's shift)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("thr", [0.1, 0.5, 0.0])
+def test_nms_quadri_against_greedy_reference(dtype, thr):
+    rng = np.random.default_rng(33)
+    n = 300
+    dets = _random_quads(rng, n, span=200, dtype=dtype)
+    dets[n // 2:] = dets[: n // 2] + rng.normal(0, 2, (n // 2, 8)).astype(dtype)  # near-duplicates
+    scores = rng.uniform(0, 1, n).astype(dtype)
+    scores[::17] = 0.5  # ties
+    labels = rng.integers(0, 3, n)
+    for lab in (None, labels):
+        out, keep = dkit.ops.nms_quadri(torch.from_numpy(dets), torch.from_numpy(scores), thr,
+                                        None if lab is None else torch.from_numpy(lab))  # fmt: skip
+        want = ref_nms(dets, scores, thr, lab, dkit.ops.box_iou_quadri)
+        assert keep.tolist() == want
+        np.testing.assert_array_equal(out.numpy(), np.concatenate([dets[want], scores[want, None]], 1))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_quadri_sixteen_bit_and_strided(dtype):
+    rng = np.random.default_rng(34)
+    q = torch.from_numpy(_random_quads(rng, 50, dtype=np.float32)).to(dtype)
+    wide = torch.cat([q, torch.zeros(50, 3, dtype=dtype)], 1)[:, :8]
+    got = dkit.ops.box_iou_quadri(wide, q[:20])
+    assert got.dtype == dtype
+    want = dkit.ops.box_iou_quadri(q.float(), q[:20].float()).to(dtype)
+    assert torch.equal(got, want)
+    s = torch.rand(50).to(dtype)
+    assert dkit.ops.nms_quadri(wide, s, 0.3)[1].tolist() == dkit.ops.nms_quadri(q.float(), s.float(), 0.3)[1].tolist()
+
+
+def test_quadri_compat_signatures_scripting_empty_and_bad_input():
+    p = inspect.signature(dk_mmcv.box_iou_quadri).parameters
+    assert list(p) == ["bboxes1", "bboxes2", "mode", "aligned"] and p["mode"].default == "iou"
+    p = inspect.signature(dk_mmcv.nms_quadri).parameters
+    assert list(p) == ["dets", "scores", "iou_threshold", "labels"] and p["labels"].default is None
+    q = torch.from_numpy(Q1)
+    scripted = torch.jit.script(dk_mmcv.box_iou_quadri)
+    assert torch.equal(scripted(q, q, "iof"), dk_mmcv.box_iou_quadri(q, q, "iof"))
+    scripted_nms = torch.jit.script(dk_mmcv.nms_quadri)
+    boxes = torch.from_numpy(Q_NMS)
+    assert scripted_nms(boxes[:, :8], boxes[:, 8], 0.3)[1].tolist() == [3, 1, 2]
+    e = torch.zeros(0, 8)
+    dets, keep = dk_mmcv.nms_quadri(e, torch.zeros(0), 0.5)
+    assert dets is e and keep is None
+    assert dkit.ops.box_iou_quadri(e, q).shape == (0, 3)
+    with pytest.raises(DkitAssertionError):
+        dk_mmcv.box_iou_quadri(q, q, "giou")
+    with pytest.raises(_C.DkitValueError, match=r"'bboxes1' must have shape \[K, 8\] \(x1, y1, ..., x4, y4\)"):
+        dkit.ops.box_iou_quadri(torch.zeros(3, 5), q)
+    with pytest.raises(_C.DkitValueError, match="aligned needs as many boxes"):
+        dkit.ops.box_iou_quadri(q, q[:2], aligned=True)
+    with pytest.raises(_C.DkitTypeError):
+        dkit.ops.box_iou_quadri(q, q.double())
+    with pytest.raises(_C.DkitValueError, match=r"nms_quadri: labels must have shape \[4\]"):
+        dk_mmcv.nms_quadri(boxes[:, :8], boxes[:, 8], 0.3, labels=torch.zeros(2))
+    with pytest.raises(_C.DkitTypeError):
+        dkit.ops.nms_quadri(boxes[:, :8], boxes[:, 8].double(), 0.3)

@@ -35,6 +35,11 @@
  *   dk_roi_align_taps_*          1-D bilinear taps of a coordinate: two indices, two weights
  *   dk_roi_align_bilinear_*      2-D taps (torchvision's w1..w4), from two 1-D taps
  *   dk_roi_align_count_*         the divisor of average pooling
+ *   dk_roi_align_axis_make_*     one axis from its start and length (both above, and rotated boxes)
+ *   dk_roi_align_rotated_*       roi_align_rotated (ops/roi_align.h): a rotated RoI's centre,
+ *                                angle and axes in its own frame (_init), sample (iy, ix) of bin
+ *                                (ph, pw) rotated onto the input (_sample), and the samples that
+ *                                can reach a pixel (_window, for the GPU's gather)
  * The separable CPU kernel builds its per-RoI weight tables from the 1-D functions; a GPU
  * thread computes one output element with the per-element functions below.
  *
@@ -45,6 +50,7 @@
  *   dk_roi_align_interp_S                         value at a 2-D tap set
  *   dk_roi_align_forward_avg_S                    output (ph, pw), average pooling
  *   dk_roi_align_forward_max_S                    output (ph, pw), max pooling, and its argmax
+ *   dk_roi_align_rotated_forward_S                roi_align_rotated's output (ph, pw)
  * Backward needs atomics on a GPU and a fixed order on a CPU, so it is left to the kernel; per
  * grad element it is:
  *   avg:  for each sample (y, x) of bin (ph, pw): if dk_roi_align_bilinear_init(y, x, ...):

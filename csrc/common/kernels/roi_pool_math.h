@@ -24,12 +24,22 @@
  * or non-finite box gives empty or edge bins, never a wild index, and ordinary boxes get the
  * references' integers exactly.
  *
+ * ps_roi_align (torchvision's) has no pixel bins: it is RoIAlign's sampling (kernels/
+ * roi_align_math.h, included here: its samples, taps, bilinear weights and average are the
+ * ones roi_align uses) with roi_align's aligned=True geometry (start = x1 * s - 0.5, len =
+ * x2 * s - 0.5 - start, no minimum: torchvision's "Force too small ROIs to be 1x1" has no code
+ * under it) and torchvision's sampling_ratio (any value <= 0 adaptive). Its backward's share of
+ * a tap is torchvision's (g * w) / count, where roi_align's is MMCV's g / count * w.
+ *
  * What is here, for compute type float (_f32) and double (_f64):
  *   dk_roi_pool_roi_*       one RoI's geometry along both axes
  *   dk_roi_pool_bin_*       the pixel bounds of bin (ph, pw)
+ *   dk_ps_roi_align_roi_init_*   ps_roi_align's two axes of a RoI
+ *   dk_ps_roi_align_share_*      the gradient a tap of weight w receives
  * and per element, for storage f32, f64, f16 and bf16 (computed in float):
  *   dk_roi_pool_max_S       the maximum over a bin, and its argmax (h * W + w, or -1)
  *   dk_roi_pool_avg_S       ps_roi_pool's average over a bin
+ * (ps_roi_align's per-element forward is dk_roi_align_forward_avg_S, with the axes above.)
  */
 #ifndef DK_KERNELS_ROI_POOL_MATH_H
 #define DK_KERNELS_ROI_POOL_MATH_H
@@ -42,6 +52,7 @@
 #include "dk_half.h"
 #include "dk_hd.h"
 #include "dk_template.h"
+#include "roi_align_math.h"
 
 /* A value the references convert to int, clamped first (see above); NaN goes to the low end. */
 DK_HD DK_INLINE int64_t dk_roi_pool_int(double v)

@@ -83,6 +83,20 @@ DK_HD DK_INLINE bool DK_TFN(dk_roi_pool_bin)(const DK_TFN(dk_roi_pool_roi) *r, i
     return *h1 > *h0 && *w1 > *w0;
 }
 
+/* ps_roi_align's two axes of RoI (x1, y1, x2, y2) on an H x W map (roi_pool_math.h). */
+DK_HD DK_INLINE void DK_TFN(dk_ps_roi_align_roi_init)(DK_T x1, DK_T y1, DK_T x2, DK_T y2, DK_T scale, int64_t ph,
+                                                      int64_t pw, int64_t sampling_ratio, int64_t H, int64_t W,
+                                                      DK_TFN(dk_roi_align_axis) *ay, DK_TFN(dk_roi_align_axis) *ax)
+{
+    /* roi_align's sampling_ratio <= 0 is its adaptive grid, as torchvision's is */
+    DK_TFN(dk_roi_align_roi_init)(x1, y1, x2, y2, scale, ph, pw, sampling_ratio > 0 ? sampling_ratio : 0, true, H, W,
+                                  ay, ax);
+}
+
+/* The gradient a tap of weight w receives from a bin's gradient g over `count` samples:
+ * torchvision's (g * w) / count, in that order. */
+DK_HD DK_INLINE DK_T DK_TFN(dk_ps_roi_align_share)(DK_T g, DK_T w, DK_T count) { return g * w / count; }
+
 #elif DK_TMPL_PASS == DK_TMPL_FLOAT
 
 /*

@@ -1,6 +1,6 @@
 /*
- * kernels/rotated_math.h — overlaps of rotated boxes (cx, cy, w, h, angle in radians),
- * written once for every backend (host and device; plain C that also compiles as CUDA/HIP C++:
+ * kernels/rotated_math.h — overlaps of rotated boxes (cx, cy, w, h, angle in radians) and of
+ * quadrilaterals (x1, y1, ..., x4, y4; Note [Quadrilaterals]), written once for every backend (host and device; plain C that also compiles as CUDA/HIP C++:
  * fixed-size arrays, no recursion, no allocation).
  *
  * Semantics are MMCV's single_box_iou_rotated (mmcv/ops/csrc/common/box_iou_rotated_utils.hpp,
@@ -47,6 +47,38 @@
  * a million random overlapping float32 pairs, the IoUs differ from those of MMCV's procedure by at
  * most 6e-7.
  *
+ * Note [Quadrilaterals]
+ * box_iou_quadri and nms_quadri (MMCV's names) take boxes as four vertices, (x1, y1, ..., x4,
+ * y4), and follow MMCV's single_box_iou_quadri: both quadrilaterals moved by the mean of their
+ * eight vertices (as rotated boxes by the mean of their centres), areas below 1e-14 give 0, then
+ * iou = inter / (area1 + area2 - inter) or iof = inter / area1. The intersection is the clipping
+ * of Note [Clipping rotated boxes], the same function (dk_rbox_clip_quad): quadrilateral a cut
+ * by the half-planes of b's four edges, the inner side found from the sign of b's area, so the
+ * vertices may run clockwise or counter-clockwise, in either box, and any vertex may come first:
+ * one quadrilateral written in another vertex order gives 1 to rounding. For convex
+ * quadrilaterals the result is exact to rounding, within [0, 1] (dk_rbox_ratio), and the area
+ * is MMCV's (its sum of the two fan triangles' absolute areas equals the absolute signed sum
+ * when they turn the same way, as a convex quadrilateral's do).
+ *
+ * MMCV differs where a quadrilateral is not a rectangle: its candidate vertices include the
+ * vertices of one box "inside" the other by a test that projects them on the other's first and
+ * last edges (AB and AD) and asks for both projections to fall within those edges, which is
+ * "inside" only for a rectangle (for a parallelogram it is the wrong region, for any other
+ * quadrilateral it is not even a parallelogram's). So its intersection gains vertices that are
+ * outside or loses ones that are inside: MMCV's own published case, (1, 1, 3, 4, 4, 4, 4, 1)
+ * against the rectangle (2, 1, 2, 4, 4, 4, 4, 1), gives 1.0 where the exact IoU is 5.25 / 6.75
+ * = 0.778 (iof 1.0 for 0.875); its hull sort's tolerance (Note [Clipping rotated boxes]) adds
+ * the rotated boxes' errors on near-coincident quadrilaterals. dkit computes the exact value.
+ *
+ * Non-convex quadrilaterals (a reflex vertex) and self-intersecting ones ("bow ties") are not
+ * what either library is defined for; dkit gives them a defined, finite result in [0, 1] with
+ * no error: the area of a simple non-convex quadrilateral is its true area (MMCV adds the fan
+ * triangles' absolute areas, too large when the fan's diagonal lies outside); the intersection
+ * is a (any simple polygon) clipped by the half-planes of b's edges, i.e. a intersected with the
+ * region inside all four of b's edge lines, which for a non-convex b is smaller than b (and the
+ * overlap then depends on the argument order); a bow tie's signed area cancels in part. Such
+ * results are not intersections and are not tested against one.
+ *
  * Note [Rotated boxes out of range]
  * Nothing here can index out of bounds or loop for long, whatever the values: the clipper writes
  * at most DK_RBOX_MAX_POINTS vertices per step and makes four steps. A NaN or an infinite value in
@@ -72,6 +104,15 @@ enum { DK_RBOX_IOU = 0, DK_RBOX_IOF = 1 };
 /* Room for the vertices of a clipped quadrilateral: 8, and near-duplicates that rounding may add
  * (Note [Clipping rotated boxes]). */
 #define DK_RBOX_MAX_POINTS 16
+
+/* Whether circles (ax, ay, ra) and (bx, by, rb) are clearly apart (Note [Bounding circles] in
+ * rotated_math_tmpl.h; the centres and radii in double, whatever the compute type). */
+DK_HD DK_INLINE bool dk_rbox_apart_at(double ax, double ay, double ra, double bx, double by, double rb)
+{
+    const double dx = ax - bx, dy = ay - by;
+    const double reach = (ra + rb) * (1.0 + 1.0 / 1024.0);
+    return dx * dx + dy * dy > reach * reach;
+}
 
 #define DK_TEMPLATE "kernels/rotated_math_tmpl.h"
 #define DK_TEMPLATE_TYPES DK_TYPES_COMPUTE

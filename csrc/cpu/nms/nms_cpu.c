@@ -11,6 +11,7 @@
 #define DK_TEMPLATE "nms/nms_run_tmpl.h"
 #define DK_TEMPLATE_TYPES DK_TYPES_COMPUTE
 #include "kernels/dk_instantiate.h"
+#define DK__NMS_RUN dk__nms_run
 #define DK_TEMPLATE "nms/nms_load_tmpl.h"
 #define DK_TEMPLATE_TYPES DK_TYPES_FLOAT
 #include "kernels/dk_instantiate.h"

@@ -4,6 +4,8 @@
  *   nms_cpu.c         entry point, dtype switch, registration (start here)
  *   nms_load_tmpl.h   boxes and scores, any float storage and strides, into compute-type arrays
  *   nms_run_tmpl.h    the suppression loop over a spatial index of the kept boxes
+ *   nms_match_cpu.c   MMCV's nms_match: entry point, registration (loads as nms does)
+ *   nms_match_tmpl.h  its grouping (Note [nms_match's groups])
  *   soft_nms_cpu.c    MMCV's soft_nms: entry point, registration
  *   soft_nms_tmpl.h   its procedure (Note [Soft-NMS as MMCV runs it])
  */
@@ -32,8 +34,10 @@ typedef struct {
     int offset;
     dk_arena *ar;
     int64_t *order; /* boxes by decreasing score */
-    int64_t *keep;  /* out: kept indices (int64 storage of `keep`, stride keep_s) */
+    int64_t *keep;  /* out: kept indices (int64 storage of `keep`, stride keep_s); nms_match: members */
     int64_t keep_s;
+    int64_t *starts; /* out, nms_match only: where each group starts in members (stride starts_s) */
+    int64_t starts_s;
     int64_t kept;
 } dk__nms_ctx;
 

@@ -1,8 +1,9 @@
 /*
  * nms/nms_load_tmpl.h — boxes and scores of any float storage and strides into compute-type
- * arrays (x1, y1, x2, y2, area) and the score order, then the suppression of nms_run_tmpl.h in
- * the compute type. A template (Note [Templates in C] in kernels/dk_template.h), the float
- * storage pass.
+ * arrays (x1, y1, x2, y2, area) and the score order, then the includer's procedure in the
+ * compute type: DK__NMS_RUN, the name of a compute-pass template function (cx, x, area) —
+ * nms's suppression (nms_run_tmpl.h) or nms_match's grouping (nms_match_tmpl.h). A template
+ * (Note [Templates in C] in kernels/dk_template.h), the float storage pass.
  */
 #if DK_TMPL_PASS == DK_TMPL_FLOAT
 
@@ -44,7 +45,7 @@ static dk_status DK_SFN(dk__nms)(dk__nms_ctx *cx, const dk_tensor *boxes, const 
     DK_T *x = (DK_T *)dk_arena_take_n(cx->ar, (size_t)cx->n, 5 * sizeof(DK_T));
     if (!x) return dk_error(DK_ENOMEM, "nms: out of memory for %lld boxes", (long long)cx->n);
     dk_status st = DK_SFN(dk__nms_load)(cx, boxes, scores, x, x + 4 * cx->n);
-    return st ? st : DK_TFN(dk__nms_run)(cx, x, x + 4 * cx->n);
+    return st ? st : DK_TFN(DK__NMS_RUN)(cx, x, x + 4 * cx->n);
 }
 
 #endif

@@ -90,7 +90,48 @@ dk_status dk_ps_roi_pool_backward_cpu(const dk_tensor *grad_output, const dk_ten
     return st;
 }
 
+dk_status dk_ps_roi_align_forward_cpu(const dk_tensor *input, const dk_tensor *rois, dk_tensor *output,
+                                      double spatial_scale, int64_t sampling_ratio)
+{
+    dk__rp_ctx cx = dk__rp_ctx_of(input, output, rois, NULL, spatial_scale, DK_ROI_POOL_BINS_PS);
+    cx.sampling_ratio = sampling_ratio;
+    if (dk_tensor_numel(output) == 0) return DK_OK; /* nothing to write */
+    /* work: about 4 x 4 samples of 4 taps per output element, and a RoI's geometry */
+    const int nthreads = dk_parallel_threads_for(dk_tensor_numel(output) * 64 + cx.K * 64);
+    dk_status st = DK_OK;
+    DK_SWITCH_FLOAT(dk_tensor_dtype(input), st, dk__psa_forward, (&cx, nthreads),
+                    st = dk_error(DK_ETYPE, "ps_roi_align_forward: unsupported dtype"))
+    return st;
+}
+
+dk_status dk_ps_roi_align_backward_cpu(const dk_tensor *grad_output, const dk_tensor *rois, dk_tensor *grad_input,
+                                       double spatial_scale, int64_t sampling_ratio)
+{
+    dk__rp_ctx cx = dk__rp_ctx_of(grad_input, grad_output, rois, NULL, spatial_scale, DK_ROI_POOL_BINS_PS);
+    cx.sampling_ratio = sampling_ratio;
+    if (cx.N == 0 || cx.C == 0 || cx.H == 0 || cx.W == 0) return DK_OK; /* nothing to write */
+    const int nthreads = dk_parallel_threads_for(cx.N * cx.C * (cx.H * cx.W + 1) + dk_tensor_numel(grad_output) * 64);
+    const dk_dtype dt = dk_tensor_dtype(grad_output);
+    DK_ARENA_ON_STACK(ar); /* Note [Scratch arena] */
+    if (dt == DK_FLOAT16 || dt == DK_BFLOAT16) {
+        cx.scratch = (float *)dk_arena_take_n(&ar, dk_sat_mul(dk_sat_mul((size_t)nthreads, (size_t)cx.H), (size_t)cx.W),
+                                              sizeof(float));
+        if (!cx.scratch) {
+            dk_arena_free(&ar);
+            return dk_error(DK_ENOMEM, "ps_roi_align_backward: out of memory for %d float planes of %lld x %lld",
+                            nthreads, (long long)cx.H, (long long)cx.W);
+        }
+    }
+    dk_status st = DK_OK;
+    DK_SWITCH_FLOAT(dt, st, dk__psa_backward, (&cx, nthreads),
+                    st = dk_error(DK_ETYPE, "ps_roi_align_backward: unsupported dtype"))
+    dk_arena_free(&ar);
+    return st;
+}
+
 DK_REGISTER_DEVICE_IMPL(roi_pool_forward, CPU, dk_roi_pool_forward_cpu)
 DK_REGISTER_DEVICE_IMPL(roi_pool_backward, CPU, dk_roi_pool_backward_cpu)
 DK_REGISTER_DEVICE_IMPL(ps_roi_pool_forward, CPU, dk_ps_roi_pool_forward_cpu)
 DK_REGISTER_DEVICE_IMPL(ps_roi_pool_backward, CPU, dk_ps_roi_pool_backward_cpu)
+DK_REGISTER_DEVICE_IMPL(ps_roi_align_forward, CPU, dk_ps_roi_align_forward_cpu)
+DK_REGISTER_DEVICE_IMPL(ps_roi_align_backward, CPU, dk_ps_roi_align_backward_cpu)

@@ -1,6 +1,7 @@
 /*
  * rotated/nms_rotated_cpu.c — nms_rotated on the CPU (ops/rotated.h): the entry point
- * the dispatcher calls, and its registration. The decisions are MMCV's CPU kernel's (Note
+ * the dispatcher calls, its registration, and the driver nms_quadri's entry (nms_quadri_cpu.c)
+ * shares. The decisions are MMCV's CPU kernel's (Note
  * [Rotated suppression] in nms_rotated_tmpl.h says how few overlaps it takes to reach them).
  */
 #include "nms_rotated_cpu.h"
@@ -14,8 +15,8 @@
 #define DK_TEMPLATE_TYPES DK_TYPES_FLOAT
 #include "kernels/dk_instantiate.h"
 
-dk_status dk_nms_rotated_cpu(const dk_tensor *dets, const dk_tensor *scores, const dk_tensor *labels, dk_tensor *keep,
-                             dk_tensor *num, double iou_threshold, bool clockwise)
+dk_status dk__nmsr_cpu_run(dk__nmsr_ctx *cx, const dk_tensor *dets, const dk_tensor *scores, const dk_tensor *labels,
+                           dk_tensor *keep, dk_tensor *num)
 {
     const int64_t n = dets->shape[0];
     int64_t *numv = (int64_t *)dk_tensor_data(num);
@@ -24,27 +25,35 @@ dk_status dk_nms_rotated_cpu(const dk_tensor *dets, const dk_tensor *scores, con
         return DK_OK;
     }
     DK_ARENA_ON_STACK(ar); /* Note [Scratch arena] */
-    dk__nmsr_ctx cx = {.n = n, .thr = dk_rbox_nms_threshold(iou_threshold), .clockwise = clockwise, .ar = &ar};
+    cx->n = n;
+    cx->ar = &ar;
     dk_status st = DK_OK;
-    cx.order = (int64_t *)dk_arena_take_n(&ar, (size_t)n, sizeof *cx.order);
-    if (!cx.order) st = dk_error(DK_ENOMEM, "nms_rotated: out of memory for %lld boxes", (long long)n);
+    cx->order = (int64_t *)dk_arena_take_n(&ar, (size_t)n, sizeof *cx->order);
+    if (!cx->order) st = dk_error(DK_ENOMEM, "%s: out of memory for %lld boxes", cx->op, (long long)n);
     if (!st && labels) {
         uint64_t *lab = (uint64_t *)dk_arena_take_n(&ar, (size_t)n, sizeof *lab);
-        if (!lab) st = dk_error(DK_ENOMEM, "nms_rotated: out of memory for %lld labels", (long long)n);
+        if (!lab) st = dk_error(DK_ENOMEM, "%s: out of memory for %lld labels", cx->op, (long long)n);
         for (int64_t i = 0; !st && i < n; i++)
             lab[i] = dk_label_key(dk_tensor_data(labels), i * dk_tensor_stride(labels, 0),
                                   (int)dk_tensor_dtype(labels));
-        cx.label = lab;
+        cx->label = lab;
     }
-    cx.keep = (int64_t *)dk_tensor_data(keep);
-    cx.keep_s = dk_tensor_stride(keep, 0);
+    cx->keep = (int64_t *)dk_tensor_data(keep);
+    cx->keep_s = dk_tensor_stride(keep, 0);
     if (!st) {
-        DK_SWITCH_FLOAT(dk_tensor_dtype(dets), st, dk__nmsr, (&cx, dets, scores),
-                        st = dk_error(DK_ETYPE, "nms_rotated: unsupported dtype"))
+        DK_SWITCH_FLOAT(dk_tensor_dtype(dets), st, dk__nmsr, (cx, dets, scores),
+                        st = dk_error(DK_ETYPE, "%s: unsupported dtype", cx->op))
     }
-    if (!st) *numv = cx.kept;
+    if (!st) *numv = cx->kept;
     dk_arena_free(&ar);
     return st;
+}
+
+dk_status dk_nms_rotated_cpu(const dk_tensor *dets, const dk_tensor *scores, const dk_tensor *labels, dk_tensor *keep,
+                             dk_tensor *num, double iou_threshold, bool clockwise)
+{
+    dk__nmsr_ctx cx = {.op = "nms_rotated", .thr = dk_rbox_nms_threshold(iou_threshold), .clockwise = clockwise};
+    return dk__nmsr_cpu_run(&cx, dets, scores, labels, keep, num);
 }
 
 DK_REGISTER_DEVICE_IMPL(nms_rotated, CPU, dk_nms_rotated_cpu)

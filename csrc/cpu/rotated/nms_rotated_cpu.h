@@ -2,6 +2,7 @@
  * rotated/nms_rotated_cpu.h — what the parts of the CPU nms_rotated kernel share.
  *
  *   nms_rotated_cpu.c      entry point, labels, dtype switch, registration (start here)
+ *   nms_quadri_cpu.c       nms_quadri's: the same kernel for quadrilaterals
  *   nms_rotated_tmpl.h     loading and sorting, and the suppression loop
  *
  * The per-pair math is kernels/rotated_math.h's (MMCV's single_box_iou_rotated).
@@ -21,15 +22,21 @@
 
 /* One call. */
 typedef struct {
+    const char *op; /* for errors */
     int64_t n;
     const uint64_t *label; /* per box category key (labels), or NULL: one category */
     double thr;            /* the threshold as MMCV compares it: rounded to float32 */
     bool clockwise;
+    bool quad; /* nms_quadri: quadrilaterals, 8 values per box (else 5) */
     dk_arena *ar;
     int64_t *order; /* boxes by decreasing score */
     int64_t *keep;  /* out: kept indices (int64 storage of `keep`, stride keep_s) */
     int64_t keep_s;
     int64_t kept;
 } dk__nmsr_ctx;
+
+/* The entry points' common part (nms_rotated_cpu.c): cx has op, thr, clockwise and quad set. */
+dk_status dk__nmsr_cpu_run(dk__nmsr_ctx *cx, const dk_tensor *dets, const dk_tensor *scores, const dk_tensor *labels,
+                           dk_tensor *keep, dk_tensor *num);
 
 #endif /* DK_NMS_ROTATED_CPU_H */

@@ -1,5 +1,5 @@
 /*
- * rotated/nms_rotated_tmpl.h — the CPU nms_rotated for one storage type. A template (Note
+ * rotated/nms_rotated_tmpl.h — the CPU nms_rotated and nms_quadri (cx->quad) for one storage type. A template (Note
  * [Templates in C] in kernels/dk_template.h), the float storage pass: boxes into a packed
  * compute-type array, scores sorted as torch sorts them, then the suppression loop.
  *
@@ -21,19 +21,20 @@
 static dk_status DK_SFN(dk__nmsr)(dk__nmsr_ctx *cx, const dk_tensor *dets, const dk_tensor *scores)
 {
     const int64_t n = cx->n;
+    const int w = cx->quad ? 8 : 5;
     dk_arena *ar = cx->ar;
-    DK_T *box = (DK_T *)dk_arena_take_n(ar, (size_t)n, 5 * sizeof(DK_T));
-    DK_T *kbox = (DK_T *)dk_arena_take_n(ar, (size_t)n, 5 * sizeof(DK_T));
-    double *krad = (double *)dk_arena_take_n(ar, (size_t)n, sizeof(double));
+    DK_T *box = (DK_T *)dk_arena_take_n(ar, (size_t)n, (size_t)w * sizeof(DK_T));
+    DK_T *kbox = (DK_T *)dk_arena_take_n(ar, (size_t)n, (size_t)w * sizeof(DK_T));
+    double *kcirc = (double *)dk_arena_take_n(ar, (size_t)n, 3 * sizeof(double));
     uint64_t *klab = (uint64_t *)dk_arena_take_n(ar, (size_t)n, sizeof(uint64_t));
-    if (!box || !kbox || !krad || !klab)
-        return dk_error(DK_ENOMEM, "nms_rotated: out of memory for %lld boxes", (long long)n);
+    if (!box || !kbox || !kcirc || !klab)
+        return dk_error(DK_ENOMEM, "%s: out of memory for %lld boxes", cx->op, (long long)n);
     int64_t bs[2], ss[1];
     dk_tensor_strides(dets, bs, 2);
     dk_tensor_strides(scores, ss, 1);
     const DK_S *b = (const DK_S *)dk_tensor_data(dets);
     for (int64_t i = 0; i < n; i++)
-        for (int d = 0; d < 5; d++) box[i * 5 + d] = DK_LOAD(b[i * bs[0] + d * bs[1]]);
+        for (int d = 0; d < w; d++) box[i * w + d] = DK_LOAD(b[i * bs[0] + d * bs[1]]);
     const DK_S *s = (const DK_S *)dk_tensor_data(scores);
     dk_status st;
 #if DK_S_IS_T && DK_T_BYTES == 4
@@ -43,7 +44,7 @@ static dk_status DK_SFN(dk__nmsr)(dk__nmsr_ctx *cx, const dk_tensor *dets, const
 #else
     { /* 16-bit scores: widened exactly, then sorted as float */
         float *f = (float *)dk_arena_take_n(ar, (size_t)n, sizeof *f);
-        if (!f) return dk_error(DK_ENOMEM, "nms_rotated: out of memory for %lld scores", (long long)n);
+        if (!f) return dk_error(DK_ENOMEM, "%s: out of memory for %lld scores", cx->op, (long long)n);
         for (int64_t i = 0; i < n; i++) f[i] = DK_LOAD(s[i * ss[0]]);
         st = dk_argsort_desc_f32(cx->order, f, 1, n, ar);
     }
@@ -55,20 +56,29 @@ static dk_status DK_SFN(dk__nmsr)(dk__nmsr_ctx *cx, const dk_tensor *dets, const
     int64_t kept = 0;
     for (int64_t a = 0; a < n; a++) {
         const int64_t j = cx->order[a];
-        const DK_T *bj = box + j * 5;
-        const double rj = DK_TFN(dk_rbox_radius)(bj);
+        const DK_T *bj = box + j * w;
+        double cj[3]; /* its bounding circle */
+        if (cx->quad) {
+            DK_TFN(dk_quad_circle)(bj, cj);
+        } else {
+            cj[0] = (double)bj[0], cj[1] = (double)bj[1];
+            cj[2] = DK_TFN(dk_rbox_radius)(bj);
+        }
         const uint64_t lj = cx->label ? cx->label[j] : 0;
         bool sup = false;
         if (thr == thr) /* a NaN threshold suppresses nothing */
             for (int64_t k = 0; k < kept && !sup; k++) {
                 if (klab[k] != lj) continue;
-                const DK_T *bk = kbox + k * 5;
-                if (skip_apart && DK_TFN(dk_rbox_apart)(bk, krad[k], bj, rj)) continue;
-                sup = (double)DK_TFN(dk_rbox_overlap)(bk, bj, DK_RBOX_IOU, cx->clockwise) >= thr;
+                const DK_T *bk = kbox + k * w;
+                const double *ck = kcirc + 3 * k;
+                if (skip_apart && dk_rbox_apart_at(ck[0], ck[1], ck[2], cj[0], cj[1], cj[2])) continue;
+                const DK_T ovr = cx->quad ? DK_TFN(dk_quad_overlap)(bk, bj, DK_RBOX_IOU)
+                                          : DK_TFN(dk_rbox_overlap)(bk, bj, DK_RBOX_IOU, cx->clockwise);
+                sup = (double)ovr >= thr;
             }
         if (sup) continue;
-        for (int d = 0; d < 5; d++) kbox[kept * 5 + d] = bj[d];
-        krad[kept] = rj;
+        for (int d = 0; d < w; d++) kbox[kept * w + d] = bj[d];
+        for (int d = 0; d < 3; d++) kcirc[3 * kept + d] = cj[d];
         klab[kept] = lj;
         cx->keep[kept * cx->keep_s] = j;
         kept++;

@@ -1,6 +1,6 @@
 /*
  * nms_gpu.cu — NMS on CUDA and HIP (and on the host, for the tests): the entry point the backend
- * registers, and the driver it shares with nms_rotated (nms_gpu_mask.cuh): its scratch, and the
+ * registers, and the driver it shares with nms_match and nms_rotated (nms_gpu_mask.cuh): its scratch, and the
  * kernels that are not per dtype (the bitonic sort steps, the gathering of the keep). Note [NMS
  * on a GPU] in nms_gpu.h says how it works.
  */
@@ -95,9 +95,18 @@ __device__ DK_INLINE int64_t dk__nms_gpu_bits(uint64_t x)
     return (int64_t)((x * 0x0101010101010101ull) >> 56);
 }
 
+/* The boxes of `fresh` (bits of word `word`) join group g (nms_match: grp[sorted box] = g). */
+__device__ DK_INLINE void dk__nms_gpu_join(uint64_t *grp, int64_t word, uint64_t fresh, int64_t g)
+{
+    for (; fresh; fresh &= fresh - 1) grp[word * 64 + dk__nms_gpu_bits((fresh & (0 - fresh)) - 1)] = (uint64_t)g;
+}
+
+/* keep == NULL and grp set: nms_match (Note [nms_match on a GPU]): no keep, but each box's group,
+ * the rank of the kept box that removes it, recorded as it is removed. */
 __global__ void dk__nms_gpu_gather_keep_kernel(const uint64_t *__restrict__ mask, int64_t words, int64_t r0, int64_t r1,
                                                const int64_t *__restrict__ ord, uint64_t *__restrict__ removed,
-                                               int64_t *__restrict__ keep, int64_t keep_s, int64_t *__restrict__ num)
+                                               int64_t *__restrict__ keep, int64_t keep_s, int64_t *__restrict__ num,
+                                               uint64_t *__restrict__ grp)
 {
     __shared__ uint64_t diag[64];
     __shared__ int64_t rows_ord[64];
@@ -116,9 +125,11 @@ __global__ void dk__nms_gpu_gather_keep_kernel(const uint64_t *__restrict__ mask
         __syncthreads();
         if (threadIdx.x == 0) { /* the 64 decisions, in order, in registers */
             uint64_t w = removed[rb], kept = 0;
+            int64_t g = count;
             for (int64_t b = 0; b < rows; b++) {
                 if ((w >> b) & 1) continue;
                 kept |= (uint64_t)1 << b;
+                if (grp) dk__nms_gpu_join(grp, rb, ((uint64_t)1 << b) | (diag[b] & ~w), g++);
                 w |= diag[b];
             }
             removed[rb] = w;
@@ -128,13 +139,18 @@ __global__ void dk__nms_gpu_gather_keep_kernel(const uint64_t *__restrict__ mask
         const uint64_t kept = kept_bits;
         const int64_t c0 = count;
         /* the kept rows' indices, each at its rank among them */
-        for (int64_t t = threadIdx.x; t < rows; t += blockDim.x)
+        for (int64_t t = threadIdx.x; t < rows && keep; t += blockDim.x)
             if ((kept >> t) & 1) keep[(c0 + dk__nms_gpu_bits(kept & (((uint64_t)1 << t) - 1))) * keep_s] = rows_ord[t];
         if (kept) /* the kept rows remove boxes of later blocks: their rows ORed, word by word */
             for (int64_t w = rb + 1 + (int64_t)threadIdx.x; w < words; w += (int64_t)blockDim.x) {
                 uint64_t acc = removed[w];
-                for (int64_t b = 0; b < rows; b++)
-                    if ((kept >> b) & 1) acc |= mask[(rb * 64 + b - r0) * words + w];
+                int64_t g = c0;
+                for (int64_t b = 0; b < rows; b++) {
+                    if (!((kept >> b) & 1)) continue;
+                    const uint64_t m = mask[(rb * 64 + b - r0) * words + w];
+                    if (grp) dk__nms_gpu_join(grp, w, m & ~acc, g++); /* the first kept row to reach a box takes it */
+                    acc |= m;
+                }
                 removed[w] = acc;
             }
         __syncthreads(); /* count, removed[] and the shared rows are read above: written below and next */
@@ -146,8 +162,30 @@ __global__ void dk__nms_gpu_gather_keep_kernel(const uint64_t *__restrict__ mask
 /* Bytes of the scratch, one allocation: keys, order (P each), sorted boxes (width n compute
  * values), categories (n), removed bits (words), one chunk of mask (rows x words). */
 typedef struct {
-    size_t keys, ord, sorted, cls, removed, mask, total;
+    size_t keys, ord, sorted, cls, removed, mask, gkeys, gord, total;
 } dk__nms_gpu_layout;
+
+/* nms_match's groups, after step 4 (Note [nms_match on a GPU]): the (group, sorted position)
+ * pairs, padded to P with keys above every group, to be sorted. */
+__global__ void dk__nms_gpu_group_keys_kernel(uint64_t *__restrict__ gkeys, int64_t *__restrict__ gord, int64_t n,
+                                              int64_t P)
+{
+    for (int64_t i = DK_GPU_FIRST(); i < P; i += DK_GPU_STRIDE()) {
+        if (i >= n) gkeys[i] = UINT64_MAX;
+        gord[i] = i;
+    }
+}
+
+/* ... and, sorted, the members (original indices) and where each group starts. */
+__global__ void dk__nms_gpu_groups_kernel(const uint64_t *__restrict__ gkeys, const int64_t *__restrict__ gord,
+                                          const int64_t *__restrict__ ord, int64_t n, int64_t *__restrict__ members,
+                                          int64_t ms, int64_t *__restrict__ starts, int64_t ss)
+{
+    for (int64_t k = DK_GPU_FIRST(); k < n; k += DK_GPU_STRIDE()) {
+        members[k * ms] = ord[gord[k]];
+        if (k == 0 || gkeys[k] != gkeys[k - 1]) starts[(int64_t)gkeys[k] * ss] = k;
+    }
+}
 
 static bool dk__add(size_t *acc, size_t a, size_t b)
 {
@@ -190,7 +228,7 @@ static dk_status dk__nms_gpu_steps(const dk__nms_gpu_job *job, dk_tensor *keep, 
     if (chunk_blocks < 1) chunk_blocks = 1;
     if (chunk_blocks > blocks) chunk_blocks = blocks;
     if (chunk_blocks > 65535) chunk_blocks = 65535; /* gridDim.y */
-    dk__nms_gpu_layout L = {0, 0, 0, 0, 0, 0, 0};
+    dk__nms_gpu_layout L = {0, 0, 0, 0, 0, 0, 0, 0, 0};
     size_t at = 0;
     bool ok = true;
     L.keys = at, ok = ok && dk__add(&at, (size_t)P, 8);
@@ -199,6 +237,8 @@ static dk_status dk__nms_gpu_steps(const dk__nms_gpu_job *job, dk_tensor *keep, 
     L.cls = at, ok = ok && dk__add(&at, job->cats ? (size_t)n : 0, 8);
     L.removed = at, ok = ok && dk__add(&at, (size_t)words, 8);
     L.mask = at, ok = ok && dk__add(&at, (size_t)(chunk_blocks * DK_NMS_GPU_BLOCK), (size_t)words * 8);
+    L.gkeys = at, ok = ok && dk__add(&at, job->starts ? (size_t)P : 0, 8);
+    L.gord = at, ok = ok && dk__add(&at, job->starts ? (size_t)P : 0, 8);
     L.total = at;
     if (!ok)
         return dk_error(DK_EINVAL, "%s: %lld boxes need more scratch than a size_t can count", job->op, (long long)n);
@@ -212,6 +252,8 @@ static dk_status dk__nms_gpu_steps(const dk__nms_gpu_job *job, dk_tensor *keep, 
     uint64_t *removed = (uint64_t *)(base + L.removed);
     uint64_t *mask = (uint64_t *)(base + L.mask);
     void *sorted = base + L.sorted;
+    uint64_t *gkeys = job->starts ? (uint64_t *)(base + L.gkeys) : (uint64_t *)NULL;
+    int64_t *gord = (int64_t *)(base + L.gord);
 
     /* 1. keys, and the bitonic network */
     DK_SWITCH_FLOAT(dk_tensor_dtype(job->scores), st, dk__nms_gpu_keys, (job, P, keys, ord, stream), (void)0)
@@ -223,7 +265,7 @@ static dk_status dk__nms_gpu_steps(const dk__nms_gpu_job *job, dk_tensor *keep, 
         st = dk__gpu_launched(job->op);
 
     /* 3 and 4, chunk by chunk */
-    int64_t *keepv = (int64_t *)dk_tensor_data(keep);
+    int64_t *keepv = job->starts ? (int64_t *)NULL : (int64_t *)dk_tensor_data(keep); /* nms_match: groups below */
     const int64_t keep_s = dk_tensor_stride(keep, 0);
     for (int64_t rb0 = 0; !st && rb0 < blocks; rb0 += chunk_blocks) {
         const int64_t nb = blocks - rb0 < chunk_blocks ? blocks - rb0 : chunk_blocks;
@@ -232,8 +274,21 @@ static dk_status dk__nms_gpu_steps(const dk__nms_gpu_job *job, dk_tensor *keep, 
         const int64_t r0 = rb0 * DK_NMS_GPU_BLOCK,
                       r1 = (rb0 + nb) * DK_NMS_GPU_BLOCK < n ? (rb0 + nb) * DK_NMS_GPU_BLOCK : n;
         DK_GPU_LAUNCH(dk__nms_gpu_gather_keep_kernel, 1, DK_NMS_GPU_GATHER_THREADS, stream, mask, words, r0, r1, ord,
-                      removed, keepv, keep_s, numv);
+                      removed, keepv, keep_s, numv, gkeys);
         st = dk__gpu_launched(job->op);
+    }
+    /* nms_match: the (group, position) pairs in order give the members group by group, each in
+     * score order (Note [nms_match on a GPU]) */
+    if (!st && gkeys) {
+        DK_GPU_LAUNCH(dk__nms_gpu_group_keys_kernel, dk_gpu_blocks(P), DK_GPU_THREADS, stream, gkeys, gord, n, P);
+        st = dk__gpu_launched(job->op);
+        if (!st) st = dk__nms_gpu_sort(gkeys, gord, P, stream, job->op);
+        if (!st) {
+            DK_GPU_LAUNCH(dk__nms_gpu_groups_kernel, dk_gpu_blocks(n), DK_GPU_THREADS, stream, gkeys, gord, ord, n,
+                          (int64_t *)dk_tensor_data(keep), keep_s, (int64_t *)dk_tensor_data(job->starts),
+                          dk_tensor_stride(job->starts, 0));
+            st = dk__gpu_launched(job->op);
+        }
     }
     dk_device_free(job->boxes->device, mem); /* stream-ordered: after the kernels above */
     return st;
@@ -259,8 +314,8 @@ extern "C" dk_status dk_nms_gpu(const dk_tensor *boxes, const dk_tensor *scores,
                                 dk_tensor *num, double iou_threshold, int64_t offset)
 {
     const dk__nms_gpu_args a = {iou_threshold, (double)offset};
-    const dk__nms_gpu_job job = {"nms",           boxes, scores, idxs,
-                                 boxes->shape[0], 4,     &a,     {dk__nms_gpu_mask_f32, dk__nms_gpu_mask_f64}};
+    const dk__nms_gpu_job job = {
+        "nms", boxes, scores, idxs, boxes->shape[0], 4, &a, {dk__nms_gpu_mask_f32, dk__nms_gpu_mask_f64}, NULL};
     return dk__nms_gpu_run(&job, keep, num);
 }
 

@@ -3,8 +3,9 @@
  * steps that do not depend on the box (sort, chunked mask, gathering of the keep) are
  * dk__nms_gpu_run in nms_gpu.cu (the boxes are gathered in score order as `width` values in
  * the compute type, the categories as kernels/sort_key.h keys); what does (whether one box
- * suppresses another) is a job's. nms (axis-aligned boxes, IoU > threshold) and nms_rotated (rotated boxes,
- * IoU >= threshold) are two jobs of one driver and one mask kernel, templated over the overlap.
+ * suppresses another) is a job's. nms (axis-aligned boxes, IoU > threshold), nms_match (its groups,
+ * IoU >= threshold) and nms_rotated (rotated boxes, IoU >= threshold) are jobs of one driver and one
+ * mask kernel, templated over the overlap.
  * C++ (nvcc, hipcc, the emulation): included by the .cu files only.
  */
 #ifndef DK_NMS_GPU_MASK_CUH
@@ -31,9 +32,11 @@ struct dk__nms_gpu_job {
     int width;                       /* values per box (4, or 5 rotated) */
     const void *args;                /* the op's own arguments, for its mask step */
     dk__nms_gpu_mask_fn mask[2];     /* by compute type: float (16- and 32-bit boxes), double (float64) */
+    dk_tensor *starts;               /* nms_match's groups (Note [nms_match on a GPU]), or NULL: nms's keep */
 };
 
-/* Steps 1 to 4 on the job's tensors' device; keep and num as ops/nms.h says. */
+/* Steps 1 to 4 on the job's tensors' device; keep and num as ops/nms.h says (with starts:
+ * nms_match's members, starts and num). */
 dk_status dk__nms_gpu_run(const dk__nms_gpu_job *job, dk_tensor *keep, dk_tensor *num);
 
 /*

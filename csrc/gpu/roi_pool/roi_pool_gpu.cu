@@ -28,6 +28,7 @@ static dk__rp_gpu_args dk__rp_gpu_args_of(const dk_tensor *img, const dk_tensor 
     a.rois_s[0] = dk_tensor_stride(rois, 0), a.rois_s[1] = dk_tensor_stride(rois, 1);
     a.scale = 1.0;
     a.bins_kind = DK_ROI_POOL_BINS_TORCHVISION;
+    a.sampling_ratio = 0;
     return a;
 }
 
@@ -66,13 +67,21 @@ extern "C" dk_status dk_roi_pool_backward_gpu(const dk_tensor *grad_output, cons
     return st;
 }
 
+/* The position-sensitive forwards' sizes: a.C, PH, PW the output's, N, H, W the input's. */
+static dk__rp_gpu_args dk__rp_gpu_ps_args_of(const dk_tensor *input, const dk_tensor *output, const dk_tensor *rois,
+                                             double spatial_scale)
+{
+    dk__rp_gpu_args a = dk__rp_gpu_args_of(output, output, rois, output);
+    a.N = input->shape[0], a.H = input->shape[2], a.W = input->shape[3];
+    for (int d = 0; d < 4; d++) a.img_s[d] = dk_tensor_stride(input, d);
+    a.scale = spatial_scale;
+    return a;
+}
+
 extern "C" dk_status dk_ps_roi_pool_forward_gpu(const dk_tensor *input, const dk_tensor *rois, dk_tensor *output,
                                                 double spatial_scale)
 {
-    dk__rp_gpu_args a = dk__rp_gpu_args_of(output, output, rois, output);
-    a.N = input->shape[0], a.H = input->shape[2], a.W = input->shape[3]; /* C, PH, PW: the output's */
-    for (int d = 0; d < 4; d++) a.img_s[d] = dk_tensor_stride(input, d);
-    a.scale = spatial_scale;
+    const dk__rp_gpu_args a = dk__rp_gpu_ps_args_of(input, output, rois, spatial_scale);
     if (dk_tensor_numel(output) == 0) return DK_OK; /* nothing to write */
     dk_device_guard g;
     dk_status st = dk__gpu_enter(&g, input->device);
@@ -101,8 +110,43 @@ extern "C" dk_status dk_ps_roi_pool_backward_gpu(const dk_tensor *grad_output, c
     return st;
 }
 
+extern "C" dk_status dk_ps_roi_align_forward_gpu(const dk_tensor *input, const dk_tensor *rois, dk_tensor *output,
+                                                 double spatial_scale, int64_t sampling_ratio)
+{
+    dk__rp_gpu_args a = dk__rp_gpu_ps_args_of(input, output, rois, spatial_scale);
+    a.sampling_ratio = sampling_ratio;
+    if (dk_tensor_numel(output) == 0) return DK_OK; /* nothing to write */
+    dk_device_guard g;
+    dk_status st = dk__gpu_enter(&g, input->device);
+    if (st) return st;
+    void *stream = dk_current_stream(input->device);
+    DK_SWITCH_FLOAT(dk_tensor_dtype(input), st, dk__psa_gpu_forward, (input, rois, output, &a, stream),
+                    st = dk__gpu_unsupported("ps_roi_align_forward", input))
+    dk_device_guard_exit(&g);
+    return st;
+}
+
+extern "C" dk_status dk_ps_roi_align_backward_gpu(const dk_tensor *grad_output, const dk_tensor *rois,
+                                                  dk_tensor *grad_input, double spatial_scale, int64_t sampling_ratio)
+{
+    dk__rp_gpu_args a = dk__rp_gpu_args_of(grad_input, grad_output, rois, grad_output);
+    a.scale = spatial_scale;
+    a.sampling_ratio = sampling_ratio;
+    if (a.N * a.C * a.H * a.W == 0) return DK_OK; /* nothing to write */
+    dk_device_guard g;
+    dk_status st = dk__gpu_enter(&g, grad_input->device);
+    if (st) return st;
+    void *stream = dk_current_stream(grad_input->device);
+    DK_SWITCH_FLOAT(dk_tensor_dtype(grad_output), st, dk__psa_gpu_backward, (grad_output, rois, grad_input, &a, stream),
+                    st = dk__gpu_unsupported("ps_roi_align_backward", grad_output))
+    dk_device_guard_exit(&g);
+    return st;
+}
+
 /* Note [GPU kernels register themselves] in dk_gpu_kernels.h */
 DK_GPU_KERNEL(roi_pool_forward, dk_roi_pool_forward_gpu);
 DK_GPU_KERNEL(roi_pool_backward, dk_roi_pool_backward_gpu);
 DK_GPU_KERNEL(ps_roi_pool_forward, dk_ps_roi_pool_forward_gpu);
 DK_GPU_KERNEL(ps_roi_pool_backward, dk_ps_roi_pool_backward_gpu);
+DK_GPU_KERNEL(ps_roi_align_forward, dk_ps_roi_align_forward_gpu);
+DK_GPU_KERNEL(ps_roi_align_backward, dk_ps_roi_align_backward_gpu);

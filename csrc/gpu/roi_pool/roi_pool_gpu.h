@@ -19,6 +19,14 @@
  * of grad_input (n, c, h, w), which knows its bin (ph, pw) from its channel and gathers, RoIs in
  * order, the share of every RoI of its image whose bin holds it: the CPU's additions in the CPU's
  * order, no atomics, N C H W threads.
+ *
+ * ps_roi_align: forward one thread per output element, dk_roi_align_forward_avg itself (the
+ * CPU's terms in the CPU's order: its bits). Backward one thread per element of grad_input
+ * (n, c, h, w): its channel fixes the bin; it walks its image's RoIs in order and, within each,
+ * only the samples whose taps can reach it (dk_roi_align_axis_window, a superset tested
+ * exactly), adding each tap's share that lands on it in a register: the CPU's terms in the
+ * CPU's order (torchvision's), one store, no atomics (torchvision's CUDA kernel scatters with
+ * atomicAdd and refuses the backward under torch.use_deterministic_algorithms).
  */
 #ifndef DK_ROI_POOL_GPU_H
 #define DK_ROI_POOL_GPU_H
@@ -37,7 +45,8 @@ typedef struct {
     int64_t N, C, H, W, K, PH, PW;
     int64_t img_s[4], bins_s[4], arg_s[4], rois_s[2];
     double scale;
-    int bins_kind; /* DK_ROI_POOL_BINS_* (kernels/roi_pool_math.h) */
+    int bins_kind;          /* DK_ROI_POOL_BINS_* (kernels/roi_pool_math.h) */
+    int64_t sampling_ratio; /* ps_roi_align */
 } dk__rp_gpu_args;
 
 extern "C" {
@@ -50,6 +59,10 @@ dk_status dk_ps_roi_pool_forward_gpu(const dk_tensor *input, const dk_tensor *ro
                                      double spatial_scale);
 dk_status dk_ps_roi_pool_backward_gpu(const dk_tensor *grad_output, const dk_tensor *rois, dk_tensor *grad_input,
                                       double spatial_scale);
+dk_status dk_ps_roi_align_forward_gpu(const dk_tensor *input, const dk_tensor *rois, dk_tensor *output,
+                                      double spatial_scale, int64_t sampling_ratio);
+dk_status dk_ps_roi_align_backward_gpu(const dk_tensor *grad_output, const dk_tensor *rois, dk_tensor *grad_input,
+                                       double spatial_scale, int64_t sampling_ratio);
 #ifdef __cplusplus
 }
 #endif

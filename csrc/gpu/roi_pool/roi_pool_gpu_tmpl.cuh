@@ -165,4 +165,107 @@ static dk_status DK_SFN(dk__rp_gpu_ps_backward)(const dk_tensor *grad_output, co
     return dk__gpu_launched("ps_roi_pool_backward");
 }
 
+/* ---- ps_roi_align -------------------------------------------------------------------------- */
+
+__device__ static inline void DK_SFN(dk__psa_gpu_roi)(const DK_S *rois, const dk__rp_gpu_args &a, int64_t k,
+                                                      DK_TFN(dk_roi_align_axis) *ay, DK_TFN(dk_roi_align_axis) *ax)
+{
+    const DK_S *r = rois + k * a.rois_s[0];
+    DK_TFN(dk_ps_roi_align_roi_init)(DK_LOAD(r[a.rois_s[1]]), DK_LOAD(r[2 * a.rois_s[1]]), DK_LOAD(r[3 * a.rois_s[1]]),
+                                     DK_LOAD(r[4 * a.rois_s[1]]), (DK_T)a.scale, a.PH, a.PW, a.sampling_ratio, a.H, a.W,
+                                     ay, ax);
+}
+
+/* One thread per output element (k, c, ph, pw); a.C is the output's channel count here. */
+__global__ void DK_SFN(dk__psa_gpu_forward_kernel)(const DK_S *__restrict__ x, const DK_S *__restrict__ rois,
+                                                   DK_S *__restrict__ y, dk__rp_gpu_args a)
+{
+    const int64_t total = a.K * a.C * a.PH * a.PW;
+    for (int64_t i = DK_GPU_FIRST(); i < total; i += DK_GPU_STRIDE()) {
+        const int64_t pw = i % a.PW, ph = i / a.PW % a.PH, c = i / (a.PW * a.PH) % a.C, k = i / (a.PW * a.PH * a.C);
+        const int64_t n = DK_SFN(dk__rp_gpu_batch)(rois, a, k);
+        DK_T v = (DK_T)0;
+        if (n >= 0) {
+            DK_TFN(dk_roi_align_axis) ay, ax;
+            DK_SFN(dk__psa_gpu_roi)(rois, a, k, &ay, &ax);
+            const int64_t cin = (c * a.PH + ph) * a.PW + pw;
+            v = DK_SFN(dk_roi_align_forward_avg)(x + n * a.img_s[0] + cin * a.img_s[1], a.img_s[2], a.img_s[3], a.H,
+                                                 a.W, &ay, &ax, ph, pw);
+        }
+        y[k * a.bins_s[0] + c * a.bins_s[1] + ph * a.bins_s[2] + pw * a.bins_s[3]] = DK_STORE(v);
+    }
+}
+
+/* Samples [*lo, *hi] of bin p (numbers within the bin) whose taps may reach pixel q: the axis
+ * window's (dk_roi_align_axis_window) within the bin. */
+__device__ static inline void DK_SFN(dk__psa_gpu_window)(const DK_TFN(dk_roi_align_axis) *a, int64_t pooled, int64_t p,
+                                                         int64_t q, int64_t *lo, int64_t *hi)
+{
+    int64_t j0, j1;
+    DK_TFN(dk_roi_align_axis_window)(a, pooled, q, &j0, &j1);
+    const int64_t b0 = p * a->grid, b1 = b0 + a->grid - 1;
+    *lo = (j0 > b0 ? j0 : b0) - b0;
+    *hi = (j1 < b1 ? j1 : b1) - b0;
+}
+
+/* One thread per grad_input element (n, cin, h, w); a.C is grad_input's channel count here. */
+__global__ void DK_SFN(dk__psa_gpu_backward_kernel)(const DK_S *__restrict__ gout, const DK_S *__restrict__ rois,
+                                                    DK_S *__restrict__ gin, dk__rp_gpu_args a)
+{
+    const int64_t total = a.N * a.C * a.H * a.W;
+    for (int64_t i = DK_GPU_FIRST(); i < total; i += DK_GPU_STRIDE()) {
+        const int64_t w = i % a.W, h = i / a.W % a.H, cin = i / (a.W * a.H) % a.C, n = i / (a.W * a.H * a.C);
+        const int64_t pw = cin % a.PW, ph = cin / a.PW % a.PH, c = cin / (a.PW * a.PH);
+        DK_T sum = (DK_T)0;
+        for (int64_t k = 0; k < a.K; k++) {
+            if (DK_SFN(dk__rp_gpu_batch)(rois, a, k) != n) continue;
+            DK_TFN(dk_roi_align_axis) ay, ax;
+            DK_SFN(dk__psa_gpu_roi)(rois, a, k, &ay, &ax);
+            if (ay.grid <= 0 || ax.grid <= 0) continue;
+            int64_t iy0, iy1, ix0, ix1;
+            DK_SFN(dk__psa_gpu_window)(&ay, a.PH, ph, h, &iy0, &iy1);
+            DK_SFN(dk__psa_gpu_window)(&ax, a.PW, pw, w, &ix0, &ix1);
+            if (iy0 > iy1 || ix0 > ix1) continue;
+            const DK_T count = DK_TFN(dk_roi_align_count)(&ay, &ax);
+            const DK_T gk = DK_LOAD(gout[k * a.bins_s[0] + c * a.bins_s[1] + ph * a.bins_s[2] + pw * a.bins_s[3]]);
+            for (int64_t iy = iy0; iy <= iy1; iy++) {
+                DK_TFN(dk_roi_align_taps) ty, tx;
+                if (!DK_TFN(dk_roi_align_taps_init)(DK_TFN(dk_roi_align_axis_sample)(&ay, ph, iy), a.H, &ty)) continue;
+                if (ty.lo != h && ty.hi != h) continue;
+                for (int64_t ix = ix0; ix <= ix1; ix++) {
+                    if (!DK_TFN(dk_roi_align_taps_init)(DK_TFN(dk_roi_align_axis_sample)(&ax, pw, ix), a.W, &tx))
+                        continue;
+                    if (tx.lo != w && tx.hi != w) continue;
+                    DK_TFN(dk_roi_align_bilinear) b;
+                    DK_TFN(dk_roi_align_bilinear_of)(&ty, &tx, &b);
+                    /* the CPU's four additions, those that land here, in its order */
+                    if (b.y_low == h && b.x_low == w) sum += DK_TFN(dk_ps_roi_align_share)(gk, b.w1, count);
+                    if (b.y_low == h && b.x_high == w) sum += DK_TFN(dk_ps_roi_align_share)(gk, b.w2, count);
+                    if (b.y_high == h && b.x_low == w) sum += DK_TFN(dk_ps_roi_align_share)(gk, b.w3, count);
+                    if (b.y_high == h && b.x_high == w) sum += DK_TFN(dk_ps_roi_align_share)(gk, b.w4, count);
+                }
+            }
+        }
+        gin[n * a.img_s[0] + cin * a.img_s[1] + h * a.img_s[2] + w * a.img_s[3]] = DK_STORE(sum);
+    }
+}
+
+static dk_status DK_SFN(dk__psa_gpu_forward)(const dk_tensor *input, const dk_tensor *rois, dk_tensor *output,
+                                             const dk__rp_gpu_args *a, void *stream)
+{
+    DK_GPU_LAUNCH(DK_SFN(dk__psa_gpu_forward_kernel), dk_gpu_blocks(a->K * a->C * a->PH * a->PW), DK_GPU_THREADS,
+                  stream, (const DK_S *)dk_tensor_data(input), (const DK_S *)dk_tensor_data(rois),
+                  (DK_S *)dk_tensor_data(output), *a);
+    return dk__gpu_launched("ps_roi_align_forward");
+}
+
+static dk_status DK_SFN(dk__psa_gpu_backward)(const dk_tensor *grad_output, const dk_tensor *rois,
+                                              dk_tensor *grad_input, const dk__rp_gpu_args *a, void *stream)
+{
+    DK_GPU_LAUNCH(DK_SFN(dk__psa_gpu_backward_kernel), dk_gpu_blocks(a->N * a->C * a->H * a->W), DK_GPU_THREADS, stream,
+                  (const DK_S *)dk_tensor_data(grad_output), (const DK_S *)dk_tensor_data(rois),
+                  (DK_S *)dk_tensor_data(grad_input), *a);
+    return dk__gpu_launched("ps_roi_align_backward");
+}
+
 #endif

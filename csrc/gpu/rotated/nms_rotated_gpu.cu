@@ -25,8 +25,9 @@ extern "C" dk_status dk_nms_rotated_gpu(const dk_tensor *dets, const dk_tensor *
                                         dk_tensor *keep, dk_tensor *num, double iou_threshold, bool clockwise)
 {
     const dk__nmsr_gpu_args a = {dk_rbox_nms_threshold(iou_threshold), clockwise};
-    const dk__nms_gpu_job job = {"nms_rotated",  dets, scores, labels,
-                                 dets->shape[0], 5,    &a,     {dk__nmsr_gpu_mask_f32, dk__nmsr_gpu_mask_f64}};
+    const dk__nms_gpu_job job = {
+        "nms_rotated", dets, scores, labels, dets->shape[0], 5, &a, {dk__nmsr_gpu_mask_f32, dk__nmsr_gpu_mask_f64},
+        NULL};
     return dk__nms_gpu_run(&job, keep, num);
 }
 

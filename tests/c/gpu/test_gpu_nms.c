@@ -8,6 +8,10 @@
  * or nothing (NaN), categories of either integer type or none, tied and NaN scores, sizes around
  * the 64-box block, and masks made in one chunk or many (Note [Bounded NMS memory]).
  *
+ * nms_match (MMCV's groups): members, starts and the number of groups equal to the CPU's, for
+ * every dtype, thresholds that group much, little, everything (0) or nothing (NaN), tied and
+ * NaN scores, NaN and infinite boxes, sizes around the 64-box block, one chunk or many.
+ *
  * soft_nms (MMCV's procedure, step for step), bit for bit: the same boxes selected in the same
  * order with the same decayed scores, and the same count, for every dtype (16-bit computed in
  * float32), every method, both offsets, thresholds and min_scores that remove much, little or
@@ -22,11 +26,14 @@
 
 #ifdef DKT_GPU_EMULATED
 #include "nms/nms_gpu.h"
+#include "nms/nms_match_gpu.h"
 #include "nms/soft_nms_gpu.h"
 #define GPU_NMS dk_nms_gpu
+#define GPU_NMS_MATCH dk_nms_match_gpu
 #define GPU_SOFT_NMS dk_soft_nms_gpu
 #else
 #define GPU_NMS dk_nms
+#define GPU_NMS_MATCH dk_nms_match
 #define GPU_SOFT_NMS dk_soft_nms
 #endif
 
@@ -96,6 +103,62 @@ static void many_boxes_in_several_chunks(void **state)
     assert_ok(dk_tunable_set("nms.gpu_chunk_bytes", 64 * 47 * 8 * 5, NULL));
     check(DK_FLOAT32, 3000, 0.5, 0, 0, &r);
     check(DK_FLOAT32, 3000, 0.7, 0, 2, &r);
+    assert_ok(dk_tunable_set("nms.gpu_chunk_bytes", (int64_t)64 << 20, NULL));
+}
+
+/* ---- nms_match ----------------------------------------------------------------------- */
+
+static void match_check(dk_dtype dt, int64_t n, double thr, bool hostile, dkk_rng *r)
+{
+    char what[200];
+    snprintf(what, sizeof what, "nms_match %s, n %lld, threshold %g, hostile %d", dk_dtype_name(dt), (long long)n, thr,
+             hostile);
+    dkk_tensor *b = dkk_new(dt, 2, (int64_t[]){n, 4}, NULL, 0), *s = dkk_new(dt, 1, (int64_t[]){n}, NULL, 0);
+    dkg_clustered_boxes(b, s, r, n, hostile);
+    dkk_tensor *out[6];
+    for (int k = 0; k < 6; k++) out[k] = dkk_new(DK_INT64, 1, (int64_t[]){k % 3 == 2 ? 1 : n}, NULL, 0);
+    assert_ok(dk_nms_match(&b->t, &s->t, &out[0]->t, &out[1]->t, &out[2]->t, thr));
+    dkg_tensor db, ds, dm, dst, dn;
+    dkg_up(&db, b), dkg_up(&ds, s), dkg_up(&dm, out[3]), dkg_up(&dst, out[4]), dkg_up(&dn, out[5]);
+    assert_ok(GPU_NMS_MATCH(&db.dev, &ds.dev, &dm.dev, &dst.dev, &dn.dev, thr));
+    dkg_down(&dm), dkg_down(&dst), dkg_down(&dn);
+    const int64_t groups = ((int64_t *)out[2]->mem)[0], ggroups = ((int64_t *)out[5]->mem)[0];
+    if (groups != ggroups)
+        fail_msg("%s: %lld groups on the GPU, %lld on the CPU", what, (long long)ggroups, (long long)groups);
+    for (int64_t i = 0; i < n; i++)
+        if (((int64_t *)out[0]->mem)[i] != ((int64_t *)out[3]->mem)[i])
+            fail_msg("%s: members[%lld] is %lld on the GPU, %lld on the CPU", what, (long long)i,
+                     (long long)((int64_t *)out[3]->mem)[i], (long long)((int64_t *)out[0]->mem)[i]);
+    for (int64_t g = 0; g < groups; g++)
+        if (((int64_t *)out[1]->mem)[g] != ((int64_t *)out[4]->mem)[g])
+            fail_msg("%s: starts[%lld] is %lld on the GPU, %lld on the CPU", what, (long long)g,
+                     (long long)((int64_t *)out[4]->mem)[g], (long long)((int64_t *)out[1]->mem)[g]);
+    dkg_release(&db), dkg_release(&ds), dkg_release(&dm), dkg_release(&dst), dkg_release(&dn);
+    dkk_free(b), dkk_free(s);
+    for (int k = 0; k < 6; k++) dkk_free(out[k]);
+}
+
+static void match_run_all(void)
+{
+    static const dk_dtype dts[] = {DK_FLOAT32, DK_FLOAT64, DK_FLOAT16, DK_BFLOAT16};
+    static const int64_t sizes[] = {0, 1, 63, 64, 65, 200};
+    static const double thrs[] = {0.5, 0.1, 0.0, NAN};
+    dkk_rng r = {0x51};
+    for (size_t d = 0; d < DK_COUNTOF(dts); d++)
+        for (size_t z = 0; z < DK_COUNTOF(sizes); z++)
+            for (size_t t = 0; t < DK_COUNTOF(thrs); t++) match_check(dts[d], sizes[z], thrs[t], z % 2 == 1, &r);
+}
+
+static void nms_match_gpu_matches_cpu(void **state)
+{
+    (void)state;
+    match_run_all();
+    assert_ok(dk_tunable_set("nms.gpu_chunk_bytes", 8, NULL)); /* every 64 rows a chunk */
+    match_run_all();
+    dkk_rng r = {6};
+    assert_ok(dk_tunable_set("nms.gpu_chunk_bytes", 64 * 32 * 8 * 3, NULL)); /* 2,000 boxes: 32 words a row */
+    match_check(DK_FLOAT32, 2000, 0.6, false, &r);
+    match_check(DK_FLOAT64, 2000, 0.3, true, &r);
     assert_ok(dk_tunable_set("nms.gpu_chunk_bytes", (int64_t)64 << 20, NULL));
 }
 
@@ -215,6 +278,7 @@ int main(void)
         cmocka_unit_test(gpu_matches_cpu_in_one_chunk),
         cmocka_unit_test(gpu_matches_cpu_one_block_per_chunk),
         cmocka_unit_test(many_boxes_in_several_chunks),
+        cmocka_unit_test(nms_match_gpu_matches_cpu),
         cmocka_unit_test(soft_nms_gpu_matches_cpu),
         cmocka_unit_test(soft_nms_gpu_matches_cpu_with_other_thread_counts),
         cmocka_unit_test(soft_nms_many_boxes),

@@ -10,11 +10,16 @@
 
 #ifdef DKT_GPU_EMULATED
 #include "roi_align/roi_align_gpu.h" /* csrc/gpu: the entry points, called directly on host tensors */
+#include "roi_align/roi_align_rotated_gpu.h"
 #define GPU_FORWARD dk_roi_align_forward_gpu
 #define GPU_BACKWARD dk_roi_align_backward_gpu
+#define GPU_ROTATED_FORWARD dk_roi_align_rotated_forward_gpu
+#define GPU_ROTATED_BACKWARD dk_roi_align_rotated_backward_gpu
 #else
 #define GPU_FORWARD dk_roi_align_forward /* through the dispatcher, to the loaded backend */
 #define GPU_BACKWARD dk_roi_align_backward
+#define GPU_ROTATED_FORWARD dk_roi_align_rotated_forward
+#define GPU_ROTATED_BACKWARD dk_roi_align_rotated_backward
 #endif
 
 enum { N = 2, C = 10, H = 11, W = 13, K = 13, PH = 3, PW = 4 }; /* C: a chunk of 8 channels and a part */
@@ -225,11 +230,86 @@ static void a_bad_batch_index_is_an_absent_roi(void **state)
 }
 #endif
 
+/* roi_align_rotated: the GPU's forward and its gathered backward against the CPU kernel, bit for
+ * bit (Note [Deterministic rotated backward on a GPU]), for every dtype, both layouts, fixed and
+ * adaptive sampling, aligned or not, either direction of the angle, RoIs inside, across and
+ * outside the map, smaller than a pixel and of negative width, and the backward run twice. */
+static dkk_tensor *make_rotated_rois(dk_dtype dt, dkk_rng *r, int64_t k)
+{
+    dkk_tensor *t = dkk_new(dt, 2, (int64_t[]){k, 6}, NULL, 0);
+    const double ih = H / SCALE, iw = W / SCALE;
+    for (int64_t i = 0; i < k; i++) {
+        double v[6] = {(double)(i % N),
+                       dkk_uniform(r, -0.2 * iw, 1.2 * iw),
+                       dkk_uniform(r, -0.2 * ih, 1.2 * ih),
+                       dkk_uniform(r, 0, iw),
+                       dkk_uniform(r, 0, ih),
+                       dkk_uniform(r, -7, 7)};
+        if (i % 5 == 3) v[3] = 0.3, v[4] = 0.4; /* smaller than a pixel */
+        if (i % 5 == 4) v[3] = -3;              /* negative width: no samples when aligned */
+        if (i % 7 == 6) v[1] += 3 * iw;         /* outside */
+        for (int j = 0; j < 6; j++) dkk_set(t, (int64_t[]){i, j}, v[j]);
+    }
+    return t;
+}
+
+static void check_rotated(dk_dtype dt, const int *order, int64_t sampling_ratio, bool aligned, bool clockwise,
+                          dkk_rng *r)
+{
+    char what[160];
+    snprintf(what, sizeof what, "roi_align_rotated %s sr %lld aligned %d clockwise %d", dk_dtype_name(dt),
+             (long long)sampling_ratio, aligned, clockwise);
+    const int64_t shape[4] = {K, C, PH, PW}, img[4] = {N, C, H, W};
+    dkk_tensor *x = dkk_new(dt, 4, img, order, 1);
+    dkk_fill_uniform(x, r, -2, 2);
+    dkk_tensor *rois = make_rotated_rois(dt, r, K);
+    dkk_tensor *out = dkk_new(dt, 4, shape, NULL, 0), *gout = dkk_new(dt, 4, shape, order, 2);
+    memset(gout->mem, 0x7f, gout->bytes); /* every element must be written */
+    assert_ok(
+        dk_roi_align_rotated_forward(&x->t, &rois->t, &out->t, PH, PW, SCALE, sampling_ratio, aligned, clockwise));
+    dkg_tensor dx, dr, dout;
+    dkg_up(&dx, x), dkg_up(&dr, rois), dkg_up(&dout, gout);
+    assert_ok(GPU_ROTATED_FORWARD(&dx.dev, &dr.dev, &dout.dev, PH, PW, SCALE, sampling_ratio, aligned, clockwise));
+    dkg_down(&dout);
+    dkk_assert_identical(gout, out, what);
+    dkk_tensor *g = dkk_new(dt, 4, shape, NULL, 0);
+    dkk_fill_uniform(g, r, -1, 1);
+    dkk_tensor *gi = dkk_new(dt, 4, img, NULL, 0);
+    assert_ok(dk_roi_align_rotated_backward(&g->t, &rois->t, &gi->t, SCALE, sampling_ratio, aligned, clockwise));
+    dkg_tensor dg;
+    dkg_up(&dg, g);
+    for (int run = 0; run < 2; run++) {
+        dkk_tensor *ggi = dkk_new(dt, 4, img, order, 3);
+        memset(ggi->mem, 0x7f, ggi->bytes);
+        dkg_tensor dgi;
+        dkg_up(&dgi, ggi);
+        assert_ok(GPU_ROTATED_BACKWARD(&dg.dev, &dr.dev, &dgi.dev, SCALE, sampling_ratio, aligned, clockwise));
+        dkg_down(&dgi);
+        dkk_assert_identical(ggi, gi, what);
+        dkg_release(&dgi);
+        dkk_free(ggi);
+    }
+    dkg_release(&dx), dkg_release(&dr), dkg_release(&dout), dkg_release(&dg);
+    dkk_free(x), dkk_free(rois), dkk_free(out), dkk_free(gout), dkk_free(g), dkk_free(gi);
+}
+
+static void rotated_gpu_matches_cpu(void **state)
+{
+    (void)state;
+    dkk_rng r = {0x7a11};
+    for (size_t d = 0; d < DK_COUNTOF(DTYPES); d++)
+        for (int a = 0; a < 2; a++) {
+            check_rotated(DTYPES[d].dt, NCHW, 0, a, a == 0, &r);
+            check_rotated(DTYPES[d].dt, NHWC, 2, a, a == 1, &r);
+        }
+}
+
 int main(void)
 {
     if (dkg_setup()) return 0;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(gpu_matches_cpu),
+        cmocka_unit_test(rotated_gpu_matches_cpu),
 #ifdef DKT_GPU_EMULATED
         cmocka_unit_test(a_bad_batch_index_is_an_absent_roi),
 #endif

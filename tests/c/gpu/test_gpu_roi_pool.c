@@ -2,7 +2,8 @@
  * test_gpu_roi_pool.c — roi_pool's GPU kernels against its CPU kernels (whose results are the
  * references', test_kernel_roi_pool.c), bit for bit: forward values and argmax, and the
  * backward's sums (the GPU adds in the CPU's order, Note [RoIPool on a GPU]), for every float
- * dtype, both geometries, any strides, boxes inside, across and outside the map, NaN and
+ * dtype, both geometries, any strides; ps_roi_pool and ps_roi_align likewise (ps_roi_align's
+ * backward gathers what the CPU scatters, Note [RoIPool on a GPU]), boxes inside, across and outside the map, NaN and
  * infinite pixels, and a backward run twice. Built twice (gpu/dk_gpu_test.h): emulated on the
  * host in `make test-c`, on a real GPU in `make test-gpu`.
  */
@@ -18,11 +19,15 @@
 #define GPU_BACKWARD dk_roi_pool_backward_gpu
 #define GPU_PS_FORWARD dk_ps_roi_pool_forward_gpu
 #define GPU_PS_BACKWARD dk_ps_roi_pool_backward_gpu
+#define GPU_PSA_FORWARD dk_ps_roi_align_forward_gpu
+#define GPU_PSA_BACKWARD dk_ps_roi_align_backward_gpu
 #else
 #define GPU_FORWARD dk_roi_pool_forward
 #define GPU_BACKWARD dk_roi_pool_backward
 #define GPU_PS_FORWARD dk_ps_roi_pool_forward
 #define GPU_PS_BACKWARD dk_ps_roi_pool_backward
+#define GPU_PSA_FORWARD dk_ps_roi_align_forward
+#define GPU_PSA_BACKWARD dk_ps_roi_align_backward
 #endif
 
 static const dk_dtype DTYPES[] = {DK_FLOAT32, DK_FLOAT64, DK_FLOAT16, DK_BFLOAT16};
@@ -87,12 +92,14 @@ static void check_case(dk_dtype dt, int geometry, double scale, int64_t PH, int6
     dkk_free(gi);
 }
 
-/* ps_roi_pool: forward values and the backward's gathered sums against the CPU's. */
-static void check_ps_case(dk_dtype dt, double scale, int64_t PH, int64_t PW, bool nhwc, int64_t K, dkk_rng *r)
+/* ps_roi_pool, or ps_roi_align with sampling_ratio sr when `align`: forward values and the
+ * backward's gathered sums against the CPU's. */
+static void check_ps_case(dk_dtype dt, double scale, int64_t PH, int64_t PW, bool nhwc, int64_t K, dkk_rng *r,
+                          bool align, int64_t sr)
 {
     char what[160];
-    snprintf(what, sizeof what, "ps_roi_pool %s scale %g %lldx%lld K %lld", dk_dtype_name(dt), scale, (long long)PH,
-             (long long)PW, (long long)K);
+    snprintf(what, sizeof what, "%s %s scale %g %lldx%lld K %lld sr %lld", align ? "ps_roi_align" : "ps_roi_pool",
+             dk_dtype_name(dt), scale, (long long)PH, (long long)PW, (long long)K, (long long)sr);
     const int64_t N = 2, CO = 3, C = CO * PH * PW, H = 12, W = 10;
     const int *order = nhwc ? (const int[]){0, 2, 3, 1} : NULL;
     dkk_tensor *x = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, order, 1);
@@ -101,21 +108,25 @@ static void check_ps_case(dk_dtype dt, double scale, int64_t PH, int64_t PW, boo
     const int64_t shape[4] = {K, CO, PH, PW};
     dkk_tensor *out = dkk_new(dt, 4, shape, NULL, 0), *gout = dkk_new(dt, 4, shape, NULL, 2);
     memset(gout->mem, 0x7f, gout->bytes);
-    assert_ok(dk_ps_roi_pool_forward(&x->t, &rois->t, &out->t, scale));
+    assert_ok(align ? dk_ps_roi_align_forward(&x->t, &rois->t, &out->t, scale, sr)
+                    : dk_ps_roi_pool_forward(&x->t, &rois->t, &out->t, scale));
     dkg_tensor dx, dr, dout;
     dkg_up(&dx, x), dkg_up(&dr, rois), dkg_up(&dout, gout);
-    assert_ok(GPU_PS_FORWARD(&dx.dev, &dr.dev, &dout.dev, scale));
+    assert_ok(align ? GPU_PSA_FORWARD(&dx.dev, &dr.dev, &dout.dev, scale, sr)
+                    : GPU_PS_FORWARD(&dx.dev, &dr.dev, &dout.dev, scale));
     dkg_down(&dout);
     dkk_assert_identical(gout, out, what);
     dkk_tensor *g = dkk_new(dt, 4, shape, NULL, 0);
     dkk_fill_uniform(g, r, -1, 1);
     dkk_tensor *gi = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, NULL, 0);
-    assert_ok(dk_ps_roi_pool_backward(&g->t, &rois->t, &gi->t, scale));
+    assert_ok(align ? dk_ps_roi_align_backward(&g->t, &rois->t, &gi->t, scale, sr)
+                    : dk_ps_roi_pool_backward(&g->t, &rois->t, &gi->t, scale));
     dkk_tensor *ggi = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, order, 3);
     memset(ggi->mem, 0x7f, ggi->bytes);
     dkg_tensor dg, dgi;
     dkg_up(&dg, g), dkg_up(&dgi, ggi);
-    assert_ok(GPU_PS_BACKWARD(&dg.dev, &dr.dev, &dgi.dev, scale));
+    assert_ok(align ? GPU_PSA_BACKWARD(&dg.dev, &dr.dev, &dgi.dev, scale, sr)
+                    : GPU_PS_BACKWARD(&dg.dev, &dr.dev, &dgi.dev, scale));
     dkg_down(&dgi);
     dkk_assert_identical(ggi, gi, what);
     dkg_release(&dx), dkg_release(&dr), dkg_release(&dout), dkg_release(&dg), dkg_release(&dgi);
@@ -127,9 +138,24 @@ static void ps_roi_pool_gpu_matches_cpu(void **state)
     (void)state;
     dkk_rng r = {0x9103};
     for (size_t d = 0; d < DK_COUNTOF(DTYPES); d++) {
-        check_ps_case(DTYPES[d], 1.0, 2, 2, false, 7, &r);
-        check_ps_case(DTYPES[d], 0.5, 3, 3, true, 13, &r);
-        check_ps_case(DTYPES[d], 0.7, 1, 2, false, 0, &r);
+        check_ps_case(DTYPES[d], 1.0, 2, 2, false, 7, &r, false, 0);
+        check_ps_case(DTYPES[d], 0.5, 3, 3, true, 13, &r, false, 0);
+        check_ps_case(DTYPES[d], 0.7, 1, 2, false, 0, &r, false, 0);
+    }
+}
+
+/* ps_roi_align: adaptive and explicit grids (1 keeps samples apart, 5 puts several in a pixel),
+ * boxes reversed and across the edges (make_rois), both layouts. */
+static void ps_roi_align_gpu_matches_cpu(void **state)
+{
+    (void)state;
+    dkk_rng r = {0x9104};
+    for (size_t d = 0; d < DK_COUNTOF(DTYPES); d++) {
+        check_ps_case(DTYPES[d], 1.0, 2, 2, false, 7, &r, true, -1);
+        check_ps_case(DTYPES[d], 0.5, 3, 3, true, 13, &r, true, 0);
+        check_ps_case(DTYPES[d], 0.7, 1, 2, false, 9, &r, true, 5);
+        check_ps_case(DTYPES[d], 2.0, 3, 2, true, 11, &r, true, 1);
+        check_ps_case(DTYPES[d], 0.7, 2, 1, false, 0, &r, true, 2);
     }
 }
 
@@ -160,6 +186,7 @@ int main(void)
         cmocka_unit_test(gpu_matches_cpu),
         cmocka_unit_test(beyond_one_grid),
         cmocka_unit_test(ps_roi_pool_gpu_matches_cpu),
+        cmocka_unit_test(ps_roi_align_gpu_matches_cpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

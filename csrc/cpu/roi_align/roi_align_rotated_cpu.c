@@ -1,0 +1,160 @@
+/*
+ * roi_align/roi_align_rotated_cpu.c — roi_align_rotated (RoIAlign on rotated boxes, MMCV's)
+ * forward and backward on the CPU: the entry points the dispatcher calls, their scratch and
+ * threads, and their registration. The geometry and the per-sample math are
+ * kernels/roi_align_math.h's (dk_roi_align_rotated_*, with RoIAlign's bilinear taps); the
+ * per-dtype bodies are roi_align_rotated_tmpl.h. ops/roi_align.c checked the arguments.
+ *
+ * Note [Rotated RoIAlign on a CPU]
+ * A rotated box's samples are not separable into rows and columns, as roi_align's are (Note
+ * [Separable weight tables] in roi_align_cpu.h), but they do not depend on the channel: each
+ * sample's four taps (plane offsets and weights) are found once per RoI and serve every
+ * channel, as MMCV's CPU kernel does with its pre_calc. They are tabulated a few bins at a time
+ * (at most DK__RAR_TABLE samples per thread, 48 bytes each); only the samples inside the map
+ * are kept, which is what the per-element math adds up, in the same order (iy, then ix), so the
+ * output has the per-element math's bits (which the GPU kernel runs): a bin with more samples
+ * than the table holds is computed by that math directly.
+ *  - Forward: one task per image and block of channels (dk__rar_blocks), which evaluates the
+ *    image's RoIs on those channels, four channels per table entry read: the block's planes
+ *    stay in cache while every RoI of the image reads them (one task per RoI, reading each
+ *    RoI's window of all channels, took 1.5-2x as long on the benchmark's problem: the
+ *    windows came from memory each time), at the cost of tabulating each RoI once per block.
+ *  - Backward, deterministic without atomics: the same tasks, each of which owns its channels
+ *    of its image in grad_input: it zeroes an accumulator of the compute type, adds the
+ *    gradients of the image's RoIs in index order (each RoI's bins (ph, pw) in order, each
+ *    bin's samples (iy, ix), each sample's taps w1..w4, each term (g / count) w: MMCV's
+ *    (g w) / count rounds differently where count is no power of 2), and stores it once. Each
+ *    element's terms and their order do not depend on the block or the thread count: the same
+ *    bits for any number of threads; and the GPU's gather (Note [Deterministic rotated
+ *    backward on a GPU] in roi_align_rotated_gpu.h) sums them in this order too.
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "dk_arena.h"
+#include "dk_parallel.h"
+#include "dk_registry.h"
+#include "dk_tensor.h"
+#include "kernels/dk_template.h"
+#include "kernels/roi_align_math.h"
+#include "roi_align.h" /* ops/roi_align.h */
+
+/* Samples per thread's table: 48 KB of offsets and 48 KB of float weights (96 KB for double);
+ * a 7 x 7 output with up to 9 x 9 samples per bin is one table. */
+#define DK__RAR_TABLE 4096
+
+/* Accumulator bytes per backward task at most: its channel block shrinks (to 1) to fit; and the
+ * most channels per block. */
+#define DK__RAR_ACC_BYTES ((int64_t)4 << 20)
+#define DK__RAR_MAX_BLOCK 64
+
+/* One call: `img` is input (forward) or grad_input (backward), `bins` output or grad_output. */
+typedef struct {
+    const dk_tensor *img, *bins, *rois;
+    int64_t N, C, H, W, K, PH, PW;
+    double scale;
+    int64_t sampling_ratio;
+    bool aligned, clockwise;
+    int64_t cblock; /* channels per task (dk__rar_blocks) */
+    char *scratch;  /* per thread: scratch + tid * per_thread bytes */
+    size_t per_thread;
+    dk_parallel_counter counter;
+} dk__rar_ctx;
+
+/* Bytes of one thread's table: 4 offsets and 4 weights per sample, and a count per bin. */
+static size_t dk__rar_table_bytes(dk_dtype dt)
+{
+    const size_t w = dt == DK_FLOAT64 ? sizeof(double) : sizeof(float);
+    return (size_t)DK__RAR_TABLE * (4 * sizeof(int64_t) + 4 * w + sizeof(int64_t));
+}
+
+#define DK_TEMPLATE "roi_align/roi_align_rotated_tmpl.h"
+#define DK_TEMPLATE_TYPES DK_TYPES_FLOAT
+#include "kernels/dk_instantiate.h"
+
+static dk__rar_ctx dk__rar_ctx_of(const dk_tensor *img, const dk_tensor *bins, const dk_tensor *rois, double scale,
+                                  int64_t sampling_ratio, bool aligned, bool clockwise)
+{
+    return (dk__rar_ctx){.img = img,
+                         .bins = bins,
+                         .rois = rois,
+                         .N = img->shape[0],
+                         .C = img->shape[1],
+                         .H = img->shape[2],
+                         .W = img->shape[3],
+                         .K = rois->shape[0],
+                         .PH = bins->shape[2],
+                         .PW = bins->shape[3],
+                         .scale = scale,
+                         .sampling_ratio = sampling_ratio,
+                         .aligned = aligned,
+                         .clockwise = clockwise};
+}
+
+/* Channels per task (Note [Rotated RoIAlign on a CPU]): each task tabulates every RoI of its image
+ * once, so as many as DK__RAR_MAX_BLOCK and the budget of DK__RAR_ACC_BYTES for their planes
+ * (`bytes` per element) allow, while leaving four tasks per thread. The block changes no
+ * element's terms or their order, so no result bit. */
+static void dk__rar_blocks(dk__rar_ctx *cx, int nthreads, int64_t bytes)
+{
+    const int64_t plane = cx->H * cx->W > 0 ? cx->H * cx->W : 1;
+    const int64_t by_memory = DK__RAR_ACC_BYTES / (plane * bytes);
+    const int64_t by_threads = (cx->N > 0 ? cx->N : 1) * cx->C / (4 * (int64_t)nthreads);
+    const int64_t cb = by_memory < by_threads ? by_memory : by_threads;
+    cx->cblock = cb < 1 ? 1 : cb > DK__RAR_MAX_BLOCK ? DK__RAR_MAX_BLOCK : cb > cx->C ? cx->C : cb;
+}
+
+/* Runs `worker` on nthreads threads, each with per_thread bytes of scratch. */
+static dk_status dk__rar_run(dk__rar_ctx *cx, int nthreads, size_t per_thread, void (*worker)(void *, int),
+                             const char *op)
+{
+    DK_ARENA_ON_STACK(ar); /* Note [Scratch arena] */
+    cx->per_thread = dk_round8(per_thread);
+    cx->scratch = (char *)dk_arena_take_n(&ar, (size_t)nthreads, cx->per_thread);
+    if (!cx->scratch) {
+        dk_arena_free(&ar);
+        return dk_error(DK_ENOMEM, "%s: out of memory for %d threads' scratch of %zu bytes", op, nthreads,
+                        cx->per_thread);
+    }
+    dk_parallel_run(nthreads, &cx->counter, worker, cx);
+    dk_arena_free(&ar);
+    return DK_OK;
+}
+
+static dk_status dk_roi_align_rotated_forward_cpu(const dk_tensor *input, const dk_tensor *rois, dk_tensor *output,
+                                                  int64_t pooled_height, int64_t pooled_width, double spatial_scale,
+                                                  int64_t sampling_ratio, bool aligned, bool clockwise)
+{
+    (void)pooled_height;
+    (void)pooled_width;
+    dk__rar_ctx cx = dk__rar_ctx_of(input, output, rois, spatial_scale, sampling_ratio, aligned, clockwise);
+    if (cx.K == 0 || cx.C == 0) return DK_OK; /* nothing to write */
+    const dk_dtype dt = dk_tensor_dtype(input);
+    const int nthreads = dk_parallel_threads_for(cx.K * cx.C * cx.PH * cx.PW * 16);
+    dk__rar_blocks(&cx, nthreads, (int64_t)dk_dtype_size(dt));
+    void (*worker)(void *, int) = NULL;
+    DK_SWITCH_FLOAT(dt, worker, dk__rar_forward_worker, , worker = NULL)
+    if (!worker) return dk_error(DK_ETYPE, "roi_align_rotated_forward: unsupported dtype");
+    return dk__rar_run(&cx, nthreads, dk__rar_table_bytes(dt), worker, "roi_align_rotated_forward");
+}
+
+static dk_status dk_roi_align_rotated_backward_cpu(const dk_tensor *grad_output, const dk_tensor *rois,
+                                                   dk_tensor *grad_input, double spatial_scale, int64_t sampling_ratio,
+                                                   bool aligned, bool clockwise)
+{
+    dk__rar_ctx cx = dk__rar_ctx_of(grad_input, grad_output, rois, spatial_scale, sampling_ratio, aligned, clockwise);
+    if (cx.N == 0 || cx.C == 0 || cx.H == 0 || cx.W == 0) return DK_OK; /* nothing to write */
+    const dk_dtype dt = dk_tensor_dtype(grad_output);
+    const int64_t tsize = dt == DK_FLOAT64 ? 8 : 4, plane = cx.H * cx.W;
+    const int nthreads = dk_parallel_threads_for(cx.N * cx.C * plane + cx.K * cx.C * cx.PH * cx.PW * 16);
+    dk__rar_blocks(&cx, nthreads, tsize);
+    void (*worker)(void *, int) = NULL;
+    DK_SWITCH_FLOAT(dt, worker, dk__rar_backward_worker, , worker = NULL)
+    if (!worker) return dk_error(DK_ETYPE, "roi_align_rotated_backward: unsupported dtype");
+    return dk__rar_run(&cx, nthreads, dk__rar_table_bytes(dt) + (size_t)(cx.cblock * plane * tsize), worker,
+                       "roi_align_rotated_backward");
+}
+
+DK_REGISTER_DEVICE_IMPL(roi_align_rotated_forward, CPU, dk_roi_align_rotated_forward_cpu)
+DK_REGISTER_DEVICE_IMPL(roi_align_rotated_backward, CPU, dk_roi_align_rotated_backward_cpu)

@@ -1,0 +1,215 @@
+/*
+ * dk_pytorch_order.c — dkit._C.torch_sort_ties: dkit's kept indices in the order torchvision's
+ * batched_nms gives for many boxes, where equal scores come in torch.sort's unstable order.
+ *
+ * dkit's NMS returns the kept boxes by decreasing score with equal scores by index. torchvision's
+ * batched_nms on the CPU, past 1,000 boxes, gathers the kept indices in ascending order and sorts
+ * their scores with torch.sort(descending=True), which is std::sort: equal scores then come as
+ * its partitions leave them (Note [torch's order of equal scores] in csrc/cpu/dk_std_sort.h). That
+ * order follows from the kept scores alone, so it is computed here from dkit's result, in about
+ * the time of one pass over the scores, instead of running torch's sort (a third to a half of
+ * the NMS itself: Note [torchvision's order of equal scores] in dkit/compat/torchvision.py).
+ *
+ * Both tensors are taken as any argument of an op is taken from a producer (dk_py_dlpack_take:
+ * the core's checks of the DLPack tensor), read only, and the result is a new bytearray of
+ * int64s, which the caller views with torch.frombuffer: nothing of the caller's is written.
+ */
+#include "dk_py.h" /* first: Python.h must precede every system header (CPython's rule) */
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dk_pydlpack.h"
+#include "dk_std_sort.h"
+#include "kernels/dk_half.h"
+
+#define DK__OP "torch_sort_ties"
+
+typedef struct {
+    void *managed;
+    int versioned;
+} dk__taken;
+
+static const DLTensor *dk__tensor_of(const dk__taken *t)
+{
+    return t->versioned ? &((DLManagedTensorVersioned *)t->managed)->dl_tensor
+                        : &((DLManagedTensor *)t->managed)->dl_tensor;
+}
+
+static void dk__release(dk__taken *t)
+{
+    if (!t->managed) return;
+    if (t->versioned) {
+        DLManagedTensorVersioned *m = t->managed;
+        if (m->deleter) m->deleter(m);
+    } else {
+        DLManagedTensor *m = t->managed;
+        if (m->deleter) m->deleter(m);
+    }
+    t->managed = NULL;
+}
+
+/* Score i as a double: exact for every dtype dk__is_scores_dtype admits, so equal scores stay
+ * equal and the order is the dtype's own. */
+static double dk__score(const DLTensor *t, int64_t i)
+{
+    const int64_t stride = t->strides ? t->strides[0] : 1;
+    const char *p = (const char *)t->data + t->byte_offset + i * stride * (t->dtype.bits / 8);
+    switch (t->dtype.bits) {
+    case 64: return *(const double *)p;
+    case 32: return *(const float *)p;
+    default:
+        return t->dtype.code == kDLBfloat ? dk_bfloat16_to_float(*(const uint16_t *)p)
+                                          : dk_half_to_float(*(const uint16_t *)p);
+    }
+}
+
+static int dk__is_scores_dtype(DLDataType d)
+{
+    if (d.lanes != 1) return 0;
+    if (d.code == kDLFloat) return d.bits == 16 || d.bits == 32 || d.bits == 64;
+    return d.code == kDLBfloat && d.bits == 16;
+}
+
+/* torch's descending comparison (KeyValueCompDesc): a comes strictly before b. */
+static int dk__before(double a, double b) { return (isnan(a) && !isnan(b)) || a > b; }
+
+/*
+ * Scratch for one call: rank_of [N] uint32, then asc [K] int64, perm [K] int64, rank [K] uint32
+ * and dk_std_sort_order's own. Kept in the module state between calls up to DK__SCRATCH_KEPT: a
+ * fresh block of this size is faulted in page by page on every call (glibc gives it back to the
+ * system on free), which cost more than the computation itself (0.6 ms of 0.7 for 12,000 kept
+ * scores, measured here). The GIL is held throughout, so one block serves every thread.
+ */
+#define DK__SCRATCH_KEPT ((size_t)16 << 20)
+
+static void *dk__scratch(dk_py_state *s, size_t bytes)
+{
+    if (bytes <= s->order_scratch_bytes) return s->order_scratch;
+    void *p = malloc(bytes);
+    if (!p) return NULL;
+    free(s->order_scratch);
+    s->order_scratch = p;
+    s->order_scratch_bytes = bytes;
+    return p;
+}
+
+void dk_py_torch_order_clear(dk_py_state *s)
+{
+    free(s->order_scratch);
+    s->order_scratch = NULL;
+    s->order_scratch_bytes = 0;
+}
+
+/* torch_sort_ties(keep, scores) -> bytearray | None */
+static PyObject *dk__torch_sort_ties(PyObject *m, PyObject *const *args, Py_ssize_t n)
+{
+    dk_py_state *s = dk_py_state_of_module(m);
+    if (n != 2) return dk_py_raise_fmt(s, DK_ETYPE, DK__OP "(keep, scores) takes two tensors");
+    dk__taken keep_t = {0}, scores_t = {0};
+    PyObject *result = NULL;
+    if (dk_py_dlpack_take(s, args[0], DK__OP, "keep", &keep_t.managed, &keep_t.versioned) < 0) goto out;
+    if (dk_py_dlpack_take(s, args[1], DK__OP, "scores", &scores_t.managed, &scores_t.versioned) < 0) goto out;
+    const DLTensor *keep = dk__tensor_of(&keep_t), *scores = dk__tensor_of(&scores_t);
+    if (keep->device.device_type != kDLCPU || scores->device.device_type != kDLCPU) {
+        dk_py_raise_fmt(s, DK_EINVAL,
+                        DK__OP ": keep and scores must be CPU tensors (torch's CPU sort is the one copied)");
+        goto out;
+    }
+    if (keep->ndim != 1 || keep->dtype.code != kDLInt || keep->dtype.bits != 64 || keep->dtype.lanes != 1) {
+        dk_py_raise_fmt(s, DK_EINVAL, DK__OP ": keep must be a 1-D int64 tensor");
+        goto out;
+    }
+    if (scores->ndim != 1 || !dk__is_scores_dtype(scores->dtype)) {
+        dk_py_raise_fmt(s, DK_EINVAL, DK__OP ": scores must be a 1-D float16, bfloat16, float32 or float64 tensor");
+        goto out;
+    }
+    const int64_t k = keep->shape[0], total = scores->shape[0];
+    if (k > total || total >= ((int64_t)1 << 32)) {
+        dk_py_raise_fmt(s, DK_EINVAL, DK__OP ": %lld kept indices of %lld scores", (long long)k, (long long)total);
+        goto out;
+    }
+    const int64_t kstride = keep->strides ? keep->strides[0] : 1;
+    const int64_t *kp = (const int64_t *)((const char *)keep->data + keep->byte_offset);
+
+    /* Scratch: rank_of [N] uint32, then asc [K] int64, perm [K] int64, rank [K] uint32 and
+     * dk_std_sort_order's own. */
+    const size_t rank_of_bytes = ((size_t)total * sizeof(uint32_t) + 7) / 8 * 8;
+    const size_t rank_bytes = ((size_t)k * sizeof(uint32_t) + 7) / 8 * 8;
+    char *base = dk__scratch(s, rank_of_bytes + (size_t)k * 2 * sizeof(int64_t) + rank_bytes +
+                                    dk_std_sort_scratch_bytes(k));
+    if (!base) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    uint32_t *rank_of = (uint32_t *)base; /* an index's rank; UINT32_MAX: not kept */
+    int64_t *asc = (int64_t *)(base + rank_of_bytes);
+    int64_t *perm = asc + k;
+    uint32_t *rank = (uint32_t *)(perm + k);
+    void *sort_scratch = (char *)rank + rank_bytes;
+
+    /* Dense ranks down dkit's order, which must be torch's descending order with each index
+     * once (a kept set otherwise is not dkit's NMS result, and is refused rather than
+     * reordered). Equal scores (both NaN, or ==, -0.0 with +0.0) share a rank. */
+    memset(rank_of, 0xff, (size_t)total * sizeof *rank_of);
+    uint32_t r = 0;
+    double prev = 0;
+    for (int64_t i = 0; i < k; i++) {
+        const int64_t idx = kp[i * kstride];
+        if (idx < 0 || idx >= total) {
+            dk_py_raise_fmt(s, DK_EINVAL, DK__OP ": keep[%lld] = %lld is not an index of scores", (long long)i,
+                            (long long)idx);
+            goto out;
+        }
+        const double v = dk__score(scores, idx);
+        if (i > 0) {
+            if (dk__before(v, prev)) {
+                dk_py_raise_fmt(s, DK_EINVAL, DK__OP ": keep is not in decreasing score order at %lld", (long long)i);
+                goto out;
+            }
+            r += dk__before(prev, v);
+        }
+        prev = v;
+        if (rank_of[idx] != UINT32_MAX) {
+            dk_py_raise_fmt(s, DK_EINVAL, DK__OP ": index %lld is kept twice", (long long)idx);
+            goto out;
+        }
+        rank_of[idx] = r;
+    }
+    if (k == 0 || (int64_t)r == k - 1) { /* no two kept scores are equal: dkit's order is torch's */
+        result = Py_NewRef(Py_None);
+        goto out;
+    }
+    int64_t j = 0;
+    for (int64_t idx = 0; idx < total; idx++)
+        if (rank_of[idx] != UINT32_MAX) {
+            asc[j] = idx;
+            rank[j++] = rank_of[idx];
+        }
+    const dk_status st = dk_std_sort_order(perm, rank, k, sort_scratch);
+    if (st != DK_OK) {
+        dk_py_raise(s, st);
+        goto out;
+    }
+    result = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(k * (int64_t)sizeof(int64_t)));
+    if (!result) goto out;
+    int64_t *o = (int64_t *)PyByteArray_AS_STRING(result);
+    for (int64_t i = 0; i < k; i++) o[i] = asc[perm[i]];
+out:
+    if (s->order_scratch_bytes > DK__SCRATCH_KEPT) dk_py_torch_order_clear(s);
+    dk__release(&scores_t);
+    dk__release(&keep_t);
+    return result;
+}
+
+static PyMethodDef dk__functions[] = {
+    {"torch_sort_ties", DK_PY_FASTCALL(dk__torch_sort_ties), METH_FASTCALL,
+     "torch_sort_ties(keep, scores) -> bytearray | None: keep (int64 [K], indices of scores [N] in decreasing "
+     "score order, equal scores by index: dkit's NMS result) in the order torch.sort(descending=True) on the CPU "
+     "gives the same indices taken in ascending order, as int64 bytes; None when no two kept scores are equal "
+     "(then the orders agree). Note [torch's order of equal scores] in csrc/cpu/dk_std_sort.h."},
+    {NULL, NULL, 0, NULL},
+};
+
+int dk_py_torch_order_init(PyObject *module) { return PyModule_AddFunctions(module, dk__functions); }

@@ -1,0 +1,123 @@
+/*
+ * test_std_sort.c — dk_std_sort_order (csrc/cpu/dk_std_sort.h): what it must give whatever the
+ * order of equal items, and where that order is known without running libstdc++. Its order of
+ * equal items is checked against torch.sort itself, on every stack, by test_nms.py
+ * (test_torch_sort_ties_is_torch_sort), which is the reference this file cannot call.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "dk_std_sort.h"
+#include "dk_test.h"
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15u;
+static uint32_t rnd(uint32_t bound)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state % bound);
+}
+
+/* perm is a permutation of 0 .. n-1 whose ranks do not decrease. */
+static void check_sorted_permutation(const int64_t *perm, const uint32_t *rank, int64_t n)
+{
+    char *hit = calloc((size_t)n + 1, 1);
+    assert_non_null(hit);
+    for (int64_t i = 0; i < n; i++) {
+        assert_true(perm[i] >= 0 && perm[i] < n);
+        assert_false(hit[perm[i]]);
+        hit[perm[i]] = 1;
+        if (i) assert_true(rank[perm[i - 1]] <= rank[perm[i]]);
+    }
+    free(hit);
+}
+
+static int64_t *run(const uint32_t *rank, int64_t n)
+{
+    int64_t *perm = malloc((size_t)(n ? n : 1) * sizeof *perm);
+    void *scratch = malloc(dk_std_sort_scratch_bytes(n) + 1);
+    assert_non_null(perm);
+    assert_non_null(scratch);
+    assert_int_equal(dk_std_sort_order(perm, rank, n, scratch), DK_OK);
+    free(scratch);
+    return perm;
+}
+
+static void every_input_comes_out_sorted_and_whole(void **state)
+{
+    (void)state;
+    for (int trial = 0; trial < 400; trial++) {
+        const int64_t n = 1 + rnd(trial % 2 ? 5000 : 64);
+        const uint32_t distinct = 1 + rnd((uint32_t)n);
+        uint32_t *rank = malloc((size_t)n * sizeof *rank);
+        assert_non_null(rank);
+        for (int64_t i = 0; i < n; i++) rank[i] = rnd(distinct);
+        int64_t *perm = run(rank, n);
+        check_sorted_permutation(perm, rank, n);
+        free(perm);
+        free(rank);
+    }
+}
+
+/* std::sort leaves 16 items or fewer to its insertion sort alone, which is stable: equal items
+ * in index order. Past 16 it is not (the partitions move equal items), which test_nms.py shows
+ * against torch. */
+static void up_to_sixteen_items_equal_ranks_keep_index_order(void **state)
+{
+    (void)state;
+    for (int trial = 0; trial < 200; trial++) {
+        const int64_t n = 1 + rnd(16);
+        uint32_t rank[16];
+        for (int64_t i = 0; i < n; i++) rank[i] = rnd(n < 3 ? (uint32_t)n : 3); /* ranks < n */
+        int64_t *perm = run(rank, n);
+        check_sorted_permutation(perm, rank, n);
+        for (int64_t i = 1; i < n; i++)
+            if (rank[perm[i - 1]] == rank[perm[i]]) assert_true(perm[i - 1] < perm[i]);
+        free(perm);
+    }
+}
+
+/* Distinct ranks have one sorted order: the ranks' inverse. */
+static void distinct_ranks_give_the_one_sorted_order(void **state)
+{
+    (void)state;
+    const int64_t n = 3000;
+    uint32_t *rank = malloc((size_t)n * sizeof *rank);
+    assert_non_null(rank);
+    for (int64_t i = 0; i < n; i++) rank[i] = (uint32_t)i;
+    for (int64_t i = n - 1; i > 0; i--) {
+        const uint32_t j = rnd((uint32_t)i + 1), t = rank[i];
+        rank[i] = rank[j];
+        rank[j] = t;
+    }
+    int64_t *perm = run(rank, n);
+    for (int64_t i = 0; i < n; i++) assert_int_equal(rank[perm[i]], i);
+    free(perm);
+    free(rank);
+}
+
+static void bad_ranks_and_sizes_are_refused(void **state)
+{
+    (void)state;
+    int64_t perm[4];
+    char scratch[256];
+    const uint32_t out_of_range[4] = {0, 1, 4, 2};
+    assert_int_equal(dk_std_sort_order(perm, out_of_range, 4, scratch), DK_EINVAL);
+    assert_int_equal(dk_std_sort_order(perm, out_of_range, -1, scratch), DK_EINVAL);
+    assert_int_equal(dk_std_sort_order(perm, out_of_range, (int64_t)1 << 31, scratch), DK_EINVAL);
+    assert_int_equal(dk_std_sort_order(NULL, NULL, 0, NULL), DK_OK); /* nothing to read or write */
+    assert_true(dk_std_sort_scratch_bytes(0) < 64);
+    assert_true(dk_std_sort_scratch_bytes(1000) >= 1000 * 28);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        dkt_test(every_input_comes_out_sorted_and_whole),
+        dkt_test(up_to_sixteen_items_equal_ranks_keep_index_order),
+        dkt_test(distinct_ranks_give_the_one_sorted_order),
+        dkt_test(bad_ranks_and_sizes_are_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
