@@ -1,5 +1,6 @@
 """mmcv.ops.roi_align / RoIAlign, roi_pool / RoIPool, nms, soft_nms, batched_nms, nms_match,
-box_iou_rotated, nms_rotated, box_iou_quadri, nms_quadri and bbox_overlaps, served by dkit.
+box_iou_rotated, nms_rotated, box_iou_quadri, nms_quadri, bbox_overlaps and the focal losses
+(sigmoid_focal_loss / SigmoidFocalLoss, softmax_focal_loss / SoftmaxFocalLoss), served by dkit.
 
 Same signatures, defaults (sampling_ratio=0, pool_mode='avg', aligned=True), outputs and
 exception types as MMCV: an unknown pool_mode or rois without 5 columns raise AssertionError
@@ -30,6 +31,8 @@ from torch.nn.modules.utils import _pair
 
 from dkit import _C
 from dkit._ops.box_iou import bbox_overlaps as _bbox_overlaps
+from dkit._ops.focal_loss import sigmoid_focal_loss as _sigmoid_focal_loss
+from dkit._ops.focal_loss import softmax_focal_loss as _softmax_focal_loss
 from dkit._ops.nms import nms as _nms
 from dkit._ops.nms import nms_match as _nms_match
 from dkit._ops.nms import soft_nms as _soft_nms
@@ -46,6 +49,7 @@ from dkit.compat import torchvision as _torchvision
 __all__ = [
     "roi_align", "RoIAlign", "RoIAlignFunction", "roi_pool", "RoIPool", "RoIPoolFunction", "nms", "soft_nms",
     "batched_nms", "box_iou_rotated", "nms_rotated", "bbox_overlaps", "nms_match", "box_iou_quadri", "nms_quadri",
+    "sigmoid_focal_loss", "SigmoidFocalLoss", "softmax_focal_loss", "SoftmaxFocalLoss",
 ]  # fmt: skip
 
 _Tensor = torch.Tensor
@@ -625,6 +629,113 @@ def _bbox_assertion_error(bboxes1, bboxes2, mode, aligned, offset):
         if shape is not None and len(shape) < 2 and not (len(shape) == 1 and shape[0] == 0):
             return _C.DkitIndexError(f"bbox_overlaps: too many indices for tensor of dimension {len(shape)}")
     return None
+
+
+# ------------------------------------------------------------------------------------------
+# Focal losses (dkit/_ops/focal_loss.py). MMCV's sigmoid_focal_loss and softmax_focal_loss are
+# autograd Functions' apply (positional arguments; these take keywords too) and assert, without
+# a message, what these assert with one; the order of the checks is MMCV's. Where MMCV reads out
+# of bounds dkit defines or refuses (ops/focal_loss.h): a sigmoid row whose target has no weight
+# (MMCV's background, num_classes, reads weight[num_classes]) is weighted 1; a softmax target of
+# num_classes or more raises DkitIndexError. MMCV's softmax backward with reduction='none'
+# multiplies the [N, C] gradient by grad_output [N] broadcast along the classes (wrong unless
+# N == C, an error otherwise); dkit scales row n by grad_output[n].
+
+
+def _focal_assertions(input: Tensor, target: Tensor, weight: Optional[Tensor], reduction: str):
+    """MMCV's assertions of both focal losses, in its order (Note [Scripted errors])."""
+    error = _focal_assertion(input, target, weight, reduction)
+    if error is not None:
+        if not torch.jit.is_scripting():
+            raise DkitAssertionError(error)
+        raise AssertionError(error)
+
+
+def _focal_assertion(input: Tensor, target: Tensor, weight: Optional[Tensor], reduction: str) -> Optional[str]:
+    """The text of the first of MMCV's assertions that fails, or None."""
+    if target.dtype != torch.long:
+        return "target must be int64 (torch.long) class indices, got " + str(target.dtype)
+    if input.dim() != 2:
+        return "input must be [N, num_classes], got " + str(input.dim()) + " dimensions"
+    if target.dim() != 1:
+        return "target must be [N], got " + str(target.dim()) + " dimensions"
+    if input.size(0) != target.size(0):
+        return "input and target must have as many rows, got " + str(input.size(0)) + " and " + str(target.size(0))
+    if weight is not None:
+        if weight.dim() != 1:
+            return "weight must be [num_classes], got " + str(weight.dim()) + " dimensions"
+        if input.size(1) != weight.size(0):
+            return "weight must have num_classes (" + str(input.size(1)) + ") elements, got " + str(weight.size(0))
+    if reduction != "none" and reduction != "mean" and reduction != "sum":
+        return "reduction must be 'none', 'mean' or 'sum', got " + _quoted(reduction)
+    return None
+
+
+@torch.fx.wrap
+def sigmoid_focal_loss(
+    input: Tensor,
+    target: Tensor,
+    gamma: float = 2.0,
+    alpha: float = 0.25,
+    weight: Optional[Tensor] = None,
+    reduction: str = "mean",
+) -> Tensor:
+    """mmcv.ops.sigmoid_focal_loss: input [N, C] logits, target [N] int64 class indices (C:
+    background), alpha for the positive class and 1 - alpha for the others, row n scaled by
+    weight[target[n]]; reduction 'mean' divides the sum by N. Differentiable with respect to
+    input; on a CPU too, where MMCV has no kernel, and for float16 and bfloat16 (computed in
+    float32). See dkit.ops.sigmoid_focal_loss."""
+    _focal_assertions(input, target, weight, reduction)
+    return _sigmoid_focal_loss(input, target, float(alpha), float(gamma), reduction, weight)
+
+
+@torch.fx.wrap
+def softmax_focal_loss(
+    input: Tensor,
+    target: Tensor,
+    gamma: float = 2.0,
+    alpha: float = 0.25,
+    weight: Optional[Tensor] = None,
+    reduction: str = "mean",
+) -> Tensor:
+    """mmcv.ops.softmax_focal_loss: input [N, C] logits, target [N] int64 class indices (negative:
+    ignored), -alpha (1 - s)^gamma log s of the softmax s at the target, row n scaled by
+    weight[target[n]]; reduction 'mean' divides the sum by N. Differentiable with respect to
+    input. See dkit.ops.softmax_focal_loss."""
+    _focal_assertions(input, target, weight, reduction)
+    return _softmax_focal_loss(input, target, float(gamma), float(alpha), weight, reduction)
+
+
+class _FocalLoss(nn.Module):
+    """MMCV's focal loss modules: gamma, alpha, weight (a buffer) and reduction, and their repr."""
+
+    def __init__(self, gamma: float, alpha: float, weight: Optional[Tensor] = None, reduction: str = "mean"):
+        super().__init__()
+        self.gamma = gamma
+        self.alpha = alpha
+        self.register_buffer("weight", weight)
+        self.reduction = reduction
+
+    def __repr__(self):
+        s = self.__class__.__name__
+        s += f"(gamma={self.gamma}, "
+        s += f"alpha={self.alpha}, "
+        s += f"reduction={self.reduction})"
+        return s
+
+
+class SigmoidFocalLoss(_FocalLoss):
+    """mmcv.ops.SigmoidFocalLoss(gamma, alpha, weight=None, reduction='mean'): sigmoid_focal_loss."""
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return sigmoid_focal_loss(input, target, self.gamma, self.alpha, self.weight, self.reduction)
+
+
+class SoftmaxFocalLoss(_FocalLoss):
+    """mmcv.ops.SoftmaxFocalLoss(gamma, alpha, weight=None, reduction='mean'): softmax_focal_loss."""
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return softmax_focal_loss(input, target, self.gamma, self.alpha, self.weight, self.reduction)
 
 
 # ------------------------------------------------------------------------------------------

@@ -1,7 +1,6 @@
 """torchvision.ops.roi_align / RoIAlign, roi_pool / RoIPool, ps_roi_pool / PSRoIPool,
-ps_roi_align / PSRoIAlign, nms,
-batched_nms and the box-overlap functions (box_iou, generalized_box_iou, distance_box_iou,
-complete_box_iou), served by dkit.
+ps_roi_align / PSRoIAlign, nms, batched_nms, the box-overlap functions (box_iou,
+generalized_box_iou, distance_box_iou, complete_box_iou) and sigmoid_focal_loss, served by dkit.
 
 Same signatures (annotations included), defaults (sampling_ratio=-1, aligned=False, eps=1e-7),
 outputs and exception types as torchvision 0.14: malformed boxes raise AssertionError with
@@ -19,6 +18,7 @@ from torch.jit.annotations import BroadcastingList2
 
 from dkit import _C
 from dkit._ops import box_iou as _box_iou
+from dkit._ops.focal_loss import sigmoid_focal_loss as _sigmoid_focal_loss
 from dkit._ops.nms import batched_nms as _batched_nms
 from dkit._ops.nms import nms as _nms
 from dkit._ops.roi_align import roi_align as _roi_align
@@ -42,6 +42,7 @@ __all__ = [
     "generalized_box_iou",
     "distance_box_iou",
     "complete_box_iou",
+    "sigmoid_focal_loss",
 ]
 
 _Tensor = torch.Tensor
@@ -521,3 +522,53 @@ def distance_box_iou(boxes1: Tensor, boxes2: Tensor, eps: float = 1e-7) -> Tenso
         Tensor[..., N, M]: the pairwise distance IoU values
     """
     return _overlaps("distance_box_iou", boxes1, boxes2, eps)
+
+
+# ------------------------------------------------------------------------------------------
+# sigmoid_focal_loss (dkit/_ops/focal_loss.py), one body for eager calls and TorchScript. An
+# unknown reduction raises torchvision 0.21's ValueError, with its text (torchvision 0.14
+# returned the unreduced loss for it, silently). The targets are probabilities: integer targets
+# fail as torchvision's do (with RuntimeError), and targets of another float dtype are computed
+# with the inputs in the promoted dtype, as torchvision's composite computes them.
+
+
+@torch.fx.wrap
+def sigmoid_focal_loss(
+    inputs: Tensor,
+    targets: Tensor,
+    alpha: float = 0.25,
+    gamma: float = 2,
+    reduction: str = "none",
+) -> Tensor:
+    """Loss used in RetinaNet for dense detection, as torchvision.ops.sigmoid_focal_loss (see
+    dkit.ops.sigmoid_focal_loss: one kernel for the loss and one for its gradients, instead of a
+    dozen torch ops each way; torchvision's values within float rounding, more exact where
+    torchvision's 1 - p rounds to 0).
+
+    Args:
+        inputs (Tensor): A float tensor of arbitrary shape: the predictions for each example.
+        targets (Tensor): A float tensor with the same shape as inputs: the binary
+            classification label for each element in inputs (0 for the negative class and 1 for
+            the positive class).
+        alpha (float): Weighting factor in range (0, 1) to balance positive vs negative examples,
+            or -1 for ignore. Default: ``0.25``.
+        gamma (float): Exponent of the modulating factor (1 - p_t) to balance easy vs hard
+            examples. Default: ``2``.
+        reduction (string): ``'none'`` | ``'mean'`` | ``'sum'``. Default: ``'none'``.
+
+    Returns:
+        Loss tensor with the reduction option applied; differentiable with respect to inputs and
+        (as torchvision's autograd) targets.
+    """
+    if reduction != "none" and reduction != "mean" and reduction != "sum":
+        raise ValueError(
+            "Invalid Value for arg 'reduction': '" + reduction + " \n Supported reduction modes: 'none', 'mean', 'sum'"
+        )
+    if not targets.is_floating_point():
+        raise RuntimeError(
+            "sigmoid_focal_loss: targets must be floating-point probabilities, got " + str(targets.dtype)
+        )
+    if targets.dtype != inputs.dtype:
+        dtype = torch.promote_types(inputs.dtype, targets.dtype)
+        inputs, targets = inputs.to(dtype), targets.to(dtype)
+    return _sigmoid_focal_loss(inputs, targets, float(alpha), float(gamma), reduction)

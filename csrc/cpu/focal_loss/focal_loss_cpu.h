@@ -1,0 +1,53 @@
+/*
+ * focal_loss/focal_loss_cpu.h — what the CPU focal loss kernels' entry points (focal_loss_cpu.c)
+ * and their per-dtype bodies (focal_loss_tmpl.h) share.
+ *
+ * Note [Focal loss on a CPU]
+ * The sigmoid loss is elementwise: tasks are the chunks of Note [A deterministic sum]
+ * (kernels/focal_loss_math.h), each walked row segment by row segment in blocks of up to
+ * DK__FL_BLOCK elements. A block's inputs are first made contiguous arrays of the compute type
+ * (float32 rows with unit stride are read in place; other dtypes and strides are gathered, and
+ * class-index targets become a row of 0s with one 1), so that the loop over the block that runs
+ * the math is a plain loop over arrays, which GCC vectorises (Note [Focal loss arithmetic]);
+ * the results are then stored, or added to the chunk's four lanes. The softmax loss is per row:
+ * tasks are chunks of DK_FOCAL_CHUNK_ROWS rows. Reduced, each chunk's sum goes to its slot of
+ * `partials`, which are added in order once every thread is done: the same bits for any thread
+ * count.
+ */
+#ifndef DK_FOCAL_LOSS_CPU_H
+#define DK_FOCAL_LOSS_CPU_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dk_arena.h"
+#include "dk_parallel.h"
+#include "dk_tensor.h"
+#include "focal_loss.h" /* ops/focal_loss.h */
+#include "kernels/focal_loss_math.h"
+
+/* Elements per block of Note [Focal loss on a CPU]: three arrays of it stay in L1. */
+#define DK__FL_BLOCK 256
+
+/* One call's tensors and scalars. `out`: output (forward) or grad_input (backward). */
+typedef struct {
+    const dk_tensor *input, *targets, *weight, *grad_output;
+    dk_tensor *out, *grad_targets;
+    dk_tensor *fused; /* the forward's grad_input (Note [The backward in the forward] in ops/focal_loss.h) */
+    int64_t N, C;
+    double gamma, alpha_pos, alpha_neg, divisor;
+    int reduction; /* DK_FOCAL_NONE or DK_FOCAL_SUM */
+    int kind;      /* DK_FOCAL_POW_2 or DK_FOCAL_POW_ANY (kernels/focal_loss_math.h) */
+    bool classes;  /* int64 class-index targets */
+    int64_t chunks;
+    double *partials; /* reduced: each chunk's sum */
+    dk_parallel_counter counter;
+} dk__fl_ctx;
+
+/* The class index of row n (any stride). */
+static inline int64_t dk__fl_label(const dk__fl_ctx *cx, int64_t n)
+{
+    return ((const int64_t *)dk_tensor_data(cx->targets))[n * dk_tensor_stride(cx->targets, 0)];
+}
+
+#endif /* DK_FOCAL_LOSS_CPU_H */

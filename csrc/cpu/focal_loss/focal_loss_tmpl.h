@@ -1,0 +1,280 @@
+/*
+ * focal_loss/focal_loss_tmpl.h — the CPU focal losses for one storage type (Note [Templates in C]
+ * in kernels/dk_template.h), instantiated by focal_loss_cpu.c; the split of the work is Note
+ * [Focal loss on a CPU] in focal_loss_cpu.h.
+ */
+#if DK_TMPL_PASS == DK_TMPL_FLOAT
+
+/* Columns [c0, c0 + len) of row n of a [N, C] tensor as compute-type values: the tensor's own
+ * memory where it already is such an array, else gathered into buf. */
+static inline const DK_T *DK_SFN(dk__fl_row)(const dk_tensor *t, int64_t n, int64_t c0, int64_t len, DK_T *buf)
+{
+    const DK_S *p = (const DK_S *)dk_tensor_data(t) + n * dk_tensor_stride(t, 0);
+    const int64_t sc = dk_tensor_stride(t, 1);
+    if (DK_S_IS_T && sc == 1) return (const DK_T *)(const void *)(p + c0);
+    for (int64_t k = 0; k < len; k++) buf[k] = DK_LOAD(p[(c0 + k) * sc]);
+    return buf;
+}
+
+/* buf's len values to columns [c0, c0 + len) of row n of a [N, C] tensor. */
+static inline void DK_SFN(dk__fl_store_row)(dk_tensor *t, int64_t n, int64_t c0, int64_t len, const DK_T *buf)
+{
+    DK_S *p = (DK_S *)dk_tensor_data(t) + n * dk_tensor_stride(t, 0);
+    const int64_t sc = dk_tensor_stride(t, 1);
+    for (int64_t k = 0; k < len; k++) p[(c0 + k) * sc] = DK_STORE(buf[k]);
+}
+
+/* Row n's targets over columns [c0, c0 + len): the float targets' values, or class index l as
+ * 0s with a 1 at column l; *w the row's weight (ops/focal_loss.h). */
+static inline const DK_T *DK_SFN(dk__fl_targets)(const dk__fl_ctx *cx, int64_t n, int64_t c0, int64_t len, DK_T *buf,
+                                                 DK_T *w)
+{
+    *w = 1;
+    if (!cx->classes) return DK_SFN(dk__fl_row)(cx->targets, n, c0, len, buf);
+    const int64_t l = dk__fl_label(cx, n);
+    for (int64_t k = 0; k < len; k++) buf[k] = 0;
+    if (l >= c0 && l < c0 + len) buf[l - c0] = 1;
+    if (cx->weight && l >= 0 && l < cx->C)
+        *w = DK_LOAD(((const DK_S *)dk_tensor_data(cx->weight))[l * dk_tensor_stride(cx->weight, 0)]);
+    return buf;
+}
+
+/* The loop the math runs in: plain arrays, `kind` a constant at each call (so that it vectorises). */
+static inline
+    __attribute__((always_inline)) void DK_SFN(dk__fl_sig_losses)(const DK_T *restrict x, const DK_T *restrict t,
+                                                                  DK_T *restrict loss, int64_t len, DK_T g, DK_T ap,
+                                                                  DK_T an, int kind)
+{
+    for (int64_t k = 0; k < len; k++) loss[k] = DK_TFN(dk_focal_sigmoid_loss)(x[k], t[k], g, ap, an, kind);
+}
+
+/* The fused forward's loop (Note [The backward in the forward] in ops/focal_loss.h): the losses,
+ * and the gradients for grad_output 1, w d/dx gs, gs = 1 / divisor. */
+static inline
+    __attribute__((always_inline)) void DK_SFN(dk__fl_sig_fused)(const DK_T *restrict x, const DK_T *restrict t,
+                                                                 DK_T *restrict loss, DK_T *restrict gi, int64_t len,
+                                                                 DK_T w, DK_T gs, DK_T g, DK_T ap, DK_T an, int kind)
+{
+    for (int64_t k = 0; k < len; k++) {
+        DK_T dt, v;
+        const DK_T dx = DK_TFN(dk_focal_sigmoid_grad)(x[k], t[k], g, ap, an, kind, &dt, &v);
+        loss[k] = v;
+        gi[k] = w * dx * gs;
+    }
+}
+
+/* Sigmoid forward over flat elements [i0, i1) (row-major): written, or added to acc's lanes (and
+ * the fused gradients written). */
+static void DK_SFN(dk__fl_sig_forward_range)(const dk__fl_ctx *cx, int64_t i0, int64_t i1, double *acc)
+{
+    DK_T xb[DK__FL_BLOCK], tb[DK__FL_BLOCK], lb[DK__FL_BLOCK], ib[DK__FL_BLOCK];
+    const DK_T g = (DK_T)cx->gamma, ap = (DK_T)cx->alpha_pos, an = (DK_T)cx->alpha_neg;
+    const DK_T gs = (DK_T)(1.0 / cx->divisor); /* the backward's for grad_output 1 */
+    const int64_t C = cx->C;
+    for (int64_t i = i0; i < i1;) {
+        const int64_t n = i / C, c0 = i % C, rest = C - c0 < i1 - i ? C - c0 : i1 - i;
+        const int64_t len = rest < DK__FL_BLOCK ? rest : DK__FL_BLOCK;
+        DK_T w;
+        const DK_T *xp = DK_SFN(dk__fl_row)(cx->input, n, c0, len, xb);
+        const DK_T *tp = DK_SFN(dk__fl_targets)(cx, n, c0, len, tb, &w);
+        if (cx->fused) {
+            if (cx->kind == DK_FOCAL_POW_2)
+                DK_SFN(dk__fl_sig_fused)(xp, tp, lb, ib, len, w, gs, g, ap, an, DK_FOCAL_POW_2);
+            else DK_SFN(dk__fl_sig_fused)(xp, tp, lb, ib, len, w, gs, g, ap, an, DK_FOCAL_POW_ANY);
+            DK_SFN(dk__fl_store_row)(cx->fused, n, c0, len, ib);
+        } else if (cx->kind == DK_FOCAL_POW_2) {
+            DK_SFN(dk__fl_sig_losses)(xp, tp, lb, len, g, ap, an, DK_FOCAL_POW_2);
+        } else {
+            DK_SFN(dk__fl_sig_losses)(xp, tp, lb, len, g, ap, an, DK_FOCAL_POW_ANY);
+        }
+        if (cx->reduction == DK_FOCAL_SUM) {
+            for (int64_t k = 0; k < len; k++) acc[(i + k) & 3] += (double)(w * lb[k]);
+        } else {
+            for (int64_t k = 0; k < len; k++) lb[k] = w * lb[k];
+            DK_SFN(dk__fl_store_row)(cx->out, n, c0, len, lb);
+        }
+        i += len;
+    }
+}
+
+/* The backward's loop: gi = w d/dx * gr, and where `want_dt` dt = d/dt * gr. */
+static inline
+    __attribute__((always_inline)) void DK_SFN(dk__fl_sig_grads)(const DK_T *restrict x, const DK_T *restrict t,
+                                                                 const DK_T *restrict gr, DK_T *restrict gi,
+                                                                 DK_T *restrict gt, int64_t len, DK_T w, DK_T g,
+                                                                 DK_T ap, DK_T an, int kind, bool want_dt)
+{
+    for (int64_t k = 0; k < len; k++) {
+        DK_T dt, loss;
+        const DK_T dx = DK_TFN(dk_focal_sigmoid_grad)(x[k], t[k], g, ap, an, kind, &dt, &loss);
+        gi[k] = w * dx * gr[k];
+        if (want_dt) gt[k] = dt * gr[k];
+    }
+}
+
+static void DK_SFN(dk__fl_sig_backward_range)(const dk__fl_ctx *cx, int64_t i0, int64_t i1)
+{
+    DK_T xb[DK__FL_BLOCK], tb[DK__FL_BLOCK], gb[DK__FL_BLOCK], ib[DK__FL_BLOCK], db[DK__FL_BLOCK];
+    const DK_T g = (DK_T)cx->gamma, ap = (DK_T)cx->alpha_pos, an = (DK_T)cx->alpha_neg;
+    const int64_t C = cx->C;
+    const bool want_dt = cx->grad_targets != NULL;
+    /* a reduced loss: one gradient for every element, divided once */
+    const DK_T gs = cx->reduction == DK_FOCAL_SUM
+                        ? (DK_T)((double)DK_LOAD(*(const DK_S *)dk_tensor_data(cx->grad_output)) / cx->divisor)
+                        : (DK_T)0;
+    for (int64_t i = i0; i < i1;) {
+        const int64_t n = i / C, c0 = i % C, rest = C - c0 < i1 - i ? C - c0 : i1 - i;
+        const int64_t len = rest < DK__FL_BLOCK ? rest : DK__FL_BLOCK;
+        DK_T w;
+        const DK_T *xp = DK_SFN(dk__fl_row)(cx->input, n, c0, len, xb);
+        const DK_T *tp = DK_SFN(dk__fl_targets)(cx, n, c0, len, tb, &w);
+        const DK_T *gp = gb;
+        if (cx->reduction == DK_FOCAL_SUM)
+            for (int64_t k = 0; k < len; k++) gb[k] = gs;
+        else gp = DK_SFN(dk__fl_row)(cx->grad_output, n, c0, len, gb);
+        if (cx->kind == DK_FOCAL_POW_2) {
+            if (want_dt) DK_SFN(dk__fl_sig_grads)(xp, tp, gp, ib, db, len, w, g, ap, an, DK_FOCAL_POW_2, true);
+            else DK_SFN(dk__fl_sig_grads)(xp, tp, gp, ib, db, len, w, g, ap, an, DK_FOCAL_POW_2, false);
+        } else {
+            if (want_dt) DK_SFN(dk__fl_sig_grads)(xp, tp, gp, ib, db, len, w, g, ap, an, DK_FOCAL_POW_ANY, true);
+            else DK_SFN(dk__fl_sig_grads)(xp, tp, gp, ib, db, len, w, g, ap, an, DK_FOCAL_POW_ANY, false);
+        }
+        DK_SFN(dk__fl_store_row)(cx->out, n, c0, len, ib);
+        if (want_dt) DK_SFN(dk__fl_store_row)(cx->grad_targets, n, c0, len, db);
+        i += len;
+    }
+}
+
+static void DK_SFN(dk__fl_sig_worker)(void *p, int tid)
+{
+    (void)tid;
+    dk__fl_ctx *cx = (dk__fl_ctx *)p;
+    const int64_t total = cx->N * cx->C;
+    for (int64_t j; (j = dk_parallel_claim(&cx->counter)) < cx->chunks;) {
+        const int64_t i0 = j * DK_FOCAL_CHUNK, i1 = total - i0 < DK_FOCAL_CHUNK ? total : i0 + DK_FOCAL_CHUNK;
+        if (cx->grad_output) {
+            DK_SFN(dk__fl_sig_backward_range)(cx, i0, i1);
+            continue;
+        }
+        double acc[4] = {0, 0, 0, 0};
+        DK_SFN(dk__fl_sig_forward_range)(cx, i0, i1, acc);
+        if (cx->partials) cx->partials[j] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    }
+}
+
+/* ---- softmax ------------------------------------------------------------------------------- */
+
+/* Row n's maximum and log-sum-exp, as dk_focal_softmax_row (kernels/focal_loss_math.h) takes
+ * them, the same operations in the same order, a block of columns at a time: the exps in a loop
+ * of their own, which vectorises. */
+static inline void DK_SFN(dk__fl_soft_stats)(const dk__fl_ctx *cx, int64_t n, DK_T *mx, DK_T *lse)
+{
+    DK_T xb[DK__FL_BLOCK], eb[DK__FL_BLOCK];
+    DK_T m = -(DK_T)INFINITY, sum = 0;
+    for (int64_t c0 = 0; c0 < cx->C; c0 += DK__FL_BLOCK) {
+        const int64_t len = cx->C - c0 < DK__FL_BLOCK ? cx->C - c0 : DK__FL_BLOCK;
+        const DK_T *xp = DK_SFN(dk__fl_row)(cx->input, n, c0, len, xb);
+        for (int64_t k = 0; k < len; k++) m = xp[k] > m ? xp[k] : m;
+    }
+    for (int64_t c0 = 0; c0 < cx->C; c0 += DK__FL_BLOCK) {
+        const int64_t len = cx->C - c0 < DK__FL_BLOCK ? cx->C - c0 : DK__FL_BLOCK;
+        const DK_T *xp = DK_SFN(dk__fl_row)(cx->input, n, c0, len, xb);
+        for (int64_t k = 0; k < len; k++) eb[k] = DK_TFN(dk_focal_expneg)(xp[k] - m);
+        for (int64_t k = 0; k < len; k++) sum += eb[k];
+    }
+    *mx = m;
+    *lse = DK_TFN(dk_focal_log)(sum);
+}
+
+/* Row n's loss (w included) and, through *b, its factor b (ops/focal_loss.h); 0 and 0 for a
+ * target outside [0, C) (negative: ignored; C or more: refused by ops/focal_loss.c). */
+static inline DK_T DK_SFN(dk__fl_soft_row)(const dk__fl_ctx *cx, int64_t n, DK_T *mx, DK_T *lse, DK_T *b)
+{
+    const int64_t l = dk__fl_label(cx, n);
+    *b = 0;
+    if (l < 0 || l >= cx->C) return 0;
+    const DK_S *row = (const DK_S *)dk_tensor_data(cx->input) + n * dk_tensor_stride(cx->input, 0);
+    DK_SFN(dk__fl_soft_stats)(cx, n, mx, lse);
+    DK_T buff;
+    const DK_T v = DK_TFN(dk_focal_softmax_loss)(DK_LOAD(row[l * dk_tensor_stride(cx->input, 1)]), *mx, *lse,
+                                                 (DK_T)cx->gamma, (DK_T)cx->alpha_pos, &buff);
+    DK_T w = 1;
+    if (cx->weight) w = DK_LOAD(((const DK_S *)dk_tensor_data(cx->weight))[l * dk_tensor_stride(cx->weight, 0)]);
+    *b = buff * w;
+    return v * w;
+}
+
+static void DK_SFN(dk__fl_soft_forward_worker)(void *p, int tid)
+{
+    (void)tid;
+    dk__fl_ctx *cx = (dk__fl_ctx *)p;
+    DK_S *out = (DK_S *)dk_tensor_data(cx->out);
+    const int64_t so = cx->reduction == DK_FOCAL_SUM ? 0 : dk_tensor_stride(cx->out, 0);
+    for (int64_t j; (j = dk_parallel_claim(&cx->counter)) < cx->chunks;) {
+        const int64_t n0 = j * DK_FOCAL_CHUNK_ROWS;
+        const int64_t n1 = cx->N - n0 < DK_FOCAL_CHUNK_ROWS ? cx->N : n0 + DK_FOCAL_CHUNK_ROWS;
+        double acc[4] = {0, 0, 0, 0};
+        for (int64_t n = n0; n < n1; n++) {
+            DK_T mx, lse, b;
+            const DK_T v = DK_SFN(dk__fl_soft_row)(cx, n, &mx, &lse, &b);
+            if (cx->reduction == DK_FOCAL_SUM) acc[n & 3] += (double)v;
+            else out[n * so] = DK_STORE(v);
+        }
+        if (cx->partials) cx->partials[j] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    }
+}
+
+/* Backward: a row's gradients, a block of columns at a time (the softmax's values taken again
+ * from the row's statistics), in a loop that vectorises. */
+static void DK_SFN(dk__fl_soft_backward_worker)(void *p, int tid)
+{
+    (void)tid;
+    dk__fl_ctx *cx = (dk__fl_ctx *)p;
+    const DK_S *go = (const DK_S *)dk_tensor_data(cx->grad_output);
+    DK_S *gi = (DK_S *)dk_tensor_data(cx->out);
+    const int64_t sin = dk_tensor_stride(cx->out, 0), sic = dk_tensor_stride(cx->out, 1);
+    const bool sum = cx->reduction == DK_FOCAL_SUM;
+    const int64_t sg = sum ? 0 : dk_tensor_stride(cx->grad_output, 0);
+    DK_T xb[DK__FL_BLOCK], vb[DK__FL_BLOCK];
+    for (int64_t j; (j = dk_parallel_claim(&cx->counter)) < cx->chunks;) {
+        const int64_t n0 = j * DK_FOCAL_CHUNK_ROWS;
+        const int64_t n1 = cx->N - n0 < DK_FOCAL_CHUNK_ROWS ? cx->N : n0 + DK_FOCAL_CHUNK_ROWS;
+        for (int64_t n = n0; n < n1; n++) {
+            DK_T mx = 0, lse = 0, b;
+            (void)DK_SFN(dk__fl_soft_row)(cx, n, &mx, &lse, &b);
+            const int64_t l = dk__fl_label(cx, n);
+            const DK_T gr = sum ? (DK_T)((double)DK_LOAD(go[0]) / cx->divisor) : DK_LOAD(go[n * sg]);
+            const bool live = l >= 0 && l < cx->C;
+            for (int64_t c0 = 0; c0 < cx->C; c0 += DK__FL_BLOCK) {
+                const int64_t len = cx->C - c0 < DK__FL_BLOCK ? cx->C - c0 : DK__FL_BLOCK;
+                if (live) {
+                    const DK_T *xp = DK_SFN(dk__fl_row)(cx->input, n, c0, len, xb);
+                    for (int64_t k = 0; k < len; k++) {
+                        const DK_T s = DK_TFN(dk_focal_expneg)((xp[k] - mx) - lse);
+                        vb[k] = b * ((c0 + k == l ? (DK_T)1 : (DK_T)0) - s) * gr;
+                    }
+                } else {
+                    for (int64_t k = 0; k < len; k++) vb[k] = 0;
+                }
+                DK_S *o = gi + n * sin + c0 * sic;
+                for (int64_t k = 0; k < len; k++) o[k * sic] = DK_STORE(vb[k]);
+            }
+        }
+    }
+}
+
+static dk_status DK_SFN(dk__fl_run)(dk__fl_ctx *cx, int nthreads, bool softmax)
+{
+    void (*worker)(void *, int) = !softmax          ? DK_SFN(dk__fl_sig_worker)
+                                  : cx->grad_output ? DK_SFN(dk__fl_soft_backward_worker)
+                                                    : DK_SFN(dk__fl_soft_forward_worker);
+    dk_parallel_run(nthreads, &cx->counter, worker, cx);
+    if (cx->partials) { /* Note [A deterministic sum] */
+        double total = 0;
+        for (int64_t j = 0; j < cx->chunks; j++) total += cx->partials[j];
+        *(DK_S *)dk_tensor_data(cx->out) = DK_STORE((DK_T)(total / cx->divisor));
+    }
+    return DK_OK;
+}
+
+#endif

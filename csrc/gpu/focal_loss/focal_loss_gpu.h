@@ -1,0 +1,60 @@
+/*
+ * focal_loss_gpu.h — the focal losses on CUDA and HIP (ops/focal_loss.h), written once (Note [One
+ * source for CUDA and HIP] in csrc/gpu/dk_gpu.h): what its kernels (focal_loss_gpu_tmpl.cuh) and
+ * launchers (focal_loss_gpu.cu) share.
+ *
+ * Note [Focal losses on a GPU]
+ * The sigmoid loss: one thread per element (grid-stride, 64-bit indices) for the loss of every
+ * element and for the backward; a reduced loss is the sum of Note [A deterministic sum]
+ * (kernels/focal_loss_math.h): one thread per chunk of DK_FOCAL_CHUNK elements writes the
+ * chunk's four-lane sum to a scratch array (and, fused, each element's gradient: Note [The
+ * backward in the forward] in ops/focal_loss.h), and one thread adds the chunks in order. The
+ * softmax loss: one thread per row (its maximum, log-sum-exp and, backward, its C gradients),
+ * and for a reduced loss one thread per chunk of DK_FOCAL_CHUNK_ROWS rows. The elements' math is
+ * the CPU's, in the same order, so (built without contraction, Note [Exact GPU arithmetic]) the
+ * results are the CPU's bits where the math library agrees (float: dkit's own polynomials;
+ * double: the device's exp and log1p); no atomics, the same bits on every run. Not yet measured
+ * on a GPU: a thread summing a chunk reads DK_FOCAL_CHUNK consecutive elements, so a warp's
+ * reads are strided (the cache lines are still read whole), and the final sum is one thread's
+ * loop over N C / DK_FOCAL_CHUNK values.
+ */
+#ifndef DK_FOCAL_LOSS_GPU_H
+#define DK_FOCAL_LOSS_GPU_H
+
+#include <stdint.h>
+
+#include "dk_backend.h"
+#include "dk_registry.h"
+#include "dk_status.h"
+#include "dk_tensor.h"
+#include "focal_loss.h" /* ops/focal_loss.h */
+
+#ifdef __cplusplus
+/* One call's sizes, strides (elements) and scalars. */
+typedef struct {
+    int64_t N, C;
+    int64_t x_s[2], t_s[2], w_s, out_s[2], go_s[2], gt_s[2], fused_s[2];
+    double gamma, alpha_pos, alpha_neg, divisor;
+    int reduction, kind, classes, want_dt;
+} dk__fl_gpu_args;
+
+extern "C" {
+#endif
+dk_status dk_sigmoid_focal_loss_forward_gpu(const dk_tensor *input, const dk_tensor *targets, const dk_tensor *weight,
+                                            dk_tensor *output, dk_tensor *grad_input, double gamma, double alpha_pos,
+                                            double alpha_neg, int64_t reduction, double divisor);
+dk_status dk_sigmoid_focal_loss_backward_gpu(const dk_tensor *grad_output, const dk_tensor *input,
+                                             const dk_tensor *targets, const dk_tensor *weight, dk_tensor *grad_input,
+                                             dk_tensor *grad_targets, double gamma, double alpha_pos, double alpha_neg,
+                                             int64_t reduction, double divisor);
+dk_status dk_softmax_focal_loss_forward_gpu(const dk_tensor *input, const dk_tensor *targets, const dk_tensor *weight,
+                                            dk_tensor *output, double gamma, double alpha, int64_t reduction,
+                                            double divisor);
+dk_status dk_softmax_focal_loss_backward_gpu(const dk_tensor *grad_output, const dk_tensor *input,
+                                             const dk_tensor *targets, const dk_tensor *weight, dk_tensor *grad_input,
+                                             double gamma, double alpha, int64_t reduction, double divisor);
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DK_FOCAL_LOSS_GPU_H */
