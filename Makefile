@@ -320,12 +320,12 @@ $(BUILD)/demo_dispatch: examples/demo_dispatch.c | $(BUILD)/libdkit.so
 bench: deps $(BUILD)/bench_dispatch
 	$(BUILD)/bench_dispatch
 
+# Every CPU benchmark against its peer, found by name (bench/bench_*.py; no list to keep): all
+# but box_iou's (its own target, make bench-box-iou, for its size) and the GPU ones (make
+# gpu-check runs those where there is a GPU).
+BENCH_PY := $(sort $(filter-out bench/bench_box_iou.py bench/bench_gpu%.py,$(wildcard bench/bench_*.py)))
 bench-python: python
-	$(PYTHON) bench/bench_roi_align.py
-	$(PYTHON) bench/bench_nms.py
-	$(PYTHON) bench/bench_compat.py
-	$(PYTHON) bench/bench_rotated.py
-	$(PYTHON) bench/bench_torch_ops.py
+	@set -e; for b in $(BENCH_PY); do echo "== $$b"; $(PYTHON) $$b; done
 
 bench-box-iou: python
 	$(PYTHON) bench/bench_box_iou.py
