@@ -101,6 +101,11 @@ def _assertion_error(rois, pool_mode):
     return None
 
 
+def _repr(module, *names):
+    """MMCV's module reprs: "Name(a=1, b=2)", the attributes in MMCV's order."""
+    return f"{module.__class__.__name__}(" + ", ".join(f"{n}={getattr(module, n)}" for n in names) + ")"
+
+
 class RoIAlignFunction:
     """Stand-in for mmcv.ops.roi_align.RoIAlignFunction: only ``apply`` is provided."""
 
@@ -172,14 +177,7 @@ class RoIAlign(nn.Module):
                          self.aligned)  # fmt: skip
 
     def __repr__(self):
-        s = self.__class__.__name__
-        s += f"(output_size={self.output_size}, "
-        s += f"spatial_scale={self.spatial_scale}, "
-        s += f"sampling_ratio={self.sampling_ratio}, "
-        s += f"pool_mode={self.pool_mode}, "
-        s += f"aligned={self.aligned}, "
-        s += f"use_torchvision={self.use_torchvision})"
-        return s
+        return _repr(self, "output_size", "spatial_scale", "sampling_ratio", "pool_mode", "aligned", "use_torchvision")
 
 
 # ------------------------------------------------------------------------------------------
@@ -225,10 +223,7 @@ class RoIPool(nn.Module):
         return roi_pool(input, rois, self.output_size, self.spatial_scale)
 
     def __repr__(self):
-        s = self.__class__.__name__
-        s += f"(output_size={self.output_size}, "
-        s += f"spatial_scale={self.spatial_scale})"
-        return s
+        return _repr(self, "output_size", "spatial_scale")
 
 
 # ------------------------------------------------------------------------------------------
@@ -299,13 +294,7 @@ class RoIAlignRotated(nn.Module):
                                  self.clockwise)  # fmt: skip
 
     def __repr__(self):
-        s = self.__class__.__name__
-        s += f"(output_size={self.output_size}, "
-        s += f"spatial_scale={self.spatial_scale}, "
-        s += f"sampling_ratio={self.sampling_ratio}, "
-        s += f"aligned={self.aligned}, "
-        s += f"clockwise={self.clockwise})"
-        return s
+        return _repr(self, "output_size", "spatial_scale", "sampling_ratio", "aligned", "clockwise")
 
 
 # ------------------------------------------------------------------------------------------
@@ -717,11 +706,7 @@ class _FocalLoss(nn.Module):
         self.reduction = reduction
 
     def __repr__(self):
-        s = self.__class__.__name__
-        s += f"(gamma={self.gamma}, "
-        s += f"alpha={self.alpha}, "
-        s += f"reduction={self.reduction})"
-        return s
+        return _repr(self, "gamma", "alpha", "reduction")
 
 
 class SigmoidFocalLoss(_FocalLoss):
