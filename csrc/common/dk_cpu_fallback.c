@@ -10,6 +10,8 @@
 #include "dk_tensor.h"
 #include "dk_tls.h"
 
+#define DK__LINE ((size_t)64)
+
 /* Ops warned about, one bit per op index (as Profile keys its rows: dk__op_index). */
 #define DK__WARN_WORDS 1024
 static uint64_t dk__warned[DK__WARN_WORDS];
@@ -101,9 +103,17 @@ static dk_status dk__cpu_copy(const dk_op *op, dk_keyset ks, dk_stack *stack, vo
         spans[j].region = nregions - 1;
         regions[nregions - 1].written |= op->args[spans[j].arg].out;
     }
-    for (int r = 0; r < nregions; r++) total += regions[r].hi - regions[r].lo;
+    /* Each region's host copy starts at the device address's offset within a 64-byte line, so
+     * every tensor in it keeps its alignment (an int64 output after 12 bytes of float scores
+     * must not land on a 4-byte boundary), whatever the regions before it measured. */
+    size_t at[DK_STACK_MAX];
+    for (int r = 0; r < nregions; r++) {
+        at[r] = (total + DK__LINE - 1) / DK__LINE * DK__LINE + regions[r].lo % DK__LINE;
+        total = at[r] + (regions[r].hi - regions[r].lo);
+    }
 
-    char *buffer = total ? malloc(total) : NULL;
+    char *buffer = NULL;
+    if (total && posix_memalign((void **)&buffer, DK__LINE, total) != 0) buffer = NULL;
     if (total && !buffer)
         return dk_error(DK_ENOMEM, "%s: the CPU fallback cannot allocate %zu bytes of host memory", op->name, total);
     dk_device_guard guard;
@@ -113,10 +123,8 @@ static dk_status dk__cpu_copy(const dk_op *op, dk_keyset ks, dk_stack *stack, vo
         return st;
     }
     void *stream = dk_current_stream(device);
-    size_t at = 0;
     for (int r = 0; r < nregions && st == DK_OK; r++) {
-        regions[r].host = buffer + at;
-        at += regions[r].hi - regions[r].lo;
+        regions[r].host = buffer + at[r];
         st = b->copy(b->ctx, device.device_id, regions[r].host, (const void *)regions[r].lo,
                      regions[r].hi - regions[r].lo, DK_COPY_DEVICE_TO_HOST, stream);
     }
