@@ -20,10 +20,12 @@
  * Both compute the same values and argmax: the same bins, the same start, the same order of
  * pixels, the same comparison. argmax is written only when the caller passes one (the backward
  * needs it; inference does not), as int32 (torchvision's) or int64.
- * Backward: one task per channel, which zeroes that
- * channel of grad_input in every image and then adds the gradients of every RoI in order (k, ph,
- * pw): channels are disjoint in grad_input, so the threads never meet, and each element receives
- * its additions in torchvision's CPU order, whatever the thread count: the same bits.
+ * Backward: one task per block of 16 channels, which zeroes them in grad_input in every image and
+ * then adds the gradients of every RoI in order (k, then ph, pw per channel): blocks are disjoint in
+ * grad_input, so the threads never meet, and each element receives its additions in torchvision's
+ * CPU order, whatever the thread count: the same bits. A block (not a channel) per task, because a
+ * RoI's argmax and gradients for a block of channels are one contiguous run, where a channel's are
+ * 49 elements every C x 49 (a page apart, for every RoI).
  *
  * Note [RoIAlign's position-sensitive form on a CPU]
  * ps_roi_align's forward is a task per RoI and block of 16 output channels: the RoI's two axes

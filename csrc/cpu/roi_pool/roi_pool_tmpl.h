@@ -91,6 +91,8 @@ static void DK_SFN(dk__rp_forward_blocks_worker)(void *p, int tid)
     dk__rp_strides(in, xs), dk__rp_strides(out, ys);
     if (cx->arg) dk__rp_strides(cx->argmax, as);
     const int64_t H = cx->H, W = cx->W, B = DK__RP_BLOCK;
+    int64_t *arg64 = cx->arg && cx->arg64 ? (int64_t *)cx->arg : NULL;
+    int32_t *arg32 = cx->arg && !cx->arg64 ? (int32_t *)cx->arg : NULL;
     DK_T *buf = (DK_T *)cx->block + (size_t)tid * (size_t)(H * W * B);
     const int64_t blocks = (cx->C + B - 1) / B;
     const int64_t *first = cx->image_rois, *list = cx->image_rois + cx->N + 1;
@@ -123,10 +125,11 @@ static void DK_SFN(dk__rp_forward_blocks_worker)(void *p, int tid)
                     DK_TFN(dk__rp_block_bin_on)(cx, buf, W, h0, h1, w0, w1, DK_TFN(dk_roi_pool_start)(some), m, a);
                     DK_S *yo = y + k * ys[0] + c0 * ys[1] + ph * ys[2] + pw * ys[3];
                     for (int64_t c = 0; c < nb; c++) yo[c * ys[1]] = DK_STORE(m[c]);
-                    if (cx->arg) {
-                        const int64_t ao = k * as[0] + c0 * as[1] + ph * as[2] + pw * as[3];
-                        for (int64_t c = 0; c < nb; c++) dk__rp_arg_store(cx, ao + c * as[1], a[c]);
-                    }
+                    const int64_t ao = k * as[0] + c0 * as[1] + ph * as[2] + pw * as[3];
+                    if (arg64)
+                        for (int64_t c = 0; c < nb; c++) arg64[ao + c * as[1]] = a[c];
+                    else if (arg32)
+                        for (int64_t c = 0; c < nb; c++) arg32[ao + c * as[1]] = a[c];
                 }
         }
     }
@@ -206,6 +209,10 @@ static dk_status DK_SFN(dk__rp_forward)(dk__rp_ctx *cx, int nthreads, int64_t la
     return DK_OK;
 }
 
+/* Backward: a task per block of DK__RP_CHANNELS channels (Note [RoIPool on a CPU]): their planes
+ * zeroed in every image, then every RoI's gradients added, RoIs in order, each channel's bins in
+ * (ph, pw) order: per element, torchvision's order of additions. A block's argmax and gradients
+ * of one RoI are one contiguous run in the usual [K, C, PH, PW] layout. */
 static void DK_SFN(dk__rp_backward_worker)(void *p, int tid)
 {
     (void)tid;
@@ -217,23 +224,31 @@ static void DK_SFN(dk__rp_backward_worker)(void *p, int tid)
     dk__rp_strides(gi, xs), dk__rp_strides(go, gs);
     int64_t as[4];
     dk__rp_strides(am, as);
-    const int64_t plane = cx->H * cx->W;
-    for (int64_t c; (c = dk_parallel_claim(&cx->counter)) < cx->C;) {
+    const int64_t plane = cx->H * cx->W, W = cx->W;
+    /* rows of whole width (NCHW or NHWC): a plane index is an element offset, no division */
+    const bool rows = xs[2] == W * xs[3];
+    const int64_t blocks = (cx->C + DK__RP_CHANNELS - 1) / DK__RP_CHANNELS;
+    for (int64_t t; (t = dk_parallel_claim(&cx->counter)) < blocks;) {
+        const int64_t c0 = t * DK__RP_CHANNELS, c1 = c0 + DK__RP_CHANNELS < cx->C ? c0 + DK__RP_CHANNELS : cx->C;
         for (int64_t n = 0; n < cx->N; n++)
-            for (int64_t h = 0; h < cx->H; h++)
-                for (int64_t w = 0; w < cx->W; w++)
-                    x[n * xs[0] + c * xs[1] + h * xs[2] + w * xs[3]] = DK_STORE((DK_T)0);
+            for (int64_t c = c0; c < c1; c++)
+                for (int64_t h = 0; h < cx->H; h++)
+                    for (int64_t w = 0; w < W; w++)
+                        x[n * xs[0] + c * xs[1] + h * xs[2] + w * xs[3]] = DK_STORE((DK_T)0);
         for (int64_t k = 0; k < cx->K; k++) {
             const int64_t n = dk__rp_batch((double)DK_SFN(dk__rp_roi_value)(cx->rois, k, 0), cx->N);
             if (n < 0) continue;
-            DK_S *img = x + n * xs[0] + c * xs[1];
-            for (int64_t ph = 0; ph < cx->PH; ph++)
-                for (int64_t pw = 0; pw < cx->PW; pw++) {
-                    const int64_t a = dk__rp_arg_load(cx, k * as[0] + c * as[1] + ph * as[2] + pw * as[3]);
-                    if (a < 0 || a >= plane) continue; /* -1: nothing was pooled (ops/roi_pool.c) */
-                    DK_S *e = img + (a / cx->W) * xs[2] + (a % cx->W) * xs[3];
-                    *e = DK_STORE(DK_LOAD(*e) + DK_LOAD(g[k * gs[0] + c * gs[1] + ph * gs[2] + pw * gs[3]]));
-                }
+            for (int64_t c = c0; c < c1; c++) {
+                DK_S *img = x + n * xs[0] + c * xs[1];
+                const int64_t ab = k * as[0] + c * as[1], gb = k * gs[0] + c * gs[1];
+                for (int64_t ph = 0; ph < cx->PH; ph++)
+                    for (int64_t pw = 0; pw < cx->PW; pw++) {
+                        const int64_t a = dk__rp_arg_load(cx, ab + ph * as[2] + pw * as[3]);
+                        if (a < 0 || a >= plane) continue; /* -1: nothing was pooled (ops/roi_pool.c) */
+                        DK_S *e = img + (rows ? a * xs[3] : (a / W) * xs[2] + (a % W) * xs[3]);
+                        *e = DK_STORE(DK_LOAD(*e) + DK_LOAD(g[gb + ph * gs[2] + pw * gs[3]]));
+                    }
+            }
         }
     }
 }
