@@ -42,8 +42,9 @@ static mat mat_new(int64_t rows, int64_t cols, int64_t ld)
 
 static size_t mat_len(const mat *x) { return x->rows ? (size_t)((x->rows - 1) * x->ld + x->cols) : 0; }
 
-/* The sizes of the shape sweep: around each tile (MR 4, 6, 14; NR 8, 16, 32) and past 64. */
-static const int64_t sizes_mn[] = {1, 2, 3, 5, 7, 13, 14, 15, 16, 17, 31, 32, 33, 47, 64, 67};
+/* The sizes of the shape sweep: around each tile's sides (MR 4, 6, 8; NR 8, 16, 48) and their
+ * multiples, up to 67. */
+static const int64_t sizes_mn[] = {1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 48, 49, 64, 67};
 static const int64_t sizes_k[] = {1, 2, 5, 16, 17, 67};
 static const float alphas[] = {1.0f, 1.0f, -0.5f, 2.0f, 0.75f};
 static const float betas[] = {0.0f, 1.0f, 2.0f, 0.0f, -1.0f};
@@ -102,9 +103,10 @@ static void check_one(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float a
             const double tol = (double)(k + 4) * FLT_EPSILON * (fabs((double)alpha) * mag + fabs((double)beta * cij)) +
                                FLT_MIN;
             if (!(fabs(got - want) <= tol))
-                fail_msg("ta=%d tb=%d m=%lld n=%lld k=%lld alpha=%g beta=%g: C[%lld][%lld] = %.9g, want %.9g (tol %.3g)",
-                         ta, tb, (long long)m, (long long)n, (long long)k, alpha, beta, (long long)i, (long long)j,
-                         got, want, tol);
+                fail_msg(
+                    "ta=%d tb=%d m=%lld n=%lld k=%lld alpha=%g beta=%g: C[%lld][%lld] = %.9g, want %.9g (tol %.3g)", ta,
+                    tb, (long long)m, (long long)n, (long long)k, alpha, beta, (long long)i, (long long)j, got, want,
+                    tol);
         }
     }
     free(c0);
@@ -113,7 +115,8 @@ static void check_one(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float a
     free(c.p);
 }
 
-/* Every transpose combination, on the sweep of sizes, with each micro-kernel this CPU has. */
+/* Every transpose combination, on the sweep of sizes, with each micro-kernel this CPU has, and
+ * with the thread's packing buffer and the stack's (Note [Packing buffers] in gemm/sgemm.c). */
 static void every_shape_with_every_micro_kernel(void **state)
 {
     (void)state;
@@ -121,13 +124,16 @@ static void every_shape_with_every_micro_kernel(void **state)
         assert_int_equal(dk_tunable_set("gemm.isa", isa, NULL), DK_OK);
         assert_int_equal(dk__sgemm_isa(), expected_isa(isa));
         if (dk__sgemm_isa() != isa) continue; /* the CPU has not this one: tested above as its fallback */
-        int v = 0;
-        for (int t = 0; t < 4; t++)
-            for (size_t im = 0; im < DK_COUNTOF(sizes_mn); im++)
-                for (size_t in = 0; in < DK_COUNTOF(sizes_mn); in++)
-                    for (size_t ik = 0; ik < DK_COUNTOF(sizes_k); ik++, v++)
-                        check_one(t & 1, t & 2, sizes_mn[im], sizes_mn[in], sizes_k[ik], alphas[v % 5],
-                                  betas[v % 5], (int64_t)(v % 3) * 5, false);
+        for (int heap = 1; heap >= 0; heap--) {
+            assert_int_equal(dk_tunable_set("gemm.buffer", heap, NULL), DK_OK);
+            int v = 0;
+            for (int t = 0; t < 4; t++)
+                for (size_t im = 0; im < DK_COUNTOF(sizes_mn); im++)
+                    for (size_t in = 0; in < DK_COUNTOF(sizes_mn); in++)
+                        for (size_t ik = 0; ik < DK_COUNTOF(sizes_k); ik++, v++)
+                            check_one(t & 1, t & 2, sizes_mn[im], sizes_mn[in], sizes_k[ik], alphas[v % 5],
+                                      betas[v % 5], (int64_t)(v % 3) * 5, false);
+        }
     }
     dk_tunables_reset();
     assert_int_equal(dk__sgemm_isa(), expected_isa(-1));
@@ -147,10 +153,13 @@ static void products_larger_than_one_block(void **state)
     for (int isa = DK__SGEMM_PORTABLE; isa <= DK__SGEMM_AVX512; isa++) {
         assert_int_equal(dk_tunable_set("gemm.isa", isa, NULL), DK_OK);
         if (dk__sgemm_isa() != isa) continue;
-        for (size_t s = 0; s < DK_COUNTOF(shapes); s++)
-            for (int t = 0; t < 4; t++)
-                check_one(t & 1, t & 2, shapes[s][0], shapes[s][1], shapes[s][2], s % 2 ? 1.0f : -1.5f,
-                          t % 2 ? 0.0f : 0.5f, 1 + (int64_t)t, false);
+        for (int heap = 1; heap >= 0; heap--) { /* the stack's buffer: many more, smaller blocks */
+            assert_int_equal(dk_tunable_set("gemm.buffer", heap, NULL), DK_OK);
+            for (size_t s = 0; s < DK_COUNTOF(shapes); s++)
+                for (int t = 0; t < 4; t++)
+                    check_one(t & 1, t & 2, shapes[s][0], shapes[s][1], shapes[s][2], s % 2 ? 1.0f : -1.5f,
+                              t % 2 ? 0.0f : 0.5f, 1 + (int64_t)t, false);
+        }
     }
     dk_tunables_reset();
 }

@@ -53,7 +53,7 @@ typedef struct dk__sgemm_arch {
  * edge tile's. Each arch's file checks its own figures against them (_Static_assert); ab must
  * hold one micro-panel of kc steps. */
 #define DK__SGEMM_MAX_MR 16
-#define DK__SGEMM_MAX_NR 32
+#define DK__SGEMM_MAX_NR 48
 #define DK__SGEMM_MAX_KC 256
 #define DK__SGEMM_MAX_AB (256 * 256)
 

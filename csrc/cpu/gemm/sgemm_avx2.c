@@ -30,7 +30,7 @@
 #include "gemm/sgemm_ukernel_tmpl.h"
 
 _Static_assert(DK__UK_MR <= DK__SGEMM_MAX_MR && DK__UK_NV * DK__UK_W <= DK__SGEMM_MAX_NR, "tile");
-_Static_assert(128 * 256 <= DK__SGEMM_MAX_AB, "A block");
+_Static_assert(256 <= DK__SGEMM_MAX_KC && 128 * 256 <= DK__SGEMM_MAX_AB, "blocking");
 
 const dk__sgemm_arch dk__sgemm_avx2 = {
     .name = "avx2",

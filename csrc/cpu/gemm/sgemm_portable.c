@@ -32,7 +32,7 @@ static void dk__sgemm_ukernel_portable(int64_t kc, const float *restrict ap, con
 }
 
 _Static_assert(DK__PT_MR <= DK__SGEMM_MAX_MR && DK__PT_NR <= DK__SGEMM_MAX_NR, "tile");
-_Static_assert(128 * 256 <= DK__SGEMM_MAX_AB, "A block");
+_Static_assert(256 <= DK__SGEMM_MAX_KC && 128 * 256 <= DK__SGEMM_MAX_AB, "blocking");
 
 /* KC x NR = 8 KiB of Bp in L1, MC x KC up to 128 KiB of Ap in L2. */
 const dk__sgemm_arch dk__sgemm_portable = {

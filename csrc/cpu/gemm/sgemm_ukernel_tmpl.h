@@ -13,8 +13,8 @@
 #define DK__UK_NR (DK__UK_NV * DK__UK_W)
 
 __attribute__((target(DK__UK_TARGET))) static void DK__UK_NAME(int64_t kc, const float *restrict ap,
-                                                               const float *restrict bp, float *restrict c,
-                                                               int64_t ldc, float alpha, float beta)
+                                                               const float *restrict bp, float *restrict c, int64_t ldc,
+                                                               float alpha, float beta)
 {
     DK__V acc[DK__UK_MR][DK__UK_NV];
 #pragma GCC unroll 16
