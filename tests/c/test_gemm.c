@@ -1,7 +1,7 @@
 /*
  * test_gemm.c — dk_sgemm (csrc/cpu/dk_gemm.h, Note [dk_sgemm's contract]) against a product
  * computed here in double precision, with every micro-kernel this CPU has (the tunable
- * "gemm.isa", Note [Choosing the micro-kernel] in gemm/sgemm.c).
+ * "gemm.isa", Note [Choosing the micro-kernel] in dk_sgemm.c).
  *
  * Every matrix is laid out with a row stride larger than its width, and the gaps hold NaN: a read
  * outside op(A) or op(B) poisons the product, and a write outside C changes a NaN that is checked.
@@ -13,7 +13,7 @@
 #include "dk_gemm.h"
 #include "dk_test.h"
 #include "dk_tunables.h"
-#include "gemm/sgemm_arch.h"
+#include "dk_sgemm_private.h"
 
 static _Thread_local uint64_t rng_state = 0x2545f4914f6cdd1du;
 static float rnd_unit(void) /* uniform in [-1, 1) */
@@ -117,7 +117,7 @@ static void check_one(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float a
 
 /* Every transpose combination, on the sweep of sizes, with each micro-kernel this CPU has and
  * the thread's packing buffer; with the widest, the stack's buffer too (Note [Packing buffers]
- * in gemm/sgemm.c: the same driver, smaller blocks). */
+ * in dk_sgemm.c: the same driver, smaller blocks). */
 static void every_shape_with_every_micro_kernel(void **state)
 {
     (void)state;
@@ -207,7 +207,7 @@ static void empty_products_scale_c(void **state)
     for (int i = 0; i < 10; i++) assert_true(isnan(c[i]));
 }
 
-/* The packing buffers are per thread (Note [Packing buffers] in gemm/sgemm.c): two threads
+/* The packing buffers are per thread (Note [Packing buffers] in dk_sgemm.c): two threads
  * multiplying at once, over and over, each with several slabs and blocks, get the same bits as
  * the same products made by one thread alone (same micro-kernel, same order of operations). */
 typedef struct {

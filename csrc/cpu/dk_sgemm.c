@@ -1,6 +1,6 @@
 /*
- * gemm/sgemm.c — dk_sgemm (Note [dk_sgemm's contract] in dk_gemm.h): the blocked driver (Note
- * [GotoBLAS blocking] in gemm/sgemm_arch.h) and the choice of its micro-kernel.
+ * dk_sgemm.c — dk_sgemm (Note [dk_sgemm's contract] in dk_gemm.h): the blocked driver (Note
+ * [GotoBLAS blocking] in dk_sgemm_private.h) and the choice of its micro-kernel.
  */
 #include <pthread.h>
 #include <stddef.h>
@@ -8,7 +8,7 @@
 
 #include "dk_gemm.h"
 #include "dk_tunables.h"
-#include "gemm/sgemm_arch.h"
+#include "dk_sgemm_private.h"
 
 /*
  * Note [Choosing the micro-kernel]

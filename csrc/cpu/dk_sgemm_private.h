@@ -1,6 +1,6 @@
 /*
- * gemm/sgemm_arch.h — what dk_sgemm's driver (gemm/sgemm.c) knows of a micro-kernel: its tile, its
- * blocking, and the one function that multiplies two packed panels. Internal to csrc/cpu/gemm.
+ * dk_sgemm_private.h — what dk_sgemm's driver (dk_sgemm.c) knows of a micro-kernel: its tile, its
+ * blocking, and the one function that multiplies two packed panels. Internal to dk_sgemm*.
  *
  * Note [GotoBLAS blocking]
  * dk_sgemm is structured as GotoBLAS and BLIS are. C = alpha op(A) op(B) + beta C is cut into
@@ -13,7 +13,7 @@
  * consecutive floats (one row of the tile). The transposes of op(A) and op(B) are absorbed there,
  * so one micro-kernel serves every layout. Partial micro-panels are padded with zeros, so the
  * micro-kernel always computes a whole tile; only the store of an edge tile differs (through a
- * tile on the stack, gemm/sgemm.c).
+ * tile on the stack, dk_sgemm.c).
  *   The micro-kernel's inner step loads one row of Bp (NR floats, whole vectors) and broadcasts
  * the MR floats of a column of Ap: MR x NR/width fused multiply-adds for NR/width + MR loads. The
  * Bp micro-panel (KC x NR) is reused by every tile of the A block, so it stays in L1 across loop
@@ -23,10 +23,10 @@
  * the A blocks; here Bp is one micro-panel, packed again for each A block. With the A block sized
  * to hold all of op(A)'s rows for the products dkit makes (deform_conv2d: m = Cout <= 256, or
  * m = Cin*kh*kw with a short k), op(B) is still packed once, and the buffers stay small enough
- * to be thread-local (Note [Packing buffers] in gemm/sgemm.c).
+ * to be thread-local (Note [Packing buffers] in dk_sgemm.c).
  */
-#ifndef DK_SGEMM_ARCH_H
-#define DK_SGEMM_ARCH_H
+#ifndef DK_SGEMM_PRIVATE_H
+#define DK_SGEMM_PRIVATE_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -49,7 +49,7 @@ typedef struct dk__sgemm_arch {
     dk__sgemm_ukernel_fn ukernel;
 } dk__sgemm_arch;
 
-/* The largest tile and blocking of any arch: the packing buffers' sizes (gemm/sgemm.c) and the
+/* The largest tile and blocking of any arch: the packing buffers' sizes (dk_sgemm.c) and the
  * edge tile's. Each arch's file checks its own figures against them (_Static_assert); ab must
  * hold one micro-panel of kc steps. */
 #define DK__SGEMM_MAX_MR 16
@@ -58,7 +58,7 @@ typedef struct dk__sgemm_arch {
 #define DK__SGEMM_MAX_AB (256 * 256)
 
 /* The archs, by the value of the tunable "gemm.isa" that forces each (Note [Choosing the
- * micro-kernel] in gemm/sgemm.c). */
+ * micro-kernel] in dk_sgemm.c). */
 enum { DK__SGEMM_PORTABLE = 0, DK__SGEMM_AVX2 = 1, DK__SGEMM_AVX512 = 2 };
 
 extern const dk__sgemm_arch dk__sgemm_portable;
@@ -72,7 +72,7 @@ extern const dk__sgemm_arch dk__sgemm_avx512;
 #define DK__SGEMM_X86 0
 #endif
 
-/* Packing (gemm/sgemm_pack.c), Note [GotoBLAS blocking]. op(A)[i0:i0+mb, p0:p0+kb] into
+/* Packing (dk_sgemm_pack.c), Note [GotoBLAS blocking]. op(A)[i0:i0+mb, p0:p0+kb] into
  * micro-panels of mr rows; op(B)[p0:p0+kb, j0:j0+nb] into micro-panels of nr columns. */
 void dk__sgemm_pack_a(int mr, bool trans, const float *a, int64_t lda, int64_t i0, int64_t p0, int64_t mb, int64_t kb,
                       float *ap);
@@ -83,4 +83,4 @@ void dk__sgemm_pack_b(int nr, bool trans, const float *b, int64_t ldb, int64_t p
  * the CPU has it. Exported for the tests, which force each arch and check that they got it. */
 DK_API int dk__sgemm_isa(void);
 
-#endif /* DK_SGEMM_ARCH_H */
+#endif /* DK_SGEMM_PRIVATE_H */

@@ -1,6 +1,6 @@
 /*
- * gemm/sgemm_avx512.c — dk_sgemm's AVX-512 micro-kernel: an 8 x 48 tile (Note [GotoBLAS blocking]
- * in gemm/sgemm_arch.h).
+ * dk_sgemm_avx512.c — dk_sgemm's AVX-512 micro-kernel: an 8 x 48 tile (Note [GotoBLAS blocking]
+ * in dk_sgemm_private.h).
  *
  * Note [AVX-512 tile]
  * 32 zmm registers: 8 rows x 3 vectors of 16 floats = 24 accumulators, 3 for the row of Bp and 1
@@ -16,7 +16,7 @@
  * 256 no faster). The A block, MC x KC, stays in L2 (1-2 MiB on AVX-512 cores): up to 256 KiB,
  * so that 256 rows (deform_conv2d's largest Cout) are one block of a 256-step slab.
  */
-#include "gemm/sgemm_arch.h"
+#include "dk_sgemm_private.h"
 
 #if DK__SGEMM_X86
 #include <immintrin.h>
@@ -34,7 +34,7 @@
 #define DK__SET1(x) _mm512_set1_ps(x)
 #define DK__FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
 #define DK__MUL(a, b) _mm512_mul_ps(a, b)
-#include "gemm/sgemm_ukernel_tmpl.h"
+#include "dk_sgemm_ukernel_private.h"
 
 #define DK__AVX512_KC 192
 #define DK__AVX512_AB (256 * 256)

@@ -1,6 +1,6 @@
 /*
- * gemm/sgemm_pack.c — packing of op(A) and op(B) into the micro-kernel's order (Note [GotoBLAS
- * blocking] in gemm/sgemm_arch.h), with the transposes absorbed here.
+ * dk_sgemm_pack.c — packing of op(A) and op(B) into the micro-kernel's order (Note [GotoBLAS
+ * blocking] in dk_sgemm_private.h), with the transposes absorbed here.
  *
  * Each operand is read in the order its memory is laid out (whole rows of the stored matrix) and
  * written with a stride of mr or nr floats into a buffer that is in L1 or L2: the strided side
@@ -11,7 +11,7 @@
 #include <xmmintrin.h>
 #endif
 
-#include "gemm/sgemm_arch.h"
+#include "dk_sgemm_private.h"
 
 /* One micro-panel from stored rows that are the panel's rows: ap[p * mr + i] = x[i * ldx + p] for
  * i < rows, p < kb (a transpose) ... On x86 it moves 4 x 4 blocks through SSE registers (the

@@ -1,13 +1,13 @@
 /*
- * gemm/sgemm_portable.c — dk_sgemm's portable micro-kernel: a 4 x 8 tile in plain C (Note
- * [GotoBLAS blocking] in gemm/sgemm_arch.h), for CPUs without AVX2 and compilers without target
+ * dk_sgemm_portable.c — dk_sgemm's portable micro-kernel: a 4 x 8 tile in plain C (Note
+ * [GotoBLAS blocking] in dk_sgemm_private.h), for CPUs without AVX2 and compilers without target
  * attributes, and on aarch64.
  *
  * With constant bounds the compiler unrolls the tile and vectorises its rows: two SSE vectors
  * (x86-64-v2, the core's baseline) or NEON vectors a row, 8 accumulators, within the 16 registers
  * SSE has. ISO C contracts nothing, so a multiply and an add each, not an FMA.
  */
-#include "gemm/sgemm_arch.h"
+#include "dk_sgemm_private.h"
 
 #define DK__PT_MR 4
 #define DK__PT_NR 8

@@ -1,6 +1,6 @@
 /*
- * gemm/sgemm_ukernel_tmpl.h — the register-blocked micro-kernel (Note [GotoBLAS blocking] in
- * gemm/sgemm_arch.h), written once for every x86 vector width. The including file defines:
+ * dk_sgemm_ukernel_private.h — the register-blocked micro-kernel (Note [GotoBLAS blocking] in
+ * dk_sgemm_private.h), written once for every x86 vector width. The including file defines:
  *   DK__UK_NAME     the function's name
  *   DK__UK_TARGET   its target attribute ("avx2,fma", "avx512f")
  *   DK__UK_MR, DK__UK_NV, DK__UK_W   rows of the tile, vectors per row, floats per vector

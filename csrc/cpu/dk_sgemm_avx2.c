@@ -1,6 +1,6 @@
 /*
- * gemm/sgemm_avx2.c — dk_sgemm's AVX2+FMA micro-kernel: a 6 x 16 tile (Note [GotoBLAS blocking] in
- * gemm/sgemm_arch.h).
+ * dk_sgemm_avx2.c — dk_sgemm's AVX2+FMA micro-kernel: a 6 x 16 tile (Note [GotoBLAS blocking] in
+ * dk_sgemm_private.h).
  *
  * Note [AVX2 tile]
  * 16 ymm registers: 6 rows x 2 vectors of 8 floats = 12 accumulators, 2 for the row of Bp and 1
@@ -9,7 +9,7 @@
  * Blocking: the Bp micro-panel, KC x 16 floats, in L1 (32 KiB on Haswell-Skylake): KC = 256 is 16
  * KiB, leaving room for the Ap micro-panel. The A block, MC x KC up to 128 KiB, in a 256 KiB L2.
  */
-#include "gemm/sgemm_arch.h"
+#include "dk_sgemm_private.h"
 
 #if DK__SGEMM_X86
 #include <immintrin.h>
@@ -27,7 +27,7 @@
 #define DK__SET1(x) _mm256_set1_ps(x)
 #define DK__FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
 #define DK__MUL(a, b) _mm256_mul_ps(a, b)
-#include "gemm/sgemm_ukernel_tmpl.h"
+#include "dk_sgemm_ukernel_private.h"
 
 _Static_assert(DK__UK_MR <= DK__SGEMM_MAX_MR && DK__UK_NV * DK__UK_W <= DK__SGEMM_MAX_NR, "tile");
 _Static_assert(256 <= DK__SGEMM_MAX_KC && 128 * 256 <= DK__SGEMM_MAX_AB, "blocking");
