@@ -4,6 +4,11 @@
  *
  * dkit links no BLAS: the core depends on libc, libm and OpenMP's runtime only, so that a vendor or
  * a NumPy user gets the same library as a torch user. The product lives here, once.
+ *
+ * It is built as GotoBLAS and BLIS build theirs (csrc/cpu/dk_sgemm*: Note [GotoBLAS blocking] in
+ * dk_sgemm_private.h): operands packed into cache-sized blocks, a register-blocked micro-kernel
+ * for AVX-512, AVX2+FMA or plain C chosen at run time (Note [Choosing the micro-kernel] in
+ * dk_sgemm.c). Figures against torch.mm and oneDNN: bench/bench_gemm.py, bench/README.md.
  */
 #ifndef DK_GEMM_H
 #define DK_GEMM_H
@@ -23,7 +28,10 @@
  * scales C by beta. One thread: callers split the product across dk_parallel_run's workers (rows of
  * C, or blocks of its columns), which keeps the threading policy with the op. Sizes are the
  * caller's to check (they come from tensors already checked); nothing here allocates, so nothing
- * fails.
+ * fails (the packing buffers are thread-local: Note [Packing buffers] in dk_sgemm.c).
+ * alpha == 0 reads neither A nor B, as BLAS does. Results are within float32 rounding of the
+ * exact product but not bitwise the same across CPUs: the micro-kernel, chosen by the CPU,
+ * fuses multiply and add (FMA) or does not.
  */
 DK_API void dk_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                      int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
