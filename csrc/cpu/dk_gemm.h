@@ -27,8 +27,9 @@
  * beta == 0 writes C without reading it (NaN or garbage there is ignored), as BLAS does; k == 0
  * scales C by beta. One thread: callers split the product across dk_parallel_run's workers (rows of
  * C, or blocks of its columns), which keeps the threading policy with the op. Sizes are the
- * caller's to check (they come from tensors already checked); nothing here allocates, so nothing
- * fails (the packing buffers are thread-local: Note [Packing buffers] in dk_sgemm.c).
+ * caller's to check (they come from tensors already checked). Nothing fails: a thread allocates
+ * its packing buffers once, on its first product, and packs through a small stack block when that
+ * allocation fails (Note [Packing buffers] in dk_sgemm.c), so there is no status to return.
  * alpha == 0 reads neither A nor B, as BLAS does. Results are within float32 rounding of the
  * exact product but not bitwise the same across CPUs: the micro-kernel, chosen by the CPU,
  * fuses multiply and add (FMA) or does not.
