@@ -447,7 +447,8 @@ static void unloading_a_backend_restores_every_table(void **state)
         for (int i = 0; i < nops; i++) {
             char *now = dk_op_dump(dk_op_at(i));
             assert_non_null(now);
-            if (strcmp(now, before[i]) != 0) fail_msg("round %d, before:\n%s\nafter unloading:\n%s", round, before[i], now);
+            if (strcmp(now, before[i]) != 0)
+                fail_msg("round %d, before:\n%s\nafter unloading:\n%s", round, before[i], now);
             dk_free(now);
         }
         /* the library stays mapped; a second load ran its entry a second time */
@@ -462,7 +463,8 @@ static void unloading_a_backend_restores_every_table(void **state)
     for (int i = 0; i < nops; i++) dk_free(before[i]);
     free(before);
 
-    assert_error(dk_unload_backend("unloadvendor"), DK_ENOENT, "dk_unload_backend: no backend named 'unloadvendor' is loaded");
+    assert_error(dk_unload_backend("unloadvendor"), DK_ENOENT,
+                 "dk_unload_backend: no backend named 'unloadvendor' is loaded");
     assert_error(dk_unload_backend("cpu"), DK_EINVAL,
                  "dk_unload_backend: backend 'cpu' is built into libdkit and cannot be unloaded");
     assert_int_equal(dk_unload_backend(""), DK_EINVAL);
