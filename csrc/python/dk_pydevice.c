@@ -44,28 +44,13 @@ static void dk__owned_delete(DLManagedTensor *mt)
     dk__owned *o = (dk__owned *)mt;
     if (o->backend && o->m.dl_tensor.data)
         o->backend->free(o->backend->ctx, o->m.dl_tensor.device.device_id, o->m.dl_tensor.data, o->stream);
-    if (o->inner) {
-        if (o->inner_versioned) {
-            DLManagedTensorVersioned *v = o->inner;
-            if (v->deleter) v->deleter(v);
-        } else {
-            DLManagedTensor *l = o->inner;
-            if (l->deleter) l->deleter(l);
-        }
-    }
+    if (o->inner) dk_py_managed_delete(o->inner, o->inner_versioned);
     free(o);
-}
-
-static void dk__capsule_destructor(PyObject *cap)
-{
-    if (!PyCapsule_IsValid(cap, "dltensor")) return; /* consumed: the consumer owns it */
-    DLManagedTensor *mt = PyCapsule_GetPointer(cap, "dltensor");
-    if (mt && mt->deleter) mt->deleter(mt);
 }
 
 static PyObject *dk__capsule(dk__owned *o)
 {
-    PyObject *cap = PyCapsule_New(&o->m, "dltensor", dk__capsule_destructor);
+    PyObject *cap = PyCapsule_New(&o->m, "dltensor", dk_py_dltensor_capsule_destructor);
     if (!cap) dk__owned_delete(&o->m);
     return cap;
 }
@@ -156,17 +141,6 @@ static int dk__take(dk_py_state *s, PyObject *x, const char *fn, void **managed,
     return 0;
 }
 
-static void dk__give_back(void *managed, int versioned)
-{
-    if (versioned) {
-        DLManagedTensorVersioned *v = managed;
-        if (v->deleter) v->deleter(v);
-    } else {
-        DLManagedTensor *l = managed;
-        if (l->deleter) l->deleter(l);
-    }
-}
-
 static PyObject *dk__device_rows(PyObject *m, PyObject *const *args, Py_ssize_t n)
 {
     dk_py_state *s = dk_py_state_of_module(m);
@@ -179,12 +153,12 @@ static PyObject *dk__device_rows(PyObject *m, PyObject *const *args, Py_ssize_t 
     if (dk__take(s, args[0], "device_rows", &managed, &versioned, &x) < 0) return NULL;
     if (x->ndim < 1 || x->ndim > 32 || rows < 0 || rows > x->shape[0]) {
         const long long have = x->ndim >= 1 ? (long long)x->shape[0] : -1;
-        dk__give_back(managed, versioned);
+        dk_py_managed_delete(managed, versioned);
         return dk_py_raise_fmt(s, DK_EINVAL, "device_rows: %lld rows of a tensor with %lld", rows, have);
     }
     dk__owned *o = dk__owned_new(s);
     if (!o) {
-        dk__give_back(managed, versioned);
+        dk_py_managed_delete(managed, versioned);
         return NULL;
     }
     o->inner = managed;
@@ -235,7 +209,7 @@ static PyObject *dk__device_read(PyObject *m, PyObject *const *args, Py_ssize_t 
         }
     }
 done:
-    dk__give_back(managed, versioned);
+    dk_py_managed_delete(managed, versioned);
     return out;
 }
 
@@ -278,7 +252,7 @@ static PyObject *dk__device_write(PyObject *m, PyObject *const *args, Py_ssize_t
     }
     out = Py_NewRef(Py_None);
 done:
-    dk__give_back(managed, versioned);
+    dk_py_managed_delete(managed, versioned);
     PyBuffer_Release(&buf);
     return out;
 }
@@ -293,7 +267,7 @@ static PyObject *dk__dlpack_dtype(PyObject *m, PyObject *const *args, Py_ssize_t
     if (dk__take(s, args[0], "dlpack_dtype", &managed, &versioned, &x) < 0) return NULL;
     char buf[64];
     PyObject *name = PyUnicode_FromString(dk_dl_dtype_str(x->dtype, buf, sizeof buf));
-    dk__give_back(managed, versioned);
+    dk_py_managed_delete(managed, versioned);
     return name;
 }
 
