@@ -175,84 +175,64 @@ static PyObject *dk__device_rows(PyObject *m, PyObject *const *args, Py_ssize_t 
     return dk__capsule(o);
 }
 
-static PyObject *dk__device_read(PyObject *m, PyObject *const *args, Py_ssize_t n)
+/* Copies the bytes of a row-major contiguous tensor x to the host (from NULL: into a new bytes
+ * object, returned) or from the host (`from`, exactly as many bytes: None returned), through
+ * x's backend object (then its stream synchronised); a plain copy for host memory. */
+static PyObject *dk__host_copy(PyObject *m, const char *fn, PyObject *xobj, const Py_buffer *from)
 {
     dk_py_state *s = dk_py_state_of_module(m);
-    if (n != 1) return dk_py_raise_fmt(s, DK_ETYPE, "device_read(x) takes 1 argument");
     void *managed;
     int versioned;
     DLTensor *x;
-    if (dk__take(s, args[0], "device_read", &managed, &versioned, &x) < 0) return NULL;
-    PyObject *out = NULL;
+    if (dk__take(s, xobj, fn, &managed, &versioned, &x) < 0) return NULL;
+    PyObject *out = NULL, *bytes_obj = NULL;
+    const int64_t bytes = dk_tensor_nbytes(x);
     if (!dk_tensor_is_contiguous(x)) {
-        dk_py_raise_fmt(s, DK_EINVAL, "device_read: the tensor is not row-major contiguous");
+        dk_py_raise_fmt(s, DK_EINVAL, "%s: the tensor is not row-major contiguous", fn);
         goto done;
     }
-    const int64_t bytes = dk_tensor_nbytes(x);
-    if (!(out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)bytes))) goto done;
-    if (bytes > 0) {
-        const char *src = (const char *)x->data + x->byte_offset;
-        const dk_backend *b = dk_backend_of_device(x->device);
-        dk_status st = DK_OK;
-        if (x->device.device_type == kDLCPU || !b) {
-            memcpy(PyBytes_AS_STRING(out), src, (size_t)bytes);
-        } else {
-            char *dst = PyBytes_AS_STRING(out);
-            Py_BEGIN_ALLOW_THREADS
-            st = dk_device_copy(x->device, dst, src, (size_t)bytes, DK_COPY_DEVICE_TO_HOST);
-            if (st == DK_OK) st = dk_device_synchronize(x->device);
-            Py_END_ALLOW_THREADS
-        }
-        if (st != DK_OK) {
-            Py_CLEAR(out);
-            dk_py_raise(s, st);
-        }
+    if (from && (int64_t)from->len != bytes) {
+        dk_py_raise_fmt(s, DK_EINVAL, "%s: %lld bytes for a tensor of %lld", fn, (long long)from->len,
+                        (long long)bytes);
+        goto done;
     }
+    if (!from && !(bytes_obj = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)bytes))) goto done;
+    char *device = (char *)x->data + x->byte_offset;
+    char *host = from ? (char *)from->buf : PyBytes_AS_STRING(bytes_obj);
+    dk_status st = DK_OK;
+    if (bytes > 0 && (x->device.device_type == kDLCPU || !dk_backend_of_device(x->device))) {
+        memcpy(from ? device : host, from ? host : device, (size_t)bytes);
+    } else if (bytes > 0) {
+        const dk_copy_kind kind = from ? DK_COPY_HOST_TO_DEVICE : DK_COPY_DEVICE_TO_HOST;
+        Py_BEGIN_ALLOW_THREADS
+        st = dk_device_copy(x->device, from ? device : host, from ? host : device, (size_t)bytes, kind);
+        if (st == DK_OK) st = dk_device_synchronize(x->device);
+        Py_END_ALLOW_THREADS
+    }
+    if (st != DK_OK) {
+        Py_CLEAR(bytes_obj);
+        dk_py_raise(s, st);
+        goto done;
+    }
+    out = from ? Py_NewRef(Py_None) : bytes_obj;
 done:
+    if (!out) Py_XDECREF(bytes_obj);
     dk_py_managed_delete(managed, versioned);
     return out;
 }
 
+static PyObject *dk__device_read(PyObject *m, PyObject *const *args, Py_ssize_t n)
+{
+    if (n != 1) return dk_py_raise_fmt(dk_py_state_of_module(m), DK_ETYPE, "device_read(x) takes 1 argument");
+    return dk__host_copy(m, "device_read", args[0], NULL);
+}
+
 static PyObject *dk__device_write(PyObject *m, PyObject *const *args, Py_ssize_t n)
 {
-    dk_py_state *s = dk_py_state_of_module(m);
-    if (n != 2) return dk_py_raise_fmt(s, DK_ETYPE, "device_write(x, data) takes 2 arguments");
+    if (n != 2) return dk_py_raise_fmt(dk_py_state_of_module(m), DK_ETYPE, "device_write(x, data) takes 2 arguments");
     Py_buffer buf;
     if (PyObject_GetBuffer(args[1], &buf, PyBUF_C_CONTIGUOUS) < 0) return NULL;
-    void *managed;
-    int versioned;
-    DLTensor *x;
-    if (dk__take(s, args[0], "device_write", &managed, &versioned, &x) < 0) {
-        PyBuffer_Release(&buf);
-        return NULL;
-    }
-    PyObject *out = NULL;
-    const int64_t bytes = dk_tensor_nbytes(x);
-    if (!dk_tensor_is_contiguous(x) || bytes != (int64_t)buf.len) {
-        dk_py_raise_fmt(s, DK_EINVAL, "device_write: %lld bytes for a %scontiguous tensor of %lld", (long long)buf.len,
-                        dk_tensor_is_contiguous(x) ? "" : "non-", (long long)bytes);
-        goto done;
-    }
-    if (bytes > 0) {
-        char *dst = (char *)x->data + x->byte_offset;
-        const dk_backend *b = dk_backend_of_device(x->device);
-        dk_status st = DK_OK;
-        if (x->device.device_type == kDLCPU || !b) {
-            memcpy(dst, buf.buf, (size_t)bytes);
-        } else {
-            Py_BEGIN_ALLOW_THREADS
-            st = dk_device_copy(x->device, dst, buf.buf, (size_t)bytes, DK_COPY_HOST_TO_DEVICE);
-            if (st == DK_OK) st = dk_device_synchronize(x->device);
-            Py_END_ALLOW_THREADS
-        }
-        if (st != DK_OK) {
-            dk_py_raise(s, st);
-            goto done;
-        }
-    }
-    out = Py_NewRef(Py_None);
-done:
-    dk_py_managed_delete(managed, versioned);
+    PyObject *out = dk__host_copy(m, "device_write", args[0], &buf);
     PyBuffer_Release(&buf);
     return out;
 }

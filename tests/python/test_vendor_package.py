@@ -111,6 +111,17 @@ CHECK = TABLES + textwrap.dedent(
         "d2h": after["d2h"] - before["d2h"],
     }
 
+    # what argument normalisation computes goes through the host (boxes as a list, categories
+    # of another dtype), its results back on the device
+    x32, parts = x.astype("float32"), [boxes[:2, 1:].astype("float32"), boxes[2:, 1:].astype("float32")]
+    yl = dkit.ops.roi_align(myvendor.tensor(x32), [myvendor.tensor(p) for p in parts], 2)
+    cats = rng.integers(0, 3, 120).astype("float32")
+    bk = dkit.ops.batched_nms(B, S, myvendor.tensor(cats), 0.5)
+    facts["host_paths"] = [
+        (type(yl).__name__, close(yl.numpy(), dkit.ops.roi_align(x32, parts, 2))),
+        (type(bk).__name__, np.array_equal(bk.numpy(), dkit.ops.batched_nms(b, s, cats, 0.5))),
+    ]
+
     # unloading restores every table; loading again serves the device again
     kept_alive = myvendor.tensor(b)
     frees = myvendor.counters()["free"]
@@ -210,6 +221,8 @@ def test_the_installed_package_serves_every_op_and_unloads(venv):
                              ["soft_nms", "myvendor (cpu copy)"]]  # fmt: skip
     # copied in (boxes and scores) and out (the results), by the library's own copies
     assert fb["h2d"] >= 3 and fb["d2h"] >= 6
+
+    assert facts["host_paths"] == [["Tensor", True], ["Tensor", True]]
 
     # unloading: every table as in a process without the package, and again after a reload
     assert facts["unloaded"]["backends"] == baseline["backends"]
