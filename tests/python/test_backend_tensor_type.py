@@ -48,3 +48,13 @@ def test_outputs_on_a_device_without_a_backend_object_are_refused_with_the_reaso
     fw = _frameworks.of(x)
     with pytest.raises(dkit.DkitNotImplementedError, match=r"cannot allocate on DLPack device \(30, 0\)"):
         fw.empty(x, (3,), "float32")
+
+
+def test_the_backend_framework_implements_the_protocol():
+    from dkit._frameworks import backend
+
+    for attr in _frameworks.PROTOCOL:
+        assert hasattr(backend, attr), attr
+    assert backend.NAME == "backend" and backend.AS_IS is None
+    for attr in _frameworks.PROTOCOL[2:]:
+        assert callable(getattr(backend, attr)), attr
