@@ -12,7 +12,7 @@
  *      needs to run any op on the device (the CPU fallback copies through it) and to allocate
  *      outputs for tensors no framework owns (myvendor.Tensor; Note [Outputs on a backend's
  *      device] in dkit/_frameworks/backend.py);
- *   2. a kernel of its own for roi_align_forward (a typed kernel, dk_register_device_impl);
+ *   2. a kernel of its own for roi_align_forward (a typed kernel, DK_REGISTER_DEVICE_IMPL_AT);
  *   3. dkit's CPU fallback (dk_register_cpu_fallback, Note [The CPU fallback]) for every other
  *      op: roi_align_backward, nms, soft_nms, box_iou, and any op added to dkit later.
  */
@@ -224,8 +224,9 @@ DK_BACKEND_ENTRY(myvendor)
     dk_key key;
     dk_status st = dk_backend_register(&myvendor_backend, &key);
     if (st != DK_OK) return st;
-    dk_roi_align_forward_fn forward = myvendor_roi_align_forward; /* a signature mismatch fails to compile */
-    st = dk_register_device_impl(&dk_roi_align_forward_op, key, (dk_fnptr)forward, "myvendor_roi_align_forward", NULL);
+    /* Checked twice: the kernel's C type at compile time, and the op's argument list this library
+     * was compiled against when it loads (Note [Schemas are checked at registration]). */
+    st = DK_REGISTER_DEVICE_IMPL_AT(roi_align_forward, key, myvendor_roi_align_forward, NULL);
     if (st != DK_OK) return st;
     return dk_register_cpu_fallback(key, NULL);
 }
