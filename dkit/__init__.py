@@ -32,6 +32,8 @@ __all__ = [
     "profile",
     "backends",
     "load_backend",
+    "unload_backend",
+    "register_tensor_type",
     "stream",
     "show_config",
     "set_num_threads",
@@ -51,6 +53,9 @@ _LAZY = {
     "profile": ("dkit._profile", "profile"),
     "backends": ("dkit.dispatch", "backends"),
     "load_backend": ("dkit.dispatch", "load_backend"),
+    "unload_backend": ("dkit.dispatch", "unload_backend"),
+    # Note [Outputs on a backend's device] in dkit/_frameworks/backend.py
+    "register_tensor_type": ("dkit._frameworks.backend", "register"),
     "stream": ("dkit.dispatch", "stream"),
     "show_config": ("dkit._config", "show_config"),
     "set_num_threads": ("dkit._C", "set_num_threads"),

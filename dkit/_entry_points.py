@@ -23,6 +23,7 @@ DKIT_BACKENDS (or through a symlink) loads once (Note [A library loads once]).
 
 import contextlib
 import os
+import sys
 import types
 import warnings
 
@@ -48,10 +49,33 @@ def _warn(message):
         warnings.warn(message, RuntimeWarning, stacklevel=2)
 
 
+# The origin of backends loaded while a package's entry point runs: a stack, as one entry point's
+# module may import another's. Kept here, not in dkit.dispatch: the first import of dkit.dispatch
+# imports dkit._C, whose initialisation runs load() below while dkit.dispatch is still half
+# imported (its names not yet defined), so load() must not need it.
+_ORIGIN = []
+
+
+@contextlib.contextmanager
+def _loading_origin(origin):
+    _ORIGIN.append(origin)
+    try:
+        yield
+    finally:
+        _ORIGIN.pop()
+
+
+def load_library(_C, path):
+    """dkit.load_backend(path), with the origin of the entry point being loaded, if any."""
+    result = _C.load_backend(os.fspath(path), _ORIGIN[-1] if _ORIGIN else None)
+    bridge = sys.modules.get("dkit._torch_library")
+    if bridge is not None:
+        bridge.sync()
+    return result
+
+
 def load(_C):
     """Loads every backend of the group; called by dkit._C at the end of its initialisation."""
-    from dkit import dispatch
-
     try:
         eps = _entry_points()
     except Exception as e:  # a broken metadata directory: report, go on without entry points
@@ -61,13 +85,13 @@ def load(_C):
         origin = _origin(ep)
         path = ep.value
         try:
-            with dispatch._loading_origin(origin):
+            with _loading_origin(origin):
                 obj = ep.load()
                 if not isinstance(obj, types.ModuleType):
                     path = obj() if callable(obj) else obj
                     if not isinstance(path, (str, bytes, os.PathLike)):
                         raise TypeError(f"{ep.value} gave {type(path).__name__}, not a library's path")
-                    dispatch.load_backend(path)
+                    load_library(_C, path)
         except Exception as e:
             reason = f"{type(e).__name__}: {e}"
             where = os.fsdecode(path) if isinstance(path, (str, bytes, os.PathLike)) else ep.value

@@ -13,10 +13,9 @@ key, which one won ("provenance") and the kernel's name.
 import contextlib
 import operator
 import os
-import sys
 from typing import NamedTuple
 
-from dkit import _C
+from dkit import _C, _entry_points
 
 __all__ = [
     "ops",
@@ -33,6 +32,7 @@ __all__ = [
     "backends",
     "Backend",
     "load_backend",
+    "unload_backend",
 ]
 
 
@@ -243,27 +243,20 @@ def backends():
     return rows
 
 
-# The origin of backends loaded while a package's entry point runs (dkit/_entry_points.py): a
-# stack, as one entry point's module may import another's.
-_ORIGIN = []
-
-
-@contextlib.contextmanager
-def _loading_origin(origin):
-    _ORIGIN.append(origin)
-    try:
-        yield
-    finally:
-        _ORIGIN.pop()
-
-
 def load_backend(path):
     """Load a vendor backend shared library (built against dkit.get_include()) and register its
     kernels. Raises DkitFileNotFoundError if it cannot be opened, DkitImportError on an ABI
     mismatch. Ops the backend defines become torch ops too where torch is in use (Note [When
     the ops are registered] in dkit/_torch_library.py)."""
-    result = _C.load_backend(os.fspath(path), _ORIGIN[-1] if _ORIGIN else None)
-    bridge = sys.modules.get("dkit._torch_library")
-    if bridge is not None:
-        bridge.sync()
-    return result
+    return _entry_points.load_library(_C, path)
+
+
+def unload_backend(name):
+    """Undo what the backend library loaded as `name` (its name in dkit.backends()) registered:
+    its kernels, fallbacks, backend object and dispatch key, so that every dkit.dispatch.table()
+    is the one before it was loaded. The library stays mapped (a kernel of it may be running;
+    memory allocated through it is still freed by it): Note [Unloading a backend] in
+    csrc/common/dk_backend_library.c. Loading it again runs its entry point again. Raises
+    DkitFileNotFoundError for a name no library was loaded as, DkitValueError for a built-in
+    backend."""
+    _C.unload_backend(name)

@@ -294,6 +294,28 @@ static void dk__undo(dk__journal *j, dk_keyset claimed, int entry)
         if (dk_keyset_has(claimed, k)) dk__key_release(k);
 }
 
+/* What each loaded library's entry made (Note [Unloading a backend]): the handles of its
+ * registrations and the keys it claimed, by path. Written under dk__load_mutex. */
+#define DK__MAX_LOADED 32
+static struct {
+    char *path; /* NULL: a free slot */
+    dk__journal journal;
+    dk_keyset claimed;
+} dk__loaded[DK__MAX_LOADED];
+
+static void dk__loaded_keep(const char *path, dk__journal *j, dk_keyset claimed)
+{
+    for (int i = 0; i < DK__MAX_LOADED; i++) {
+        if (dk__loaded[i].path) continue;
+        if (!(dk__loaded[i].path = strdup(path))) break;
+        dk__loaded[i].journal = *j;
+        dk__loaded[i].claimed = claimed;
+        j->handles = NULL; /* kept: the caller frees nothing */
+        return;
+    }
+    /* No room to remember it: the library works, but dk_unload_backend will refuse it. */
+}
+
 static dk_status dk__run_entry(dk_status (*init)(void), const char *name, const char *path, const struct stat *file)
 {
     int entry = dk__backend_list_add_library(name, path, (uint64_t)file->st_dev, (uint64_t)file->st_ino);
@@ -310,7 +332,10 @@ static dk_status dk__run_entry(dk_status (*init)(void), const char *name, const 
     dk__backend_loading(-1);
     dk_keyset claimed = dk__keys_claimed_swap(outer_keys);
     dk__journal_swap(outer);
-    if (st == DK_OK) dk__backend_list_note_keys(entry, claimed);
+    if (st == DK_OK) {
+        dk__backend_list_note_keys(entry, claimed);
+        dk__loaded_keep(path, &journal, claimed);
+    }
     if (st != DK_OK) {
         char why[512];
         if (dk_last_error()[0]) snprintf(why, sizeof why, "%s", dk_last_error());
@@ -385,6 +410,71 @@ dk_status dk_load_backend(const char *path)
     }
     st = dk__run_entry(init, name, path, &sb);
 done:
+    pthread_mutex_unlock(&dk__load_mutex);
+    return st;
+}
+
+/*
+ * Note [Unloading a backend]
+ * dk_unload_backend(name) undoes what the library's entry point did, as a failed load is undone
+ * (Note [A failed load leaves nothing behind]): every registration the entry made (kernels,
+ * fallbacks, its CPU fallback, composites), newest first, then its backend object and its entry
+ * in the backend list, then the keys it claimed (the device type no longer maps to them, and a
+ * released key's table row disappears). Every op's dispatch table is then what it was before
+ * the load. What is not undone, and why:
+ *   - the library stays mapped (no dlclose): a kernel of it may be running on another thread,
+ *     a tensor's deleter or a function pointer handed out earlier may still point into it, and
+ *     its backend object (static storage) is what frees memory allocated through it. Loading it
+ *     again runs its entry point again on the same mapping, which is why the entry must not
+ *     assume its static state is fresh;
+ *   - registrations the library made outside its entry point (later, from its own calls) were
+ *     not recorded, and stay;
+ *   - a call already past the dispatcher finishes on the kernel it selected; the next call
+ *     dispatches without it.
+ * Built-in backends (no library) are refused with DK_EINVAL, unknown names with DK_ENOENT.
+ */
+static int dk__list_index_of_path(const char *path)
+{
+    for (int i = 0; i < dk_backend_count(); i++) {
+        const dk_backend_info b = dk_backend_at(i);
+        if (b.path && strcmp(b.path, path) == 0) return i;
+    }
+    return -1;
+}
+
+dk_status dk_unload_backend(const char *name)
+{
+    if (!name || !name[0]) return dk_error(DK_EINVAL, "dk_unload_backend: empty name");
+    if (dk__tls_in_entry) return dk_error(DK_EINVAL, "cannot unload backend '%s' from inside an entry point", name);
+    pthread_once(&dk__load_atfork_once, dk__load_atfork);
+    pthread_mutex_lock(&dk__load_mutex);
+    dk_status st = dk_error(DK_ENOENT, "dk_unload_backend: no backend named '%s' is loaded", name);
+    for (int i = 0; i < dk_backend_count(); i++) {
+        const dk_backend_info b = dk_backend_at(i);
+        if (strcmp(b.name, name) != 0) continue;
+        if (!b.path) {
+            st = dk_error(DK_EINVAL, "dk_unload_backend: backend '%s' is built into libdkit and cannot be unloaded",
+                          name);
+            break;
+        }
+        int rec = -1;
+        for (int r = 0; r < DK__MAX_LOADED && rec < 0; r++)
+            if (dk__loaded[r].path && strcmp(dk__loaded[r].path, b.path) == 0) rec = r;
+        if (rec < 0 || dk__loaded[rec].journal.overflow) {
+            st = dk_error(DK_ENOTIMPL,
+                          "dk_unload_backend: what backend '%s' registered was not recorded (out of memory when it "
+                          "loaded), so it cannot be undone",
+                          name);
+            break;
+        }
+        dk__undo(&dk__loaded[rec].journal, dk__loaded[rec].claimed, dk__list_index_of_path(b.path));
+        free(dk__loaded[rec].journal.handles);
+        free(dk__loaded[rec].path);
+        memset(&dk__loaded[rec], 0, sizeof dk__loaded[rec]);
+        dk_clear_error();
+        st = DK_OK;
+        break;
+    }
     pthread_mutex_unlock(&dk__load_mutex);
     return st;
 }

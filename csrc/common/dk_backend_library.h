@@ -13,7 +13,9 @@
  *     }
  *
  * dk_load_backend(path) dlopens it, checks the ABI version it was built with, and runs the
- * entry. Backends are never unloaded: their kernels may be in flight on other threads.
+ * entry. dk_unload_backend(name) undoes what the entry registered; the library itself stays
+ * mapped, as its kernels may be in flight on other threads (Note [Unloading a backend] in
+ * dk_backend_library.c).
  *
  * Note [A failed load leaves nothing behind]
  * An entry point that fails (returns an error) may already have claimed a key and registered
@@ -54,6 +56,12 @@ extern "C" {
  * returned (Note [A failed load leaves nothing behind]). Loading the same path twice is a no-op.
  * A path without a slash names a file in the current directory (never the library search path). */
 DK_API dk_status dk_load_backend(const char *path);
+
+/* Unregisters everything the entry point of the library loaded as backend `name` registered, and
+ * releases its backend object and keys: every dispatch table is again what it was before the
+ * load. The library stays mapped (Note [Unloading a backend]); loading it again runs its entry
+ * again. DK_ENOENT: no library of that name is loaded; DK_EINVAL: a built-in backend. */
+DK_API dk_status dk_unload_backend(const char *name);
 
 #ifdef __cplusplus
 }

@@ -136,6 +136,8 @@ int dk_py_host_cache_init(PyObject *module);
 int dk_py_tunables_init(PyObject *module);
 /* dk_pytorch_order.c */
 int dk_py_torch_order_init(PyObject *module);
+/* dk_pydevice.c: memory on a backend's device, unloading backends. */
+int dk_py_device_init(PyObject *module);
 void dk_py_torch_order_clear(dk_py_state *s);
 /* dk_pyintrospect.c */
 extern PyMethodDef dk_py_introspect_methods[];

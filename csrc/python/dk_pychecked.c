@@ -49,7 +49,7 @@ static void dk__wrap_delete(DLManagedTensor *m)
     free(w);
 }
 
-static void dk__delete_managed(void *managed, int versioned)
+void dk_py_managed_delete(void *managed, int versioned)
 {
     if (versioned) {
         DLManagedTensorVersioned *mv = managed;
@@ -61,7 +61,7 @@ static void dk__delete_managed(void *managed, int versioned)
 }
 
 /* The exported capsule's destructor: a consumer that took it renamed it "used_dltensor". */
-static void dk__capsule_destructor(PyObject *cap)
+void dk_py_dltensor_capsule_destructor(PyObject *cap)
 {
     if (!PyCapsule_IsValid(cap, "dltensor")) return;
     DLManagedTensor *m = PyCapsule_GetPointer(cap, "dltensor");
@@ -91,7 +91,7 @@ static PyObject *dk__checked_dlpack(PyObject *o, PyObject *args, PyObject *kwarg
     } else {
         legacy = self->managed;
     }
-    PyObject *cap = PyCapsule_New(legacy, "dltensor", dk__capsule_destructor);
+    PyObject *cap = PyCapsule_New(legacy, "dltensor", dk_py_dltensor_capsule_destructor);
     if (!cap) {
         if (self->versioned) free(legacy);
         return NULL;
@@ -111,7 +111,7 @@ static void dk__checked_dealloc(PyObject *o)
 {
     dk_py_checked *self = (dk_py_checked *)o;
     PyTypeObject *tp = Py_TYPE(o);
-    if (self->managed) dk__delete_managed(self->managed, self->versioned);
+    if (self->managed) dk_py_managed_delete(self->managed, self->versioned);
     tp->tp_free(o);
     Py_DECREF(tp);
 }
@@ -150,7 +150,7 @@ static PyObject *dk__dlpack_checked(PyObject *m, PyObject *const *args, Py_ssize
     if (dk_py_dlpack_take(s, args[0], op, arg, &managed, &versioned) < 0) return NULL;
     dk_py_checked *self = PyObject_New(dk_py_checked, s->checked_type);
     if (!self) {
-        dk__delete_managed(managed, versioned);
+        dk_py_managed_delete(managed, versioned);
         return NULL;
     }
     self->managed = managed;

@@ -103,6 +103,12 @@ int dk_py_dlpack_recheck(dk_py_state *s, PyObject *obj, const DLTensor *t, const
  */
 int dk_py_dlpack_take(dk_py_state *s, PyObject *obj, const char *op, const char *arg, void **managed, int *versioned);
 
+/* Calls the deleter of a managed tensor (a DLManagedTensorVersioned when `versioned`), if any. */
+void dk_py_managed_delete(void *managed, int versioned);
+/* The destructor of a "dltensor" capsule dkit exports: calls the deleter unless a consumer took
+ * the tensor (renamed the capsule "used_dltensor"). */
+void dk_py_dltensor_capsule_destructor(PyObject *cap);
+
 /* Calls each owned deleter once (newest first) and drops the references. Needs the GIL. */
 void dk_py_owners_release(dk_py_owners *owners);
 

@@ -62,6 +62,7 @@ static int dk__exec(PyObject *m)
     if (dk_py_host_cache_init(m) < 0) return -1;
     if (dk_py_tunables_init(m) < 0) return -1;
     if (dk_py_torch_order_init(m) < 0) return -1;
+    if (dk_py_device_init(m) < 0) return -1;
     return dk_py_load_entry_point_backends(m); /* last: its Python code uses the complete module */
 }
 

@@ -10,6 +10,9 @@ device, and the core writes into it through DLPack. So the first question of eve
 
   torch.Tensor (and subclasses)    -> dkit._frameworks.torch: torch outputs, torch.autograd
   numpy.ndarray (and subclasses)   -> dkit._frameworks.numpy: numpy.ndarray outputs, no autograd
+  a type registered with           -> dkit._frameworks.backend: outputs of that type, allocated
+  dkit.register_tensor_type           with the device's backend object (Note [Outputs on a
+                                      backend's device] in backend.py)
   anything else with __dlpack__    -> dkit._frameworks.dlpack: viewed as a NumPy array with
                                       numpy.from_dlpack (no copy of the producer's memory), after
                                       dkit's core accepted the capsule (_C.dlpack_checked), and
@@ -29,7 +32,7 @@ would see the shadowing.
 Note [The framework protocol]
 Every framework module defines the names in PROTOCOL (a test checks that each does):
 
-  NAME                        'torch', 'numpy' or 'dlpack'.
+  NAME                        'torch', 'numpy', 'backend' or 'dlpack'.
   AS_IS                       the exact type an op may hand to the core without as_tensor()
                               (torch.Tensor); None where every tensor must go through it
                               (NumPy: read-only arrays are copied, Note [Read-only arrays]).
@@ -103,7 +106,7 @@ def of(x):
 
 
 def name_of(x):
-    """'torch', 'numpy' or 'dlpack' (for tests and error messages)."""
+    """'torch', 'numpy', 'backend' or 'dlpack' (for tests and error messages)."""
     return of(x).NAME
 
 
@@ -114,6 +117,9 @@ def _resolve(x):
     np = sys.modules.get("numpy")
     if np is not None and isinstance(x, np.ndarray):
         return importlib.import_module("dkit._frameworks.numpy")
+    backend = sys.modules.get("dkit._frameworks.backend")  # imported by a registration
+    if backend is not None and backend.registered(type(x)) is not None:
+        return backend
     if hasattr(type(x), "__dlpack__"):
         return importlib.import_module("dkit._frameworks.dlpack")
     raise _C.DkitTypeError(

@@ -96,7 +96,7 @@ def from_dlpack(x, what, op):
         raise _C.DkitBufferError(
             f"{op}: {what} ({type(x).__name__}) lives on DLPack device {device}; dkit allocates "
             f"outputs with torch for torch tensors and with NumPy otherwise, so other frameworks' tensors "
-            f"must be on the CPU"
+            f"must be on the CPU, or of a type registered with dkit.register_tensor_type"
         )
     try:
         return np.from_dlpack(checked)

@@ -11,7 +11,7 @@
 
 DKT_FIXTURES     := backend_good backend_noinit backend_plain backend_badabi backend_failinit \
                     backend_halfinit backend_object backend_oldschema \
-                    backend_removedop
+                    backend_removedop backend_unload
 DKT_FIXTURE_SRCS := $(addprefix tests/c/fixtures/,$(addsuffix .c,$(DKT_FIXTURES)))
 DKT_FIXTURE_CFLAGS := $(C_DIALECT) -fPIC -shared $(INCS) $(WARN) -g
 

@@ -446,6 +446,64 @@ static void cpu_backend_object_and_registration_errors(void **state)
         assert_int_equal(dk_backend_register(&other_objvendor, NULL), DK_EINVAL);
 }
 
+/* Note [Unloading a backend]: every table is the one before the load, the key and the backend
+ * object are gone, and loading again runs the entry again. */
+static void unloading_a_backend_restores_every_table(void **state)
+{
+    (void)state;
+    char path[1100];
+    fixture("backend_unload", path, sizeof path);
+    int nops = dk_op_count();
+    char **before = calloc((size_t)nops, sizeof *before);
+    assert_non_null(before);
+    for (int i = 0; i < nops; i++) assert_non_null(before[i] = dk_op_dump(dk_op_at(i)));
+    int nbackends = dk_backend_count();
+
+    for (int round = 1; round <= 2; round++) {
+        assert_ok(dk_load_backend(path));
+        dk_key k = dk_key_for_device_type(26);
+        assert_int_not_equal(k, DK_KEY_UNDEFINED);
+        assert_string_equal(dk_key_name(k), "unloadvendor");
+        assert_non_null(dk_backend_of_key(k));
+        assert_int_equal(dk_backend_count(), nbackends + 1);
+        char *dump = dk_op_dump(&dk_roi_align_forward_op);
+        if (!strstr(dump, "un_roi_align_forward")) fail_msg("dump:\n%s", dump);
+        dk_free(dump);
+        dump = dk_op_dump(dk_op_find("nms"));
+        if (!strstr(dump, "unloadvendor") || !strstr(dump, "cpu copy")) fail_msg("dump:\n%s", dump);
+        dk_free(dump);
+
+        assert_ok(dk_unload_backend("unloadvendor"));
+        assert_int_equal(dk_key_for_device_type(26), DK_KEY_UNDEFINED);
+        assert_null(dk_backend_of_key(k));
+        assert_int_equal(dk_backend_count(), nbackends);
+        assert_false(backend_listed("unloadvendor", path));
+        for (int i = 0; i < nops; i++) {
+            char *now = dk_op_dump(dk_op_at(i));
+            assert_non_null(now);
+            if (strcmp(now, before[i]) != 0)
+                fail_msg("round %d, before:\n%s\nafter unloading:\n%s", round, before[i], now);
+            dk_free(now);
+        }
+        /* the library stays mapped; a second load ran its entry a second time */
+        void *h = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+        assert_non_null(h);
+        int (*entries)(void) = NULL;
+        *(void **)&entries = dlsym(h, "unloadvendor_entries");
+        assert_non_null(entries);
+        assert_int_equal(entries(), round);
+        dlclose(h);
+    }
+    for (int i = 0; i < nops; i++) dk_free(before[i]);
+    free(before);
+
+    assert_error(dk_unload_backend("unloadvendor"), DK_ENOENT,
+                 "dk_unload_backend: no backend named 'unloadvendor' is loaded");
+    assert_error(dk_unload_backend("cpu"), DK_EINVAL,
+                 "dk_unload_backend: backend 'cpu' is built into libdkit and cannot be unloaded");
+    assert_int_equal(dk_unload_backend(""), DK_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -462,6 +520,7 @@ int main(void)
         dkt_test(failed_entry_point_leaves_nothing_registered),
         dkt_test(backend_object_serves_devices_streams_scratch_and_copies),
         dkt_test(cpu_backend_object_and_registration_errors),
+        dkt_test(unloading_a_backend_restores_every_table),
     };
     return cmocka_run_group_tests(tests, group_setup, dkt_group_release_warnings);
 }
