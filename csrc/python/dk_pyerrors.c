@@ -81,6 +81,16 @@ void dk_py_set_cause(PyObject *cause)
     PyErr_Restore(type, value, tb);
 }
 
+dk_status dk_py_status_of(PyObject *exc)
+{
+    PyObject *builtins = PyEval_GetBuiltins(); /* borrowed */
+    for (int st = DK_OK + 1; builtins && st < DK_STATUS_COUNT; st++) {
+        PyObject *builtin = dk__py_base_name[st] ? PyDict_GetItemString(builtins, dk__py_base_name[st]) : NULL;
+        if (builtin && PyErr_GivenExceptionMatches(exc, builtin)) return (dk_status)st;
+    }
+    return DK_ERUNTIME;
+}
+
 /*
  * DkitError(RuntimeError) is the base; every other status gets Dkit<Builtin>(DkitError,
  * <Builtin>), so `except ValueError` and `except dkit.DkitError` both catch a bad argument.
