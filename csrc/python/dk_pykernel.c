@@ -55,20 +55,22 @@
 #include <structmember.h> /* PyMemberDef, T_OBJECT (in Python.h itself only from 3.12) */
 
 /* The context of one registration. Never freed once registered (see Lifetime above). */
-typedef struct {
+typedef struct dk__pyk {
     const dk_op *op;
     dk_key key;
-    PyObject *fn;      /* strong, GIL; NULL once removed */
-    PyObject *module;  /* strong (dkit._C, for its state), GIL; NULL once removed */
-    dk_handle handle;  /* NULL once removed */
-    char name[];       /* "python: module.qualname" */
+    PyObject *fn;                /* strong, GIL; NULL once removed */
+    PyObject *module;            /* strong (dkit._C, for its state), GIL; NULL once removed */
+    dk_handle handle;            /* NULL once removed */
+    struct dk__pyk *prev, *next; /* in dk__registered while registered (GIL) */
+    char name[];                 /* "python: module.qualname" */
 } dk__pyk;
 
 /* k->name + DK__PREFIX is the label alone, for messages. */
 #define DK__PREFIX (sizeof "python: " - 1)
 
-static int dk__closed;   /* atomic: set once, by the atexit handler */
-static int dk__inflight; /* atomic: trampolines past their test of dk__closed, not yet done with Python */
+static dk__pyk *dk__registered; /* every registered record, of every module instance (GIL) */
+static int dk__closed;          /* atomic: set once, by the atexit handler */
+static int dk__inflight;        /* atomic: trampolines past their test of dk__closed, not yet done with Python */
 
 static _Thread_local dk_py_kernel_catch *dk__catch;
 
@@ -157,8 +159,8 @@ static dk_status dk__raised(const dk__pyk *k)
     PyObject *bytes = text ? PyUnicode_AsEncodedString(text, "utf-8", "backslashreplace") : NULL;
     PyErr_Clear();
     const char *msg = bytes ? PyBytes_AS_STRING(bytes) : "";
-    dk_error(st, "%s: the Python kernel %s at %s raised %s%s%s%s", k->op->name, k->name + DK__PREFIX, dk_key_name(k->key),
-             Py_TYPE(exc)->tp_name, msg[0] ? ": " : "", msg, where);
+    dk_error(st, "%s: the Python kernel %s at %s raised %s%s%s%s", k->op->name, k->name + DK__PREFIX,
+             dk_key_name(k->key), Py_TYPE(exc)->tp_name, msg[0] ? ": " : "", msg, where);
     Py_XDECREF(bytes);
     Py_XDECREF(text);
     if (dk__catch) {
@@ -214,8 +216,10 @@ static dk_status dk__run(const dk__pyk *k, const dk_op *op, dk_stack *stack)
     dk_status st = DK_OK;
     if (!r) st = dk__raised(k);
     else if (r != Py_None)
-        st = dk_error(DK_ETYPE, "%s: the Python kernel %s at %s returned %s: a kernel writes its outputs in place and "
-                      "returns None", op->name, k->name + DK__PREFIX, dk_key_name(k->key), Py_TYPE(r)->tp_name);
+        st = dk_error(DK_ETYPE,
+                      "%s: the Python kernel %s at %s returned %s: a kernel writes its outputs in place and "
+                      "returns None",
+                      op->name, k->name + DK__PREFIX, dk_key_name(k->key), Py_TYPE(r)->tp_name);
     Py_XDECREF(r);
     Py_DECREF(fn);
     Py_DECREF(module);
@@ -258,6 +262,9 @@ static void dk__remove(dk__pyk *k)
     dk_handle h = k->handle;
     k->handle = NULL;
     (void)dk_unregister(h); /* cannot fail: h is live, and only this function releases it */
+    if (k->prev) k->prev->next = k->next;
+    else dk__registered = k->next;
+    if (k->next) k->next->prev = k->prev;
     PyObject *fn = k->fn, *module = k->module;
     k->fn = k->module = NULL; /* Py_DECREF may run code that reaches k: it is consistent first */
     Py_XDECREF(fn);
@@ -411,13 +418,15 @@ static PyObject *dk__register(PyObject *m, PyObject *const *args, Py_ssize_t n)
 {
     dk_py_state *s = dk_py_state_of_module(m);
     if (n != 4 || !PyUnicode_Check(args[0]) || !PyLong_Check(args[1]) || !PyUnicode_Check(args[3]))
-        return dk_py_raise_fmt(s, DK_ETYPE, "register_python_kernel(op, key, fn, label) takes str, int, a callable, str");
+        return dk_py_raise_fmt(s, DK_ETYPE,
+                               "register_python_kernel(op, key, fn, label) takes str, int, a callable, str");
     const char *opname = PyUnicode_AsUTF8(args[0]), *label = PyUnicode_AsUTF8(args[3]);
     if (!opname || !label) return NULL;
     const long key = PyLong_AsLong(args[1]);
     if (key == -1 && PyErr_Occurred()) return NULL;
     if (!PyCallable_Check(args[2]))
-        return dk_py_raise_fmt(s, DK_ETYPE, "dispatch.kernel: a kernel is a callable, got %s", Py_TYPE(args[2])->tp_name);
+        return dk_py_raise_fmt(s, DK_ETYPE, "dispatch.kernel: a kernel is a callable, got %s",
+                               Py_TYPE(args[2])->tp_name);
     dk_op *op = dk_op_find(opname);
     if (!op) return dk_py_raise_fmt(s, DK_EINVAL, "dispatch.kernel: no op named '%s'", opname);
     if (!dk_key_is_backend((dk_key)key))
@@ -426,8 +435,9 @@ static PyObject *dk__register(PyObject *m, PyObject *const *args, Py_ssize_t n)
                                "cuda, hip or a vendor's), where a call ends",
                                key > 0 && key < DK_NUM_KEYS ? dk_key_name((dk_key)key) : "the key");
     if (PyInterpreterState_Get() != PyInterpreterState_Main())
-        return dk_py_raise_fmt(s, DK_ERUNTIME, "dispatch.kernel: Python kernels are registered from the main "
-                                               "interpreter only");
+        return dk_py_raise_fmt(s, DK_ERUNTIME,
+                               "dispatch.kernel: Python kernels are registered from the main "
+                               "interpreter only");
     if (__atomic_load_n(&dk__closed, __ATOMIC_SEQ_CST))
         return dk_py_raise_fmt(s, DK_ERUNTIME, "dispatch.kernel: the interpreter is shutting down");
 
@@ -459,6 +469,10 @@ static PyObject *dk__register(PyObject *m, PyObject *const *args, Py_ssize_t n)
         return dk_py_raise(s, st);
     }
     self->k = k;
+    k->prev = NULL;
+    k->next = dk__registered;
+    if (k->next) k->next->prev = k;
+    dk__registered = k;
     if (PyList_Append(s->python_kernels, (PyObject *)self) < 0) {
         Py_DECREF(self); /* removes it */
         return NULL;
@@ -473,15 +487,16 @@ static PyObject *dk__list(PyObject *m, PyObject *unused)
     return PyList_GetSlice(dk_py_state_of_module(m)->python_kernels, 0, PY_SSIZE_T_MAX);
 }
 
-/* _close_python_kernels(): the atexit handler (Note [Python kernels], Interpreter shutdown). */
+/* _close_python_kernels(): the atexit handler (Note [Python kernels], Interpreter shutdown), for
+ * every module instance: registered once per process and bound to no module (a module's own
+ * would keep that module alive to the end), it removes every module's kernels; called as _C's
+ * function (tests), it also empties that module's list. */
 static PyObject *dk__close(PyObject *m, PyObject *unused)
 {
     (void)unused;
-    dk_py_state *s = dk_py_state_of_module(m);
-    PyObject *all = s->python_kernels ? PyList_GetSlice(s->python_kernels, 0, PY_SSIZE_T_MAX) : NULL;
-    for (Py_ssize_t i = 0; all && i < PyList_GET_SIZE(all); i++) dk__remove(((dk_py_pykernel *)PyList_GET_ITEM(all, i))->k);
-    Py_XDECREF(all);
-    if (s->python_kernels && PyList_SetSlice(s->python_kernels, 0, PY_SSIZE_T_MAX, NULL) < 0) return NULL;
+    while (dk__registered) dk__remove(dk__registered);
+    dk_py_state *s = m ? dk_py_state_of_module(m) : NULL;
+    if (s && s->python_kernels && PyList_SetSlice(s->python_kernels, 0, PY_SSIZE_T_MAX, NULL) < 0) return NULL;
     __atomic_store_n(&dk__closed, 1, __ATOMIC_SEQ_CST);
     Py_BEGIN_ALLOW_THREADS
     const struct timespec ms = {0, 1000000};
@@ -490,13 +505,15 @@ static PyObject *dk__close(PyObject *m, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+static PyMethodDef dk__close_def = {"_close_python_kernels", dk__close, METH_NOARGS,
+                                    "Removes every Python kernel and refuses new ones: run at exit, before the "
+                                    "interpreter finalizes."};
+
 static PyMethodDef dk__functions[] = {
     {"register_python_kernel", DK_PY_FASTCALL(dk__register), METH_FASTCALL,
      "register_python_kernel(op, key, fn, label) -> PythonKernel: fn as the kernel of op at backend key `key` (an "
      "id), named 'python: <label>' (Note [Python kernels]). dkit.dispatch.kernel is the API."},
     {"python_kernels", dk__list, METH_NOARGS, "python_kernels() -> the PythonKernel registrations in force"},
-    {"_close_python_kernels", dk__close, METH_NOARGS,
-     "Removes every Python kernel and refuses new ones: run at exit, before the interpreter finalizes."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -508,12 +525,21 @@ int dk_py_kernels_init(PyObject *module, dk_py_state *s)
         return -1;
     if (!(s->python_kernels = PyList_New(0))) return -1;
     if (PyModule_AddFunctions(module, dk__functions) < 0) return -1;
-    PyObject *close = PyObject_GetAttrString(module, "_close_python_kernels");
-    PyObject *atexit = close ? PyImport_ImportModule("atexit") : NULL;
-    PyObject *r = atexit ? PyObject_CallMethod(atexit, "register", "O", close) : NULL;
+    PyObject *close = PyCFunction_NewEx(&dk__close_def, module, NULL);
+    if (!close || PyModule_AddObjectRef(module, "_close_python_kernels", close) < 0) {
+        Py_XDECREF(close);
+        return -1;
+    }
+    Py_DECREF(close);
+    static int at_exit; /* registered with the main interpreter's atexit (GIL) */
+    if (at_exit || PyInterpreterState_Get() != PyInterpreterState_Main()) return 0;
+    PyObject *atexit = PyImport_ImportModule("atexit");
+    close = atexit ? PyCFunction_NewEx(&dk__close_def, NULL, NULL) : NULL;
+    PyObject *r = close ? PyObject_CallMethod(atexit, "register", "O", close) : NULL;
     Py_XDECREF(atexit);
     Py_XDECREF(close);
     if (!r) return -1;
     Py_DECREF(r);
+    at_exit = 1;
     return 0;
 }

@@ -118,8 +118,8 @@ static PyObject *dk__array_interface(PyObject *o, void *closure)
     const char *name = self->op->args[self->arg].name;
     char dev[64], dt[64];
     if (t->device.device_type != kDLCPU)
-        return dk_py_raise_fmt(s, DK_EBUFFER, "%s: parameter '%s' is on %s: NumPy reads host memory only", self->op->name,
-                               name, dk_device_str(t->device, dev, sizeof dev));
+        return dk_py_raise_fmt(s, DK_EBUFFER, "%s: parameter '%s' is on %s: NumPy reads host memory only",
+                               self->op->name, name, dk_device_str(t->device, dev, sizeof dev));
     char kind = 0;
     switch (t->dtype.code) {
     case kDLInt: kind = 'i'; break;
@@ -130,8 +130,10 @@ static PyObject *dk__array_interface(PyObject *o, void *closure)
     default: break;
     }
     if (!kind || t->dtype.lanes != 1 || t->dtype.bits % 8 || !t->dtype.bits)
-        return dk_py_raise_fmt(s, DK_ETYPE, "%s: parameter '%s' is %s, which NumPy has no dtype for (torch.from_dlpack "
-                               "reads it)", self->op->name, name, dk_dl_dtype_str(t->dtype, dt, sizeof dt));
+        return dk_py_raise_fmt(s, DK_ETYPE,
+                               "%s: parameter '%s' is %s, which NumPy has no dtype for (torch.from_dlpack "
+                               "reads it)",
+                               self->op->name, name, dk_dl_dtype_str(t->dtype, dt, sizeof dt));
     const int bytes = t->dtype.bits / 8;
     char typestr[16];
     PyOS_snprintf(typestr, sizeof typestr, "%c%c%d", bytes == 1 ? '|' : '<', kind, bytes);
@@ -231,10 +233,9 @@ static PyObject *dk__repr(PyObject *o)
     char dev[64], dt[64];
     PyObject *shape = dk__ints(self->t->shape, self->t, 0);
     if (!shape) return NULL;
-    PyObject *r = PyUnicode_FromFormat("<dkit kernel tensor %s%s: %s%R on %s>", name,
-                                       self->op->args[self->arg].out ? " (written)" : "",
-                                       dk_dl_dtype_str(self->t->dtype, dt, sizeof dt), shape,
-                                       dk_device_str(self->t->device, dev, sizeof dev));
+    PyObject *r = PyUnicode_FromFormat(
+        "<dkit kernel tensor %s%s: %s%R on %s>", name, self->op->args[self->arg].out ? " (written)" : "",
+        dk_dl_dtype_str(self->t->dtype, dt, sizeof dt), shape, dk_device_str(self->t->device, dev, sizeof dev));
     Py_DECREF(shape);
     return r;
 }
