@@ -119,6 +119,9 @@ int dk_py_errors_init(PyObject *module, dk_py_state *s);
 PyObject *dk_py_raise(dk_py_state *s, dk_status st);
 /* Raise exception `st` with a formatted message; returns NULL. */
 PyObject *dk_py_raise_fmt(dk_py_state *s, dk_status st, const char *fmt, ...);
+/* The exception now set, normalized, its traceback attached, as a new reference; the error
+ * indicator is cleared. NULL when none is set (PyErr_GetRaisedException from Python 3.12). */
+PyObject *dk_py_fetch_exception(void);
 /* Another library's error, to be raised again as a dkit error that names the op and the
  * parameter: with such an exception set (an Exception that is neither a dkit error nor a
  * MemoryError), takes it into *cause (a new reference), clears it and returns 1; otherwise

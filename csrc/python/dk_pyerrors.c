@@ -54,18 +54,24 @@ PyObject *dk_py_raise_fmt(dk_py_state *s, dk_status st, const char *fmt, ...)
     return NULL;
 }
 
-int dk_py_fetch_foreign(dk_py_state *s, PyObject **cause)
+PyObject *dk_py_fetch_exception(void)
 {
-    *cause = NULL;
-    if (!PyErr_ExceptionMatches(PyExc_Exception) || PyErr_ExceptionMatches(PyExc_MemoryError) ||
-        PyErr_ExceptionMatches(s->exc[DK_ERUNTIME]))
-        return 0;
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
     PyErr_NormalizeException(&type, &value, &tb);
     if (tb && value) PyException_SetTraceback(value, tb);
     Py_XDECREF(type);
     Py_XDECREF(tb);
+    return value;
+}
+
+int dk_py_fetch_foreign(dk_py_state *s, PyObject **cause)
+{
+    *cause = NULL;
+    if (!PyErr_ExceptionMatches(PyExc_Exception) || PyErr_ExceptionMatches(PyExc_MemoryError) ||
+        PyErr_ExceptionMatches(s->exc[DK_ERUNTIME]))
+        return 0;
+    PyObject *value = dk_py_fetch_exception();
     if (!value) return 0; /* nothing left to replace (cannot happen after a fetch of an error) */
     *cause = value;
     return 1;

@@ -145,12 +145,7 @@ static void dk__where(PyObject *exc, char *buf, size_t n)
 /* The exception now set, as this thread's dkit error; handed to the bracket if there is one. */
 static dk_status dk__raised(const dk__pyk *k)
 {
-    PyObject *type, *exc, *tb;
-    PyErr_Fetch(&type, &exc, &tb);
-    PyErr_NormalizeException(&type, &exc, &tb);
-    if (exc && tb) PyException_SetTraceback(exc, tb);
-    Py_XDECREF(type);
-    Py_XDECREF(tb);
+    PyObject *exc = dk_py_fetch_exception();
     if (!exc) return dk_error(DK_ERUNTIME, "%s: the Python kernel %s failed", k->op->name, k->name + DK__PREFIX);
     const dk_status st = dk_py_status_of(exc);
     char where[512];
