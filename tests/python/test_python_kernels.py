@@ -277,6 +277,44 @@ def test_the_views_describe_their_tensors():
     assert seen["same"]
 
 
+def test_numpy_arrays_and_dlpack_consumers_see_the_same_memory():
+    seen = {}
+
+    def kernel(input, rois, output, *rest):
+        assert type(input) is np.ndarray and type(output) is np.ndarray  # tensors="numpy"
+        seen.update(input=input.flags.writeable, output=output.flags.writeable, values=input.copy())
+        output[...] = -1
+
+    with dkit.dispatch.kernel(OP, "cpu", kernel, tensors="numpy"):
+        assert (dkit.ops.roi_align(X, BOXES, 2) == -1).all()
+    assert seen["input"] is False and seen["output"] is True
+    np.testing.assert_array_equal(seen["values"], X)
+
+    def views(input, rois, output, *rest):
+        seen.update(dlpack=np.from_dlpack(input).copy())  # any DLPack consumer
+        fake_roi_align(input, rois, output, *rest)
+
+    with dkit.dispatch.kernel(OP, "cpu", views):
+        dkit.ops.roi_align(X, BOXES, 2)
+    np.testing.assert_array_equal(seen["dlpack"], X)
+
+
+def test_bfloat16_tensors_reach_torch_and_are_refused_by_numpy():
+    torch = pytest.importorskip("torch")
+    x, boxes = torch.from_numpy(X).bfloat16(), torch.from_numpy(BOXES).bfloat16()
+
+    def kernel(input, rois, output, *rest):
+        with pytest.raises(_C.DkitTypeError, match=r"parameter 'input' is bfloat16, which NumPy has no dtype for"):
+            np.asarray(input)
+        t = torch.from_dlpack(input)
+        assert t.dtype == torch.bfloat16 and t.data_ptr() == input.data_ptr
+        torch.from_dlpack(output).fill_(2.5)
+
+    with dkit.dispatch.kernel(OP, "cpu", kernel):
+        got = dkit.ops.roi_align(x, boxes, 2)
+    assert got.dtype == torch.bfloat16 and (got == 2.5).all()
+
+
 @pytest.mark.threads
 def test_python_threads_share_a_python_kernel_and_see_its_removal():
     c_result = dkit.ops.roi_align(X, BOXES, 2, 0.5)
