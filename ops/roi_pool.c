@@ -24,6 +24,23 @@ static dk_status dk__check_scale(const char *op, double spatial_scale, dk_dtype 
     return DK_OK;
 }
 
+/* argmax: int32 or int64 (ops/roi_pool.h); int32 only where it holds every plane index h W + w. */
+static dk_status dk__check_argmax(const char *op, const dk_tensor *argmax, const int64_t shape[4], int64_t H, int64_t W)
+{
+    dk_status st;
+    if ((st = dk_check_shape(op, "argmax", argmax, 4, shape))) return st;
+    const dk_dtype dt = dk_tensor_dtype(argmax);
+    if (dt != DK_INT32 && dt != DK_INT64) {
+        char got[64];
+        return dk_error(DK_ETYPE, "%s: 'argmax' must be int32 or int64, got %s", op,
+                        dk_dl_dtype_str(argmax->dtype, got, sizeof got));
+    }
+    if (dt == DK_INT32 && W > 0 && H > (int64_t)INT32_MAX / W)
+        return dk_error(DK_EINVAL, "%s: an int32 'argmax' cannot index a plane of %lld x %lld pixels; use int64", op,
+                        (long long)H, (long long)W);
+    return DK_OK;
+}
+
 DK_DEFINE_OP(roi_pool_forward, DK_ROI_POOL_FORWARD_ARGS)
 {
     static const char op[] = "roi_pool_forward";
@@ -45,8 +62,7 @@ DK_DEFINE_OP(roi_pool_forward, DK_ROI_POOL_FORWARD_ARGS)
     const int64_t shape[4] = {rois->shape[0], input->shape[1], pooled_height, pooled_width};
     if ((st = dk_check_shape(op, "output", output, 4, shape))) return st;
     if ((st = dk_check_dtype(op, "output", output, dt))) return st;
-    if ((st = dk_check_shape(op, "argmax", argmax, 4, shape))) return st;
-    if ((st = dk_check_dtype(op, "argmax", argmax, DK_INT64))) return st;
+    if (argmax && (st = dk__check_argmax(op, argmax, shape, input->shape[2], input->shape[3]))) return st;
     if (dk_tensor_numel(output) == 0) return DK_OK; /* no work: a kernel never reads the rois */
     return dk_check_roi_values(op, rois, input->shape[0], spatial_scale);
 }
@@ -72,8 +88,7 @@ DK_DEFINE_OP(roi_pool_backward, DK_ROI_POOL_BACKWARD_ARGS)
     const int64_t shape[4] = {rois->shape[0], grad_input->shape[1], grad_output->shape[2], grad_output->shape[3]};
     if ((st = dk_check_shape(op, "grad_output", grad_output, 4, shape))) return st;
     if ((st = dk_check_dtype(op, "grad_output", grad_output, dt))) return st;
-    if ((st = dk_check_shape(op, "argmax", argmax, 4, shape))) return st;
-    if ((st = dk_check_dtype(op, "argmax", argmax, DK_INT64))) return st;
+    if ((st = dk__check_argmax(op, argmax, shape, grad_input->shape[2], grad_input->shape[3]))) return st;
     if (dk_tensor_numel(grad_output) == 0) return DK_OK;
     return dk_check_roi_values(op, rois, grad_input->shape[0], 1.0);
 }

@@ -25,8 +25,9 @@
  *   input       [N, C, H, W]
  *   rois        [K, 5], same dtype as input; batch_index an integer in [0, N)
  *   output      [K, C, PH, PW], same dtype as input
- *   argmax      [K, C, PH, PW], int64 (torchvision's is int32; plane indices of large maps
- *               need more)
+ *   argmax      [K, C, PH, PW], int32 (torchvision's; maps of H W <= 2^31 - 1) or int64; the
+ *               forward takes NULL when nothing will run the backward (inference), and then
+ *               neither finds nor writes it
  *   grad_output [K, C, PH, PW], grad_input [N, C, H, W], same dtype as rois
  *
  * ps_roi_pool: output [K, C / (PH PW), PH, PW]; element (k, c, ph, pw) is the average of input
@@ -61,7 +62,7 @@ enum { DK_ROI_POOL_TORCHVISION = 0, DK_ROI_POOL_MMCV = 1 };
     X(TENSOR, input)                \
     X(TENSOR, rois)                 \
     X(TENSOR_OUT, output)           \
-    X(TENSOR_OUT, argmax)           \
+    X(OPT_TENSOR_OUT, argmax)       \
     X(INT, pooled_height)           \
     X(INT, pooled_width)            \
     X(FLOAT, spatial_scale)         \

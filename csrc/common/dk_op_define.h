@@ -144,6 +144,7 @@ DK_API void dk__op_announce(dk_op *op);
 #define DK__X_NAME(K, n) , n
 #define DK__X_VOID(K, n) (void)n;
 #define DK__X_INFO(K, n) {#n, DK__INFO_##K},
+#define DK__X_SIG(K, n) #K " " #n ";"
 #define DK__X_UNBOX(K, n)                          \
     DK__CTYPE_##K n = DK__UNBOX_##K(dk__v[dk__i]); \
     dk__i++;
@@ -160,12 +161,15 @@ DK_API void dk__op_announce(dk_op *op);
 #define DK__NARGS(ARGS) (0 ARGS(DK__X_COUNT))
 #define DK__NOUTS(ARGS) (0 ARGS(DK__X_NOUT))
 
-/* In a header: the kernel type, the op object and the typed entries. */
-#define DK_DECLARE_OP(name, ARGS)                          \
-    typedef dk_status (*dk_##name##_fn)(DK__PARAMS(ARGS)); \
-    DK_API extern dk_op dk_##name##_op;                    \
-    DK_API dk_status dk_##name(DK__PARAMS(ARGS));          \
-    DK_API dk_status dk_##name##_redispatch(dk_keyset ks, DK__PARAMS(ARGS));
+/* In a header: the kernel type, the op object, the typed entries, and dk_<name>_signature(): the
+ * argument list as the including code was compiled against it (Note [Schemas are checked at
+ * registration] in dk_registry.h). */
+#define DK_DECLARE_OP(name, ARGS)                                            \
+    typedef dk_status (*dk_##name##_fn)(DK__PARAMS(ARGS));                   \
+    DK_API extern dk_op dk_##name##_op;                                      \
+    DK_API dk_status dk_##name(DK__PARAMS(ARGS));                            \
+    DK_API dk_status dk_##name##_redispatch(dk_keyset ks, DK__PARAMS(ARGS)); \
+    static inline const char *dk_##name##_signature(void) { return "" ARGS(DK__X_SIG); }
 
 /*
  * In exactly one .c file: defines the op and everything generated from its argument list, and

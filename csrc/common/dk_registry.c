@@ -31,6 +31,47 @@ dk_status dk_register_device_impl(dk_op *op, dk_key key, dk_fnptr fn, const char
     return dk_op_register(op, key, dk_kernel_unboxed(fn, name), out);
 }
 
+/* op's argument list in dk_<op>_signature()'s spelling ("TENSOR input;TENSOR_OUT output;...").
+ * Returns false when buf is too small. */
+static bool dk__live_signature(const dk_op *op, char *buf, size_t cap)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < op->nargs; i++) {
+        const dk_arg_info *a = &op->args[i];
+        const char *kind = "?";
+        switch (a->kind) {
+        case DK_ARG_TENSOR: kind = a->out ? "TENSOR_OUT" : "TENSOR"; break;
+        case DK_ARG_OPT_TENSOR: kind = a->out ? "OPT_TENSOR_OUT" : "OPT_TENSOR"; break;
+        case DK_ARG_INT: kind = "INT"; break;
+        case DK_ARG_FLOAT: kind = "FLOAT"; break;
+        case DK_ARG_BOOL: kind = "BOOL"; break;
+        case DK_ARG_STR: kind = "STR"; break;
+        case DK_ARG_INT_LIST: kind = "INT_LIST"; break;
+        }
+        int w = snprintf(buf + used, cap - used, "%s %s;", kind, a->name);
+        if (w < 0 || (size_t)w >= cap - used) return false;
+        used += (size_t)w;
+    }
+    return true;
+}
+
+dk_status dk__register_device_impl_at(unsigned abi, dk_op *op, const char *signature, dk_key key, dk_fnptr fn,
+                                      const char *name, dk_handle *out)
+{
+    if (abi != DK_ABI_VERSION)
+        return dk_error(DK_EABI, "%s: kernel '%s' was built for dkit ABI %u, this dkit has ABI %u", op ? op->name : "?",
+                        name ? name : "?", abi, DK_ABI_VERSION);
+    if (!op) return dk_error(DK_EINVAL, "dk_register_device_impl: op is NULL");
+    char live[2048];
+    if (!signature || !dk__live_signature(op, live, sizeof live) || strcmp(signature, live) != 0)
+        return dk_error(DK_EABI,
+                        "%s: kernel '%s' was compiled against another argument list of the op; rebuild the "
+                        "backend against this dkit's headers (built: %s; this dkit: %s)",
+                        op->name, name ? name : "?", signature ? signature : "(none)", live);
+    return dk_register_device_impl(op, key, fn, name, out);
+}
+
 static dk_status dk__lookup_error(const dk_op *op, dk_key k, const dk_tensor *t)
 {
     dk_table_entry e[DK_NUM_KEYS];

@@ -37,7 +37,29 @@ extern "C" {
                                  __LINE__);                                                                          \
     }
 
-/* Same, for a key known only at run time (a vendor slot); returns the handle. */
+/*
+ * Note [Schemas are checked at registration]
+ * A backend library is compiled against one version of dkit's headers and may be loaded into
+ * another. Struct layouts and calling conventions are covered by DK_ABI_VERSION (dk_export.h); an
+ * op's argument list is not: dkit may add an argument to an op without changing any layout. A typed
+ * kernel compiled against the old list would then be called with the new one and read garbage.
+ * So a vendor registers typed kernels with DK_REGISTER_DEVICE_IMPL_AT, which
+ *   - checks the kernel's C type against the op's typed signature at compile time, and
+ *   - passes the argument list the vendor's headers declared (dk_<op>_signature(), kinds and
+ *     names) to the core, which compares it with the running op's list and refuses a difference
+ *     with DK_EABI, naming the op and both lists ("rebuild the backend against this dkit").
+ * Inside an entry point the refusal fails the load (Note [A failed load leaves nothing behind]),
+ * and dkit.backends() lists the backend as unavailable with that reason. A renamed argument is a
+ * difference too: names are how boxed callers and the schema string address arguments. Boxed
+ * kernels read op->args at run time and need no such check. dk_register_device_impl (below) is
+ * the unchecked form, for callers that were compiled with the core (tests, in-tree code).
+ */
+#define DK_REGISTER_DEVICE_IMPL_AT(op, key, fn, out)                                         \
+    dk__register_device_impl_at(DK_ABI_VERSION, &dk_##op##_op, dk_##op##_signature(), (key), \
+                                (dk_fnptr)(dk_##op##_fn){(fn)}, #fn, (out))
+
+/* Same, for a key known only at run time (a vendor slot); returns the handle. Unchecked: prefer
+ * DK_REGISTER_DEVICE_IMPL_AT outside dkit's own build. */
 DK_API dk_status dk_register_device_impl(dk_op *op, dk_key key, dk_fnptr fn, const char *name, dk_handle *out);
 
 /* Expression of type dk_status. Ints, floats and other non-tensors are skipped by _Generic. */
@@ -59,6 +81,8 @@ DK_API dk_status dk_register_device_impl(dk_op *op, dk_key key, dk_fnptr fn, con
 /* Internals of the macros above. */
 DK_API void dk__register_device_impl(unsigned abi, dk_op *op, dk_key key, dk_fnptr fn, const char *name,
                                      const char *file, int line);
+DK_API dk_status dk__register_device_impl_at(unsigned abi, dk_op *op, const char *signature, dk_key key, dk_fnptr fn,
+                                             const char *name, dk_handle *out);
 /* Returns the kernel for the tensors' common device, or op->error_stub with the error set. */
 DK_API dk_fnptr dk__device_impl_lookup(const dk_op *op, const dk_tensor *const *tensors, const char *const *names,
                                        int n);

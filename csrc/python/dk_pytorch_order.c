@@ -50,21 +50,6 @@ static void dk__release(dk__taken *t)
     t->managed = NULL;
 }
 
-/* Score i as a double: exact for every dtype dk__is_scores_dtype admits, so equal scores stay
- * equal and the order is the dtype's own. */
-static double dk__score(const DLTensor *t, int64_t i)
-{
-    const int64_t stride = t->strides ? t->strides[0] : 1;
-    const char *p = (const char *)t->data + t->byte_offset + i * stride * (t->dtype.bits / 8);
-    switch (t->dtype.bits) {
-    case 64: return *(const double *)p;
-    case 32: return *(const float *)p;
-    default:
-        return t->dtype.code == kDLBfloat ? dk_bfloat16_to_float(*(const uint16_t *)p)
-                                          : dk_half_to_float(*(const uint16_t *)p);
-    }
-}
-
 static int dk__is_scores_dtype(DLDataType d)
 {
     if (d.lanes != 1) return 0;
@@ -106,6 +91,14 @@ static double dk__f64(const void *p) { return *(const double *)p; }
 static double dk__f32(const void *p) { return *(const float *)p; }
 static double dk__f16(const void *p) { return dk_half_to_float(*(const uint16_t *)p); }
 static double dk__bf16(const void *p) { return dk_bfloat16_to_float(*(const uint16_t *)p); }
+
+/* A score as a double: exact for every dtype dk__is_scores_dtype admits, so equal scores stay
+ * equal and the order is the dtype's own. */
+typedef double (*dk__load_fn)(const void *p);
+static dk__load_fn dk__loader(DLDataType d)
+{
+    return d.bits == 64 ? dk__f64 : d.bits == 32 ? dk__f32 : d.code == kDLBfloat ? dk__bf16 : dk__f16;
+}
 
 /* The first pass, which reads and writes nothing else: whether two kept scores are equal (1 or
  * 0), or -1 with an exception for an index out of range or a keep out of torch's order. Most
@@ -175,10 +168,13 @@ static PyObject *dk__torch_sort_ties(PyObject *m, PyObject *const *args, Py_ssiz
 
     const int64_t sstride = (scores->strides ? scores->strides[0] : 1) * (scores->dtype.bits / 8);
     const char *sbase = (const char *)scores->data + scores->byte_offset;
-    const int ties = scores->dtype.bits == 64          ? dk__scan_f64(s, kp, kstride, k, sbase, sstride, total)
-                     : scores->dtype.bits == 32        ? dk__scan_f32(s, kp, kstride, k, sbase, sstride, total)
-                     : scores->dtype.code == kDLBfloat ? dk__scan_bf16(s, kp, kstride, k, sbase, sstride, total)
-                                                       : dk__scan_f16(s, kp, kstride, k, sbase, sstride, total);
+    const dk__load_fn load = dk__loader(scores->dtype);
+    /* The scan is instantiated per dtype (its loop is the hot one); the rank pass below, run only
+     * with ties, calls through `load`. */
+    const int ties = load == dk__f64    ? dk__scan_f64(s, kp, kstride, k, sbase, sstride, total)
+                     : load == dk__f32  ? dk__scan_f32(s, kp, kstride, k, sbase, sstride, total)
+                     : load == dk__bf16 ? dk__scan_bf16(s, kp, kstride, k, sbase, sstride, total)
+                                        : dk__scan_f16(s, kp, kstride, k, sbase, sstride, total);
     if (ties < 0) goto out;
     if (!ties) { /* no two kept scores are equal: dkit's order is torch's */
         result = Py_NewRef(Py_None);
@@ -208,7 +204,7 @@ static PyObject *dk__torch_sort_ties(PyObject *m, PyObject *const *args, Py_ssiz
     double prev = 0;
     for (int64_t i = 0; i < k; i++) {
         const int64_t idx = kp[i * kstride];
-        const double v = dk__score(scores, idx);
+        const double v = load(sbase + idx * sstride);
         if (i > 0) r += dk__before(prev, v);
         prev = v;
         if (rank_of[idx] != UINT32_MAX) {

@@ -73,7 +73,7 @@ def roi_pool(input, boxes, output_size, spatial_scale=1.0, geometry="torchvision
     if geo is None:
         raise _C.DkitValueError(f"{OP}: geometry must be 'torchvision' or 'mmcv', got {geometry!r}")
     fw, input, boxes, ph, pw, spatial_scale = _arguments(input, boxes, output_size, spatial_scale, OP)
-    out, cast = _pooled(fw, ROI_POOL, _forward, input, boxes, ph, pw, spatial_scale, geo)
+    out, cast = _pooled(fw, ROI_POOL, _forward, input, boxes, ph, pw, spatial_scale, geo, infer=_infer)
     if cast is None:
         return out
     return fw.to_dtype(roi_pool(cast[0], cast[1], (ph, pw), spatial_scale, geometry), fw.dtype_name(input))
@@ -99,14 +99,14 @@ def _arguments(input, boxes, output_size, spatial_scale, op):
     return fw, input, boxes, ph, pw, spatial_scale
 
 
-def _pooled(fw, differentiable, forward, input, rois, *args):
-    """(output, None), through autograd when input wants a gradient; or (None, cast) when the
-    kernels refuse the dtypes and autocast offers cast inputs for the caller to call itself with
-    (Note [Autocast] in dkit/_ops/__init__.py)."""
+def _pooled(fw, differentiable, forward, input, rois, *args, infer=None):
+    """(output, None), through autograd when input wants a gradient, else by `infer` (the output
+    alone) or forward; or (None, cast) when the kernels refuse the dtypes and autocast offers cast
+    inputs for the caller to call itself with (Note [Autocast] in dkit/_ops/__init__.py)."""
     try:
         if fw.wants_grad(input):
             return fw.apply(differentiable, input, rois, *args), None
-        return forward(fw, input, rois, *args)[0], None
+        return (infer or forward)(fw, input, rois, *args)[0], None
     except _C.DkitTypeError:
         cast = autocast_args(fw, input, rois)
         if cast is None:
@@ -118,16 +118,29 @@ def _pooled(fw, differentiable, forward, input, rois, *args):
 # Forward and backward, for every framework (Differentiable in dkit/_ops/__init__.py)
 
 
-def _forward(fw, input, rois, ph, pw, spatial_scale, geometry):
-    """(output, argmax): argmax (int64) is for the backward."""
+def _shape(input, rois, ph, pw):
     try:
-        shape = (rois.shape[0], input.shape[1], ph, pw)
+        return (rois.shape[0], input.shape[1], ph, pw)
     except IndexError:  # ranks are the core's to check, and it names the parameter
-        shape = (0, 0, ph, pw) if len(input.shape) < 2 else (0, input.shape[1], ph, pw)
+        return (0, 0, ph, pw) if len(input.shape) < 2 else (0, input.shape[1], ph, pw)
+
+
+def _forward(fw, input, rois, ph, pw, spatial_scale, geometry):
+    """(output, argmax): argmax is for the backward, int32 as torchvision's where every plane
+    index fits (half the memory of int64), else int64 (ops/roi_pool.h)."""
+    shape = _shape(input, rois, ph, pw)
+    plane = input.shape[2] * input.shape[3] if len(input.shape) == 4 else 0
     out = fw.new_empty(input, shape)
-    argmax = fw.empty(input, shape, "int64")
+    argmax = fw.empty(input, shape, "int32" if plane < 2**31 else "int64")
     _forward_kernel(input, rois, out, argmax, ph, pw, spatial_scale, geometry)
     return out, argmax
+
+
+def _infer(fw, input, rois, ph, pw, spatial_scale, geometry):
+    """(output,): without a backward to come, the kernels neither find nor write an argmax."""
+    out = fw.new_empty(input, _shape(input, rois, ph, pw))
+    _forward_kernel(input, rois, out, None, ph, pw, spatial_scale, geometry)
+    return (out,)
 
 
 def _saved(args, results):

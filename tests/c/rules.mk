@@ -10,7 +10,8 @@
 #     ordinary archive and as a whole archive. Run by test-c-extra (make test-c runs it).
 
 DKT_FIXTURES     := backend_good backend_noinit backend_plain backend_badabi backend_failinit \
-                    backend_halfinit backend_object
+                    backend_halfinit backend_object backend_oldschema \
+                    backend_removedop
 DKT_FIXTURE_SRCS := $(addprefix tests/c/fixtures/,$(addsuffix .c,$(DKT_FIXTURES)))
 DKT_FIXTURE_CFLAGS := $(C_DIALECT) -fPIC -shared $(INCS) $(WARN) -g
 

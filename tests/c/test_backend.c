@@ -220,6 +220,40 @@ static void backend_built_for_another_abi_is_eabi_and_never_initialised(void **s
     assert_int_equal(dk_load_backend(path), DK_EABI);
 }
 
+/* Note [Schemas are checked at registration]: a kernel compiled against another argument list of
+ * its op fails the load, and the key its entry claimed is released. */
+static void backend_compiled_against_another_schema_is_eabi_and_leaves_nothing(void **state)
+{
+    (void)state;
+    char path[1100];
+    int n = dk_backend_count();
+    fixture("backend_oldschema", path, sizeof path);
+    dk_clear_error();
+    assert_int_equal(dk_load_backend(path), DK_EABI);
+    assert_non_null(strstr(dk_last_error(), "roi_align_forward: kernel 'old_roi_align_forward' was compiled against "
+                                            "another argument list of the op; rebuild the backend"));
+    assert_non_null(strstr(dk_last_error(), "INT pool_mode;; this dkit: "));
+    dk_key k;
+    assert_int_equal(dk_key_lookup("oldschema", &k), DK_ENOENT);
+    assert_int_equal(dk_key_for_device_type(31), DK_KEY_UNDEFINED);
+    assert_int_equal(dk_backend_count(), n);
+}
+
+/* README "The ABI promise": an op that this dkit lacks is refused by the loader, with its text. */
+static void backend_naming_an_op_this_dkit_lacks_is_enoent_and_never_initialised(void **state)
+{
+    (void)state;
+    char path[1100];
+    int n = dk_backend_count();
+    fixture("backend_removedop", path, sizeof path);
+    dk_clear_error();
+    assert_int_equal(dk_load_backend(path), DK_ENOENT);
+    assert_non_null(strstr(dk_last_error(), "undefined symbol: dk_gone_op"));
+    dk_key k;
+    assert_int_equal(dk_key_lookup("removedop", &k), DK_ENOENT);
+    assert_int_equal(dk_backend_count(), n);
+}
+
 static void failing_entry_point_reports_its_reason(void **state)
 {
     (void)state;
@@ -423,6 +457,8 @@ int main(void)
         dkt_test(library_without_the_entry_point_is_einval_naming_the_symbol),
         dkt_test(backend_built_for_another_abi_is_eabi_and_never_initialised),
         dkt_test(failing_entry_point_reports_its_reason),
+        dkt_test(backend_naming_an_op_this_dkit_lacks_is_enoent_and_never_initialised),
+        dkt_test(backend_compiled_against_another_schema_is_eabi_and_leaves_nothing),
         dkt_test(failed_entry_point_leaves_nothing_registered),
         dkt_test(backend_object_serves_devices_streams_scratch_and_copies),
         dkt_test(cpu_backend_object_and_registration_errors),

@@ -12,6 +12,7 @@
 
 #include "dk_kernel_test.h"
 #include "dk_parallel.h"
+#include "dk_tunables.h"
 #include "roi_pool.h"
 
 /* ---- references ---------------------------------------------------------------------------- */
@@ -111,12 +112,26 @@ static dkk_tensor *make_rois(dk_dtype dt, dkk_rng *r, int64_t k, int64_t n, doub
     return t;
 }
 
-static void check_case(dk_dtype dt, int geometry, double scale, int PH, int PW, bool nhwc, dkk_rng *r)
+/* Equal integer values in tensors of two integer dtypes (an int32 argmax against the reference's). */
+static void assert_same_indices(const dkk_tensor *a, const dkk_tensor *b, const char *what)
 {
-    char what[160];
-    snprintf(what, sizeof what, "%s geometry %d scale %g %dx%d %s", dk_dtype_name(dt), geometry, scale, PH, PW,
-             nhwc ? "NHWC" : "NCHW");
-    const int64_t N = 2, C = 3, H = 11, W = 13, K = 27;
+    int64_t idx[8] = {0};
+    if (dk_tensor_numel(&a->t) == 0) return;
+    do {
+        if (dkk_get(a, idx) != dkk_get(b, idx))
+            fail_msg("%s: index %g, expected %g", what, dkk_get(a, idx), dkk_get(b, idx));
+    } while (dkk_next(a, idx));
+}
+
+/* Note [RoIPool on a CPU]: every case runs with the forward's two layouts and its cost model (the
+ * channels-last one with and without AVX2), with an int64 argmax, an int32 one and none; all must
+ * give the reference's values and argmax. */
+static void check_case_c(dk_dtype dt, int geometry, double scale, int PH, int PW, bool nhwc, int64_t C, dkk_rng *r)
+{
+    char what[200];
+    snprintf(what, sizeof what, "%s geometry %d scale %g %dx%d %s C=%lld", dk_dtype_name(dt), geometry, scale, PH, PW,
+             nhwc ? "NHWC" : "NCHW", (long long)C);
+    const int64_t N = 2, H = 11, W = 13, K = 27;
     dkk_tensor *x = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, nhwc ? (int[]){0, 2, 3, 1} : NULL, 1);
     dkk_fill_uniform(x, r, -5, 5);
     dkk_set(x, (int64_t[]){0, 1, 3, 3}, NAN);
@@ -125,16 +140,35 @@ static void check_case(dk_dtype dt, int geometry, double scale, int PH, int PW, 
     dkk_tensor *rois = make_rois(dt, r, K, N, W / scale);
     dkk_tensor *out = dkk_new(dt, 4, (int64_t[]){K, C, PH, PW}, NULL, 2);
     dkk_tensor *arg = dkk_new(DK_INT64, 4, (int64_t[]){K, C, PH, PW}, (int[]){3, 2, 1, 0}, 0);
-    assert_ok(dk_roi_pool_forward(&x->t, &rois->t, &out->t, &arg->t, PH, PW, scale, geometry));
+    dkk_tensor *arg32 = dkk_new(DK_INT32, 4, (int64_t[]){K, C, PH, PW}, NULL, 0);
     ref_result want = ref_forward(x, rois, PH, PW, scale, geometry);
-    dkk_assert_identical(out, want.out, what);
-    dkk_assert_identical(arg, want.arg, what);
+    for (int64_t run = 0; run < 4; run++) { /* layouts -1, 0, 1; then 1 without AVX2 */
+        const int64_t layout = run < 3 ? run - 1 : 1;
+        assert_ok(dk_tunable_set("roi_pool.layout", layout, NULL));
+        assert_ok(dk_tunable_set("roi_pool.isa", run < 3, NULL));
+        char lwhat[240];
+        snprintf(lwhat, sizeof lwhat, "%s, layout %lld%s", what, (long long)layout, run < 3 ? "" : ", baseline ISA");
+        dkk_fill_uniform(out, r, 7, 8); /* overwritten */
+        assert_ok(dk_roi_pool_forward(&x->t, &rois->t, &out->t, &arg->t, PH, PW, scale, geometry));
+        dkk_assert_identical(out, want.out, lwhat);
+        dkk_assert_identical(arg, want.arg, lwhat);
+        dkk_fill_uniform(out, r, 7, 8);
+        assert_ok(dk_roi_pool_forward(&x->t, &rois->t, &out->t, &arg32->t, PH, PW, scale, geometry));
+        dkk_assert_identical(out, want.out, lwhat);
+        assert_same_indices(arg32, want.arg, lwhat);
+        dkk_fill_uniform(out, r, 7, 8);
+        assert_ok(dk_roi_pool_forward(&x->t, &rois->t, &out->t, NULL, PH, PW, scale, geometry));
+        dkk_assert_identical(out, want.out, lwhat);
+    }
+    dk_tunables_reset();
     /* backward: the gradient of each bin at its argmax, summed in (k, ph, pw) order */
     dkk_tensor *go = dkk_new(dt, 4, (int64_t[]){K, C, PH, PW}, NULL, 0);
     dkk_fill_uniform(go, r, -1, 1);
     dkk_tensor *gi = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, nhwc ? (int[]){0, 2, 3, 1} : NULL, 3);
     dkk_fill_uniform(gi, r, 7, 8); /* overwritten */
     assert_ok(dk_roi_pool_backward(&go->t, &rois->t, &arg->t, &gi->t));
+    dkk_tensor *gi32 = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, NULL, 3);
+    assert_ok(dk_roi_pool_backward(&go->t, &rois->t, &arg32->t, &gi32->t));
     dkk_tensor *gw = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, NULL, 0);
     for (int64_t c = 0; c < C; c++)
         for (int64_t k = 0; k < K; k++)
@@ -146,8 +180,14 @@ static void check_case(dk_dtype dt, int geometry, double scale, int PH, int PW, 
                     dkk_set(gw, idx, dkk_get(gw, idx) + dkk_get(go, (int64_t[]){k, c, ph, pw}));
                 }
     dkk_assert_identical(gi, gw, what);
-    dkk_free(x), dkk_free(rois), dkk_free(out), dkk_free(arg), dkk_free(want.out), dkk_free(want.arg);
-    dkk_free(go), dkk_free(gi), dkk_free(gw);
+    dkk_assert_identical(gi32, gw, what);
+    dkk_free(x), dkk_free(rois), dkk_free(out), dkk_free(arg), dkk_free(arg32), dkk_free(want.out), dkk_free(want.arg);
+    dkk_free(go), dkk_free(gi), dkk_free(gi32), dkk_free(gw);
+}
+
+static void check_case(dk_dtype dt, int geometry, double scale, int PH, int PW, bool nhwc, dkk_rng *r)
+{
+    check_case_c(dt, geometry, scale, PH, PW, nhwc, 3, r);
 }
 
 static void both_geometries_every_dtype(void **state)
@@ -160,6 +200,9 @@ static void both_geometries_every_dtype(void **state)
             check_case(DTYPES[d], geo, 0.5, 3, 5, true, &r);
             check_case(DTYPES[d], geo, 0.25, 7, 7, false, &r);
             check_case(DTYPES[d], geo, 1.7, 1, 4, true, &r);
+            /* a whole block of channels and a part of one (DK__RP_BLOCK is 16) */
+            check_case_c(DTYPES[d], geo, 0.5, 3, 3, false, 35, &r);
+            check_case_c(DTYPES[d], geo, 1.0, 2, 3, true, 16, &r);
         }
 }
 
@@ -470,8 +513,19 @@ static void bad_input(void **state)
                  "roi_pool_forward: spatial_scale must be a positive finite number, got -1");
     assert_error(dk_roi_pool_forward(&x->t, &rois->t, &out->t, &arg->t, 2, 2, 1.0, 2), DK_EINVAL,
                  "roi_pool_forward: geometry must be 0 (torchvision) or 1 (mmcv), got 2");
-    assert_error(dk_roi_pool_forward(&x->t, &rois->t, &out->t, &arg32->t, 2, 2, 1.0, 0), DK_ETYPE,
-                 "roi_pool_forward: 'argmax' must be int64, got int32");
+    dkk_tensor *argf = dkk_new(DK_FLOAT32, 4, (int64_t[]){1, 2, 2, 2}, NULL, 0);
+    assert_error(dk_roi_pool_forward(&x->t, &rois->t, &out->t, &argf->t, 2, 2, 1.0, 0), DK_ETYPE,
+                 "roi_pool_forward: 'argmax' must be int32 or int64, got float32");
+    assert_error(dk_roi_pool_backward(&out->t, &rois->t, &argf->t, &x->t), DK_ETYPE,
+                 "roi_pool_backward: 'argmax' must be int32 or int64, got float32");
+    dkk_free(argf);
+    /* an int32 argmax cannot index a plane of 2^31 pixels or more (no data is read: the shape is
+     * refused first) */
+    dk_tensor big = x->t;
+    int64_t big_shape[4] = {1, 2, 65536, 32768}, big_strides[4] = {0, 0, 0, 0};
+    big.shape = big_shape, big.strides = big_strides;
+    assert_error(dk_roi_pool_forward(&big, &rois->t, &out->t, &arg32->t, 2, 2, 1.0, 0), DK_EINVAL,
+                 "roi_pool_forward: an int32 'argmax' cannot index a plane of 65536 x 32768 pixels; use int64");
     dkk_set(rois, (int64_t[]){0, 0}, 1);
     assert_error(dk_roi_pool_forward(&x->t, &rois->t, &out->t, &arg->t, 2, 2, 1.0, 0), DK_EINDEX,
                  "roi_pool_forward: rois[0] has batch index 1, which is not an integer in [0, 1)");

@@ -384,6 +384,48 @@ static void vendor_key_kernel_via_the_registry(void **state)
                  "rop: no kernel for device regvendor (registered: cpu, cuda)");
 }
 
+#define assert_status(expr, status) assert_string_equal(dk_status_name(expr), dk_status_name(status))
+
+/* Note [Schemas are checked at registration]: the compiled-in argument list travels with the
+ * kernel and is compared with the running op's. */
+static void registration_checks_the_schema_the_kernel_was_compiled_against(void **state)
+{
+    (void)state;
+    assert_string_equal(dk_rop_signature(), "TENSOR a;OPT_TENSOR b;TENSOR_OUT out;INT n;FLOAT s;BOOL flag;");
+    dk_key v;
+    assert_ok(dk_backend_key_register("sigvendor", 26, &v));
+    dk_handle h = NULL;
+    assert_ok(DK_REGISTER_DEVICE_IMPL_AT(rop, v, rop_vendor, &h));
+    dkt_tensor t, o;
+    reset_seen();
+    assert_ok(dk_rop(dkt_on(&t, 26, 3), NULL, dkt_on(&o, 26, 3), 1, 1.0, false));
+    assert_string_equal(seen.kernel, "rop_vendor");
+    assert_ok(dk_unregister(h));
+
+    /* A backend built when rop had no `flag`, and one where `n` was a float: refused, nothing
+     * registered. */
+    h = NULL;
+    assert_error(dk__register_device_impl_at(DK_ABI_VERSION, &dk_rop_op,
+                                             "TENSOR a;OPT_TENSOR b;TENSOR_OUT out;INT n;FLOAT s;", v,
+                                             (dk_fnptr)rop_vendor, "old_rop", &h),
+                 DK_EABI,
+                 "rop: kernel 'old_rop' was compiled against another argument list of the op; rebuild the backend "
+                 "against this dkit's headers (built: TENSOR a;OPT_TENSOR b;TENSOR_OUT out;INT n;FLOAT s;; this "
+                 "dkit: TENSOR a;OPT_TENSOR b;TENSOR_OUT out;INT n;FLOAT s;BOOL flag;)");
+    assert_null(h);
+    assert_status(dk__register_device_impl_at(DK_ABI_VERSION, &dk_rop_op,
+                                              "TENSOR a;OPT_TENSOR b;TENSOR_OUT out;FLOAT n;FLOAT s;BOOL flag;", v,
+                                              (dk_fnptr)rop_vendor, "other_rop", &h),
+                  DK_EABI);
+    assert_status(dk__register_device_impl_at(DK_ABI_VERSION, &dk_rop_op, NULL, v, (dk_fnptr)rop_vendor, "no_sig", &h),
+                  DK_EABI);
+    assert_error(dk__register_device_impl_at(DK_ABI_VERSION + 1, &dk_rop_op, dk_rop_signature(), v,
+                                             (dk_fnptr)rop_vendor, "future_rop", &h),
+                 DK_EABI, "rop: kernel 'future_rop' was built for dkit ABI 3, this dkit has ABI 2");
+    assert_null(h);
+    assert_status(dk_rop(&t.t, NULL, &o.t, 1, 1.0, false), DK_ENOTIMPL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -398,6 +440,7 @@ int main(void)
         dkt_test(release_in_any_order_restores_the_previous_registration),
         dkt_test(double_release_is_an_error_not_a_crash),
         dkt_test(vendor_key_kernel_via_the_registry),
+        dkt_test(registration_checks_the_schema_the_kernel_was_compiled_against),
     };
     return cmocka_run_group_tests(tests, group_setup, dkt_group_release_warnings);
 }

@@ -56,6 +56,55 @@ def test_equal_to_torchvision(dtype, size, scale):
                        tvops.roi_pool(x, boxes, size, scale).nan_to_num())  # fmt: skip
 
 
+@pytest.mark.parametrize("layout, isa", [(0, 1), (1, 1), (1, 0), (-1, 1)])
+def test_both_forward_layouts_equal_torchvision(layout, isa):
+    """Note [RoIPool on a CPU]: channel planes and channels-last blocks (with and without AVX2), on
+    a map of 35 channels (two whole blocks of 16 and part of one) after a ReLU, so most bins hold
+    equal maxima (zeros) and the first of them must win, as in torchvision."""
+    from dkit import _C
+
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(3, 35, 21, 18, generator=g).relu()
+    x[1, 4, 2:6, 3:9] = 1.0  # equal positive maxima too
+    rois = _rois(3, 80, 18 / 0.5, 12)
+    prev = (_C.tunable("roi_pool.layout"), _C.tunable("roi_pool.isa"))
+    try:
+        _C.tunable("roi_pool.layout", layout)
+        _C.tunable("roi_pool.isa", isa)
+        for size in ((7, 7), (2, 5)):
+            want = tvops.roi_pool(x, rois, size, 0.5)
+            assert torch.equal(dkit.ops.roi_pool(x, rois, size, 0.5), want)  # inference: no argmax written
+            xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
+            gout = torch.randn(want.shape, generator=g)
+            tvops.roi_pool(xa, rois, size, 0.5).backward(gout)
+            got = dkit.ops.roi_pool(xb, rois, size, 0.5)  # training: an int32 argmax
+            got.backward(gout)
+            assert torch.equal(got, want) and torch.equal(xa.grad, xb.grad)
+    finally:
+        _C.tunable("roi_pool.layout", prev[0])
+        _C.tunable("roi_pool.isa", prev[1])
+
+
+def test_argmax_is_int64_where_int32_cannot_index_the_plane():
+    """The forward on the way to a backward keeps an argmax: int32 as torchvision's, int64 for a
+    plane of 2^31 pixels or more (a broadcast view here: nothing that large is allocated), which
+    the channel-plane forward serves (the blocks index in int32)."""
+    from dkit import _frameworks
+    from dkit._ops import roi_pool as family
+
+    fw = _frameworks.of(torch.empty(0))
+    rois = torch.tensor([[0.0, 10, 10, 20, 30]])
+    small = torch.rand(1, 2, 40, 40)
+    out, argmax = family._forward(fw, small, rois, 2, 2, 1.0, 0)
+    assert argmax.dtype == torch.int32 and torch.equal(out, tvops.roi_pool(small, rois, 2, 1.0))
+    x = torch.full((1, 1, 1, 1), 2.5).expand(1, 1, 65536, 32768)
+    out, argmax = family._forward(fw, x, rois, 2, 2, 1.0, 0)
+    assert argmax.dtype == torch.int64 and out.flatten().tolist() == [2.5] * 4
+    assert argmax.flatten().tolist() == [10 * 32768 + 10, 10 * 32768 + 15, 20 * 32768 + 10, 20 * 32768 + 15]
+    v = torch.full((1, 1, 1, 1), 2.5, requires_grad=True)
+    assert dkit.ops.roi_pool(v.expand(1, 1, 65536, 32768), rois, 2, 1.0).requires_grad
+
+
 def test_gradcheck():
     x = torch.rand(1, 2, 10, 10, dtype=torch.float64, requires_grad=True)
     rois = torch.tensor([[0, 1, 1, 7, 8], [0, 0, 3, 9, 5]], dtype=torch.float64)

@@ -34,6 +34,8 @@
  * What is here, for compute type float (_f32) and double (_f64):
  *   dk_roi_pool_roi_*       one RoI's geometry along both axes
  *   dk_roi_pool_bin_*       the pixel bounds of bin (ph, pw)
+ *   dk_roi_pool_start_*, dk_roi_pool_wins_*   a bin's maximum: where it starts, which pixel
+ *                           takes it (for kernels that walk the pixels themselves)
  *   dk_ps_roi_align_roi_init_*   ps_roi_align's two axes of a RoI
  *   dk_ps_roi_align_share_*      the gradient a tap of weight w receives
  * and per element, for storage f32, f64, f16 and bf16 (computed in float):

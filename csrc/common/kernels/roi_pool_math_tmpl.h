@@ -93,6 +93,14 @@ DK_HD DK_INLINE void DK_TFN(dk_ps_roi_align_roi_init)(DK_T x1, DK_T y1, DK_T x2,
                                   ay, ax);
 }
 
+/* A bin's maximum before its first pixel: -FLT_MAX for a bin with pixels (both references start
+ * there, whatever the dtype), 0 for an empty one. */
+DK_HD DK_INLINE DK_T DK_TFN(dk_roi_pool_start)(bool nonempty) { return nonempty ? (DK_T)-FLT_MAX : (DK_T)0; }
+
+/* Whether pixel value v takes a bin's maximum m: only when greater, so NaN never does and the
+ * first of equal values stays (the pixels come in rows, then columns). */
+DK_HD DK_INLINE bool DK_TFN(dk_roi_pool_wins)(DK_T v, DK_T m) { return v > m; }
+
 /* The gradient a tap of weight w receives from a bin's gradient g over `count` samples:
  * torchvision's (g * w) / count, in that order. */
 DK_HD DK_INLINE DK_T DK_TFN(dk_ps_roi_align_share)(DK_T g, DK_T w, DK_T count) { return g * w / count; }
@@ -108,12 +116,12 @@ DK_HD DK_INLINE DK_T DK_TFN(dk_ps_roi_align_share)(DK_T g, DK_T w, DK_T count) {
 DK_HD DK_INLINE DK_T DK_SFN(dk_roi_pool_max)(const DK_S *plane, int64_t sy, int64_t sx, int64_t W, bool nonempty,
                                              int64_t h0, int64_t h1, int64_t w0, int64_t w1, int64_t *argmax)
 {
-    DK_T m = nonempty ? (DK_T)-FLT_MAX : (DK_T)0;
+    DK_T m = DK_TFN(dk_roi_pool_start)(nonempty);
     int64_t arg = -1;
     for (int64_t h = h0; h < h1; h++)
         for (int64_t w = w0; w < w1; w++) {
             const DK_T v = DK_LOAD(plane[h * sy + w * sx]);
-            if (v > m) {
+            if (DK_TFN(dk_roi_pool_wins)(v, m)) {
                 m = v;
                 arg = h * W + w;
             }

@@ -8,6 +8,13 @@
 #include "dk_registry.h"
 #include "kernels/dk_template.h"
 
+#include "dk_tunables.h"
+
+DK_TUNABLE(dk__rp_isa, "roi_pool.isa", 1, 0, 1,
+           "roi_pool's channels-last forward: 1 AVX2 where the CPU has it, 0 the baseline (Note [AVX2 spans])")
+DK_TUNABLE(dk__rp_layout, "roi_pool.layout", -1, -1, 1,
+           "roi_pool's forward: -1 the cost model, 0 channel planes, 1 channels-last blocks (Note [RoIPool on a CPU])")
+
 #define DK_TEMPLATE "roi_pool/roi_pool_tmpl.h"
 #define DK_TEMPLATE_TYPES DK_TYPES_FLOAT
 #include "kernels/dk_instantiate.h"
@@ -20,6 +27,8 @@ static dk__rp_ctx dk__rp_ctx_of(const dk_tensor *img, const dk_tensor *bins, con
                         .bins = bins,
                         .rois = rois,
                         .argmax = argmax,
+                        .arg = argmax ? dk_tensor_data(argmax) : NULL,
+                        .arg64 = argmax && dk_tensor_dtype(argmax) == DK_INT64,
                         .N = img->shape[0],
                         .C = img->shape[1],
                         .H = img->shape[2],
@@ -40,7 +49,10 @@ dk_status dk_roi_pool_forward_cpu(const dk_tensor *input, const dk_tensor *rois,
     /* work: about one comparison per pixel of every bin; a bin covers about H W / (PH PW) */
     const int nthreads = dk_parallel_threads_for(cx.K * cx.C * (cx.PH * cx.PW + cx.H * cx.W / 4 + 1));
     dk_status st = DK_OK;
-    DK_SWITCH_FLOAT(dk_tensor_dtype(input), st, dk__rp_forward, (&cx, nthreads),
+#if DK__RP_AVX2
+    cx.avx2 = dk_tunable(&dk__rp_isa) == 1 && __builtin_cpu_supports("avx2");
+#endif
+    DK_SWITCH_FLOAT(dk_tensor_dtype(input), st, dk__rp_forward, (&cx, nthreads, dk_tunable(&dk__rp_layout)),
                     st = dk_error(DK_ETYPE, "roi_pool_forward: unsupported dtype"))
     return st;
 }
@@ -77,9 +89,9 @@ dk_status dk_ps_roi_pool_backward_cpu(const dk_tensor *grad_output, const dk_ten
     const int nthreads = dk_parallel_threads_for(cx.C * (cx.N * cx.H * cx.W + cx.K * 4));
     /* K PH PW <= K C (C is a multiple of PH PW): no larger than grad_output times C / C_out */
     DK_ARENA_ON_STACK(ar); /* Note [Scratch arena] */
-    cx.ps_bins = (int64_t *)dk_arena_take_n(&ar, dk_sat_mul(dk_sat_mul((size_t)cx.K, (size_t)(cx.PH * cx.PW)), 4),
-                                            sizeof(int64_t));
-    if (!cx.ps_bins && cx.K > 0) {
+    cx.bin_table = (int64_t *)dk_arena_take_n(&ar, dk_sat_mul(dk_sat_mul((size_t)cx.K, (size_t)(cx.PH * cx.PW)), 4),
+                                              sizeof(int64_t));
+    if (!cx.bin_table && cx.K > 0) {
         dk_arena_free(&ar);
         return dk_error(DK_ENOMEM, "ps_roi_pool_backward: out of memory for the bins of %lld RoIs", (long long)cx.K);
     }

@@ -3,10 +3,24 @@
  * per-dtype bodies (roi_pool_tmpl.h) share.
  *
  * Note [RoIPool on a CPU]
- * Forward: one task per RoI and block of 16 channels: the RoI's geometry and each bin's bounds are
- * computed once and serve the block's channels (torchvision finds them once per RoI and loops the
- * channels innermost; finding them per channel cost a third of the time), and a plane with unit
- * column stride gets a loop the compiler sees as contiguous. Backward: one task per channel, which zeroes that
+ * Forward, two ways to walk the same bins (roi_pool.layout, a tunable: Note [Tunables]):
+ *  - channels-last blocks (the usual one): a task per (image, block of DK__RP_BLOCK channels)
+ *    first copies that block of the image into a per-thread [H][W][DK__RP_BLOCK] buffer in the
+ *    compute type (one 64-byte line per pixel for float), then serves every RoI of the image:
+ *    each bin's pixels are visited once and each visit takes the maximum of all the block's
+ *    channels in one contiguous loop the compiler vectorises (dk_roi_pool_wins as a select). In
+ *    NCHW a channel's bin is a few scattered pixels on its own plane, and torchvision walks it
+ *    one channel at a time, a compare and a branch per pixel: here the copy costs a pass over
+ *    the image block, and the pooling a vector operation per pixel and block of channels.
+ *  - planes: one task per RoI and block of 16 channels, each channel's bin walked on its plane
+ *    (dk_roi_pool_max). It reads only the pixels under the RoIs, so it wins when the RoIs cover
+ *    less than the image (the cost model compares the pixels of all bins with the image's), and
+ *    it serves maps whose plane index does not fit int32 or whose block would not fit in
+ *    DK__RP_BLOCK_MAX_BYTES per thread.
+ * Both compute the same values and argmax: the same bins, the same start, the same order of
+ * pixels, the same comparison. argmax is written only when the caller passes one (the backward
+ * needs it; inference does not), as int32 (torchvision's) or int64.
+ * Backward: one task per channel, which zeroes that
  * channel of grad_input in every image and then adds the gradients of every RoI in order (k, ph,
  * pw): channels are disjoint in grad_input, so the threads never meet, and each element receives
  * its additions in torchvision's CPU order, whatever the thread count: the same bits.
@@ -27,19 +41,29 @@
 #define DK_ROI_POOL_CPU_H
 
 #include <stdint.h>
+#include <string.h>
 
 #include "dk_arena.h"
 #include "dk_parallel.h"
 #include "dk_tensor.h"
+#include "dk_vec.h"
 #include "kernels/roi_pool_math.h"
 #include "roi_pool.h" /* ops/roi_pool.h */
 
+/* Channels of a channels-last block, and the most one thread's block may take. */
+#define DK__RP_BLOCK 16
+#define DK__RP_BLOCK_MAX_BYTES ((int64_t)32 << 20)
+
 typedef struct {
     const dk_tensor *img, *bins, *rois, *argmax; /* input or grad_input; output or grad_output */
+    void *arg;                                   /* argmax's data, or NULL (the forward's inference) */
+    bool arg64;                                  /* argmax is int64 (else int32) */
+    bool avx2;                                   /* channels-last forward: dk__rp_block_bin_f32_avx2 */
+    void *block;                                 /* channels-last forward: a block buffer per thread */
     int64_t N, C, H, W, K, PH, PW;
     double scale;
     int bins_kind;             /* DK_ROI_POOL_BINS_* (kernels/roi_pool_math.h) */
-    int64_t *ps_bins;          /* ps_roi_pool's backward: every RoI's bins (dk__rp_ps_bins) */
+    int64_t *bin_table;        /* every RoI's bins (dk__rp_bin_table): roi_pool's blocks, ps_roi_pool's backward */
     int64_t sampling_ratio;    /* ps_roi_align */
     float *scratch;            /* ps_roi_align's 16-bit backward: a float H x W plane per thread */
     const void *table;         /* ps_roi_align's backward: every RoI's geometry (dk__psa_roi_entry) */
@@ -52,6 +76,114 @@ typedef struct {
 static inline int64_t dk__rp_batch(double b, int64_t n)
 {
     return b >= 0 && b < (double)n && b == (double)(int64_t)b ? (int64_t)b : -1;
+}
+
+/* argmax element i (an offset in elements), either width. */
+static inline int64_t dk__rp_arg_load(const dk__rp_ctx *cx, int64_t i)
+{
+    return cx->arg64 ? ((const int64_t *)cx->arg)[i] : ((const int32_t *)cx->arg)[i];
+}
+static inline void dk__rp_arg_store(const dk__rp_ctx *cx, int64_t i, int64_t v)
+{
+    if (cx->arg64) ((int64_t *)cx->arg)[i] = v;
+    else ((int32_t *)cx->arg)[i] = (int32_t)v; /* ops/roi_pool.c: int32 only where every index fits */
+}
+
+/*
+ * A bin's maximum over a channels-last block: m[c], a[c] for the DK__RP_BLOCK channels of the
+ * pixels [h0, h1) x [w0, w1) of buf ([H][W][DK__RP_BLOCK], W wide), from `start`: each pixel takes
+ * a channel's maximum only when greater (dk_roi_pool_wins, as a vector comparison: NaN never
+ * wins, the first of equals stays), and a[c] its plane index h W + w, or -1 when none did. float
+ * in 4-lane vectors, four per pixel; double one lane at a time.
+ */
+typedef int32_t dk__rp_v4_i32 __attribute__((vector_size(16)));
+
+static inline void dk__rp_block_bin_f32(const float *buf, int64_t W, int64_t h0, int64_t h1, int64_t w0, int64_t w1,
+                                        float start, float *m, int32_t *a)
+{
+    dk_v4_f32 mv[DK__RP_BLOCK / 4];
+    dk__rp_v4_i32 av[DK__RP_BLOCK / 4];
+    for (int j = 0; j < DK__RP_BLOCK / 4; j++)
+        mv[j] = (dk_v4_f32){start, start, start, start}, av[j] = (dk__rp_v4_i32){-1, -1, -1, -1};
+    for (int64_t h = h0; h < h1; h++)
+        for (int64_t w = w0; w < w1; w++) {
+            const float *px = buf + (h * W + w) * DK__RP_BLOCK;
+            const int32_t i = (int32_t)(h * W + w);
+            const dk__rp_v4_i32 at = {i, i, i, i};
+            for (int j = 0; j < DK__RP_BLOCK / 4; j++) {
+                dk_v4_f32 v;
+                dk_ld4_f32(&v, px + 4 * j);
+                const dk__rp_v4_i32 win = (dk__rp_v4_i32)(v > mv[j]); /* -1 where v wins */
+                av[j] = (at & win) | (av[j] & ~win);
+                mv[j] = (dk_v4_f32)(((dk__rp_v4_i32)v & win) | ((dk__rp_v4_i32)mv[j] & ~win));
+            }
+        }
+    for (int j = 0; j < DK__RP_BLOCK / 4; j++) dk_st4_f32(m + 4 * j, &mv[j]), memcpy(a + 4 * j, &av[j], sizeof av[j]);
+}
+
+/* The same with 8-lane vectors, two per pixel, for CPUs with AVX2 (Note [AVX2 spans] in
+ * box_iou_cpu.h: the same comparisons and selections, so the same results; roi_pool.isa picks). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define DK__RP_AVX2 1
+typedef float dk__rp_v8_f32 __attribute__((vector_size(32)));
+typedef int32_t dk__rp_v8_i32 __attribute__((vector_size(32)));
+
+__attribute__((target("avx2"))) static void dk__rp_block_bin_f32_avx2(const float *buf, int64_t W, int64_t h0,
+                                                                      int64_t h1, int64_t w0, int64_t w1, float start,
+                                                                      float *m, int32_t *a)
+{
+    dk__rp_v8_f32 mv[DK__RP_BLOCK / 8];
+    dk__rp_v8_i32 av[DK__RP_BLOCK / 8];
+    for (int j = 0; j < DK__RP_BLOCK / 8; j++)
+        for (int l = 0; l < 8; l++) mv[j][l] = start, av[j][l] = -1;
+    for (int64_t h = h0; h < h1; h++)
+        for (int64_t w = w0; w < w1; w++) {
+            const float *px = buf + (h * W + w) * DK__RP_BLOCK;
+            const int32_t i = (int32_t)(h * W + w);
+            const dk__rp_v8_i32 at = {i, i, i, i, i, i, i, i};
+            for (int j = 0; j < DK__RP_BLOCK / 8; j++) {
+                dk__rp_v8_f32 v;
+                memcpy(&v, px + 8 * j, sizeof v);
+                const dk__rp_v8_i32 win = (dk__rp_v8_i32)(v > mv[j]); /* -1 where v wins */
+                av[j] = (at & win) | (av[j] & ~win);
+                mv[j] = (dk__rp_v8_f32)(((dk__rp_v8_i32)v & win) | ((dk__rp_v8_i32)mv[j] & ~win));
+            }
+        }
+    memcpy(m, mv, sizeof mv), memcpy(a, av, sizeof av);
+}
+#else
+#define DK__RP_AVX2 0
+#endif
+
+static inline void dk__rp_block_bin_f64(const double *buf, int64_t W, int64_t h0, int64_t h1, int64_t w0, int64_t w1,
+                                        double start, double *m, int32_t *a)
+{
+    for (int c = 0; c < DK__RP_BLOCK; c++) m[c] = start, a[c] = -1;
+    for (int64_t h = h0; h < h1; h++)
+        for (int64_t w = w0; w < w1; w++) {
+            const double *px = buf + (h * W + w) * DK__RP_BLOCK;
+            for (int c = 0; c < DK__RP_BLOCK; c++)
+                if (dk_roi_pool_wins_f64(px[c], m[c])) m[c] = px[c], a[c] = (int32_t)(h * W + w);
+        }
+}
+
+/* dk__rp_block_bin_*, the AVX2 one where the call chose it. */
+static inline void dk__rp_block_bin_on_f32(const dk__rp_ctx *cx, const float *buf, int64_t W, int64_t h0, int64_t h1,
+                                           int64_t w0, int64_t w1, float start, float *m, int32_t *a)
+{
+#if DK__RP_AVX2
+    if (cx->avx2) {
+        dk__rp_block_bin_f32_avx2(buf, W, h0, h1, w0, w1, start, m, a);
+        return;
+    }
+#endif
+    dk__rp_block_bin_f32(buf, W, h0, h1, w0, w1, start, m, a);
+}
+static inline void dk__rp_block_bin_on_f64(const dk__rp_ctx *cx, const double *buf, int64_t W, int64_t h0, int64_t h1,
+                                           int64_t w0, int64_t w1, double start, double *m, int32_t *a)
+{
+    (void)cx;
+    dk__rp_block_bin_f64(buf, W, h0, h1, w0, w1, start, m, a);
 }
 
 /* t's four strides, in elements. */

@@ -10,33 +10,54 @@ static inline DK_T DK_SFN(dk__rp_roi_value)(const dk_tensor *rois, int64_t k, in
     return DK_LOAD(((const DK_S *)dk_tensor_data(rois))[k * dk_tensor_stride(rois, 0) + j * dk_tensor_stride(rois, 1)]);
 }
 
-/* Channels per forward task: a bin's bounds, found once, serve them all (Note [RoIPool on a CPU]
- * in roi_pool_cpu.h). */
+/* Channels per planar forward task: a bin's bounds, found once, serve them all (Note [RoIPool on
+ * a CPU] in roi_pool_cpu.h). */
 #ifndef DK__RP_CHANNELS
 #define DK__RP_CHANNELS 16
 #endif
 
-static void DK_SFN(dk__rp_forward_worker)(void *p, int tid)
+/* RoI k's bins. */
+static inline DK_TFN(dk_roi_pool_roi) DK_SFN(dk__rp_roi)(const dk__rp_ctx *cx, int64_t k)
+{
+    return DK_TFN(dk_roi_pool_roi_init)(
+        DK_SFN(dk__rp_roi_value)(cx->rois, k, 1), DK_SFN(dk__rp_roi_value)(cx->rois, k, 2),
+        DK_SFN(dk__rp_roi_value)(cx->rois, k, 3), DK_SFN(dk__rp_roi_value)(cx->rois, k, 4), (DK_T)cx->scale, cx->PH,
+        cx->PW, cx->bins_kind);
+}
+
+/* The bins of every RoI, [K][PH][PW] x (h0, h1, w0, w1), h0 = -1 for an empty bin or a RoI of no
+ * image: found once for the tasks that all read them (roi_pool's channels-last forward,
+ * ps_roi_pool's backward). */
+static void DK_SFN(dk__rp_bin_table)(const dk__rp_ctx *cx, int64_t *bins)
+{
+    for (int64_t k = 0; k < cx->K; k++) {
+        const int64_t n = dk__rp_batch((double)DK_SFN(dk__rp_roi_value)(cx->rois, k, 0), cx->N);
+        const DK_TFN(dk_roi_pool_roi) r = DK_SFN(dk__rp_roi)(cx, k);
+        for (int64_t b = 0; b < cx->PH * cx->PW; b++) {
+            int64_t *e = bins + (k * cx->PH * cx->PW + b) * 4;
+            if (n < 0 || !DK_TFN(dk_roi_pool_bin)(&r, b / cx->PW, b % cx->PW, cx->H, cx->W, e, e + 1, e + 2, e + 3))
+                e[0] = -1;
+        }
+    }
+}
+
+/* Planes: a task per RoI and DK__RP_CHANNELS channels, each channel's bin on its plane. */
+static void DK_SFN(dk__rp_forward_planes_worker)(void *p, int tid)
 {
     (void)tid;
     dk__rp_ctx *cx = (dk__rp_ctx *)p;
-    const dk_tensor *in = cx->img, *out = cx->bins, *am = cx->argmax;
+    const dk_tensor *in = cx->img, *out = cx->bins;
     const DK_S *x = (const DK_S *)dk_tensor_data(in);
     DK_S *y = (DK_S *)dk_tensor_data(out);
-    int64_t *arg = (int64_t *)dk_tensor_data(am);
-    int64_t xs[4], ys[4];
+    int64_t xs[4], ys[4], as[4] = {0, 0, 0, 0};
     dk__rp_strides(in, xs), dk__rp_strides(out, ys);
-    int64_t as[4];
-    dk__rp_strides(am, as);
+    if (cx->arg) dk__rp_strides(cx->argmax, as);
     const int64_t chunks = (cx->C + DK__RP_CHANNELS - 1) / DK__RP_CHANNELS;
     for (int64_t t; (t = dk_parallel_claim(&cx->counter)) < cx->K * chunks;) {
         const int64_t k = t / chunks, c0 = t % chunks * DK__RP_CHANNELS;
         const int64_t c1 = c0 + DK__RP_CHANNELS < cx->C ? c0 + DK__RP_CHANNELS : cx->C;
         const int64_t n = dk__rp_batch((double)DK_SFN(dk__rp_roi_value)(cx->rois, k, 0), cx->N);
-        const DK_TFN(dk_roi_pool_roi) r = DK_TFN(dk_roi_pool_roi_init)(
-            DK_SFN(dk__rp_roi_value)(cx->rois, k, 1), DK_SFN(dk__rp_roi_value)(cx->rois, k, 2),
-            DK_SFN(dk__rp_roi_value)(cx->rois, k, 3), DK_SFN(dk__rp_roi_value)(cx->rois, k, 4), (DK_T)cx->scale, cx->PH,
-            cx->PW, cx->bins_kind);
+        const DK_TFN(dk_roi_pool_roi) r = DK_SFN(dk__rp_roi)(cx, k);
         for (int64_t ph = 0; ph < cx->PH; ph++)
             for (int64_t pw = 0; pw < cx->PW; pw++) {
                 int64_t h0 = 0, h1 = 0, w0 = 0, w1 = 0;
@@ -51,15 +72,137 @@ static void DK_SFN(dk__rp_forward_worker)(void *p, int tid)
                                        : DK_SFN(dk_roi_pool_max)(plane, xs[2], xs[3], cx->W, some, h0, h1, w0, w1, &a);
                     }
                     y[k * ys[0] + c * ys[1] + ph * ys[2] + pw * ys[3]] = DK_STORE(m);
-                    arg[k * as[0] + c * as[1] + ph * as[2] + pw * as[3]] = a;
+                    if (cx->arg) dk__rp_arg_store(cx, k * as[0] + c * as[1] + ph * as[2] + pw * as[3], a);
                 }
             }
     }
 }
 
-static dk_status DK_SFN(dk__rp_forward)(dk__rp_ctx *cx, int nthreads)
+/* Channels-last blocks: a task per (image, DK__RP_BLOCK channels); the block copied to this
+ * thread's [H][W][DK__RP_BLOCK] buffer, then every RoI of the image pooled from it (Note [RoIPool
+ * on a CPU]). cx->image_rois lists each image's RoIs. */
+static void DK_SFN(dk__rp_forward_blocks_worker)(void *p, int tid)
 {
-    dk_parallel_run(nthreads, &cx->counter, DK_SFN(dk__rp_forward_worker), cx);
+    dk__rp_ctx *cx = (dk__rp_ctx *)p;
+    const dk_tensor *in = cx->img, *out = cx->bins;
+    const DK_S *x = (const DK_S *)dk_tensor_data(in);
+    DK_S *y = (DK_S *)dk_tensor_data(out);
+    int64_t xs[4], ys[4], as[4] = {0, 0, 0, 0};
+    dk__rp_strides(in, xs), dk__rp_strides(out, ys);
+    if (cx->arg) dk__rp_strides(cx->argmax, as);
+    const int64_t H = cx->H, W = cx->W, B = DK__RP_BLOCK;
+    DK_T *buf = (DK_T *)cx->block + (size_t)tid * (size_t)(H * W * B);
+    const int64_t blocks = (cx->C + B - 1) / B;
+    const int64_t *first = cx->image_rois, *list = cx->image_rois + cx->N + 1;
+    for (int64_t t; (t = dk_parallel_claim(&cx->counter)) < cx->N * blocks;) {
+        const int64_t n = t / blocks, c0 = t % blocks * B, nb = cx->C - c0 < B ? cx->C - c0 : B;
+        if (first[n] == first[n + 1]) continue; /* no RoI on this image */
+        /* the copy: lanes past the last channel read 0, and are never stored */
+        for (int64_t c = 0; c < B; c++) {
+            const DK_S *plane = x + n * xs[0] + (c0 + c) * xs[1];
+            for (int64_t h = 0; h < H; h++) {
+                DK_T *row = buf + h * W * B + c;
+                if (c >= nb)
+                    for (int64_t w = 0; w < W; w++) row[w * B] = (DK_T)0;
+                else if (xs[3] == 1)
+                    for (int64_t w = 0; w < W; w++) row[w * B] = DK_LOAD(plane[h * xs[2] + w]);
+                else
+                    for (int64_t w = 0; w < W; w++) row[w * B] = DK_LOAD(plane[h * xs[2] + w * xs[3]]);
+            }
+        }
+        for (int64_t i = first[n]; i < first[n + 1]; i++) {
+            const int64_t k = list[i];
+            for (int64_t ph = 0; ph < cx->PH; ph++)
+                for (int64_t pw = 0; pw < cx->PW; pw++) {
+                    const int64_t *e = cx->bin_table + (k * cx->PH * cx->PW + ph * cx->PW + pw) * 4;
+                    const bool some = e[0] >= 0;
+                    const int64_t h0 = some ? e[0] : 0, h1 = some ? e[1] : 0, w0 = some ? e[2] : 0,
+                                  w1 = some ? e[3] : 0;
+                    DK_T m[DK__RP_BLOCK];
+                    int32_t a[DK__RP_BLOCK]; /* plane indices: H W < 2^31 on this path */
+                    DK_TFN(dk__rp_block_bin_on)(cx, buf, W, h0, h1, w0, w1, DK_TFN(dk_roi_pool_start)(some), m, a);
+                    DK_S *yo = y + k * ys[0] + c0 * ys[1] + ph * ys[2] + pw * ys[3];
+                    for (int64_t c = 0; c < nb; c++) yo[c * ys[1]] = DK_STORE(m[c]);
+                    if (cx->arg) {
+                        const int64_t ao = k * as[0] + c0 * as[1] + ph * as[2] + pw * as[3];
+                        for (int64_t c = 0; c < nb; c++) dk__rp_arg_store(cx, ao + c * as[1], a[c]);
+                    }
+                }
+        }
+    }
+}
+
+/* RoIs of no image (dk__rp_batch): every bin 0, argmax -1 (the planar path writes the same). */
+static void DK_SFN(dk__rp_forward_strays)(const dk__rp_ctx *cx)
+{
+    DK_S *y = (DK_S *)dk_tensor_data(cx->bins);
+    int64_t ys[4], as[4] = {0, 0, 0, 0};
+    dk__rp_strides(cx->bins, ys);
+    if (cx->arg) dk__rp_strides(cx->argmax, as);
+    for (int64_t k = 0; k < cx->K; k++) {
+        if (dk__rp_batch((double)DK_SFN(dk__rp_roi_value)(cx->rois, k, 0), cx->N) >= 0) continue;
+        for (int64_t c = 0; c < cx->C; c++)
+            for (int64_t ph = 0; ph < cx->PH; ph++)
+                for (int64_t pw = 0; pw < cx->PW; pw++) {
+                    y[k * ys[0] + c * ys[1] + ph * ys[2] + pw * ys[3]] = DK_STORE((DK_T)0);
+                    if (cx->arg) dk__rp_arg_store(cx, k * as[0] + c * as[1] + ph * as[2] + pw * as[3], -1);
+                }
+    }
+}
+
+/* Whether the channels-last blocks pay (Note [RoIPool on a CPU]): `layout` is the tunable (-1 the
+ * cost model). Fills cx->image_rois from `ar` when they do. */
+static bool DK_SFN(dk__rp_use_blocks)(dk__rp_ctx *cx, int64_t layout, int nthreads, dk_arena *ar)
+{
+    const int64_t H = cx->H, W = cx->W;
+    if (layout == 0 || H == 0 || W == 0 || H > (int64_t)INT32_MAX / W) return false;
+    if (H * W > DK__RP_BLOCK_MAX_BYTES / (DK__RP_BLOCK * (int64_t)sizeof(DK_T))) return false;
+    /* each image's RoIs (a counting sort by image, RoIs in order), and the pixels of all bins */
+    int64_t *ir = (int64_t *)dk_arena_take_n(ar, (size_t)(cx->N + 1 + cx->K), sizeof(int64_t));
+    if (!ir) return false;
+    int64_t *first = ir, *list = ir + cx->N + 1;
+    for (int64_t n = 0; n <= cx->N; n++) first[n] = 0;
+    int64_t visits = 0;
+    for (int64_t k = 0; k < cx->K; k++) {
+        const int64_t n = dk__rp_batch((double)DK_SFN(dk__rp_roi_value)(cx->rois, k, 0), cx->N);
+        if (n < 0) continue;
+        first[n + 1]++;
+        const DK_TFN(dk_roi_pool_roi) r = DK_SFN(dk__rp_roi)(cx, k);
+        int64_t h0, h1, w0, w1, g0, g1, v0, v1;
+        /* the bins tile the RoI's span, overlapping by at most a pixel each: the corner bins bound it */
+        DK_TFN(dk_roi_pool_bin)(&r, 0, 0, H, W, &h0, &h1, &w0, &w1);
+        DK_TFN(dk_roi_pool_bin)(&r, cx->PH - 1, cx->PW - 1, H, W, &g0, &g1, &v0, &v1);
+        if (g1 > h0 && v1 > w0) visits += (g1 - h0) * (v1 - w0);
+    }
+    int64_t images = 0;
+    for (int64_t n = 0; n < cx->N; n++) images += first[n + 1] > 0;
+    if (layout == -1 && visits < images * H * W) return false; /* the copy would cost more than the bins */
+    for (int64_t n = 0; n < cx->N; n++) first[n + 1] += first[n];
+    int64_t *fill = (int64_t *)dk_arena_take_n(ar, (size_t)cx->N + 1, sizeof(int64_t));
+    cx->block = dk_arena_take_n(ar, dk_sat_mul((size_t)nthreads, (size_t)(H * W * DK__RP_BLOCK)), sizeof(DK_T));
+    cx->bin_table = (int64_t *)dk_arena_take_n(ar, dk_sat_mul((size_t)cx->K, (size_t)(cx->PH * cx->PW)),
+                                               4 * sizeof(int64_t));
+    if (!fill || !cx->block || !cx->bin_table) return false;
+    DK_SFN(dk__rp_bin_table)(cx, cx->bin_table);
+    for (int64_t n = 0; n <= cx->N; n++) fill[n] = first[n];
+    for (int64_t k = 0; k < cx->K; k++) {
+        const int64_t n = dk__rp_batch((double)DK_SFN(dk__rp_roi_value)(cx->rois, k, 0), cx->N);
+        if (n >= 0) list[fill[n]++] = k;
+    }
+    cx->image_rois = ir;
+    return true;
+}
+
+static dk_status DK_SFN(dk__rp_forward)(dk__rp_ctx *cx, int nthreads, int64_t layout)
+{
+    DK_ARENA_ON_STACK(ar); /* Note [Scratch arena] */
+    if (DK_SFN(dk__rp_use_blocks)(cx, layout, nthreads, &ar)) {
+        DK_SFN(dk__rp_forward_strays)(cx);
+        dk_parallel_run(nthreads, &cx->counter, DK_SFN(dk__rp_forward_blocks_worker), cx);
+    } else {
+        dk_parallel_run(nthreads, &cx->counter, DK_SFN(dk__rp_forward_planes_worker), cx);
+    }
+    dk_arena_free(&ar);
     return DK_OK;
 }
 
@@ -70,7 +213,6 @@ static void DK_SFN(dk__rp_backward_worker)(void *p, int tid)
     const dk_tensor *gi = cx->img, *go = cx->bins, *am = cx->argmax;
     DK_S *x = (DK_S *)dk_tensor_data(gi);
     const DK_S *g = (const DK_S *)dk_tensor_data(go);
-    const int64_t *arg = (const int64_t *)dk_tensor_data(am);
     int64_t xs[4], gs[4];
     dk__rp_strides(gi, xs), dk__rp_strides(go, gs);
     int64_t as[4];
@@ -87,7 +229,7 @@ static void DK_SFN(dk__rp_backward_worker)(void *p, int tid)
             DK_S *img = x + n * xs[0] + c * xs[1];
             for (int64_t ph = 0; ph < cx->PH; ph++)
                 for (int64_t pw = 0; pw < cx->PW; pw++) {
-                    const int64_t a = arg[k * as[0] + c * as[1] + ph * as[2] + pw * as[3]];
+                    const int64_t a = dk__rp_arg_load(cx, k * as[0] + c * as[1] + ph * as[2] + pw * as[3]);
                     if (a < 0 || a >= plane) continue; /* -1: nothing was pooled (ops/roi_pool.c) */
                     DK_S *e = img + (a / cx->W) * xs[2] + (a % cx->W) * xs[3];
                     *e = DK_STORE(DK_LOAD(*e) + DK_LOAD(g[k * gs[0] + c * gs[1] + ph * gs[2] + pw * gs[3]]));
@@ -103,15 +245,6 @@ static dk_status DK_SFN(dk__rp_backward)(dk__rp_ctx *cx, int nthreads)
 }
 
 /* ---- ps_roi_pool ---------------------------------------------------------------------------- */
-
-/* RoI k's bins, ps_roi_pool's kind (roi_pool_math.h). */
-static inline DK_TFN(dk_roi_pool_roi) DK_SFN(dk__rp_ps_roi)(const dk__rp_ctx *cx, int64_t k)
-{
-    return DK_TFN(dk_roi_pool_roi_init)(
-        DK_SFN(dk__rp_roi_value)(cx->rois, k, 1), DK_SFN(dk__rp_roi_value)(cx->rois, k, 2),
-        DK_SFN(dk__rp_roi_value)(cx->rois, k, 3), DK_SFN(dk__rp_roi_value)(cx->rois, k, 4), (DK_T)cx->scale, cx->PH,
-        cx->PW, DK_ROI_POOL_BINS_PS);
-}
 
 /* What a position-sensitive forward task reads of its call: the input and output, their strides,
  * the output's channels and their blocks of DK__RP_CHANNELS (one task each per RoI). */
@@ -146,7 +279,7 @@ static void DK_SFN(dk__rp_ps_forward_worker)(void *p, int tid)
         const int64_t k = t / chunks, c0 = t % chunks * DK__RP_CHANNELS;
         const int64_t c1 = c0 + DK__RP_CHANNELS < cout ? c0 + DK__RP_CHANNELS : cout;
         const int64_t n = dk__rp_batch((double)DK_SFN(dk__rp_roi_value)(cx->rois, k, 0), cx->N);
-        const DK_TFN(dk_roi_pool_roi) r = DK_SFN(dk__rp_ps_roi)(cx, k);
+        const DK_TFN(dk_roi_pool_roi) r = DK_SFN(dk__rp_roi)(cx, k);
         for (int64_t ph = 0; ph < cx->PH; ph++)
             for (int64_t pw = 0; pw < cx->PW; pw++) {
                 int64_t h0 = 0, h1 = 0, w0 = 0, w1 = 0;
@@ -168,21 +301,6 @@ static dk_status DK_SFN(dk__rp_ps_forward)(dk__rp_ctx *cx, int nthreads)
     return DK_OK;
 }
 
-/* The bins of every RoI, [K][PH][PW] x (h0, h1, w0, w1), h0 = -1 for an empty bin or a RoI of no
- * image: found once for the backward's channel tasks, which all read them. */
-static void DK_SFN(dk__rp_ps_bins)(const dk__rp_ctx *cx, int64_t *bins)
-{
-    for (int64_t k = 0; k < cx->K; k++) {
-        const int64_t n = dk__rp_batch((double)DK_SFN(dk__rp_roi_value)(cx->rois, k, 0), cx->N);
-        const DK_TFN(dk_roi_pool_roi) r = DK_SFN(dk__rp_ps_roi)(cx, k);
-        for (int64_t b = 0; b < cx->PH * cx->PW; b++) {
-            int64_t *e = bins + (k * cx->PH * cx->PW + b) * 4;
-            if (n < 0 || !DK_TFN(dk_roi_pool_bin)(&r, b / cx->PW, b % cx->PW, cx->H, cx->W, e, e + 1, e + 2, e + 3))
-                e[0] = -1;
-        }
-    }
-}
-
 /* Backward: a task per input channel (its bin is fixed: (ph, pw) from the channel), zeroed in every
  * image, then each RoI's gradient spread over its bin, RoIs in order: torchvision's order. */
 static void DK_SFN(dk__rp_ps_backward_worker)(void *p, int tid)
@@ -201,7 +319,7 @@ static void DK_SFN(dk__rp_ps_backward_worker)(void *p, int tid)
                 for (int64_t w = 0; w < cx->W; w++)
                     x[n * xs[0] + cin * xs[1] + h * xs[2] + w * xs[3]] = DK_STORE((DK_T)0);
         for (int64_t k = 0; k < cx->K; k++) {
-            const int64_t *e = cx->ps_bins + (k * cx->PH * cx->PW + ph * cx->PW + pw) * 4;
+            const int64_t *e = cx->bin_table + (k * cx->PH * cx->PW + ph * cx->PW + pw) * 4;
             if (e[0] < 0) continue;
             const int64_t n = dk__rp_batch((double)DK_SFN(dk__rp_roi_value)(cx->rois, k, 0), cx->N);
             const int64_t h0 = e[0], h1 = e[1], w0 = e[2], w1 = e[3];
@@ -218,7 +336,7 @@ static void DK_SFN(dk__rp_ps_backward_worker)(void *p, int tid)
 
 static dk_status DK_SFN(dk__rp_ps_backward)(dk__rp_ctx *cx, int nthreads)
 {
-    DK_SFN(dk__rp_ps_bins)(cx, cx->ps_bins);
+    DK_SFN(dk__rp_bin_table)(cx, cx->bin_table);
     dk_parallel_run(nthreads, &cx->counter, DK_SFN(dk__rp_ps_backward_worker), cx);
     return DK_OK;
 }

@@ -13,7 +13,7 @@ __device__ static inline int64_t DK_SFN(dk__rp_gpu_batch)(const DK_S *rois, cons
 }
 
 __global__ void DK_SFN(dk__rp_gpu_forward_kernel)(const DK_S *__restrict__ x, const DK_S *__restrict__ rois,
-                                                  DK_S *__restrict__ y, int64_t *__restrict__ arg, dk__rp_gpu_args a)
+                                                  DK_S *__restrict__ y, void *__restrict__ arg, dk__rp_gpu_args a)
 {
     const int64_t total = a.K * a.C * a.PH * a.PW;
     for (int64_t i = DK_GPU_FIRST(); i < total; i += DK_GPU_STRIDE()) {
@@ -31,7 +31,9 @@ __global__ void DK_SFN(dk__rp_gpu_forward_kernel)(const DK_S *__restrict__ x, co
                                         w0, w1, &am);
         }
         y[k * a.bins_s[0] + c * a.bins_s[1] + ph * a.bins_s[2] + pw * a.bins_s[3]] = DK_STORE(m);
-        arg[k * a.arg_s[0] + c * a.arg_s[1] + ph * a.arg_s[2] + pw * a.arg_s[3]] = am;
+        const int64_t ao = k * a.arg_s[0] + c * a.arg_s[1] + ph * a.arg_s[2] + pw * a.arg_s[3];
+        if (a.arg_bits == 64) ((int64_t *)arg)[ao] = am;
+        else if (a.arg_bits == 32) ((int32_t *)arg)[ao] = (int32_t)am; /* ops/roi_pool.c: it fits */
     }
 }
 
@@ -47,7 +49,7 @@ __global__ void DK_SFN(dk__rp_gpu_zero_kernel)(DK_S *__restrict__ gin, dk__rp_gp
 
 /* One thread per (n, c) plane: the CPU's additions, in the CPU's order. */
 __global__ void DK_SFN(dk__rp_gpu_backward_kernel)(const DK_S *__restrict__ gout, const DK_S *__restrict__ rois,
-                                                   const int64_t *__restrict__ arg, DK_S *__restrict__ gin,
+                                                   const void *__restrict__ arg, DK_S *__restrict__ gin,
                                                    dk__rp_gpu_args a)
 {
     const int64_t planes = a.N * a.C, plane = a.H * a.W;
@@ -58,7 +60,8 @@ __global__ void DK_SFN(dk__rp_gpu_backward_kernel)(const DK_S *__restrict__ gout
             if (DK_SFN(dk__rp_gpu_batch)(rois, a, k) != n) continue;
             for (int64_t ph = 0; ph < a.PH; ph++)
                 for (int64_t pw = 0; pw < a.PW; pw++) {
-                    const int64_t am = arg[k * a.arg_s[0] + c * a.arg_s[1] + ph * a.arg_s[2] + pw * a.arg_s[3]];
+                    const int64_t ao = k * a.arg_s[0] + c * a.arg_s[1] + ph * a.arg_s[2] + pw * a.arg_s[3];
+                    const int64_t am = a.arg_bits == 64 ? ((const int64_t *)arg)[ao] : ((const int32_t *)arg)[ao];
                     if (am < 0 || am >= plane) continue; /* -1: nothing was pooled (ops/roi_pool.c) */
                     DK_S *e = img + (am / a.W) * a.img_s[2] + (am % a.W) * a.img_s[3];
                     *e = DK_STORE(
@@ -75,7 +78,7 @@ static dk_status DK_SFN(dk__rp_gpu_forward)(const dk_tensor *input, const dk_ten
     const int64_t total = a->K * a->C * a->PH * a->PW;
     DK_GPU_LAUNCH(DK_SFN(dk__rp_gpu_forward_kernel), dk_gpu_blocks(total), DK_GPU_THREADS, stream,
                   (const DK_S *)dk_tensor_data(input), (const DK_S *)dk_tensor_data(rois),
-                  (DK_S *)dk_tensor_data(output), (int64_t *)dk_tensor_data(argmax), *a);
+                  (DK_S *)dk_tensor_data(output), argmax ? dk_tensor_data(argmax) : NULL, *a);
     return dk__gpu_launched("roi_pool_forward");
 }
 
@@ -90,7 +93,7 @@ static dk_status DK_SFN(dk__rp_gpu_backward)(const dk_tensor *grad_output, const
     if (st || a->K == 0 || a->PH == 0 || a->PW == 0) return st;
     DK_GPU_LAUNCH(DK_SFN(dk__rp_gpu_backward_kernel), dk_gpu_blocks(a->N * a->C), DK_GPU_THREADS, stream,
                   (const DK_S *)dk_tensor_data(grad_output), (const DK_S *)dk_tensor_data(rois),
-                  (const int64_t *)dk_tensor_data(argmax), gin, *a);
+                  (const void *)dk_tensor_data(argmax), gin, *a);
     return dk__gpu_launched("roi_pool_backward");
 }
 

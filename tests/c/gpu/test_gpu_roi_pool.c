@@ -69,6 +69,23 @@ static void check_case(dk_dtype dt, int geometry, double scale, int64_t PH, int6
     dkg_down(&dout), dkg_down(&darg);
     dkk_assert_identical(gout, out, what);
     dkk_assert_identical(garg, arg, what);
+    /* an int32 argmax (torchvision's), and none (inference): the same values and indices */
+    dkk_tensor *arg32 = dkk_new(DK_INT32, 4, shape, NULL, 0), *garg32 = dkk_new(DK_INT32, 4, shape, NULL, 0);
+    assert_ok(dk_roi_pool_forward(&x->t, &rois->t, &out->t, &arg32->t, PH, PW, scale, geometry));
+    dkg_tensor darg32;
+    dkg_up(&darg32, garg32);
+    memset(gout->mem, 0x7f, gout->bytes);
+    dkg_up(&dout, gout);
+    assert_ok(GPU_FORWARD(&dx.dev, &dr.dev, &dout.dev, &darg32.dev, PH, PW, scale, geometry));
+    dkg_down(&dout), dkg_down(&darg32);
+    dkk_assert_identical(gout, out, what);
+    dkk_assert_identical(garg32, arg32, what);
+    dkg_release(&dout);
+    memset(gout->mem, 0x7f, gout->bytes);
+    dkg_up(&dout, gout);
+    assert_ok(GPU_FORWARD(&dx.dev, &dr.dev, &dout.dev, NULL, PH, PW, scale, geometry));
+    dkg_down(&dout);
+    dkk_assert_identical(gout, out, what);
     /* backward, from the same argmax */
     dkk_tensor *g = dkk_new(dt, 4, shape, NULL, 0);
     dkk_fill_uniform(g, r, -1, 1);
@@ -81,14 +98,16 @@ static void check_case(dk_dtype dt, int geometry, double scale, int64_t PH, int6
         memset(ggi->mem, 0x7f, ggi->bytes);
         dkg_tensor dgi;
         dkg_up(&dgi, ggi);
-        assert_ok(GPU_BACKWARD(&dg.dev, &dr.dev, &darg.dev, &dgi.dev));
+        assert_ok(GPU_BACKWARD(&dg.dev, &dr.dev, run ? &darg32.dev : &darg.dev, &dgi.dev)); /* both widths */
         dkg_down(&dgi);
         dkk_assert_identical(ggi, gi, what);
         dkg_release(&dgi);
         dkk_free(ggi);
     }
     dkg_release(&dx), dkg_release(&dr), dkg_release(&dout), dkg_release(&darg), dkg_release(&dg);
+    dkg_release(&darg32);
     dkk_free(x), dkk_free(rois), dkk_free(out), dkk_free(arg), dkk_free(gout), dkk_free(garg), dkk_free(g);
+    dkk_free(arg32), dkk_free(garg32);
     dkk_free(gi);
 }
 
