@@ -33,6 +33,8 @@ __all__ = [
     "Backend",
     "load_backend",
     "unload_backend",
+    "kernel",
+    "python_kernels",
 ]
 
 
@@ -260,3 +262,114 @@ def unload_backend(name):
     DkitFileNotFoundError for a name no library was loaded as, DkitValueError for a built-in
     backend."""
     _C.unload_backend(name)
+
+
+# ------------------------------------------------------------------------------------------
+# Kernels written in Python (Note [Python kernels] in csrc/python/dk_pykernel.c)
+
+# How a Python kernel receives its tensor arguments: the KernelTensor views themselves, or each
+# converted (zero-copy) for the function (Note [A Python kernel's tensors]).
+_TENSORS = {
+    "view": None,
+    "torch": lambda: __import__("torch").from_dlpack,
+    "numpy": lambda: __import__("numpy").asarray,
+}
+
+
+def kernel(op, key, fn=None, *, tensors="view"):
+    """Register a Python function as the kernel of core op `op` (a name, or a dkit._C.ops
+    callable) at backend key `key` ("cpu", "cuda", a vendor backend's name, or a key id): to
+    prototype a backend, or override one kernel. Every call of the op at that key, from Python
+    (dkit.ops, torch.ops.dkit, TorchScript) or from C, then runs it, with the GIL taken.
+
+        @dkit.dispatch.kernel("roi_align_forward", "cpu", tensors="torch")
+        def roi_align_forward(input, rois, output, argmax_y, argmax_x, aligned_height,
+                              aligned_width, spatial_scale, sampling_ratio, pool_mode, aligned):
+            output.copy_(...)                  # outputs are written in place; return None
+
+        roi_align_forward.dkit_kernels[-1].remove()   # the C kernel serves again
+
+    The function takes the op's arguments in schema order (dkit.dispatch.schema(op)); the
+    tensors as `tensors` says: "view" (dkit._C.KernelTensor: __dlpack__, __array_interface__,
+    shape, dtype, device, data_ptr; valid during the call), "torch" (torch.from_dlpack of each)
+    or "numpy" (numpy.asarray of each: host memory; outputs writable, inputs read-only). An
+    exception it raises fails the call with the DkitError of its class, from it.
+
+    The dispatcher's rules hold (Note [Slot precedence]): the newest kernel at (op, key) wins,
+    and removing it restores the one it shadowed; keys above (Profile, a functionality layer)
+    still run first. table(op) names the slot's kernel "python: module.qualname".
+
+    With `fn`, registers it and returns its PythonKernel handle: remove() unregisters it, and a
+    `with` block removes it at its end. Without, returns a decorator that registers the function
+    and returns it, with the handle appended to its `dkit_kernels` list."""
+    if tensors not in _TENSORS:
+        raise _C.DkitValueError(f"dispatch.kernel: tensors is one of {sorted(_TENSORS)}, got {tensors!r}")
+    name = getattr(op, "__name__", op)
+    if not isinstance(name, str):
+        raise _C.DkitTypeError(f"dispatch.kernel: op is a name or a dkit._C.ops callable, got {type(op).__name__}")
+    callable_op = getattr(_C.ops, name, None)
+    if type(callable_op) is not _C.Op:
+        raise _C.DkitValueError(
+            f"dispatch.kernel: no core op named {name!r}; dispatch.ops() lists them (dkit.ops.roi_align, for one, "
+            "runs the core ops roi_align_forward and roi_align_backward)"
+        )
+    args = callable_op.arg_names
+    key_id = _keyset((key,), "kernel").bit_length() - 1  # the key checked as include() checks it
+
+    def register(fn):
+        if not callable(fn):
+            raise _C.DkitTypeError(f"dispatch.kernel: a kernel is a callable, got {type(fn).__name__}")
+        _check_signature(fn, name, args)
+        module = getattr(fn, "__module__", None) or "?"
+        label = f"{module}.{getattr(fn, '__qualname__', None) or type(fn).__qualname__}"
+        convert = _TENSORS[tensors]
+        target = fn if convert is None else _converting(fn, convert())
+        return _C.register_python_kernel(name, key_id, target, label)
+
+    if fn is not None:
+        return register(fn)
+
+    def decorator(fn):
+        handle = register(fn)
+        try:
+            fn.__dict__.setdefault("dkit_kernels", []).append(handle)
+        except AttributeError:  # no __dict__ (a builtin, a bound method): the handle is in python_kernels()
+            pass
+        return fn
+
+    return decorator
+
+
+def python_kernels():
+    """The Python kernels registered now (dkit._C.PythonKernel: op, key, name, function,
+    remove()), oldest first."""
+    return _C.python_kernels()
+
+
+def _check_signature(fn, op, args):
+    """Refuses, at registration, a function that cannot take the op's arguments positionally."""
+    import inspect
+
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):  # no signature to read (some builtins): checked by the calls
+        return
+    try:
+        sig.bind(*args)
+    except TypeError as e:
+        raise _C.DkitTypeError(
+            f"dispatch.kernel: {getattr(fn, '__qualname__', fn)!s}{sig} cannot take the {len(args)} arguments of "
+            f"{op} ({', '.join(args)}): {e}"
+        ) from None
+
+
+def _converting(fn, convert):
+    import functools
+
+    kernel_tensor = _C.KernelTensor
+
+    @functools.wraps(fn)
+    def call(*args):
+        return fn(*[convert(a) if type(a) is kernel_tensor else a for a in args])
+
+    return call

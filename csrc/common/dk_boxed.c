@@ -84,14 +84,18 @@ dk_status dk_op_call_boxed(const dk_op *op, dk_stack *stack)
     return st;
 }
 
-dk_status dk_op_redispatch_boxed(const dk_op *op, dk_keyset ks, dk_stack *stack)
+dk_status dk_op_dispatch_boxed(const dk_op *op, dk_keyset ks, dk_stack *stack)
 {
-    dk_keyset below = dk_keyset_below(ks, dk_keyset_highest(ks));
     dk_slot slot;
     dk_keyset m;
-    dk_key k = dk__op_select(op, below, &slot, &m);
-    if (DK_UNLIKELY(dk__trace_on())) dk__op_trace(op, below, k);
+    dk_key k = dk__op_select(op, ks, &slot, &m);
+    if (DK_UNLIKELY(dk__trace_on())) dk__op_trace(op, ks, k);
     if (slot.unboxed) return op->unbox(slot.unboxed, dk_stack_args(stack, op));
     if (slot.boxed) return slot.boxed(op, m, stack, slot.ctx);
-    return dk__op_no_kernel(op, below);
+    return dk__op_no_kernel(op, ks);
+}
+
+dk_status dk_op_redispatch_boxed(const dk_op *op, dk_keyset ks, dk_stack *stack)
+{
+    return dk_op_dispatch_boxed(op, dk_keyset_below(ks, dk_keyset_highest(ks)), stack);
 }

@@ -18,6 +18,12 @@ extern "C" {
 DK_API dk_status dk_op_call_boxed(const dk_op *op, dk_stack *stack);
 /* From a boxed kernel: dispatch the same arguments to the keys of `ks` below its highest. */
 DK_API dk_status dk_op_redispatch_boxed(const dk_op *op, dk_keyset ks, dk_stack *stack);
+/* From a boxed kernel that hands its call back to the table: dispatch the same arguments to
+ * whatever serves `ks` now, its highest key included. For a kernel that was unregistered while
+ * a call was on its way to it (a call reads its slot without a lock: Note [Lock-free table
+ * reads]) and serves that call as the table now says (Note [Python kernels] in
+ * csrc/python/dk_pykernel.c); a kernel still registered at that slot would call itself. */
+DK_API dk_status dk_op_dispatch_boxed(const dk_op *op, dk_keyset ks, dk_stack *stack);
 /* The op's arguments on a stack a boxed kernel received. */
 static inline dk_value *dk_stack_args(dk_stack *s, const dk_op *op) { return s->v + s->size - op->nargs; }
 

@@ -11,6 +11,8 @@
  *   dk_pychecked.c     dlpack_checked: a foreign tensor validated before NumPy or torch reads it
  *   dk_pybackends_at_import.c  the GPU backends and DKIT_BACKENDS, loaded at import
  *   dk_pytorch_order.c torch_sort_ties: torch.sort's order of equal scores, for dkit.compat
+ *   dk_pykernel.c      Python kernels: a Python function as an op's kernel at a device's key
+ *   dk_pykernel_tensor.c  KernelTensor: a Python kernel's tensor argument, viewed in place
  *
  * Note [No static PyObject globals]
  * Every Python object the extension keeps (exception types, the op type, interned strings, the
@@ -101,6 +103,11 @@ typedef struct {
      * failed to load at import, as (path, origin, reason) */
     PyObject *backend_origins;
     PyObject *backend_failures;
+    /* dk_pykernel.c, dk_pykernel_tensor.c: the types of a Python kernel's tensor arguments and
+     * of its registrations, and the registrations in force (a list of PythonKernel) */
+    PyTypeObject *kernel_tensor_type;
+    PyTypeObject *python_kernel_type;
+    PyObject *python_kernels;
 } dk_py_state;
 
 static inline dk_py_state *dk_py_state_of_module(PyObject *module) { return (dk_py_state *)PyModule_GetState(module); }
@@ -112,6 +119,9 @@ int dk_py_errors_init(PyObject *module, dk_py_state *s);
 PyObject *dk_py_raise(dk_py_state *s, dk_status st);
 /* Raise exception `st` with a formatted message; returns NULL. */
 PyObject *dk_py_raise_fmt(dk_py_state *s, dk_status st, const char *fmt, ...);
+/* The exception now set, normalized, its traceback attached, as a new reference; the error
+ * indicator is cleared. NULL when none is set (PyErr_GetRaisedException from Python 3.12). */
+PyObject *dk_py_fetch_exception(void);
 /* Another library's error, to be raised again as a dkit error that names the op and the
  * parameter: with such an exception set (an Exception that is neither a dkit error nor a
  * MemoryError), takes it into *cause (a new reference), clears it and returns 1; otherwise
@@ -119,6 +129,10 @@ PyObject *dk_py_raise_fmt(dk_py_state *s, dk_status st, const char *fmt, ...);
 int dk_py_fetch_foreign(dk_py_state *s, PyObject **cause);
 /* Sets `cause` (stolen) as the __cause__ of the exception now set, as `raise ... from cause`. */
 void dk_py_set_cause(PyObject *cause);
+/* The status a Python exception maps to, the reverse of dk_py_raise: the first status in the
+ * table's order whose builtin exception `exc` is an instance of (a ValueError, DkitValueError
+ * included, is DK_EINVAL); DK_ERUNTIME for anything else. */
+dk_status dk_py_status_of(PyObject *exc);
 
 /* dk_pyops.c */
 int dk_py_ops_init(PyObject *module, dk_py_state *s);
@@ -130,6 +144,26 @@ PyObject *dk_py_shape_only(PyObject *m, PyObject *const *args, Py_ssize_t n);
 
 /* dk_pychecked.c */
 int dk_py_checked_init(PyObject *module, dk_py_state *s);
+/* A "dltensor" capsule owning m: its destructor calls m's deleter unless a consumer took it
+ * (renamed it "used_dltensor"). NULL with an exception set on failure, m still the caller's. */
+PyObject *dk_py_legacy_capsule(DLManagedTensor *m);
+/* dk_pykernel_tensor.c (Note [A Python kernel's tensors]) */
+int dk_py_kernel_tensor_init(PyObject *module, dk_py_state *s);
+/* A view of argument `arg` of `op`, borrowing t until dk_py_kernel_tensor_expire. */
+PyObject *dk_py_kernel_tensor_new(dk_py_state *s, const dk_op *op, int arg, const DLTensor *t);
+void dk_py_kernel_tensor_expire(PyObject *o);
+/* dk_pykernel.c (Note [Python kernels]) */
+int dk_py_kernels_init(PyObject *module, dk_py_state *s);
+/* Note [A Python kernel's exception reaches its Python caller]: an op call from Python brackets
+ * its GIL-released core call with these; end() pops the bracket and, when the call failed (st),
+ * raises its error, chained from the exception a Python kernel raised under it (-1); 0 when the
+ * call succeeded. */
+typedef struct dk_py_kernel_catch {
+    PyObject *exc; /* what a Python kernel raised under the call, or NULL */
+    struct dk_py_kernel_catch *prev;
+} dk_py_kernel_catch;
+void dk_py_kernel_catch_begin(dk_py_kernel_catch *c);
+int dk_py_kernel_catch_end(dk_py_kernel_catch *c, dk_py_state *s, dk_status st);
 /* dk_pyhost_cache.c */
 int dk_py_host_cache_init(PyObject *module);
 /* dk_pytunables.c */

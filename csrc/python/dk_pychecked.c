@@ -68,6 +68,11 @@ void dk_py_dltensor_capsule_destructor(PyObject *cap)
     if (m && m->deleter) m->deleter(m);
 }
 
+PyObject *dk_py_legacy_capsule(DLManagedTensor *m)
+{
+    return PyCapsule_New(m, "dltensor", dk_py_dltensor_capsule_destructor);
+}
+
 static PyObject *dk__checked_dlpack(PyObject *o, PyObject *args, PyObject *kwargs)
 {
     /* stream= and max_version= are accepted and need nothing: the producer was asked for the
@@ -91,7 +96,7 @@ static PyObject *dk__checked_dlpack(PyObject *o, PyObject *args, PyObject *kwarg
     } else {
         legacy = self->managed;
     }
-    PyObject *cap = PyCapsule_New(legacy, "dltensor", dk_py_dltensor_capsule_destructor);
+    PyObject *cap = dk_py_legacy_capsule(legacy);
     if (!cap) {
         if (self->versioned) free(legacy);
         return NULL;

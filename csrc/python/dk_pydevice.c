@@ -50,7 +50,7 @@ static void dk__owned_delete(DLManagedTensor *mt)
 
 static PyObject *dk__capsule(dk__owned *o)
 {
-    PyObject *cap = PyCapsule_New(&o->m, "dltensor", dk_py_dltensor_capsule_destructor);
+    PyObject *cap = dk_py_legacy_capsule(&o->m);
     if (!cap) dk__owned_delete(&o->m);
     return cap;
 }

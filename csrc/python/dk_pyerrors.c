@@ -54,18 +54,24 @@ PyObject *dk_py_raise_fmt(dk_py_state *s, dk_status st, const char *fmt, ...)
     return NULL;
 }
 
-int dk_py_fetch_foreign(dk_py_state *s, PyObject **cause)
+PyObject *dk_py_fetch_exception(void)
 {
-    *cause = NULL;
-    if (!PyErr_ExceptionMatches(PyExc_Exception) || PyErr_ExceptionMatches(PyExc_MemoryError) ||
-        PyErr_ExceptionMatches(s->exc[DK_ERUNTIME]))
-        return 0;
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
     PyErr_NormalizeException(&type, &value, &tb);
     if (tb && value) PyException_SetTraceback(value, tb);
     Py_XDECREF(type);
     Py_XDECREF(tb);
+    return value;
+}
+
+int dk_py_fetch_foreign(dk_py_state *s, PyObject **cause)
+{
+    *cause = NULL;
+    if (!PyErr_ExceptionMatches(PyExc_Exception) || PyErr_ExceptionMatches(PyExc_MemoryError) ||
+        PyErr_ExceptionMatches(s->exc[DK_ERUNTIME]))
+        return 0;
+    PyObject *value = dk_py_fetch_exception();
     if (!value) return 0; /* nothing left to replace (cannot happen after a fetch of an error) */
     *cause = value;
     return 1;
@@ -79,6 +85,16 @@ void dk_py_set_cause(PyObject *cause)
     if (value) PyException_SetCause(value, cause); /* steals cause */
     else Py_DECREF(cause);
     PyErr_Restore(type, value, tb);
+}
+
+dk_status dk_py_status_of(PyObject *exc)
+{
+    PyObject *builtins = PyEval_GetBuiltins(); /* borrowed */
+    for (int st = DK_OK + 1; builtins && st < DK_STATUS_COUNT; st++) {
+        PyObject *builtin = dk__py_base_name[st] ? PyDict_GetItemString(builtins, dk__py_base_name[st]) : NULL;
+        if (builtin && PyErr_GivenExceptionMatches(exc, builtin)) return (dk_status)st;
+    }
+    return DK_ERUNTIME;
 }
 
 /*

@@ -63,6 +63,7 @@ static int dk__exec(PyObject *m)
     if (dk_py_tunables_init(m) < 0) return -1;
     if (dk_py_torch_order_init(m) < 0) return -1;
     if (dk_py_device_init(m) < 0) return -1;
+    if (dk_py_kernels_init(m, s) < 0) return -1;
     return dk_py_load_entry_point_backends(m); /* last: its Python code uses the complete module */
 }
 
@@ -79,6 +80,9 @@ static int dk__traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(s->tunable_watchers);
     Py_VISIT(s->backend_origins);
     Py_VISIT(s->backend_failures);
+    Py_VISIT(s->kernel_tensor_type);
+    Py_VISIT(s->python_kernel_type);
+    Py_VISIT(s->python_kernels);
     return dk_py_dlpack_traverse(s, visit, arg);
 }
 
@@ -100,6 +104,9 @@ static int dk__clear(PyObject *m)
     Py_CLEAR(s->tunable_watchers);
     Py_CLEAR(s->backend_origins);
     Py_CLEAR(s->backend_failures);
+    Py_CLEAR(s->python_kernels); /* first: removing a kernel needs nothing else of the state */
+    Py_CLEAR(s->python_kernel_type);
+    Py_CLEAR(s->kernel_tensor_type);
     dk_py_dlpack_clear(s);
     dk_py_torch_order_clear(s);
     return 0;

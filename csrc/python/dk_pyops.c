@@ -380,17 +380,16 @@ static PyObject *dk__op_vectorcall(PyObject *callable, PyObject *const *args, si
     stack.size = op->nargs;
 
     dk_status st;
+    dk_py_kernel_catch caught; /* Note [A Python kernel's exception reaches its Python caller] */
     /* A kernel that fails without a message (or sets it on another thread) must not be
      * reported with an earlier call's message: dk_py_raise then falls back to the status. */
     dk_clear_error();
+    dk_py_kernel_catch_begin(&caught);
     Py_BEGIN_ALLOW_THREADS
     st = dk_op_call_boxed(op, &stack);
     Py_END_ALLOW_THREADS
     /* dk_last_error() is this OS thread's, and we are back on the thread that made the call. */
-    if (st != DK_OK) {
-        dk_py_raise(s, st);
-        goto cleanup;
-    }
+    if (dk_py_kernel_catch_end(&caught, s, st) < 0) goto cleanup;
     result = Py_NewRef(Py_None);
 cleanup:
     dk_py_owners_release(&owners);

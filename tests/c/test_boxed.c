@@ -190,6 +190,45 @@ static void boxed_kernel_matches_the_typed_kernel(void **state)
     assert_ok(dk_unregister(h));
 }
 
+/* A boxed kernel that removes itself and hands the call it already received back to the table
+ * (dk_op_dispatch_boxed), as a Python kernel does when it was removed while a call was on its
+ * way to it: the kernel the table now has at the same key serves it, once. */
+static dk_handle handback_handle;
+static int handback_calls;
+static dk_status handback(const dk_op *op, dk_keyset ks, dk_stack *stack, void *ctx)
+{
+    (void)ctx;
+    handback_calls++;
+    assert_int_equal(dk_keyset_highest(ks), DK_KEY_CPU);
+    assert_ok(dk_unregister(handback_handle));
+    return dk_op_dispatch_boxed(op, ks, stack);
+}
+
+static void a_boxed_kernel_hands_its_call_back_to_the_table(void **state)
+{
+    (void)state;
+    float x[3] = {1, 2, 3}, y[3] = {0};
+    dkt_tensor xt, yt;
+    dk_tensor *xs = dkt_cpu(&xt, x, DK_FLOAT32, DKT_DIMS(3)), *ys = dkt_cpu(&yt, y, DK_FLOAT32, DKT_DIMS(3));
+    handback_calls = 0;
+    assert_ok(dk_op_register(&dk_axpb_op, DK_KEY_CPU, dk_kernel_boxed(handback, NULL, "handback"), &handback_handle));
+    assert_ok(dk_axpb(xs, ys, 2, 1)); /* typed entry: the kernel below (axpb_cpu) computed it */
+    assert_int_equal(handback_calls, 1);
+    assert_true(y[0] == 3 && y[2] == 7);
+    assert_ok(dk_op_register(&dk_axpb_op, DK_KEY_CPU, dk_kernel_boxed(handback, NULL, "handback"), &handback_handle));
+    dk_stack s;
+    dk_stack_init(&s);
+    push_axpb(&s, xs, ys, dk_value_float(-1), dk_value_int(0));
+    assert_ok(dk_op_call_boxed(&dk_axpb_op, &s)); /* boxed entry, the same */
+    assert_int_equal(handback_calls, 2);
+    assert_true(y[0] == -1 && y[2] == -3);
+    /* Keys that nothing serves: the missing-kernel error, as a call would get it. */
+    dk_stack_init(&s);
+    push_axpb(&s, xs, ys, dk_value_float(1), dk_value_int(0));
+    assert_int_equal(dk_op_dispatch_boxed(&dk_axpb_op, DK_KEYSET(DK_KEY_HIP), &s), DK_ENOTIMPL);
+    assert_non_null(strstr(dk_last_error(), "axpb"));
+}
+
 static void boxed_call_accepts_an_int_for_a_float(void **state)
 {
     (void)state;
@@ -528,6 +567,7 @@ int main(void)
         dkt_test(value_constructors_set_tags),
         dkt_test(boxed_call_matches_the_typed_entry),
         dkt_test(boxed_kernel_matches_the_typed_kernel),
+        dkt_test(a_boxed_kernel_hands_its_call_back_to_the_table),
         dkt_test(boxed_call_accepts_an_int_for_a_float),
         dkt_test(boxed_call_rejects_wrong_tags_naming_the_argument),
         dkt_test(boxed_call_with_too_few_values_is_an_error),
