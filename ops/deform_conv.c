@@ -7,6 +7,7 @@
 #include "deform_conv.h"
 
 #include "dk_check.h"
+#include "kernels/deform_conv_math.h"
 
 /* The largest parameter the references take (C ints), and far from any overflow below. */
 #define DK__DC_INT_MAX INT32_MAX
@@ -123,6 +124,8 @@ DK_DEFINE_OP(deform_conv2d_backward, DK_DEFORM_CONV2D_BACKWARD_ARGS)
     if ((st = dk__dc_like(op, "grad_input", grad_input, input, input))) return st;
     if ((st = dk__dc_like(op, "grad_weight", grad_weight, weight, input))) return st;
     if ((st = dk__dc_like(op, "grad_offset", grad_offset, offset, input))) return st;
+    if (geometry != DK_DEFORM_CONV_TORCHVISION && geometry != DK_DEFORM_CONV_MMCV)
+        return dk_error(DK_EINVAL, "%s: geometry must be 0 (torchvision) or 1 (mmcv), got %lld", op, (long long)geometry);
     if (grad_mask && !mask) return dk_error(DK_EINVAL, "%s: grad_mask given without a mask", op);
     if (grad_mask && (st = dk__dc_like(op, "grad_mask", grad_mask, mask, input))) return st;
     if (grad_bias) {

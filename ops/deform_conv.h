@@ -21,8 +21,9 @@
  * Backward: the five gradients of that sum, torchvision's: grad_input through the corners'
  * bilinear weights, grad_offset through the sample's derivative along y and x (torchvision's
  * coordinate weight, which also takes the corners inside the map where the sample is exactly on
- * the -1 edge), grad_mask the bilinear sample, grad_weight and grad_bias. Every output is
- * written whole.
+ * the -1 edge; with geometry DK_DEFORM_CONV_MMCV (1), MMCV's, which is 0 wherever the sample is
+ * outside: kernels/deform_conv_math.h), grad_mask the bilinear sample, grad_weight and
+ * grad_bias. Every output is written whole.
  *
  * Tensors (float16, bfloat16 (computed in float32), float32, float64, all of one dtype; any
  * strides):
@@ -73,7 +74,8 @@
     X(INT, dilation_h)                    \
     X(INT, dilation_w)                    \
     X(INT, groups)                        \
-    X(INT, offset_groups)
+    X(INT, offset_groups)                 \
+    X(INT, geometry)
 
 #ifdef __cplusplus
 extern "C" {

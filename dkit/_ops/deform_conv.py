@@ -23,6 +23,9 @@ OP = "deform_conv2d"
 # stride, padding and dilation are C ints in torchvision's and MMCV's kernels
 _LIMIT = 2**31
 
+# Whose derivatives at the map's edge (ops/deform_conv.h's numbering).
+_GEOMETRIES = {"torchvision": 0, "mmcv": 1}
+
 _forward_kernel = _C.ops.deform_conv2d_forward
 _backward_kernel = _C.ops.deform_conv2d_backward
 
@@ -39,17 +42,17 @@ def _example(rng):
     mask = rng.random((2, 2 * 9, 7, 6)).astype(np.float32)
     weight = rng.standard_normal((6, 2, 3, 3)).astype(np.float32)
     bias = rng.standard_normal(6).astype(np.float32)
-    return x, offset, weight, bias, [1, 1], [1, 1], [1, 1], mask
+    return x, offset, weight, bias, [1, 1], [1, 1], [1, 1], mask, "mmcv"
 
 
 @torch_op(
     "deform_conv2d(Tensor input, Tensor offset, Tensor weight, Tensor? bias=None, int[2] stride=1, "
-    "int[2] padding=0, int[2] dilation=1, Tensor? mask=None) -> Tensor",
+    "int[2] padding=0, int[2] dilation=1, Tensor? mask=None, str geometry=\"torchvision\") -> Tensor",
     differentiable=True,
     autocast=True,
     example=_example,
 )
-def deform_conv2d(input, offset, weight, bias=None, stride=1, padding=0, dilation=1, mask=None):
+def deform_conv2d(input, offset, weight, bias=None, stride=1, padding=0, dilation=1, mask=None, geometry="torchvision"):
     """Deformable convolution (DCNv1; DCNv2 with ``mask``), as torchvision.ops.deform_conv2d.
 
     Args:
@@ -64,6 +67,10 @@ def deform_conv2d(input, offset, weight, bias=None, stride=1, padding=0, dilatio
             padding >= 0, all below 2^31.
         mask: [N, offset_groups kh kw, Ho, Wo] or None (DCNv2's modulation: each sample is
             multiplied by it).
+        geometry: whose offset gradient at the map's edge: "torchvision" (a sample exactly on
+            the -1 edge, whose value is 0, still has a derivative toward the map) or "mmcv"
+            (MMCV's DCNv1 and DCNv2: no derivative for a sample outside). Values, and the other
+            gradients, are the same.
 
     Returns:
         [N, Cout, Ho, Wo], Ho = (H + 2 padding - (dilation (kh - 1) + 1)) / stride + 1, in the
@@ -77,9 +84,12 @@ def deform_conv2d(input, offset, weight, bias=None, stride=1, padding=0, dilatio
             2 kh kw ("the shape of the offset ..."), or not 2 offset_groups kh kw ("offset.shape[1]
             is not valid"), a mask of the wrong channels ("mask.shape[1] is not valid"), wrong
             batch sizes or output sizes, non-positive stride or dilation, negative padding,
-            channels not divisible by the groups, an output size below 1.
+            channels not divisible by the groups, an output size below 1, an unknown geometry.
         DkitTypeError: tensors of different dtypes, a non-float input, non-integer sizes.
     """
+    geo = _GEOMETRIES.get(geometry) if type(geometry) is str else None
+    if geo is None:
+        raise _C.DkitValueError(f"{OP}: geometry must be 'torchvision' or 'mmcv', got {geometry!r}")
     tp = type(input)
     fw = _framework_of_type(tp)
     if fw is None:
@@ -95,7 +105,7 @@ def deform_conv2d(input, offset, weight, bias=None, stride=1, padding=0, dilatio
     ph, pw = _param(padding, "padding")
     dh, dw = _param(dilation, "dilation")
     groups, offset_groups = _groups(input, offset, weight)
-    args = (input, offset, mask, weight, bias, sh, sw, ph, pw, dh, dw, groups, offset_groups, use_mask, use_bias)
+    args = (input, offset, mask, weight, bias, sh, sw, ph, pw, dh, dw, groups, offset_groups, use_mask, use_bias, geo)
     try:
         if fw.wants_grad(input) or fw.wants_grad(offset) or fw.wants_grad(weight) or (
             use_mask and fw.wants_grad(mask)) or (use_bias and fw.wants_grad(bias)):  # fmt: skip
@@ -108,7 +118,7 @@ def deform_conv2d(input, offset, weight, bias=None, stride=1, padding=0, dilatio
     x, o, w = cast[:3]
     m = cast[3] if use_mask else None
     b = cast[-1] if use_bias else None
-    out = deform_conv2d(x, o, w, b, (sh, sw), (ph, pw), (dh, dw), m)
+    out = deform_conv2d(x, o, w, b, (sh, sw), (ph, pw), (dh, dw), m, geometry)
     return fw.to_dtype(out, fw.dtype_name(input))
 
 
@@ -152,7 +162,7 @@ def output_size(input, weight, sh, sw, ph, pw, dh, dw):
 
 
 def _forward(fw, input, offset, mask, weight, bias, sh, sw, ph, pw, dh, dw, groups, offset_groups, use_mask,
-             use_bias):  # fmt: skip
+             use_bias, geometry):  # fmt: skip
     """(output, an empty tensor): the second result only keeps forward's results a pair, as the
     other families' (the backward reads the inputs themselves)."""
     try:
@@ -168,12 +178,12 @@ def _forward(fw, input, offset, mask, weight, bias, sh, sw, ph, pw, dh, dw, grou
 
 def _saved(args, results):
     """The backward reads input, offset, mask and weight themselves; bias only by its shape."""
-    input, offset, mask, weight, bias, sh, sw, ph, pw, dh, dw, groups, offset_groups, use_mask, use_bias = args
-    return input, offset, mask, weight, use_bias, sh, sw, ph, pw, dh, dw, groups, offset_groups, use_mask
+    input, offset, mask, weight, bias, sh, sw, ph, pw, dh, dw, groups, offset_groups, use_mask, use_bias, geometry = args
+    return input, offset, mask, weight, use_bias, sh, sw, ph, pw, dh, dw, groups, offset_groups, use_mask, geometry
 
 
 def _backward(fw, grad_output, input, offset, mask, weight, use_bias, sh, sw, ph, pw, dh, dw, groups, offset_groups,
-              use_mask):  # fmt: skip
+              use_mask, geometry):  # fmt: skip
     """The five gradients (empty for an absent mask or bias, Note [Absent mask and bias]); the
     core writes each whole."""
     grad_input = fw.new_empty(grad_output, tuple(input.shape))
@@ -183,7 +193,7 @@ def _backward(fw, grad_output, input, offset, mask, weight, use_bias, sh, sw, ph
     grad_bias = fw.new_empty(grad_output, (weight.shape[0],) if use_bias else (0,))
     _backward_kernel(grad_output, input, weight, offset, mask if use_mask else None, grad_input, grad_weight,
                      grad_offset, grad_mask if use_mask else None, grad_bias if use_bias else None, sh, sw, ph, pw,
-                     dh, dw, groups, offset_groups)  # fmt: skip
+                     dh, dw, groups, offset_groups, geometry)  # fmt: skip
     return grad_input, grad_offset, grad_mask, grad_weight, grad_bias
 
 
@@ -195,8 +205,9 @@ DEFORM_CONV2D = Differentiable(
     backward=_backward,
     results=1,
     forward_schema="(Tensor input, Tensor offset, Tensor mask, Tensor weight, Tensor bias, int sh, int sw, int ph, "
-    "int pw, int dh, int dw, int groups, int offset_groups, bool use_mask, bool use_bias) -> (Tensor, Tensor)",
+    "int pw, int dh, int dw, int groups, int offset_groups, bool use_mask, bool use_bias, int geometry) "
+    "-> (Tensor, Tensor)",
     backward_schema="(Tensor grad_output, Tensor input, Tensor offset, Tensor mask, Tensor weight, bool use_bias, "
-    "int sh, int sw, int ph, int pw, int dh, int dw, int groups, int offset_groups, bool use_mask) "
+    "int sh, int sw, int ph, int pw, int dh, int dw, int groups, int offset_groups, bool use_mask, int geometry) "
     "-> (Tensor, Tensor, Tensor, Tensor, Tensor)",
 )

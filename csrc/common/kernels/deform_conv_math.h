@@ -10,9 +10,13 @@
  *     v3 = (y0 + 1, x0) w3 = ly hx    v4 = (y0 + 1, x0 + 1) w4 = ly lx
  * each 0 outside the map, summed w1 v1 + w2 v2 + w3 v3 + w4 v4 in that order.
  *
- * Its derivatives (torchvision's get_coordinate_weight, which has no outer test: a sample at
- * exactly -1 has corners inside the map, and a derivative, though its value is 0):
+ * Its derivatives along y and x, by `geometry` (ops/deform_conv.h):
  *     d/dpy = lx (v4 - v2) + hx (v3 - v1),   d/dpx = ly (v4 - v3) + hy (v2 - v1),
+ * DK_DEFORM_CONV_TORCHVISION: torchvision's get_coordinate_weight, which has no outer test: a
+ *     sample at exactly -1 has corners inside the map, and a derivative, though its value is 0;
+ * DK_DEFORM_CONV_MMCV: MMCV's (get_coordinate_weight and dmcn_get_coordinate_weight), 0 for a
+ *     sample outside (py <= -1, py >= H, px <= -1 or px >= W), like its value. A zero-initialised
+ *     DCN "Pack" layer with padding samples exactly at -1, so the two differ there at once.
  * and the input receives g w_k at corner k (only where the sample's value is not forced to 0:
  * torchvision's gradient goes to the corners within distance 1, the same set).
  *
@@ -31,6 +35,9 @@
 #include "dk_half.h"
 #include "dk_hd.h"
 #include "dk_template.h"
+
+/* Whose derivatives at the map's edge (above; ops/deform_conv.h's numbering). */
+enum { DK_DEFORM_CONV_TORCHVISION = 0, DK_DEFORM_CONV_MMCV = 1 };
 
 #define DK_TEMPLATE "kernels/deform_conv_math_tmpl.h"
 #define DK_TEMPLATE_TYPES DK_TYPES_COMPUTE

@@ -19,14 +19,16 @@ typedef struct {
 /* The sample at (py, px) of an H x W plane whose rows and columns are sy and sx elements apart.
  * NaN or a coordinate beyond the map is "outside". */
 DK_HD DK_INLINE void DK_TFN(dk_deform_conv_sample_init)(DK_T py, DK_T px, int64_t H, int64_t W, int64_t sy, int64_t sx,
-                                                        DK_TFN(dk_deform_conv_sample) *s)
+                                                        int geometry, DK_TFN(dk_deform_conv_sample) *s)
 {
     for (int k = 0; k < 4; k++) s->off[k] = 0, s->w[k] = (DK_T)0, s->in[k] = false;
     s->ly = s->lx = (DK_T)0;
     s->y0 = s->x0 = 0;
     s->any = false;
-    /* the derivatives' corners exist for py in (-2, H) (floor in [-2, H - 1]); beyond, nothing */
-    if (!(py > (DK_T)-2 && py < (DK_T)H && px > (DK_T)-2 && px < (DK_T)W)) return;
+    /* the derivatives' corners exist for py in (-2, H) (floor in [-2, H - 1]); beyond, nothing;
+     * MMCV's derivatives exist only where the value does */
+    const DK_T lo = geometry == DK_DEFORM_CONV_MMCV ? (DK_T)-1 : (DK_T)-2;
+    if (!(py > lo && py < (DK_T)H && px > lo && px < (DK_T)W)) return;
     const DK_T fy = DK_TMATH(floor)(py), fx = DK_TMATH(floor)(px);
     const int64_t y0 = (int64_t)fy, x0 = (int64_t)fx;
     s->y0 = y0;

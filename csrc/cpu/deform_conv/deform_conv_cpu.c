@@ -134,7 +134,7 @@ dk_status dk_deform_conv2d_backward_cpu(const dk_tensor *grad_output, const dk_t
                                         dk_tensor *grad_weight, dk_tensor *grad_offset, dk_tensor *grad_mask,
                                         dk_tensor *grad_bias, int64_t stride_h, int64_t stride_w, int64_t pad_h,
                                         int64_t pad_w, int64_t dilation_h, int64_t dilation_w, int64_t groups,
-                                        int64_t offset_groups)
+                                        int64_t offset_groups, int64_t geometry)
 {
     dk__dc_ctx cx = dk__dc_ctx_of(input, weight, offset, mask, stride_h, stride_w, pad_h, pad_w, dilation_h,
                                   dilation_w, groups, offset_groups, grad_output->shape[2], grad_output->shape[3]);
@@ -144,6 +144,7 @@ dk_status dk_deform_conv2d_backward_cpu(const dk_tensor *grad_output, const dk_t
     cx.grad_offset = grad_offset;
     cx.grad_mask = grad_mask;
     cx.grad_bias = grad_bias;
+    cx.geometry = (int)geometry;
     if (cx.N == 0) { /* no image: the weights and the bias have no gradient */
         dk__dc_zero(grad_weight);
         dk__dc_zero(grad_bias);

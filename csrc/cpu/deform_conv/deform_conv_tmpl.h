@@ -31,7 +31,7 @@ static void DK_SFN(dk__dc_table)(const dk__dc_ctx *cx, int64_t n, int64_t d, int
                         DK_SFN(dk__dc_get4)(cx->offset, n, ch, y, x);
         const DK_T px = DK_TFN(dk_deform_conv_base)(x, cx->sw, cx->pw, j, cx->dw) +
                         DK_SFN(dk__dc_get4)(cx->offset, n, ch + 1, y, x);
-        DK_TFN(dk_deform_conv_sample_init)(py, px, cx->H, cx->W, sy, sx, &e[q].s);
+        DK_TFN(dk_deform_conv_sample_init)(py, px, cx->H, cx->W, sy, sx, cx->geometry, &e[q].s);
         e[q].m = cx->mask ? DK_SFN(dk__dc_get4)(cx->mask, n, d * cx->kk + tap, y, x) : (DK_T)1;
     }
 }
