@@ -45,6 +45,7 @@ def _example(rng):
     return x, offset, weight, bias, [1, 1], [1, 1], [1, 1], mask, "mmcv"
 
 
+# The pairs' defaults are the schema's own values ([1, 1] for int[2] stride=1), read never written.
 @torch_op(
     "deform_conv2d(Tensor input, Tensor offset, Tensor weight, Tensor? bias=None, int[2] stride=1, "
     "int[2] padding=0, int[2] dilation=1, Tensor? mask=None, str geometry=\"torchvision\") -> Tensor",
@@ -52,7 +53,8 @@ def _example(rng):
     autocast=True,
     example=_example,
 )
-def deform_conv2d(input, offset, weight, bias=None, stride=1, padding=0, dilation=1, mask=None, geometry="torchvision"):
+def deform_conv2d(input, offset, weight, bias=None, stride=[1, 1], padding=[0, 0], dilation=[1, 1], mask=None,  # noqa: B006
+                  geometry="torchvision"):  # fmt: skip
     """Deformable convolution (DCNv1; DCNv2 with ``mask``), as torchvision.ops.deform_conv2d.
 
     Args:
