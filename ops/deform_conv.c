@@ -32,14 +32,14 @@ static dk_status dk__dc_check(const char *op, const dk_tensor *input, const dk_t
     if (kh <= 0 || kw <= 0)
         return dk_error(DK_EINVAL, "%s: weight_h: %lld weight_w: %lld", op, (long long)kh, (long long)kw);
     if (stride_h <= 0 || stride_w <= 0 || stride_h > DK__DC_INT_MAX || stride_w > DK__DC_INT_MAX)
-        return dk_error(DK_EINVAL, "%s: stride_h: %lld stride_w: %lld (positive, below 2^31)", op,
-                        (long long)stride_h, (long long)stride_w);
+        return dk_error(DK_EINVAL, "%s: stride_h: %lld stride_w: %lld (positive, below 2^31)", op, (long long)stride_h,
+                        (long long)stride_w);
     if (pad_h < 0 || pad_w < 0 || pad_h > DK__DC_INT_MAX || pad_w > DK__DC_INT_MAX)
         return dk_error(DK_EINVAL, "%s: pad_h: %lld pad_w: %lld (non-negative, below 2^31)", op, (long long)pad_h,
                         (long long)pad_w);
     if (dil_h <= 0 || dil_w <= 0 || dil_h > DK__DC_INT_MAX || dil_w > DK__DC_INT_MAX)
-        return dk_error(DK_EINVAL, "%s: dilation_h: %lld dilation_w: %lld (positive, below 2^31)", op,
-                        (long long)dil_h, (long long)dil_w);
+        return dk_error(DK_EINVAL, "%s: dilation_h: %lld dilation_w: %lld (positive, below 2^31)", op, (long long)dil_h,
+                        (long long)dil_w);
     const int64_t n = input->shape[0], cin = input->shape[1], h = input->shape[2], w = input->shape[3];
     if (n < 0 || cin < 0 || h < 0 || w < 0) return dk_error(DK_EINVAL, "%s: 'input' has a negative dimension", op);
     if (groups <= 0 || groups > DK__DC_INT_MAX || offset_groups <= 0 || offset_groups > DK__DC_INT_MAX)
@@ -125,7 +125,8 @@ DK_DEFINE_OP(deform_conv2d_backward, DK_DEFORM_CONV2D_BACKWARD_ARGS)
     if ((st = dk__dc_like(op, "grad_weight", grad_weight, weight, input))) return st;
     if ((st = dk__dc_like(op, "grad_offset", grad_offset, offset, input))) return st;
     if (geometry != DK_DEFORM_CONV_TORCHVISION && geometry != DK_DEFORM_CONV_MMCV)
-        return dk_error(DK_EINVAL, "%s: geometry must be 0 (torchvision) or 1 (mmcv), got %lld", op, (long long)geometry);
+        return dk_error(DK_EINVAL, "%s: geometry must be 0 (torchvision) or 1 (mmcv), got %lld", op,
+                        (long long)geometry);
     if (grad_mask && !mask) return dk_error(DK_EINVAL, "%s: grad_mask given without a mask", op);
     if (grad_mask && (st = dk__dc_like(op, "grad_mask", grad_mask, mask, input))) return st;
     if (grad_bias) {

@@ -180,8 +180,8 @@ def _forward(fw, input, offset, mask, weight, bias, sh, sw, ph, pw, dh, dw, grou
 
 def _saved(args, results):
     """The backward reads input, offset, mask and weight themselves; bias only by its shape."""
-    input, offset, mask, weight, bias, sh, sw, ph, pw, dh, dw, groups, offset_groups, use_mask, use_bias, geometry = args
-    return input, offset, mask, weight, use_bias, sh, sw, ph, pw, dh, dw, groups, offset_groups, use_mask, geometry
+    input, offset, mask, weight, _bias, sh, sw, ph, pw, dh, dw, groups, offset_groups, use_mask, use_bias, geo = args
+    return input, offset, mask, weight, use_bias, sh, sw, ph, pw, dh, dw, groups, offset_groups, use_mask, geo
 
 
 def _backward(fw, grad_output, input, offset, mask, weight, use_bias, sh, sw, ph, pw, dh, dw, groups, offset_groups,

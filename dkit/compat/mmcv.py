@@ -868,10 +868,13 @@ def _deform_groups(input: Tensor, offset: Tensor, weight: Tensor, groups: int, d
     from them, as torchvision does): MMCV's kernels check the same (shape_check), as
     RuntimeError."""
     if groups <= 0 or deform_groups <= 0:
-        raise RuntimeError("groups and deform_groups must be positive, got " + str(groups) + " and " + str(deform_groups))
+        raise RuntimeError(
+            "groups and deform_groups must be positive, got " + str(groups) + " and " + str(deform_groups)
+        )
     if weight.dim() == 4 and weight.size(1) * groups != input.size(1):
         raise RuntimeError(
-            "Input shape and kernel channels wont match: (" + str(input.size(1)) + " vs " + str(weight.size(1) * groups) + ")."
+            "Input shape and kernel channels wont match: (" + str(input.size(1)) + " vs "
+            + str(weight.size(1) * groups) + ")."
         )
     taps = weight.size(2) * weight.size(3) if weight.dim() == 4 else 0
     if offset.dim() == 4 and offset.size(1) != per_tap * taps * deform_groups:

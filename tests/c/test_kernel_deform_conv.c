@@ -141,11 +141,13 @@ typedef struct {
 static void check(dk_dtype dt, const shape *s, dkk_rng *r, dkk_tensor **keep)
 {
     char what[200];
-    snprintf(what, sizeof what, "%s N%lld Cin%lld %lldx%lld Cout%lld k%lldx%lld g%lld og%lld s%lld,%lld p%lld,%lld "
-             "d%lld,%lld mask%d bias%d nhwc%d geo%d", dk_dtype_name(dt), (long long)s->N, (long long)s->Cin,
-             (long long)s->H, (long long)s->W, (long long)s->Cout, (long long)s->kh, (long long)s->kw,
-             (long long)s->p.groups, (long long)s->p.og, (long long)s->p.sh, (long long)s->p.sw, (long long)s->p.ph,
-             (long long)s->p.pw, (long long)s->p.dh, (long long)s->p.dw, s->mask, s->bias, s->nhwc, s->p.geometry);
+    snprintf(what, sizeof what,
+             "%s N%lld Cin%lld %lldx%lld Cout%lld k%lldx%lld g%lld og%lld s%lld,%lld p%lld,%lld "
+             "d%lld,%lld mask%d bias%d nhwc%d geo%d",
+             dk_dtype_name(dt), (long long)s->N, (long long)s->Cin, (long long)s->H, (long long)s->W,
+             (long long)s->Cout, (long long)s->kh, (long long)s->kw, (long long)s->p.groups, (long long)s->p.og,
+             (long long)s->p.sh, (long long)s->p.sw, (long long)s->p.ph, (long long)s->p.pw, (long long)s->p.dh,
+             (long long)s->p.dw, s->mask, s->bias, s->nhwc, s->p.geometry);
     const params *p = &s->p;
     const int64_t Ho = (s->H + 2 * p->ph - (p->dh * (s->kh - 1) + 1)) / p->sh + 1;
     const int64_t Wo = (s->W + 2 * p->pw - (p->dw * (s->kw - 1) + 1)) / p->sw + 1;
@@ -173,8 +175,8 @@ static void check(dk_dtype dt, const shape *s, dkk_rng *r, dkk_tensor **keep)
         dkk_set(off, (int64_t[]){0, 1, 0, 0}, 0.25);
     }
     dkk_tensor *out = dkk_new(dt, 4, (int64_t[]){s->N, s->Cout, Ho, Wo}, NULL, 1);
-    assert_ok(dk_deform_conv2d_forward(&x->t, &w->t, &off->t, m ? &m->t : NULL, b ? &b->t : NULL, &out->t, p->sh,
-                                       p->sw, p->ph, p->pw, p->dh, p->dw, p->groups, p->og));
+    assert_ok(dk_deform_conv2d_forward(&x->t, &w->t, &off->t, m ? &m->t : NULL, b ? &b->t : NULL, &out->t, p->sh, p->sw,
+                                       p->ph, p->pw, p->dh, p->dw, p->groups, p->og));
     dkk_tensor *go = dkk_new(dt, 4, (int64_t[]){s->N, s->Cout, Ho, Wo}, order, 0);
     dkk_fill_uniform(go, r, -1, 1);
     ref_result want = ref_run(x, w, off, m, b, go, p);
@@ -190,8 +192,8 @@ static void check(dk_dtype dt, const shape *s, dkk_rng *r, dkk_tensor **keep)
     if (gm) dkk_fill_uniform(gm, r, 7, 8);
     dkk_fill_uniform(gb, r, 7, 8); /* all overwritten */
     assert_ok(dk_deform_conv2d_backward(&go->t, &x->t, &w->t, &off->t, m ? &m->t : NULL, &gx->t, &gw->t, &goff->t,
-                                        gm ? &gm->t : NULL, &gb->t, p->sh, p->sw, p->ph, p->pw, p->dh, p->dw,
-                                        p->groups, p->og, p->geometry));
+                                        gm ? &gm->t : NULL, &gb->t, p->sh, p->sw, p->ph, p->pw, p->dh, p->dw, p->groups,
+                                        p->og, p->geometry));
     const double many = (double)(s->N * Ho * Wo) + scale;
     char w2[240];
     snprintf(w2, sizeof w2, "%s grad_input", what);
@@ -318,7 +320,8 @@ static void empty_batch(void **state)
     dkk_fill_uniform(gw, &(dkk_rng){1}, 1, 2), dkk_fill_uniform(gb, &(dkk_rng){1}, 1, 2);
     assert_ok(dk_deform_conv2d_backward(&out->t, &x->t, &w->t, &off->t, NULL, &x->t, &gw->t, &off->t, NULL, &gb->t, 1,
                                         1, 0, 0, 1, 1, 1, 1, 0));
-    dkk_tensor *zw = dkk_new(DK_FLOAT32, 4, (int64_t[]){3, 2, 3, 3}, NULL, 0), *zb = dkk_new(DK_FLOAT32, 1, (int64_t[]){3}, NULL, 0);
+    dkk_tensor *zw = dkk_new(DK_FLOAT32, 4, (int64_t[]){3, 2, 3, 3}, NULL, 0),
+               *zb = dkk_new(DK_FLOAT32, 1, (int64_t[]){3}, NULL, 0);
     dkk_assert_identical(gw, zw, "grad_weight of no image");
     dkk_assert_identical(gb, zb, "grad_bias of no image");
     dkk_free(x), dkk_free(w), dkk_free(off), dkk_free(out), dkk_free(gw), dkk_free(gb), dkk_free(zw), dkk_free(zb);
@@ -350,9 +353,9 @@ static void bad_input(void **state)
     assert_error(dk_deform_conv2d_forward(&x->t, &w->t, &off->t, &m->t, NULL, &out->t, 1, 1, -1, 1, 1, 1, 2, 2),
                  DK_EINVAL, msg);
     snprintf(msg, sizeof msg, "%sdilation_h: 1 dilation_w: 4294967296 (positive, below 2^31)", F);
-    assert_error(dk_deform_conv2d_forward(&x->t, &w->t, &off->t, &m->t, NULL, &out->t, 1, 1, 1, 1, 1, (int64_t)1 << 32,
-                                          2, 2),
-                 DK_EINVAL, msg);
+    assert_error(
+        dk_deform_conv2d_forward(&x->t, &w->t, &off->t, &m->t, NULL, &out->t, 1, 1, 1, 1, 1, (int64_t)1 << 32, 2, 2),
+        DK_EINVAL, msg);
     snprintf(msg, sizeof msg, "%sweight.shape[1] * groups must be input.shape[1]: got 2 * 1 for 4 input channels", F);
     assert_error(dk_deform_conv2d_forward(&x->t, &w->t, &off->t, &m->t, NULL, &out->t, 1, 1, 1, 1, 1, 1, 1, 2),
                  DK_EINVAL, msg);
@@ -379,8 +382,8 @@ static void bad_input(void **state)
     dkk_tensor *goff = dkk_new(DK_FLOAT32, 4, (int64_t[]){2, 36, 5, 5}, NULL, 0);
     assert_ok(dk_deform_conv2d_backward(&out->t, &x->t, &w->t, &off->t, &m->t, &gx->t, &gw->t, &goff->t, NULL, &gb->t,
                                         1, 1, 1, 1, 1, 1, 2, 2, 1));
-    assert_error(dk_deform_conv2d_backward(&out->t, &x->t, &w->t, &off->t, NULL, &gx->t, &gw->t, &goff->t, NULL,
-                                           &gb->t, 1, 1, 1, 1, 1, 1, 2, 2, 2),
+    assert_error(dk_deform_conv2d_backward(&out->t, &x->t, &w->t, &off->t, NULL, &gx->t, &gw->t, &goff->t, NULL, &gb->t,
+                                           1, 1, 1, 1, 1, 1, 2, 2, 2),
                  DK_EINVAL, "deform_conv2d_backward: geometry must be 0 (torchvision) or 1 (mmcv), got 2");
     dkk_free(x), dkk_free(w), dkk_free(off), dkk_free(m), dkk_free(out), dkk_free(off35), dkk_free(m9);
     dkk_free(x64), dkk_free(xi), dkk_free(off1), dkk_free(gb), dkk_free(gx), dkk_free(gw), dkk_free(goff);
@@ -389,9 +392,12 @@ static void bad_input(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(every_dtype_and_shape),  cmocka_unit_test(images_larger_than_a_block),
-        cmocka_unit_test(bits_and_thread_counts), cmocka_unit_test(mmcv_published_vectors),
-        cmocka_unit_test(empty_batch),            cmocka_unit_test(bad_input),
+        cmocka_unit_test(every_dtype_and_shape),
+        cmocka_unit_test(images_larger_than_a_block),
+        cmocka_unit_test(bits_and_thread_counts),
+        cmocka_unit_test(mmcv_published_vectors),
+        cmocka_unit_test(empty_batch),
+        cmocka_unit_test(bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

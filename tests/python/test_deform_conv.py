@@ -32,8 +32,7 @@ def _case(n=2, cin=4, h=7, w=6, cout=6, k=(3, 3), groups=2, og=2, stride=(1, 1),
     wt = torch.randn(cout, cin // groups, *k, generator=g, dtype=torch.float64)
     b = torch.randn(cout, generator=g, dtype=torch.float64) if bias else None
     m = torch.rand(n, og * k[0] * k[1], ho, wo, generator=g, dtype=torch.float64) if mask else None
-    cast = (lambda t: None if t is None else t.to(dtype))
-    return cast(x), cast(off), cast(wt), cast(b), cast(m)
+    return tuple(None if t is None else t.to(dtype) for t in (x, off, wt, b, m))
 
 
 CASES = [
@@ -52,11 +51,6 @@ def _grads(fn, tensors, gout):
     return out, torch.autograd.grad(out, present, gout)
 
 
-def _call(op):
-    return lambda x, o, w, b, m, **kw: op(x, o, w, b, kw.get("stride", 1), kw.get("padding", 0),
-                                           kw.get("dilation", 1), m)  # fmt: skip
-
-
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("case", range(len(CASES)))
 def test_equal_to_torchvision(case, dtype):
@@ -69,8 +63,12 @@ def test_equal_to_torchvision(case, dtype):
     torch.testing.assert_close(got, want, **tol)
     gout = torch.randn(want.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(9)).to(dtype)
     order = (x, off, w, b, m)  # torchvision's positional order is (input, offset, weight, bias, ..., mask)
-    f_tv = (lambda x, o, w, b, m: tvops.deform_conv2d(x, o, w, b, s, p, d, m))
-    f_dk = (lambda x, o, w, b, m: dkit.ops.deform_conv2d(x, o, w, b, s, p, d, m))
+    def f_tv(x, o, w, b, m):
+        return tvops.deform_conv2d(x, o, w, b, s, p, d, m)
+
+    def f_dk(x, o, w, b, m):
+        return dkit.ops.deform_conv2d(x, o, w, b, s, p, d, m)
+
     _, g_tv = _grads(f_tv, order, gout)
     _, g_dk = _grads(f_dk, order, gout)
     assert len(g_tv) == len(g_dk) == 3 + (b is not None) + (m is not None)
@@ -136,8 +134,8 @@ def test_batch_64_bounded():
     torch.testing.assert_close(out, want)
     x33, off33 = x[:33].float(), off[:33].float()
     w33 = w.float()
-    torch.testing.assert_close(dk_mmcv.deform_conv2d(x33, off33, w33, 1, 1, 1, 2, 2), tvops.deform_conv2d(x33, off33, w33, None, 1, 1),
-                               rtol=1e-4, atol=1e-4)  # fmt: skip
+    got = dk_mmcv.deform_conv2d(x33, off33, w33, 1, 1, 1, 2, 2)
+    torch.testing.assert_close(got, tvops.deform_conv2d(x33, off33, w33, None, 1, 1), rtol=1e-4, atol=1e-4)
 
 
 def test_any_strides():
@@ -246,8 +244,8 @@ def test_torchvision_compat():
     x, off, _, _, m = _case(dtype=torch.float32, og=2)
     torch.testing.assert_close(ours(x, off, m), theirs(x, off, m), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(torch.jit.script(ours)(x, off, m), ours(x, off, m), rtol=0, atol=0)
-    for a, e in ((dk_tv.DeformConv2d(4, 4, (2, 3), bias=False, dilation=2), tvops.DeformConv2d(4, 4, (2, 3), bias=False, dilation=2)),):  # fmt: skip
-        assert repr(a) == repr(e) and a.bias is None
+    a = dk_tv.DeformConv2d(4, 4, (2, 3), bias=False, dilation=2)
+    assert repr(a) == repr(tvops.DeformConv2d(4, 4, (2, 3), bias=False, dilation=2)) and a.bias is None
     with pytest.raises(ValueError, match="in_channels must be divisible by groups"):
         dk_tv.DeformConv2d(3, 4, 3, groups=2)
     with pytest.raises(ValueError, match="out_channels must be divisible by groups"):
@@ -265,7 +263,8 @@ def test_torchvision_compat():
 # mmcv tests/test_ops/test_deform_conv.py
 _DCN_INPUT = [[[[1.0, 2.0, 3.0], [0.0, 1.0, 2.0], [3.0, 5.0, 2.0]]]]
 _DCN_OFFSET_WEIGHT = [[[0.1, 0.4, 0.6, 0.1]], [[0.3, 0.2, 0.1, 0.3]], [[0.5, 0.5, 0.2, 0.8]], [[0.8, 0.3, 0.9, 0.1]],
-                      [[0.3, 0.1, 0.2, 0.5]], [[0.3, 0.7, 0.5, 0.3]], [[0.6, 0.2, 0.5, 0.3]], [[0.4, 0.1, 0.8, 0.4]]]  # fmt: skip
+                      [[0.3, 0.1, 0.2, 0.5]], [[0.3, 0.7, 0.5, 0.3]], [[0.6, 0.2, 0.5, 0.3]],
+                      [[0.4, 0.1, 0.8, 0.4]]]  # fmt: skip
 _DCN_OFFSET_BIAS = [0.7, 0.1, 0.8, 0.5, 0.6, 0.5, 0.4, 0.7]
 _DCN_WEIGHT = [[[0.4, 0.2, 0.1, 0.9]]]
 _DCN_OUT = [[[[1.650, 0.0], [0.000, 0.0]]]]
@@ -440,8 +439,8 @@ def test_mmcv_modules_and_scripting():
     x = torch.rand(2, 4, 7, 6)
     # zero-initialised offsets and sigmoid(0) masks: a plain convolution, halved for DCNv2
     torch.testing.assert_close(dpack(x), torch.nn.functional.conv2d(x, dpack.weight, None, 1, 1), rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(pack(x), torch.nn.functional.conv2d(x, pack.weight, pack.bias, 1, 1) * 0.5 + pack.bias[None, :, None, None] * 0.5,
-                               rtol=1e-5, atol=1e-5)  # fmt: skip
+    halved = torch.nn.functional.conv2d(x, pack.weight, None, 1, 1) * 0.5 + pack.bias[None, :, None, None]
+    torch.testing.assert_close(pack(x), halved, rtol=1e-5, atol=1e-5)
     off, mask = torch.randn(2, 36, 7, 6), torch.rand(2, 18, 7, 6)
     for module, args in ((md, (x, off, mask)), (pack, (x,)), (dpack, (x,)),
                          (dk_mmcv.DeformConv2d(4, 6, 3, padding=1, deform_groups=2), (x, off))):  # fmt: skip

@@ -15,8 +15,8 @@
 /* C = alpha op(A) op(B) + beta C (Note [dk_sgemm's contract]), by compute type: dk_sgemm for
  * float (float16, bfloat16 and float32 storage); a plain blocked loop for double, which
  * dk_sgemm does not take (float64 is for checking gradients, not for speed). */
-static void dk__dc_gemm_f32(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
-                            int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc)
+static void dk__dc_gemm_f32(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+                            const float *b, int64_t ldb, float beta, float *c, int64_t ldc)
 {
     if (m > 0 && n > 0) dk_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
@@ -95,8 +95,8 @@ dk_status dk_deform_conv2d_forward_cpu(const dk_tensor *input, const dk_tensor *
                                        int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w,
                                        int64_t dilation_h, int64_t dilation_w, int64_t groups, int64_t offset_groups)
 {
-    dk__dc_ctx cx = dk__dc_ctx_of(input, weight, offset, mask, stride_h, stride_w, pad_h, pad_w, dilation_h,
-                                  dilation_w, groups, offset_groups, output->shape[2], output->shape[3]);
+    dk__dc_ctx cx = dk__dc_ctx_of(input, weight, offset, mask, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w,
+                                  groups, offset_groups, output->shape[2], output->shape[3]);
     cx.bias = bias;
     cx.output = output;
     if (dk_tensor_numel(output) == 0) return DK_OK; /* nothing to write */
@@ -136,8 +136,8 @@ dk_status dk_deform_conv2d_backward_cpu(const dk_tensor *grad_output, const dk_t
                                         int64_t pad_w, int64_t dilation_h, int64_t dilation_w, int64_t groups,
                                         int64_t offset_groups, int64_t geometry)
 {
-    dk__dc_ctx cx = dk__dc_ctx_of(input, weight, offset, mask, stride_h, stride_w, pad_h, pad_w, dilation_h,
-                                  dilation_w, groups, offset_groups, grad_output->shape[2], grad_output->shape[3]);
+    dk__dc_ctx cx = dk__dc_ctx_of(input, weight, offset, mask, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w,
+                                  groups, offset_groups, grad_output->shape[2], grad_output->shape[3]);
     cx.out = grad_output;
     cx.grad_input = grad_input;
     cx.grad_weight = grad_weight;
@@ -152,7 +152,7 @@ dk_status dk_deform_conv2d_backward_cpu(const dk_tensor *grad_output, const dk_t
     }
     int nthreads = dk_parallel_threads_for(cx.N * cx.P * (2 * cx.K * cx.Coutg + 16 * cx.K));
     if ((int64_t)nthreads > cx.N) nthreads = (int)cx.N;
-    cx.slots = nthreads; /* Note [Deformable convolution on a CPU]: the bits depend on this only */
+    cx.slots = nthreads;   /* Note [Deformable convolution on a CPU]: the bits depend on this only */
     DK_ARENA_ON_STACK(ar); /* Note [Scratch arena] */
     dk_status st = DK_OK;
     DK_SWITCH_FLOAT(dk_tensor_dtype(input), st, dk__dc_run, (&cx, &ar, nthreads, 1),

@@ -46,7 +46,7 @@ typedef struct {
     dk_tensor *output, *grad_input, *grad_weight, *grad_offset, *grad_mask, *grad_bias;
     int64_t N, Cin, H, W, Cout, kh, kw, Ho, Wo, P; /* P = Ho Wo */
     int64_t sh, sw, ph, pw, dh, dw, groups, og;
-    int geometry; /* DK_DEFORM_CONV_* (kernels/deform_conv_math.h); the forward's is 0 */
+    int geometry;                   /* DK_DEFORM_CONV_* (kernels/deform_conv_math.h); the forward's is 0 */
     int64_t K, Kg, Coutg, kk, cpog; /* Cin kh kw, K / groups, Cout / groups, kh kw, Cin / og */
     int64_t block, blocks;          /* output positions per task, tasks per image */
     int64_t slots;                  /* backward: image ranges */

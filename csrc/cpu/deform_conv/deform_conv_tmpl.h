@@ -81,8 +81,8 @@ static void DK_SFN(dk__dc_forward_worker)(void *p, int tid)
     char *mine = (char *)cx->scratch + (size_t)tid * cx->scratch_bytes;
     DK_T *cols = (DK_T *)mine;
     DK_T *prod = (DK_T *)(mine + dk_round8((size_t)(cx->K * cx->block)) * sizeof(DK_T) + 64);
-    DK_SFN(dk__dc_entry) *e =
-        (DK_SFN(dk__dc_entry) *)((char *)prod + dk_round8((size_t)(cx->Cout * cx->block)) * sizeof(DK_T) + 64);
+    DK_SFN(dk__dc_entry) *e = (DK_SFN(dk__dc_entry) *)((char *)prod +
+                                                       dk_round8((size_t)(cx->Cout * cx->block)) * sizeof(DK_T) + 64);
     const DK_T *wt = (const DK_T *)cx->wt;
     const dk_tensor *out = cx->output;
     DK_S *y = (DK_S *)dk_tensor_data(out);
@@ -96,8 +96,9 @@ static void DK_SFN(dk__dc_forward_worker)(void *p, int tid)
             DK_TFN(dk__dc_gemm)(false, false, cx->Coutg, pb, cx->Kg, (DK_T)1, wt + g * cx->Coutg * cx->Kg, cx->Kg,
                                 cols + g * cx->Kg * pb, pb, (DK_T)0, prod + g * cx->Coutg * pb, pb);
         for (int64_t o = 0; o < cx->Cout; o++) {
-            const DK_T b = cx->bias ? DK_LOAD(((const DK_S *)dk_tensor_data(cx->bias))[o * dk_tensor_stride(cx->bias, 0)])
-                                    : (DK_T)0;
+            const DK_T b = cx->bias
+                               ? DK_LOAD(((const DK_S *)dk_tensor_data(cx->bias))[o * dk_tensor_stride(cx->bias, 0)])
+                               : (DK_T)0;
             const DK_T *row = prod + o * pb;
             for (int64_t q = 0; q < pb; q++) {
                 const int64_t pp = p0 + q;
@@ -125,15 +126,15 @@ static size_t DK_SFN(dk__dc_backward_bytes)(const dk__dc_ctx *cx)
 
 typedef struct {
     DK_T *cols, *gcols, *g, *sums, *gin, *gw, *gb;
-    DK_SFN(dk__dc_entry) * e;
+    DK_SFN(dk__dc_entry) *e;
 } DK_SFN(dk__dc_slot);
 
 static DK_SFN(dk__dc_slot) DK_SFN(dk__dc_slot_of)(const dk__dc_ctx *cx, int64_t s)
 {
     char *p = (char *)cx->scratch + (size_t)s * cx->scratch_bytes;
     DK_SFN(dk__dc_slot) r;
-#define DK__DC_CARVE(field, type, count)                                 \
-    r.field = (type *)p;                                                 \
+#define DK__DC_CARVE(field, type, count) \
+    r.field = (type *)p;                 \
     p += (dk_round8((size_t)(count)) * sizeof(type) + 63) & ~(size_t)63;
     DK__DC_CARVE(cols, DK_T, cx->K * cx->block)
     DK__DC_CARVE(gcols, DK_T, cx->K * cx->block)
@@ -215,9 +216,9 @@ static void DK_SFN(dk__dc_backward_block)(const dk__dc_ctx *cx, const DK_SFN(dk_
                     xx * dk_tensor_stride(t, 3)] = DK_STORE(ax[q]);
                 if (cx->grad_mask) {
                     const dk_tensor *u = cx->grad_mask;
-                    ((DK_S *)dk_tensor_data(u))[n * dk_tensor_stride(u, 0) + ch * dk_tensor_stride(u, 1) +
-                                                yy * dk_tensor_stride(u, 2) + xx * dk_tensor_stride(u, 3)] =
-                        DK_STORE(am[q]);
+                    ((DK_S *)dk_tensor_data(
+                        u))[n * dk_tensor_stride(u, 0) + ch * dk_tensor_stride(u, 1) + yy * dk_tensor_stride(u, 2) +
+                            xx * dk_tensor_stride(u, 3)] = DK_STORE(am[q]);
                 }
             }
         }
@@ -302,8 +303,8 @@ static dk_status DK_SFN(dk__dc_run)(dk__dc_ctx *cx, dk_arena *ar, int nthreads, 
     if (what == 0) {
         dk_parallel_run(nthreads, &cx->counter, DK_SFN(dk__dc_forward_worker), cx);
     } else {
-        dk_parallel_run(nthreads < cx->slots ? nthreads : (int)cx->slots, &cx->counter,
-                        DK_SFN(dk__dc_backward_worker), cx);
+        dk_parallel_run(nthreads < cx->slots ? nthreads : (int)cx->slots, &cx->counter, DK_SFN(dk__dc_backward_worker),
+                        cx);
         DK_SFN(dk__dc_backward_reduce)(cx);
     }
     return DK_OK;

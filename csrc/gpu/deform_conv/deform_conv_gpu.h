@@ -42,8 +42,8 @@ typedef struct {
     int64_t N, Cin, H, W, Cout, kh, kw, Ho, Wo;
     int64_t sh, sw, ph, pw, dh, dw, groups, og, cpg, opg, cpog, kk;
     int geometry, has_mask, has_bias;
-    int64_t x_s[4], w_s[4], off_s[4], m_s[4], o_s[4], b_s;   /* input, weight, offset, mask, out, bias */
-    int64_t gx_s[4], gw_s[4], goff_s[4], gm_s[4], gb_s;      /* their gradients */
+    int64_t x_s[4], w_s[4], off_s[4], m_s[4], o_s[4], b_s; /* input, weight, offset, mask, out, bias */
+    int64_t gx_s[4], gw_s[4], goff_s[4], gm_s[4], gb_s;    /* their gradients */
 } dk__dc_gpu_args;
 
 extern "C" {

@@ -33,7 +33,8 @@ __global__ void DK_SFN(dk__dc_gpu_forward_kernel)(const DK_S *__restrict__ x, co
 {
     const int64_t total = a.N * a.Cout * a.Ho * a.Wo;
     for (int64_t e = DK_GPU_FIRST(); e < total; e += DK_GPU_STRIDE()) {
-        const int64_t xo = e % a.Wo, yo = e / a.Wo % a.Ho, o = e / (a.Wo * a.Ho) % a.Cout, n = e / (a.Wo * a.Ho * a.Cout);
+        const int64_t xo = e % a.Wo, yo = e / a.Wo % a.Ho, o = e / (a.Wo * a.Ho) % a.Cout,
+                      n = e / (a.Wo * a.Ho * a.Cout);
         const int64_t g = o / a.opg;
         DK_T acc = a.has_bias ? DK_LOAD(bias[o * a.b_s]) : (DK_T)0;
         for (int64_t c = g * a.cpg; c < (g + 1) * a.cpg; c++) {
@@ -43,8 +44,8 @@ __global__ void DK_SFN(dk__dc_gpu_forward_kernel)(const DK_S *__restrict__ x, co
                 const DK_T m = DK_SFN(dk__dc_gpu_sample)(off, mask, a, n, c / a.cpog, tap, yo, xo, &s);
                 DK_T v[4];
                 DK_SFN(dk__dc_gpu_corners)(plane, &s, v);
-                const DK_T wv = DK_LOAD(w[o * a.w_s[0] + (c - g * a.cpg) * a.w_s[1] + tap / a.kw * a.w_s[2] +
-                                          tap % a.kw * a.w_s[3]]);
+                const DK_T wv = DK_LOAD(
+                    w[o * a.w_s[0] + (c - g * a.cpg) * a.w_s[1] + tap / a.kw * a.w_s[2] + tap % a.kw * a.w_s[3]]);
                 acc += wv * (m * DK_TFN(dk_deform_conv_value)(&s, v));
             }
         }
@@ -89,8 +90,7 @@ __global__ void DK_SFN(dk__dc_gpu_grad_input_kernel)(const DK_S *__restrict__ w,
 }
 
 /* grad_input = acc, any strides. */
-__global__ void DK_SFN(dk__dc_gpu_store_kernel)(const DK_T *__restrict__ acc, DK_S *__restrict__ gin,
-                                                dk__dc_gpu_args a)
+__global__ void DK_SFN(dk__dc_gpu_store_kernel)(const DK_T *__restrict__ acc, DK_S *__restrict__ gin, dk__dc_gpu_args a)
 {
     const int64_t total = a.N * a.Cin * a.H * a.W;
     for (int64_t e = DK_GPU_FIRST(); e < total; e += DK_GPU_STRIDE()) {
@@ -211,8 +211,8 @@ static dk_status DK_SFN(dk__dc_gpu_backward)(const dk_tensor *grad_output, const
     const int64_t weights = a->Cout * a->cpg * a->kk;
     if (weights > 0) {
         DK_GPU_LAUNCH(DK_SFN(dk__dc_gpu_grad_weight_kernel), dk_gpu_blocks(weights), DK_GPU_THREADS, stream, x, off, m,
-                      g, (DK_S *)dk_tensor_data(grad_weight),
-                      grad_bias ? (DK_S *)dk_tensor_data(grad_bias) : (DK_S *)0, *a);
+                      g, (DK_S *)dk_tensor_data(grad_weight), grad_bias ? (DK_S *)dk_tensor_data(grad_bias) : (DK_S *)0,
+                      *a);
         st = dk__gpu_launched("deform_conv2d_backward");
     }
     return st;

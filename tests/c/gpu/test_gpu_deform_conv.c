@@ -76,8 +76,8 @@ static void check(dk_dtype dt, const shape *s, dkk_rng *r)
     const int64_t oshape[4] = {s->N, s->Cout, Ho, Wo};
     dkk_tensor *out = dkk_new(dt, 4, oshape, NULL, 0), *gout = dkk_new(dt, 4, oshape, NULL, 2);
     memset(gout->mem, 0x7f, gout->bytes); /* every element must be written */
-    assert_ok(dk_deform_conv2d_forward(&x->t, &w->t, &off->t, m ? &m->t : NULL, b ? &b->t : NULL, &out->t, s->sh,
-                                       s->sw, s->ph, s->pw, s->dh, s->dw, s->groups, s->og));
+    assert_ok(dk_deform_conv2d_forward(&x->t, &w->t, &off->t, m ? &m->t : NULL, b ? &b->t : NULL, &out->t, s->sh, s->sw,
+                                       s->ph, s->pw, s->dh, s->dw, s->groups, s->og));
     dkg_tensor dx, dw, doff, dm, db, dout;
     dkg_up(&dx, x), dkg_up(&dw, w), dkg_up(&doff, off), dkg_up(&dout, gout);
     if (m) dkg_up(&dm, m);
