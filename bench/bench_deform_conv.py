@@ -82,7 +82,7 @@ def _sgemm():
 def _gemm_seconds(n, cin, cout, p, reps):
     """One thread's dk_sgemm time for a forward+backward of n images of p output positions: per
     image and block (the kernel's blocks: columns of cin 9 x block floats under 8 MiB), the
-    forward's W x columns, the backward's W^T x g and g x columns^T."""
+    forward's W x columns, the backward's W^T x g and columns x g^T (g transposed first)."""
     f = _sgemm()
     k = cin * 9
     fit = max((8 << 20) // (k * 4), 1)
@@ -92,9 +92,10 @@ def _gemm_seconds(n, cin, cout, p, reps):
     w = rng.standard_normal((cout, k), dtype=np.float32)
     col = rng.standard_normal((k, block), dtype=np.float32)
     g = rng.standard_normal((cout, block), dtype=np.float32)
+    gt = np.ascontiguousarray(g.T)
     out = np.empty((cout, block), np.float32)
     gcol = np.empty((k, block), np.float32)
-    gw = np.zeros((cout, k), np.float32)
+    gw = np.zeros((k, cout), np.float32)
 
     def ptr(a):
         return a.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
@@ -102,7 +103,7 @@ def _gemm_seconds(n, cin, cout, p, reps):
     def one():
         f(False, False, cout, block, k, 1.0, ptr(w), k, ptr(col), block, 0.0, ptr(out), block)
         f(True, False, k, block, cout, 1.0, ptr(w), k, ptr(g), block, 0.0, ptr(gcol), block)
-        f(False, True, cout, k, block, 1.0, ptr(g), block, ptr(col), block, 1.0, ptr(gw), k)
+        f(False, False, k, cout, block, 1.0, ptr(col), block, ptr(gt), cout, 1.0, ptr(gw), cout)
 
     one()
     best = min(_timed(one) for _ in range(reps))

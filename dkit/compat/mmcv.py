@@ -911,6 +911,23 @@ def modulated_deform_conv2d(
     return _deform_conv2d(input, offset, weight, bias, s, p, d, mask, "mmcv")
 
 
+def _deform_attributes(module, in_channels, out_channels, kernel_size, stride, padding, dilation, groups,
+                       deform_groups):  # fmt: skip
+    """The attributes MMCV's DeformConv2d and ModulatedDeformConv2d share, and the (uninitialised)
+    weight [out_channels, in_channels / groups, kh, kw]."""
+    module.in_channels = in_channels
+    module.out_channels = out_channels
+    module.kernel_size = _pair(kernel_size)
+    module.stride = _pair(stride)
+    module.padding = _pair(padding)
+    module.dilation = _pair(dilation)
+    module.groups = groups
+    module.deform_groups = deform_groups
+    module.transposed = False
+    module.output_padding = (0,)
+    module.weight = nn.Parameter(torch.empty(out_channels, in_channels // groups, *module.kernel_size))
+
+
 class DeformConv2d(nn.Module):
     """mmcv.ops.DeformConv2d(in_channels, out_channels, kernel_size, stride=1, padding=0,
     dilation=1, groups=1, deform_groups=1, bias=False, im2col_step=32): MMCV's asserts,
@@ -936,18 +953,9 @@ class DeformConv2d(nn.Module):
         assert not bias, f"bias={bias} is not supported in DeformConv2d."
         assert in_channels % groups == 0, f"in_channels {in_channels} cannot be divisible by groups {groups}"
         assert out_channels % groups == 0, f"out_channels {out_channels} cannot be divisible by groups {groups}"
-        self.in_channels = in_channels
-        self.out_channels = out_channels
-        self.kernel_size = _pair(kernel_size)
-        self.stride = _pair(stride)
-        self.padding = _pair(padding)
-        self.dilation = _pair(dilation)
-        self.groups = groups
-        self.deform_groups = deform_groups
+        _deform_attributes(self, in_channels, out_channels, kernel_size, stride, padding, dilation, groups,
+                           deform_groups)  # fmt: skip
         self.im2col_step = im2col_step
-        self.transposed = False
-        self.output_padding = (0,)
-        self.weight = nn.Parameter(torch.empty(out_channels, in_channels // self.groups, *self.kernel_size))
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -1036,17 +1044,8 @@ class ModulatedDeformConv2d(nn.Module):
         bias=True,
     ):
         super().__init__()
-        self.in_channels = in_channels
-        self.out_channels = out_channels
-        self.kernel_size = _pair(kernel_size)
-        self.stride = _pair(stride)
-        self.padding = _pair(padding)
-        self.dilation = _pair(dilation)
-        self.groups = groups
-        self.deform_groups = deform_groups
-        self.transposed = False
-        self.output_padding = (0,)
-        self.weight = nn.Parameter(torch.empty(out_channels, in_channels // groups, *self.kernel_size))
+        _deform_attributes(self, in_channels, out_channels, kernel_size, stride, padding, dilation, groups,
+                           deform_groups)  # fmt: skip
         if bias:
             self.bias = nn.Parameter(torch.empty(out_channels))
         else:

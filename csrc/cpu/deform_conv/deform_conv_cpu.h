@@ -17,8 +17,9 @@
  *
  * Backward: the grad columns W^T g of a block (dk_sgemm), then one pass that recomputes the
  * columns and, per sample, scatters the grad columns into grad_input's four corners, adds the
- * sample's y and x derivatives into grad_offset and its value into grad_mask; then grad_weight
- * += g columns^T. Scattering needs no atomics: the images are split into as many contiguous
+ * sample's y and x derivatives into grad_offset and its value into grad_mask; then grad_weight^T
+ * += columns g^T (g transposed first: no operand of a product is read down its columns).
+ * Scattering needs no atomics: the images are split into as many contiguous
  * ranges ("slots") as threads, a slot is one task, so an image's grad_input (accumulated in a
  * compute-type plane stack, then stored) is only ever touched by one thread, and each slot sums
  * grad_weight and grad_bias into its own buffer, which are added in slot order at the end. The

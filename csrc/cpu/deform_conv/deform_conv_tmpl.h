@@ -108,24 +108,24 @@ static void DK_SFN(dk__dc_forward_worker)(void *p, int tid)
     }
 }
 
-/* Per slot (backward): columns and grad columns [K, block], grad_output's block [Cout, block],
- * a table [block], the three sums [3, block], grad_input's planes [Cin, H, W], grad_weight
- * [Cout, Kg] and grad_bias [Cout]. */
+/* Per slot (backward): columns and grad columns [K, block], grad_output's block [Cout, block]
+ * and its transpose, a table [block], the three sums [3, block], grad_input's planes [Cin, H, W],
+ * grad_weight transposed per group [groups, Kg, Cout / groups] and grad_bias [Cout]. */
 static size_t DK_SFN(dk__dc_backward_bytes)(const dk__dc_ctx *cx)
 {
     const size_t b = (size_t)cx->block, t = sizeof(DK_T);
     size_t n = dk_sat_mul(dk_sat_mul(dk_sat_mul((size_t)cx->K, b), t), 2);
-    n = dk_sat_add(n, dk_sat_mul(dk_sat_mul((size_t)cx->Cout, b), t));
+    n = dk_sat_add(n, dk_sat_mul(dk_sat_mul(dk_sat_mul((size_t)cx->Cout, b), t), 2));
     n = dk_sat_add(n, dk_sat_mul(b, sizeof(DK_SFN(dk__dc_entry))));
     n = dk_sat_add(n, dk_sat_mul(dk_sat_mul(b, 3), t));
     n = dk_sat_add(n, dk_sat_mul(dk_sat_mul(dk_sat_mul((size_t)cx->Cin, (size_t)cx->H), (size_t)cx->W), t));
     n = dk_sat_add(n, dk_sat_mul(dk_sat_mul((size_t)cx->Cout, (size_t)cx->Kg), t));
     n = dk_sat_add(n, dk_sat_mul((size_t)cx->Cout, t));
-    return dk_sat_add(n, 9 * 64 + 8 * 8 * t);
+    return dk_sat_add(n, 10 * 64 + 9 * 8 * t);
 }
 
 typedef struct {
-    DK_T *cols, *gcols, *g, *sums, *gin, *gw, *gb;
+    DK_T *cols, *gcols, *g, *gt, *sums, *gin, *gw, *gb;
     DK_SFN(dk__dc_entry) *e;
 } DK_SFN(dk__dc_slot);
 
@@ -139,6 +139,7 @@ static DK_SFN(dk__dc_slot) DK_SFN(dk__dc_slot_of)(const dk__dc_ctx *cx, int64_t 
     DK__DC_CARVE(cols, DK_T, cx->K * cx->block)
     DK__DC_CARVE(gcols, DK_T, cx->K * cx->block)
     DK__DC_CARVE(g, DK_T, cx->Cout * cx->block)
+    DK__DC_CARVE(gt, DK_T, cx->Cout * cx->block)
     DK__DC_CARVE(sums, DK_T, 3 * cx->block)
     DK__DC_CARVE(gin, DK_T, cx->Cin * cx->H * cx->W)
     DK__DC_CARVE(gw, DK_T, cx->Cout * cx->Kg)
@@ -222,9 +223,13 @@ static void DK_SFN(dk__dc_backward_block)(const dk__dc_ctx *cx, const DK_SFN(dk_
                 }
             }
         }
+    /* grad_weight^T += columns g^T, with g transposed first: both operands then stream by rows
+     * (a product with a transposed right operand reads it down its columns) */
+    for (int64_t o = 0; o < cx->Cout; o++)
+        for (int64_t q = 0; q < pb; q++) sl->gt[q * cx->Cout + o] = sl->g[o * pb + q];
     for (int64_t g = 0; g < cx->groups; g++)
-        DK_TFN(dk__dc_gemm)(false, true, cx->Coutg, cx->Kg, pb, (DK_T)1, sl->g + g * cx->Coutg * pb, pb,
-                            sl->cols + g * cx->Kg * pb, pb, (DK_T)1, sl->gw + g * cx->Coutg * cx->Kg, cx->Kg);
+        DK_TFN(dk__dc_gemm)(false, false, cx->Kg, cx->Coutg, pb, (DK_T)1, sl->cols + g * cx->Kg * pb, pb,
+                            sl->gt + g * cx->Coutg, cx->Cout, (DK_T)1, sl->gw + g * cx->Kg * cx->Coutg, cx->Coutg);
 }
 
 static void DK_SFN(dk__dc_backward_worker)(void *p, int tid)
@@ -262,7 +267,8 @@ static void DK_SFN(dk__dc_backward_reduce)(dk__dc_ctx *cx)
     for (int64_t o = 0; o < cx->Cout; o++)
         for (int64_t k = 0; k < cx->Kg; k++) {
             DK_T sum = 0;
-            for (int64_t s = 0; s < cx->slots; s++) sum += DK_SFN(dk__dc_slot_of)(cx, s).gw[o * cx->Kg + k];
+            const int64_t at = (o / cx->Coutg * cx->Kg + k) * cx->Coutg + o % cx->Coutg; /* [g, k, o'] */
+            for (int64_t s = 0; s < cx->slots; s++) sum += DK_SFN(dk__dc_slot_of)(cx, s).gw[at];
             const int64_t c = k / cx->kk, tap = k % cx->kk;
             w[o * dk_tensor_stride(gw, 0) + c * dk_tensor_stride(gw, 1) + tap / cx->kw * dk_tensor_stride(gw, 2) +
               tap % cx->kw * dk_tensor_stride(gw, 3)] = DK_STORE(sum);
