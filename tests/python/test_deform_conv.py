@@ -223,8 +223,11 @@ def test_refusals():
     # huge sizes refused before anything is allocated, cleanly
     with pytest.raises(RuntimeError, match="below 2"):
         dkit.ops.deform_conv2d(x, off, w, b, 1, 2**40, 1, m)
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="Calculated output size too small"):
         dkit.ops.deform_conv2d(x, off, w, b, 1, 1, 2**31 - 1, m)
+    huge = r"offset output dims: \(7, 6\) - computed output dims: \(2147483653, 2147483652\)"
+    with pytest.raises(RuntimeError, match=huge):
+        dkit.ops.deform_conv2d(x, off, w, b, 1, 2**30, 1, m)  # an output of 2^62 elements is never allocated
     # meta tensors (no data): the shape only, as torch.compile's fake tensors need
     meta = dkit.ops.deform_conv2d(x.to("meta"), off.to("meta"), w.to("meta"), None, 1, 1, 1, m.to("meta"))
     assert meta.device.type == "meta" and meta.shape == (2, 6, 7, 6)
