@@ -150,9 +150,10 @@ dk_status dk_deform_conv2d_backward_cpu(const dk_tensor *grad_output, const dk_t
         dk__dc_zero(grad_bias);
         return DK_OK;
     }
+    /* Note [Deformable convolution on a CPU]: the slots depend on the batch only */
+    cx.slots = cx.N < DK__DC_SLOTS ? cx.N : DK__DC_SLOTS;
     int nthreads = dk_parallel_threads_for(cx.N * cx.P * (2 * cx.K * cx.Coutg + 16 * cx.K));
-    if ((int64_t)nthreads > cx.N) nthreads = (int)cx.N;
-    cx.slots = nthreads;   /* Note [Deformable convolution on a CPU]: the bits depend on this only */
+    if ((int64_t)nthreads > cx.slots) nthreads = (int)cx.slots;
     DK_ARENA_ON_STACK(ar); /* Note [Scratch arena] */
     dk_status st = DK_OK;
     DK_SWITCH_FLOAT(dk_tensor_dtype(input), st, dk__dc_run, (&cx, &ar, nthreads, 1),

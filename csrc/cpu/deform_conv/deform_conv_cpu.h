@@ -19,11 +19,13 @@
  * columns and, per sample, scatters the grad columns into grad_input's four corners, adds the
  * sample's y and x derivatives into grad_offset and its value into grad_mask; then grad_weight^T
  * += columns g^T (g transposed first: no operand of a product is read down its columns).
- * Scattering needs no atomics: the images are split into as many contiguous
- * ranges ("slots") as threads, a slot is one task, so an image's grad_input (accumulated in a
- * compute-type plane stack, then stored) is only ever touched by one thread, and each slot sums
- * grad_weight and grad_bias into its own buffer, which are added in slot order at the end. The
- * slots depend on the thread count only, so a given count gives the same bits on every run.
+ * Scattering needs no atomics: the images are split into min(N, DK__DC_SLOTS) contiguous ranges
+ * ("slots"), a slot is one task, so an image's grad_input (accumulated in the thread's
+ * compute-type planes, then stored) is only ever touched by one thread; each slot sums
+ * grad_weight and grad_bias into buffers of its own, which are added in slot order at the end.
+ * The slots depend on the batch only, never on the threads, so every thread count gives the same
+ * bits on every run (Note [Deterministic kernels]); the cost is at most DK__DC_SLOTS threads in
+ * the backward, and one for one image.
  */
 #ifndef DK_DEFORM_CONV_CPU_H
 #define DK_DEFORM_CONV_CPU_H
@@ -36,8 +38,9 @@
 #include "dk_tensor.h"
 #include "kernels/deform_conv_math.h"
 
-/* A column buffer's cap (Note [Deformable convolution on a CPU]). */
+/* A column buffer's cap, and the backward's slots (Note [Deformable convolution on a CPU]). */
 #define DK__DC_COLUMN_BYTES ((size_t)8 << 20)
+#define DK__DC_SLOTS 16
 
 typedef struct {
     /* forward: input, weight, offset, mask, bias, output; backward: grad_output in `out`,
@@ -51,6 +54,8 @@ typedef struct {
     int64_t K, Kg, Coutg, kk, cpog; /* Cin kh kw, K / groups, Cout / groups, kh kw, Cin / og */
     int64_t block, blocks;          /* output positions per task, tasks per image */
     int64_t slots;                  /* backward: image ranges */
+    void *sums;                     /* backward: per slot, grad_weight and grad_bias */
+    size_t slot_bytes;              /* of one slot's sums */
     void *wt;                       /* the weights, [Cout, Kg] contiguous, compute type */
     void *scratch;                  /* per thread (forward) or slot (backward) */
     size_t scratch_bytes;           /* of one thread's or slot's part */

@@ -108,9 +108,9 @@ static void DK_SFN(dk__dc_forward_worker)(void *p, int tid)
     }
 }
 
-/* Per slot (backward): columns and grad columns [K, block], grad_output's block [Cout, block]
- * and its transpose, a table [block], the three sums [3, block], grad_input's planes [Cin, H, W],
- * grad_weight transposed per group [groups, Kg, Cout / groups] and grad_bias [Cout]. */
+/* Per thread (backward): columns and grad columns [K, block], grad_output's block [Cout, block]
+ * and its transpose, a table [block], the three sums [3, block], grad_input's planes [Cin, H,
+ * W]. */
 static size_t DK_SFN(dk__dc_backward_bytes)(const dk__dc_ctx *cx)
 {
     const size_t b = (size_t)cx->block, t = sizeof(DK_T);
@@ -119,9 +119,17 @@ static size_t DK_SFN(dk__dc_backward_bytes)(const dk__dc_ctx *cx)
     n = dk_sat_add(n, dk_sat_mul(b, sizeof(DK_SFN(dk__dc_entry))));
     n = dk_sat_add(n, dk_sat_mul(dk_sat_mul(b, 3), t));
     n = dk_sat_add(n, dk_sat_mul(dk_sat_mul(dk_sat_mul((size_t)cx->Cin, (size_t)cx->H), (size_t)cx->W), t));
-    n = dk_sat_add(n, dk_sat_mul(dk_sat_mul((size_t)cx->Cout, (size_t)cx->Kg), t));
+    return dk_sat_add(n, 8 * 64 + 7 * 8 * t);
+}
+
+/* Per slot (backward): grad_weight transposed per group [groups, Kg, Cout / groups] and
+ * grad_bias [Cout]. */
+static size_t DK_SFN(dk__dc_slot_bytes)(const dk__dc_ctx *cx)
+{
+    const size_t t = sizeof(DK_T);
+    size_t n = dk_sat_mul(dk_sat_mul((size_t)cx->Cout, (size_t)cx->Kg), t);
     n = dk_sat_add(n, dk_sat_mul((size_t)cx->Cout, t));
-    return dk_sat_add(n, 10 * 64 + 9 * 8 * t);
+    return dk_sat_add(n, 2 * 64 + 2 * 8 * t);
 }
 
 typedef struct {
@@ -129,9 +137,10 @@ typedef struct {
     DK_SFN(dk__dc_entry) *e;
 } DK_SFN(dk__dc_slot);
 
-static DK_SFN(dk__dc_slot) DK_SFN(dk__dc_slot_of)(const dk__dc_ctx *cx, int64_t s)
+/* Thread tid's buffers and slot s's sums. */
+static DK_SFN(dk__dc_slot) DK_SFN(dk__dc_slot_of)(const dk__dc_ctx *cx, int tid, int64_t s)
 {
-    char *p = (char *)cx->scratch + (size_t)s * cx->scratch_bytes;
+    char *p = (char *)cx->scratch + (size_t)tid * cx->scratch_bytes;
     DK_SFN(dk__dc_slot) r;
 #define DK__DC_CARVE(field, type, count) \
     r.field = (type *)p;                 \
@@ -142,9 +151,10 @@ static DK_SFN(dk__dc_slot) DK_SFN(dk__dc_slot_of)(const dk__dc_ctx *cx, int64_t 
     DK__DC_CARVE(gt, DK_T, cx->Cout * cx->block)
     DK__DC_CARVE(sums, DK_T, 3 * cx->block)
     DK__DC_CARVE(gin, DK_T, cx->Cin * cx->H * cx->W)
+    DK__DC_CARVE(e, DK_SFN(dk__dc_entry), cx->block)
+    p = (char *)cx->sums + (size_t)s * cx->slot_bytes;
     DK__DC_CARVE(gw, DK_T, cx->Cout * cx->Kg)
     DK__DC_CARVE(gb, DK_T, cx->Cout)
-    DK__DC_CARVE(e, DK_SFN(dk__dc_entry), cx->block)
 #undef DK__DC_CARVE
     return r;
 }
@@ -234,14 +244,13 @@ static void DK_SFN(dk__dc_backward_block)(const dk__dc_ctx *cx, const DK_SFN(dk_
 
 static void DK_SFN(dk__dc_backward_worker)(void *p, int tid)
 {
-    (void)tid;
     dk__dc_ctx *cx = (dk__dc_ctx *)p;
     const dk_tensor *gi = cx->grad_input;
     DK_S *gx = (DK_S *)dk_tensor_data(gi);
     const int64_t gs[4] = {dk_tensor_stride(gi, 0), dk_tensor_stride(gi, 1), dk_tensor_stride(gi, 2),
                            dk_tensor_stride(gi, 3)};
     for (int64_t s; (s = dk_parallel_claim(&cx->counter)) < cx->slots;) {
-        const DK_SFN(dk__dc_slot) sl = DK_SFN(dk__dc_slot_of)(cx, s);
+        const DK_SFN(dk__dc_slot) sl = DK_SFN(dk__dc_slot_of)(cx, tid, s);
         for (int64_t i = 0; i < cx->Cout * cx->Kg; i++) sl.gw[i] = (DK_T)0;
         for (int64_t i = 0; i < cx->Cout; i++) sl.gb[i] = (DK_T)0;
         for (int64_t n = cx->N * s / cx->slots; n < cx->N * (s + 1) / cx->slots; n++) {
@@ -268,7 +277,7 @@ static void DK_SFN(dk__dc_backward_reduce)(dk__dc_ctx *cx)
         for (int64_t k = 0; k < cx->Kg; k++) {
             DK_T sum = 0;
             const int64_t at = (o / cx->Coutg * cx->Kg + k) * cx->Coutg + o % cx->Coutg; /* [g, k, o'] */
-            for (int64_t s = 0; s < cx->slots; s++) sum += DK_SFN(dk__dc_slot_of)(cx, s).gw[at];
+            for (int64_t s = 0; s < cx->slots; s++) sum += DK_SFN(dk__dc_slot_of)(cx, 0, s).gw[at];
             const int64_t c = k / cx->kk, tap = k % cx->kk;
             w[o * dk_tensor_stride(gw, 0) + c * dk_tensor_stride(gw, 1) + tap / cx->kw * dk_tensor_stride(gw, 2) +
               tap % cx->kw * dk_tensor_stride(gw, 3)] = DK_STORE(sum);
@@ -277,7 +286,7 @@ static void DK_SFN(dk__dc_backward_reduce)(dk__dc_ctx *cx)
     DK_S *b = (DK_S *)dk_tensor_data(cx->grad_bias);
     for (int64_t o = 0; o < cx->Cout; o++) {
         DK_T sum = 0;
-        for (int64_t s = 0; s < cx->slots; s++) sum += DK_SFN(dk__dc_slot_of)(cx, s).gb[o];
+        for (int64_t s = 0; s < cx->slots; s++) sum += DK_SFN(dk__dc_slot_of)(cx, 0, s).gb[o];
         b[o * dk_tensor_stride(cx->grad_bias, 0)] = DK_STORE(sum);
     }
 }
@@ -299,7 +308,7 @@ static dk_status DK_SFN(dk__dc_run)(dk__dc_ctx *cx, dk_arena *ar, int nthreads, 
     cx->wt = dk_arena_take_n(ar, dk_sat_mul((size_t)cx->Cout, (size_t)cx->Kg), sizeof(DK_T));
     if (!cx->wt) return dk_error(DK_ENOMEM, "deform_conv2d: out of memory for the weights");
     DK_SFN(dk__dc_load_weights)(cx);
-    const int64_t parts = what == 0 ? nthreads : cx->slots;
+    const int64_t parts = nthreads;
     cx->scratch_bytes = (what == 0 ? DK_SFN(dk__dc_forward_bytes)(cx) : DK_SFN(dk__dc_backward_bytes)(cx));
     cx->scratch_bytes = (cx->scratch_bytes + 63) & ~(size_t)63;
     cx->scratch = dk_arena_take_n(ar, (size_t)parts, cx->scratch_bytes);
@@ -309,8 +318,12 @@ static dk_status DK_SFN(dk__dc_run)(dk__dc_ctx *cx, dk_arena *ar, int nthreads, 
     if (what == 0) {
         dk_parallel_run(nthreads, &cx->counter, DK_SFN(dk__dc_forward_worker), cx);
     } else {
-        dk_parallel_run(nthreads < cx->slots ? nthreads : (int)cx->slots, &cx->counter, DK_SFN(dk__dc_backward_worker),
-                        cx);
+        cx->slot_bytes = (DK_SFN(dk__dc_slot_bytes)(cx) + 63) & ~(size_t)63;
+        cx->sums = dk_arena_take_n(ar, (size_t)cx->slots, cx->slot_bytes);
+        if (!cx->sums)
+            return dk_error(DK_ENOMEM, "deform_conv2d: out of memory for %lld weight gradients of %lld x %lld",
+                            (long long)cx->slots, (long long)cx->Cout, (long long)cx->Kg);
+        dk_parallel_run(nthreads, &cx->counter, DK_SFN(dk__dc_backward_worker), cx);
         DK_SFN(dk__dc_backward_reduce)(cx);
     }
     return DK_OK;
