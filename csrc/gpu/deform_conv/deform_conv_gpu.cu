@@ -5,6 +5,7 @@
  */
 #include "deform_conv_gpu.h"
 
+#include "dk_determinism.h"
 #include "dk_gpu_status.h"
 #include "dk_gpu.h"
 #include "dk_gpu_kernels.h"
@@ -81,7 +82,7 @@ extern "C" dk_status dk_deform_conv2d_backward_gpu(const dk_tensor *grad_output,
     void *stream = dk_current_stream(input->device);
     DK_SWITCH_FLOAT(dk_tensor_dtype(input), st, dk__dc_gpu_backward,
                     (grad_output, input, weight, offset, mask, grad_input, grad_weight, grad_offset, grad_mask,
-                     grad_bias, &a, stream),
+                     grad_bias, &a, dk_deterministic(), stream),
                     st = dk__gpu_unsupported("deform_conv2d_backward", input))
     dk_device_guard_exit(&g);
     return st;

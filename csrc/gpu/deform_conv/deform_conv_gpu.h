@@ -14,7 +14,11 @@
  *                 (contiguous NCHW, zeroed first), stored once into grad_input. The order of
  *                 the additions, and so the last bits, vary from run to run, as torchvision's
  *                 and MMCV's CUDA kernels' do; the offsets can send any sample anywhere, so a
- *                 gather has no bounded set of sources to read.
+ *                 gather has no bounded set of sources to read. When deterministic kernels are
+ *                 asked for (Note [Deterministic kernels]: torch.use_deterministic_algorithms),
+ *                 the same kernel runs as one thread, adding in a fixed order: the same bits
+ *                 every run, at a serial kernel's speed (a sorted or fixed-point scatter would
+ *                 be the fast form, not written yet).
  *   grad_offset, grad_mask   one thread per (n, offset group, tap, y, x): the column gradients of
  *                 the group's channels, times the sample's derivatives and value: a gather, the
  *                 CPU's terms in the CPU's order.

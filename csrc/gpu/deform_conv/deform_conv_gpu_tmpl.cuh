@@ -170,7 +170,7 @@ static dk_status DK_SFN(dk__dc_gpu_backward)(const dk_tensor *grad_output, const
                                              const dk_tensor *weight, const dk_tensor *offset, const dk_tensor *mask,
                                              dk_tensor *grad_input, dk_tensor *grad_weight, dk_tensor *grad_offset,
                                              dk_tensor *grad_mask, dk_tensor *grad_bias, const dk__dc_gpu_args *a,
-                                             void *stream)
+                                             bool deterministic, void *stream)
 {
     const DK_S *x = (const DK_S *)dk_tensor_data(input), *w = (const DK_S *)dk_tensor_data(weight);
     const DK_S *off = (const DK_S *)dk_tensor_data(offset), *g = (const DK_S *)dk_tensor_data(grad_output);
@@ -189,8 +189,11 @@ static dk_status DK_SFN(dk__dc_gpu_backward)(const dk_tensor *grad_output, const
             st = dk__gpu_launched("deform_conv2d_backward");
         const int64_t cols = a->N * a->Cin * a->kk * a->Ho * a->Wo;
         if (!st && cols > 0) {
-            DK_GPU_LAUNCH(DK_SFN(dk__dc_gpu_grad_input_kernel), dk_gpu_blocks(cols), DK_GPU_THREADS, stream, w, off, m,
-                          g, acc, *a);
+            /* deterministic: one thread adds in a fixed order of columns (slow, and the same
+             * bits on every run); else every column at once, in whatever order (Note
+             * [Deformable convolution on a GPU]) */
+            DK_GPU_LAUNCH(DK_SFN(dk__dc_gpu_grad_input_kernel), deterministic ? 1u : dk_gpu_blocks(cols),
+                          deterministic ? 1u : (unsigned)DK_GPU_THREADS, stream, w, off, m, g, acc, *a);
             st = dk__gpu_launched("deform_conv2d_backward");
         }
         if (!st) {
