@@ -1,6 +1,8 @@
 """mmcv.ops.roi_align / RoIAlign, roi_pool / RoIPool, nms, soft_nms, batched_nms, nms_match,
-box_iou_rotated, nms_rotated, box_iou_quadri, nms_quadri, bbox_overlaps and the focal losses
-(sigmoid_focal_loss / SigmoidFocalLoss, softmax_focal_loss / SoftmaxFocalLoss), served by dkit.
+box_iou_rotated, nms_rotated, box_iou_quadri, nms_quadri, bbox_overlaps, the focal losses
+(sigmoid_focal_loss / SigmoidFocalLoss, softmax_focal_loss / SoftmaxFocalLoss) and deformable
+convolution (deform_conv2d / DeformConv2d / DeformConv2dPack, modulated_deform_conv2d /
+ModulatedDeformConv2d / ModulatedDeformConv2dPack), served by dkit.
 
 Same signatures, defaults (sampling_ratio=0, pool_mode='avg', aligned=True), outputs and
 exception types as MMCV: an unknown pool_mode or rois without 5 columns raise AssertionError
@@ -31,6 +33,7 @@ from torch.nn.modules.utils import _pair
 
 from dkit import _C
 from dkit._ops.box_iou import bbox_overlaps as _bbox_overlaps
+from dkit._ops.deform_conv import deform_conv2d as _deform_conv2d
 from dkit._ops.focal_loss import sigmoid_focal_loss as _sigmoid_focal_loss
 from dkit._ops.focal_loss import softmax_focal_loss as _softmax_focal_loss
 from dkit._ops.nms import nms as _nms
@@ -50,6 +53,8 @@ __all__ = [
     "roi_align", "RoIAlign", "RoIAlignFunction", "roi_pool", "RoIPool", "RoIPoolFunction", "nms", "soft_nms",
     "batched_nms", "box_iou_rotated", "nms_rotated", "bbox_overlaps", "nms_match", "box_iou_quadri", "nms_quadri",
     "sigmoid_focal_loss", "SigmoidFocalLoss", "softmax_focal_loss", "SoftmaxFocalLoss",
+    "deform_conv2d", "DeformConv2d", "DeformConv2dPack", "modulated_deform_conv2d", "ModulatedDeformConv2d",
+    "ModulatedDeformConv2dPack",
 ]  # fmt: skip
 
 _Tensor = torch.Tensor
@@ -795,3 +800,306 @@ def nms_quadri(
 # batched_nms(..., nms_cfg=dict(type='nms_quadri', ...)) as MMCV: [N, 8] boxes, each category's
 # shifted by the largest coordinate (MMCV's branch for boxes that are not rotated).
 _NMS_OPS["nms_quadri"] = nms_quadri
+
+
+# ------------------------------------------------------------------------------------------
+# Deformable convolution (mmcv/ops/deform_conv.py, mmcv/ops/modulated_deform_conv.py)
+#
+# MMCV's DCNv1 and DCNv2 are torchvision's deform_conv2d (the same offsets, (y, x) per tap per
+# deformable group, the same bilinear samples and gradients) but for the offsets' gradient at the
+# map's edge (geometry="mmcv": kernels/deform_conv_math.h), so both are dkit.ops.deform_conv2d
+# behind MMCV's signatures, checks and modules. im2col_step is accepted and checked positive,
+# and otherwise unused: it sizes MMCV's column buffer (im2col_step images at a time), and dkit's
+# is bounded whatever the batch (Note [Deformable convolution on a CPU]), so dkit does not
+# assert that the batch is a multiple of it, as MMCV does: a batch of 33 with the default 32,
+# which MMCV refuses (mmcv#661), runs.
+
+
+def _deform_checks(input: Tensor, weight: Tensor, stride: List[int], padding: List[int], dilation: List[int]):
+    """MMCV's Function.forward checks: a 4-d input (ValueError) and an output of positive size
+    (ValueError, MMCV's _output_size message)."""
+    if input.dim() != 4:
+        raise ValueError("Expected 4D tensor as input, got " + str(input.dim()) + "D tensor instead.")
+    size = [input.size(0), weight.size(0)]
+    for d in range(2):
+        kernel = dilation[d] * (weight.size(d + 2) - 1) + 1
+        size.append((input.size(d + 2) + 2 * padding[d] - kernel) // stride[d] + 1)
+    if size[0] <= 0 or size[1] <= 0 or size[2] <= 0 or size[3] <= 0:
+        raise ValueError("convolution input is too small (output would be " + "x".join([str(v) for v in size]) + ")")
+
+
+def _list2(v: BroadcastingList2[int]) -> List[int]:
+    """_pair as a list: TorchScript's BroadcastingList2 is a list already; eagerly an int or a
+    sequence of two."""
+    if torch.jit.is_scripting():
+        return v
+    return list(_pair(v))
+
+
+@torch.fx.wrap
+def deform_conv2d(
+    input: Tensor,
+    offset: Tensor,
+    weight: Tensor,
+    stride: BroadcastingList2[int] = 1,
+    padding: BroadcastingList2[int] = 0,
+    dilation: BroadcastingList2[int] = 1,
+    groups: int = 1,
+    deform_groups: int = 1,
+    bias: bool = False,
+    im2col_step: int = 32,
+) -> Tensor:
+    """mmcv.ops.deform_conv2d (DCNv1): input [N, Cin, H, W], offset [N, 2 deform_groups kh kw,
+    Ho, Wo], weight [Cout, Cin / groups, kh, kw]; no bias (MMCV asserts bias is False). Any batch
+    (im2col_step only checked positive: see above). Differentiable with respect to input, offset
+    and weight. See dkit.ops.deform_conv2d."""
+    assert bias is False, "Only support bias is False."
+    assert im2col_step > 0, "im2col_step must be positive"
+    s, p, d = _list2(stride), _list2(padding), _list2(dilation)
+    _deform_checks(input, weight, s, p, d)
+    input = input.type_as(offset)  # MMCV's casts (amp: a half input with float offsets)
+    weight = weight.type_as(input)
+    _deform_groups(input, offset, weight, groups, deform_groups, 2)
+    return _deform_conv2d(input, offset, weight, None, s, p, d, None, "mmcv")
+
+
+def _deform_groups(input: Tensor, offset: Tensor, weight: Tensor, groups: int, deform_groups: int, per_tap: int):
+    """groups and deform_groups must be those of the shapes (which dkit.ops.deform_conv2d reads
+    from them, as torchvision does): MMCV's kernels check the same (shape_check), as
+    RuntimeError."""
+    if groups <= 0 or deform_groups <= 0:
+        raise RuntimeError(
+            "groups and deform_groups must be positive, got " + str(groups) + " and " + str(deform_groups)
+        )
+    if weight.dim() == 4 and weight.size(1) * groups != input.size(1):
+        raise RuntimeError(
+            "Input shape and kernel channels wont match: (" + str(input.size(1)) + " vs "
+            + str(weight.size(1) * groups) + ")."
+        )
+    taps = weight.size(2) * weight.size(3) if weight.dim() == 4 else 0
+    if offset.dim() == 4 and offset.size(1) != per_tap * taps * deform_groups:
+        raise RuntimeError(
+            "invalid number of offset channels: got " + str(offset.size(1)) + ", expected "
+            + str(per_tap * taps * deform_groups) + " (" + str(per_tap) + " x kh x kw x deform_groups)"
+        )  # fmt: skip
+
+
+@torch.fx.wrap
+def modulated_deform_conv2d(
+    input: Tensor,
+    offset: Tensor,
+    mask: Tensor,
+    weight: Tensor,
+    bias: Optional[Tensor] = None,
+    stride: BroadcastingList2[int] = 1,
+    padding: BroadcastingList2[int] = 0,
+    dilation: BroadcastingList2[int] = 1,
+    groups: int = 1,
+    deform_groups: int = 1,
+) -> Tensor:
+    """mmcv.ops.modulated_deform_conv2d (DCNv2): deform_conv2d with mask [N, deform_groups kh kw,
+    Ho, Wo] multiplying each sample, and an optional bias [Cout]. Differentiable with respect to
+    input, offset, mask, weight and bias. See dkit.ops.deform_conv2d."""
+    s, p, d = _list2(stride), _list2(padding), _list2(dilation)
+    _deform_checks(input, weight, s, p, d)
+    input = input.type_as(offset)  # MMCV's casts
+    weight = weight.type_as(input)
+    mask = mask.type_as(input)
+    if bias is not None:
+        bias = bias.type_as(input)
+    _deform_groups(input, offset, weight, groups, deform_groups, 2)
+    return _deform_conv2d(input, offset, weight, bias, s, p, d, mask, "mmcv")
+
+
+def _deform_attributes(module, in_channels, out_channels, kernel_size, stride, padding, dilation, groups,
+                       deform_groups):  # fmt: skip
+    """The attributes MMCV's DeformConv2d and ModulatedDeformConv2d share, and the (uninitialised)
+    weight [out_channels, in_channels / groups, kh, kw]."""
+    module.in_channels = in_channels
+    module.out_channels = out_channels
+    module.kernel_size = _pair(kernel_size)
+    module.stride = _pair(stride)
+    module.padding = _pair(padding)
+    module.dilation = _pair(dilation)
+    module.groups = groups
+    module.deform_groups = deform_groups
+    module.transposed = False
+    module.output_padding = (0,)
+    module.weight = nn.Parameter(torch.empty(out_channels, in_channels // groups, *module.kernel_size))
+
+
+class DeformConv2d(nn.Module):
+    """mmcv.ops.DeformConv2d(in_channels, out_channels, kernel_size, stride=1, padding=0,
+    dilation=1, groups=1, deform_groups=1, bias=False, im2col_step=32): MMCV's asserts,
+    attributes, Kaiming-uniform (relu) weights, padding of inputs smaller than the kernel, and
+    repr."""
+
+    _version = 2
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size,
+        stride=1,
+        padding=0,
+        dilation=1,
+        groups: int = 1,
+        deform_groups: int = 1,
+        bias: bool = False,
+        im2col_step: int = 32,
+    ):
+        super().__init__()
+        assert not bias, f"bias={bias} is not supported in DeformConv2d."
+        assert in_channels % groups == 0, f"in_channels {in_channels} cannot be divisible by groups {groups}"
+        assert out_channels % groups == 0, f"out_channels {out_channels} cannot be divisible by groups {groups}"
+        _deform_attributes(self, in_channels, out_channels, kernel_size, stride, padding, dilation, groups,
+                           deform_groups)  # fmt: skip
+        self.im2col_step = im2col_step
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        nn.init.kaiming_uniform_(self.weight, nonlinearity="relu")
+
+    def forward(self, x: Tensor, offset: Tensor) -> Tensor:
+        # MMCV pads an input smaller than the kernel (and its offset) at the bottom and right,
+        # and crops the output back
+        pad_h = max(self.kernel_size[0] - x.size(2), 0)
+        pad_w = max(self.kernel_size[1] - x.size(3), 0)
+        input_pad = pad_h > 0 or pad_w > 0
+        if input_pad:
+            x = nn.functional.pad(x, [0, pad_w, 0, pad_h], "constant", 0.0)
+            offset = nn.functional.pad(offset, [0, pad_w, 0, pad_h], "constant", 0.0)
+        out = deform_conv2d(
+            x, offset, self.weight, self.stride, self.padding, self.dilation, self.groups, self.deform_groups, False,
+            self.im2col_step,
+        )  # fmt: skip
+        if input_pad:
+            out = out[:, :, : out.size(2) - pad_h, : out.size(3) - pad_w].contiguous()
+        return out
+
+    def __repr__(self):
+        return (
+            f"{self.__class__.__name__}(in_channels={self.in_channels},\n"
+            f"out_channels={self.out_channels},\n"
+            f"kernel_size={self.kernel_size},\n"
+            f"stride={self.stride},\n"
+            f"padding={self.padding},\n"
+            f"dilation={self.dilation},\n"
+            f"groups={self.groups},\n"
+            f"deform_groups={self.deform_groups},\n"
+            "bias=False)"
+        )
+
+
+class DeformConv2dPack(DeformConv2d):
+    """mmcv.ops.DeformConv2dPack: DeformConv2d whose offsets come from a convolution of its input
+    (conv_offset: deform_groups 2 kh kw channels, the layer's stride, padding and dilation, with
+    bias), zero-initialised, so that it starts as a plain convolution."""
+
+    _version = 2
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.conv_offset = nn.Conv2d(
+            self.in_channels,
+            self.deform_groups * 2 * self.kernel_size[0] * self.kernel_size[1],
+            kernel_size=self.kernel_size,
+            stride=_pair(self.stride),
+            padding=_pair(self.padding),
+            dilation=_pair(self.dilation),
+            bias=True,
+        )
+        self.init_offset()
+
+    def init_offset(self):
+        self.conv_offset.weight.data.zero_()
+        self.conv_offset.bias.data.zero_()
+
+    def forward(self, x: Tensor) -> Tensor:
+        offset = self.conv_offset(x)
+        return deform_conv2d(
+            x, offset, self.weight, self.stride, self.padding, self.dilation, self.groups, self.deform_groups, False,
+            self.im2col_step,
+        )  # fmt: skip
+
+
+class ModulatedDeformConv2d(nn.Module):
+    """mmcv.ops.ModulatedDeformConv2d(in_channels, out_channels, kernel_size, stride=1, padding=0,
+    dilation=1, groups=1, deform_groups=1, bias=True): weights uniform in +-1/sqrt(Cin kh kw),
+    a zero bias, as MMCV's init_weights."""
+
+    _version = 2
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size,
+        stride=1,
+        padding=0,
+        dilation=1,
+        groups: int = 1,
+        deform_groups: int = 1,
+        bias=True,
+    ):
+        super().__init__()
+        _deform_attributes(self, in_channels, out_channels, kernel_size, stride, padding, dilation, groups,
+                           deform_groups)  # fmt: skip
+        if bias:
+            self.bias = nn.Parameter(torch.empty(out_channels))
+        else:
+            self.register_parameter("bias", None)
+        self.init_weights()
+
+    def init_weights(self):
+        n = self.in_channels
+        for k in self.kernel_size:
+            n *= k
+        stdv = 1.0 / n**0.5
+        self.weight.data.uniform_(-stdv, stdv)
+        if self.bias is not None:
+            self.bias.data.zero_()
+
+    def forward(self, x: Tensor, offset: Tensor, mask: Tensor) -> Tensor:
+        return modulated_deform_conv2d(
+            x, offset, mask, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups,
+            self.deform_groups,
+        )  # fmt: skip
+
+
+class ModulatedDeformConv2dPack(ModulatedDeformConv2d):
+    """mmcv.ops.ModulatedDeformConv2dPack: offsets and mask from conv_offset (deform_groups 3 kh kw
+    channels, zero-initialised): o1, o2, m = its output in three chunks, offset = cat(o1, o2),
+    mask = sigmoid(m)."""
+
+    _version = 2
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.conv_offset = nn.Conv2d(
+            self.in_channels,
+            self.deform_groups * 3 * self.kernel_size[0] * self.kernel_size[1],
+            kernel_size=self.kernel_size,
+            stride=self.stride,
+            padding=self.padding,
+            dilation=self.dilation,
+            bias=True,
+        )
+        self.init_weights()
+
+    def init_weights(self):
+        super().init_weights()
+        if hasattr(self, "conv_offset"):
+            self.conv_offset.weight.data.zero_()
+            self.conv_offset.bias.data.zero_()
+
+    def forward(self, x: Tensor) -> Tensor:
+        out = self.conv_offset(x)
+        o1, o2, mask = torch.chunk(out, 3, dim=1)
+        offset = torch.cat((o1, o2), dim=1)
+        mask = torch.sigmoid(mask)
+        return modulated_deform_conv2d(
+            x, offset, mask, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups,
+            self.deform_groups,
+        )  # fmt: skip

@@ -1,6 +1,7 @@
 """torchvision.ops.roi_align / RoIAlign, roi_pool / RoIPool, ps_roi_pool / PSRoIPool,
 ps_roi_align / PSRoIAlign, nms, batched_nms, the box-overlap functions (box_iou,
-generalized_box_iou, distance_box_iou, complete_box_iou) and sigmoid_focal_loss, served by dkit.
+generalized_box_iou, distance_box_iou, complete_box_iou), sigmoid_focal_loss and deform_conv2d /
+DeformConv2d, served by dkit.
 
 Same signatures (annotations included), defaults (sampling_ratio=-1, aligned=False, eps=1e-7),
 outputs and exception types as torchvision 0.14: malformed boxes raise AssertionError with
@@ -9,7 +10,8 @@ to a box-overlap function raise IndexError, as indexing them does in torchvision
 for where dkit is stricter than torchvision.
 """
 
-from typing import List, Union
+import math
+from typing import List, Optional, Tuple, Union
 
 import torch
 import torch.fx
@@ -18,6 +20,7 @@ from torch.jit.annotations import BroadcastingList2
 
 from dkit import _C
 from dkit._ops import box_iou as _box_iou
+from dkit._ops.deform_conv import deform_conv2d as _deform_conv2d
 from dkit._ops.focal_loss import sigmoid_focal_loss as _sigmoid_focal_loss
 from dkit._ops.nms import batched_nms as _batched_nms
 from dkit._ops.nms import nms as _nms
@@ -43,6 +46,8 @@ __all__ = [
     "distance_box_iou",
     "complete_box_iou",
     "sigmoid_focal_loss",
+    "deform_conv2d",
+    "DeformConv2d",
 ]
 
 _Tensor = torch.Tensor
@@ -572,3 +577,137 @@ def sigmoid_focal_loss(
         dtype = torch.promote_types(inputs.dtype, targets.dtype)
         inputs, targets = inputs.to(dtype), targets.to(dtype)
     return _sigmoid_focal_loss(inputs, targets, float(alpha), float(gamma), reduction)
+
+
+# ------------------------------------------------------------------------------------------
+# deform_conv2d
+
+
+def _int_pair(v: Tuple[int, int]) -> List[int]:
+    return [v[0], v[1]]
+
+
+@torch.fx.wrap
+def deform_conv2d(
+    input: Tensor,
+    offset: Tensor,
+    weight: Tensor,
+    bias: Optional[Tensor] = None,
+    stride: Tuple[int, int] = (1, 1),
+    padding: Tuple[int, int] = (0, 0),
+    dilation: Tuple[int, int] = (1, 1),
+    mask: Optional[Tensor] = None,
+) -> Tensor:
+    """Deformable convolution v2 (v1 without ``mask``), as torchvision.ops.deform_conv2d (see
+    dkit.ops.deform_conv2d: torchvision's values and its five gradients; float16 and bfloat16
+    too, which torchvision refuses on a CPU; any batch in bounded memory).
+
+    Args:
+        input (Tensor[batch_size, in_channels, in_height, in_width]): input tensor
+        offset (Tensor[batch_size, 2 * offset_groups * kernel_height * kernel_width, out_height, out_width]):
+            offsets to be applied for each position in the convolution kernel.
+        weight (Tensor[out_channels, in_channels // groups, kernel_height, kernel_width]): convolution weights,
+            split into groups of size (in_channels // groups)
+        bias (Tensor[out_channels]): optional bias of shape (out_channels,). Default: None
+        stride (int or Tuple[int, int]): distance between convolution centers. Default: 1
+        padding (int or Tuple[int, int]): height/width of padding of zeroes around
+            each image. Default: 0
+        dilation (int or Tuple[int, int]): the spacing between kernel elements. Default: 1
+        mask (Tensor[batch_size, offset_groups * kernel_height * kernel_width, out_height, out_width]):
+            masks to be applied for each position in the convolution kernel. Default: None
+
+    Returns:
+        Tensor[batch_sz, out_channels, out_h, out_w]: result of convolution
+    """
+    if not _is_scripting():  # Note [Compat under TorchScript]: ints or pairs, as torchvision's _pair
+        return _deform_conv2d(input, offset, weight, bias, stride, padding, dilation, mask)
+    return _deform_conv2d(
+        input, offset, weight, bias, _int_pair(stride), _int_pair(padding), _int_pair(dilation), mask
+    )
+
+
+def _pair_of(v) -> Tuple[int, int]:
+    """torchvision's _pair: an int n as (n, n), a pair as a tuple."""
+    if isinstance(v, (list, tuple)):
+        return tuple(v)
+    return (v, v)
+
+
+class DeformConv2d(nn.Module):
+    """See :func:`deform_conv2d`. torchvision's module: the same parameters, initialisation
+    (Kaiming-uniform weights with a = sqrt(5), a uniform bias in +-1/sqrt(fan_in)), errors and
+    repr."""
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int,
+        stride: int = 1,
+        padding: int = 0,
+        dilation: int = 1,
+        groups: int = 1,
+        bias: bool = True,
+    ):
+        super().__init__()
+        if in_channels % groups != 0:
+            raise ValueError("in_channels must be divisible by groups")
+        if out_channels % groups != 0:
+            raise ValueError("out_channels must be divisible by groups")
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.kernel_size = _pair_of(kernel_size)
+        self.stride = _pair_of(stride)
+        self.padding = _pair_of(padding)
+        self.dilation = _pair_of(dilation)
+        self.groups = groups
+        self.weight = nn.Parameter(
+            torch.empty(out_channels, in_channels // groups, self.kernel_size[0], self.kernel_size[1])
+        )
+        if bias:
+            self.bias = nn.Parameter(torch.empty(out_channels))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            fan_in, _ = nn.init._calculate_fan_in_and_fan_out(self.weight)
+            bound = 1 / math.sqrt(fan_in)
+            nn.init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input: Tensor, offset: Tensor, mask: Optional[Tensor] = None) -> Tensor:
+        """
+        Args:
+            input (Tensor[batch_size, in_channels, in_height, in_width]): input tensor
+            offset (Tensor[batch_size, 2 * offset_groups * kernel_height * kernel_width, out_height, out_width]):
+                offsets to be applied for each position in the convolution kernel.
+            mask (Tensor[batch_size, offset_groups * kernel_height * kernel_width, out_height, out_width]):
+                masks to be applied for each position in the convolution kernel.
+        """
+        return deform_conv2d(
+            input,
+            offset,
+            self.weight,
+            self.bias,
+            stride=self.stride,
+            padding=self.padding,
+            dilation=self.dilation,
+            mask=mask,
+        )
+
+    def __repr__(self) -> str:
+        s = (
+            f"{self.__class__.__name__}("
+            f"{self.in_channels}"
+            f", {self.out_channels}"
+            f", kernel_size={self.kernel_size}"
+            f", stride={self.stride}"
+        )
+        s += f", padding={self.padding}" if self.padding != (0, 0) else ""
+        s += f", dilation={self.dilation}" if self.dilation != (1, 1) else ""
+        s += f", groups={self.groups}" if self.groups != 1 else ""
+        s += ", bias=False" if self.bias is None else ""
+        s += ")"
+        return s

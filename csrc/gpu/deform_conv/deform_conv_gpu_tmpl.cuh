@@ -1,0 +1,224 @@
+/*
+ * deform_conv_gpu_tmpl.cuh — deform_conv2d's GPU kernels and their launchers (Note [Deformable
+ * convolution on a GPU] in deform_conv_gpu.h), a template (Note [Templates in C] in
+ * kernels/dk_template.h) instantiated for every float storage type by deform_conv_gpu.cu: DK_S
+ * the storage type, DK_T the compute type.
+ */
+#if DK_TMPL_PASS == DK_TMPL_FLOAT
+
+/* The sample of tap `tap` of offset group d at output (y, x) of image n, and its mask. */
+__device__ static inline DK_T DK_SFN(dk__dc_gpu_sample)(const DK_S *__restrict__ off, const DK_S *__restrict__ mask,
+                                                        const dk__dc_gpu_args &a, int64_t n, int64_t d, int64_t tap,
+                                                        int64_t y, int64_t x, DK_TFN(dk_deform_conv_sample) *s)
+{
+    const int64_t i = tap / a.kw, j = tap % a.kw, ch = 2 * (d * a.kk + tap);
+    const int64_t o = n * a.off_s[0] + y * a.off_s[2] + x * a.off_s[3];
+    const DK_T py = DK_TFN(dk_deform_conv_base)(y, a.sh, a.ph, i, a.dh) + DK_LOAD(off[o + ch * a.off_s[1]]);
+    const DK_T px = DK_TFN(dk_deform_conv_base)(x, a.sw, a.pw, j, a.dw) + DK_LOAD(off[o + (ch + 1) * a.off_s[1]]);
+    DK_TFN(dk_deform_conv_sample_init)(py, px, a.H, a.W, a.x_s[2], a.x_s[3], a.geometry, s);
+    return a.has_mask ? DK_LOAD(mask[n * a.m_s[0] + (d * a.kk + tap) * a.m_s[1] + y * a.m_s[2] + x * a.m_s[3]])
+                      : (DK_T)1;
+}
+
+__device__ static inline void DK_SFN(dk__dc_gpu_corners)(const DK_S *plane, const DK_TFN(dk_deform_conv_sample) *s,
+                                                         DK_T v[4])
+{
+    for (int k = 0; k < 4; k++) v[k] = s->in[k] ? DK_LOAD(plane[s->off[k]]) : (DK_T)0;
+}
+
+__global__ void DK_SFN(dk__dc_gpu_forward_kernel)(const DK_S *__restrict__ x, const DK_S *__restrict__ w,
+                                                  const DK_S *__restrict__ off, const DK_S *__restrict__ mask,
+                                                  const DK_S *__restrict__ bias, DK_S *__restrict__ out,
+                                                  dk__dc_gpu_args a)
+{
+    const int64_t total = a.N * a.Cout * a.Ho * a.Wo;
+    for (int64_t e = DK_GPU_FIRST(); e < total; e += DK_GPU_STRIDE()) {
+        const int64_t xo = e % a.Wo, yo = e / a.Wo % a.Ho, o = e / (a.Wo * a.Ho) % a.Cout,
+                      n = e / (a.Wo * a.Ho * a.Cout);
+        const int64_t g = o / a.opg;
+        DK_T acc = a.has_bias ? DK_LOAD(bias[o * a.b_s]) : (DK_T)0;
+        for (int64_t c = g * a.cpg; c < (g + 1) * a.cpg; c++) {
+            const DK_S *plane = x + n * a.x_s[0] + c * a.x_s[1];
+            for (int64_t tap = 0; tap < a.kk; tap++) {
+                DK_TFN(dk_deform_conv_sample) s;
+                const DK_T m = DK_SFN(dk__dc_gpu_sample)(off, mask, a, n, c / a.cpog, tap, yo, xo, &s);
+                DK_T v[4];
+                DK_SFN(dk__dc_gpu_corners)(plane, &s, v);
+                const DK_T wv = DK_LOAD(
+                    w[o * a.w_s[0] + (c - g * a.cpg) * a.w_s[1] + tap / a.kw * a.w_s[2] + tap % a.kw * a.w_s[3]]);
+                acc += wv * (m * DK_TFN(dk_deform_conv_value)(&s, v));
+            }
+        }
+        out[n * a.o_s[0] + o * a.o_s[1] + yo * a.o_s[2] + xo * a.o_s[3]] = DK_STORE(acc);
+    }
+}
+
+/* The column gradient of channel c, tap `tap`, at (n, y, x): the sum over its group's output
+ * channels of weight x grad_output. */
+__device__ static inline DK_T DK_SFN(dk__dc_gpu_gcol)(const DK_S *__restrict__ w, const DK_S *__restrict__ gout,
+                                                      const dk__dc_gpu_args &a, int64_t n, int64_t c, int64_t tap,
+                                                      int64_t y, int64_t x)
+{
+    const int64_t g = c / a.cpg;
+    DK_T sum = 0;
+    for (int64_t o = g * a.opg; o < (g + 1) * a.opg; o++)
+        sum += DK_LOAD(w[o * a.w_s[0] + (c - g * a.cpg) * a.w_s[1] + tap / a.kw * a.w_s[2] + tap % a.kw * a.w_s[3]]) *
+               DK_LOAD(gout[n * a.o_s[0] + o * a.o_s[1] + y * a.o_s[2] + x * a.o_s[3]]);
+    return sum;
+}
+
+/* grad_input's scatter into acc (contiguous NCHW, compute type). */
+__global__ void DK_SFN(dk__dc_gpu_grad_input_kernel)(const DK_S *__restrict__ w, const DK_S *__restrict__ off,
+                                                     const DK_S *__restrict__ mask, const DK_S *__restrict__ gout,
+                                                     DK_T *acc, dk__dc_gpu_args a)
+{
+    const int64_t total = a.N * a.Cin * a.kk * a.Ho * a.Wo;
+    for (int64_t e = DK_GPU_FIRST(); e < total; e += DK_GPU_STRIDE()) {
+        const int64_t xo = e % a.Wo, yo = e / a.Wo % a.Ho, tap = e / (a.Wo * a.Ho) % a.kk;
+        const int64_t c = e / (a.Wo * a.Ho * a.kk) % a.Cin, n = e / (a.Wo * a.Ho * a.kk * a.Cin);
+        DK_TFN(dk_deform_conv_sample) s;
+        const DK_T m = DK_SFN(dk__dc_gpu_sample)(off, mask, a, n, c / a.cpog, tap, yo, xo, &s);
+        if (!s.any) continue;
+        const DK_T t = DK_SFN(dk__dc_gpu_gcol)(w, gout, a, n, c, tap, yo, xo) * m;
+        DK_T *plane = acc + (n * a.Cin + c) * a.H * a.W;
+        const int64_t o0 = s.y0 * a.W + s.x0;
+        if (s.in[0]) atomicAdd(plane + o0, t * s.w[0]);
+        if (s.in[1]) atomicAdd(plane + o0 + 1, t * s.w[1]);
+        if (s.in[2]) atomicAdd(plane + o0 + a.W, t * s.w[2]);
+        if (s.in[3]) atomicAdd(plane + o0 + a.W + 1, t * s.w[3]);
+    }
+}
+
+/* grad_input = acc, any strides. */
+__global__ void DK_SFN(dk__dc_gpu_store_kernel)(const DK_T *__restrict__ acc, DK_S *__restrict__ gin, dk__dc_gpu_args a)
+{
+    const int64_t total = a.N * a.Cin * a.H * a.W;
+    for (int64_t e = DK_GPU_FIRST(); e < total; e += DK_GPU_STRIDE()) {
+        const int64_t x = e % a.W, y = e / a.W % a.H, c = e / (a.W * a.H) % a.Cin, n = e / (a.W * a.H * a.Cin);
+        gin[n * a.gx_s[0] + c * a.gx_s[1] + y * a.gx_s[2] + x * a.gx_s[3]] = DK_STORE(acc[e]);
+    }
+}
+
+/* grad_offset and grad_mask of (n, d, tap, y, x): the CPU's sums over the group's channels. */
+__global__ void DK_SFN(dk__dc_gpu_grad_offset_kernel)(const DK_S *__restrict__ x, const DK_S *__restrict__ w,
+                                                      const DK_S *__restrict__ off, const DK_S *__restrict__ mask,
+                                                      const DK_S *__restrict__ gout, DK_S *__restrict__ goff,
+                                                      DK_S *__restrict__ gmask, dk__dc_gpu_args a)
+{
+    const int64_t total = a.N * a.og * a.kk * a.Ho * a.Wo;
+    for (int64_t e = DK_GPU_FIRST(); e < total; e += DK_GPU_STRIDE()) {
+        const int64_t xo = e % a.Wo, yo = e / a.Wo % a.Ho, tap = e / (a.Wo * a.Ho) % a.kk;
+        const int64_t d = e / (a.Wo * a.Ho * a.kk) % a.og, n = e / (a.Wo * a.Ho * a.kk * a.og);
+        DK_TFN(dk_deform_conv_sample) s;
+        const DK_T m = DK_SFN(dk__dc_gpu_sample)(off, mask, a, n, d, tap, yo, xo, &s);
+        DK_T ay = 0, ax = 0, am = 0;
+        for (int64_t c = d * a.cpog; c < (d + 1) * a.cpog; c++) {
+            DK_T v[4];
+            DK_SFN(dk__dc_gpu_corners)(x + n * a.x_s[0] + c * a.x_s[1], &s, v);
+            const DK_T gc = DK_SFN(dk__dc_gpu_gcol)(w, gout, a, n, c, tap, yo, xo), t = gc * m;
+            am += gc * DK_TFN(dk_deform_conv_value)(&s, v);
+            ay += t * DK_TFN(dk_deform_conv_dy)(&s, v);
+            ax += t * DK_TFN(dk_deform_conv_dx)(&s, v);
+        }
+        const int64_t ch = d * a.kk + tap, o = n * a.goff_s[0] + yo * a.goff_s[2] + xo * a.goff_s[3];
+        goff[o + 2 * ch * a.goff_s[1]] = DK_STORE(ay);
+        goff[o + (2 * ch + 1) * a.goff_s[1]] = DK_STORE(ax);
+        if (gmask) gmask[n * a.gm_s[0] + ch * a.gm_s[1] + yo * a.gm_s[2] + xo * a.gm_s[3]] = DK_STORE(am);
+    }
+}
+
+/* grad_weight[o, c', i, j] and, for the threads of c' = i = j = 0, grad_bias[o]. */
+__global__ void DK_SFN(dk__dc_gpu_grad_weight_kernel)(const DK_S *__restrict__ x, const DK_S *__restrict__ off,
+                                                      const DK_S *__restrict__ mask, const DK_S *__restrict__ gout,
+                                                      DK_S *__restrict__ gw, DK_S *__restrict__ gb, dk__dc_gpu_args a)
+{
+    const int64_t total = a.Cout * a.cpg * a.kk;
+    for (int64_t e = DK_GPU_FIRST(); e < total; e += DK_GPU_STRIDE()) {
+        const int64_t tap = e % a.kk, cg = e / a.kk % a.cpg, o = e / (a.kk * a.cpg);
+        const int64_t c = o / a.opg * a.cpg + cg;
+        DK_T sum = 0, bsum = 0;
+        for (int64_t n = 0; n < a.N; n++) {
+            const DK_S *plane = x + n * a.x_s[0] + c * a.x_s[1];
+            for (int64_t yo = 0; yo < a.Ho; yo++)
+                for (int64_t xo = 0; xo < a.Wo; xo++) {
+                    DK_TFN(dk_deform_conv_sample) s;
+                    const DK_T m = DK_SFN(dk__dc_gpu_sample)(off, mask, a, n, c / a.cpog, tap, yo, xo, &s);
+                    DK_T v[4];
+                    DK_SFN(dk__dc_gpu_corners)(plane, &s, v);
+                    const DK_T g = DK_LOAD(gout[n * a.o_s[0] + o * a.o_s[1] + yo * a.o_s[2] + xo * a.o_s[3]]);
+                    sum += g * (m * DK_TFN(dk_deform_conv_value)(&s, v));
+                    bsum += g;
+                }
+        }
+        gw[o * a.gw_s[0] + cg * a.gw_s[1] + tap / a.kw * a.gw_s[2] + tap % a.kw * a.gw_s[3]] = DK_STORE(sum);
+        if (gb && cg == 0 && tap == 0) gb[o * a.gb_s] = DK_STORE(bsum);
+    }
+}
+
+static dk_status DK_SFN(dk__dc_gpu_forward)(const dk_tensor *input, const dk_tensor *weight, const dk_tensor *offset,
+                                            const dk_tensor *mask, const dk_tensor *bias, dk_tensor *output,
+                                            const dk__dc_gpu_args *a, void *stream)
+{
+    DK_GPU_LAUNCH(DK_SFN(dk__dc_gpu_forward_kernel), dk_gpu_blocks(a->N * a->Cout * a->Ho * a->Wo), DK_GPU_THREADS,
+                  stream, (const DK_S *)dk_tensor_data(input), (const DK_S *)dk_tensor_data(weight),
+                  (const DK_S *)dk_tensor_data(offset), mask ? (const DK_S *)dk_tensor_data(mask) : (const DK_S *)0,
+                  bias ? (const DK_S *)dk_tensor_data(bias) : (const DK_S *)0, (DK_S *)dk_tensor_data(output), *a);
+    return dk__gpu_launched("deform_conv2d_forward");
+}
+
+static dk_status DK_SFN(dk__dc_gpu_backward)(const dk_tensor *grad_output, const dk_tensor *input,
+                                             const dk_tensor *weight, const dk_tensor *offset, const dk_tensor *mask,
+                                             dk_tensor *grad_input, dk_tensor *grad_weight, dk_tensor *grad_offset,
+                                             dk_tensor *grad_mask, dk_tensor *grad_bias, const dk__dc_gpu_args *a,
+                                             bool deterministic, void *stream)
+{
+    const DK_S *x = (const DK_S *)dk_tensor_data(input), *w = (const DK_S *)dk_tensor_data(weight);
+    const DK_S *off = (const DK_S *)dk_tensor_data(offset), *g = (const DK_S *)dk_tensor_data(grad_output);
+    const DK_S *m = mask ? (const DK_S *)dk_tensor_data(mask) : (const DK_S *)0;
+    dk_status st = DK_OK;
+    const int64_t img = a->N * a->Cin * a->H * a->W;
+    if (img > 0) { /* grad_input: the atomic accumulator, then its store */
+        size_t bytes;
+        if (__builtin_mul_overflow((size_t)img, sizeof(DK_T), &bytes))
+            return dk_error(DK_EINVAL, "deform_conv2d_backward: grad_input too large (%lld elements)", (long long)img);
+        void *accv = NULL;
+        st = dk_device_alloc(grad_input->device, bytes, &accv);
+        if (st) return st;
+        DK_T *acc = (DK_T *)accv;
+        if (dkgMemsetAsync(acc, 0, bytes, (dkgStream_t)stream) != dkgSuccess)
+            st = dk__gpu_launched("deform_conv2d_backward");
+        const int64_t cols = a->N * a->Cin * a->kk * a->Ho * a->Wo;
+        if (!st && cols > 0) {
+            /* deterministic: one thread adds in a fixed order of columns (slow, and the same
+             * bits on every run); else every column at once, in whatever order (Note
+             * [Deformable convolution on a GPU]) */
+            DK_GPU_LAUNCH(DK_SFN(dk__dc_gpu_grad_input_kernel), deterministic ? 1u : dk_gpu_blocks(cols),
+                          deterministic ? 1u : (unsigned)DK_GPU_THREADS, stream, w, off, m, g, acc, *a);
+            st = dk__gpu_launched("deform_conv2d_backward");
+        }
+        if (!st) {
+            DK_GPU_LAUNCH(DK_SFN(dk__dc_gpu_store_kernel), dk_gpu_blocks(img), DK_GPU_THREADS, stream, acc,
+                          (DK_S *)dk_tensor_data(grad_input), *a);
+            st = dk__gpu_launched("deform_conv2d_backward");
+        }
+        dk_device_free(grad_input->device, accv); /* stream-ordered: after the kernels above */
+        if (st) return st;
+    }
+    const int64_t samples = a->N * a->og * a->kk * a->Ho * a->Wo;
+    if (samples > 0) {
+        DK_GPU_LAUNCH(DK_SFN(dk__dc_gpu_grad_offset_kernel), dk_gpu_blocks(samples), DK_GPU_THREADS, stream, x, w, off,
+                      m, g, (DK_S *)dk_tensor_data(grad_offset),
+                      grad_mask ? (DK_S *)dk_tensor_data(grad_mask) : (DK_S *)0, *a);
+        if ((st = dk__gpu_launched("deform_conv2d_backward"))) return st;
+    }
+    const int64_t weights = a->Cout * a->cpg * a->kk;
+    if (weights > 0) {
+        DK_GPU_LAUNCH(DK_SFN(dk__dc_gpu_grad_weight_kernel), dk_gpu_blocks(weights), DK_GPU_THREADS, stream, x, off, m,
+                      g, (DK_S *)dk_tensor_data(grad_weight), grad_bias ? (DK_S *)dk_tensor_data(grad_bias) : (DK_S *)0,
+                      *a);
+        st = dk__gpu_launched("deform_conv2d_backward");
+    }
+    return st;
+}
+
+#endif
