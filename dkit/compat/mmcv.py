@@ -808,11 +808,13 @@ _NMS_OPS["nms_quadri"] = nms_quadri
 # MMCV's DCNv1 and DCNv2 are torchvision's deform_conv2d (the same offsets, (y, x) per tap per
 # deformable group, the same bilinear samples and gradients) but for the offsets' gradient at the
 # map's edge (geometry="mmcv": kernels/deform_conv_math.h), so both are dkit.ops.deform_conv2d
-# behind MMCV's signatures, checks and modules. im2col_step is accepted and checked positive,
-# and otherwise unused: it sizes MMCV's column buffer (im2col_step images at a time), and dkit's
-# is bounded whatever the batch (Note [Deformable convolution on a CPU]), so dkit does not
-# assert that the batch is a multiple of it, as MMCV does: a batch of 33 with the default 32,
-# which MMCV refuses (mmcv#661), runs.
+# behind MMCV's signatures, checks and modules. im2col_step sizes MMCV's column buffer
+# (im2col_step images at a time); dkit's is bounded whatever the batch (Note [Deformable
+# convolution on a CPU]), so dkit needs none. The compat entry still asserts what MMCV asserts,
+# that the batch is a multiple of min(im2col_step, batch), with MMCV's message: a drop-in must
+# fail where MMCV fails (MMCV's own test checks the refusal), and batch 64 with the default 32
+# passes it. dkit.ops.deform_conv2d and dkit.compat.torchvision take any batch (mmcv#661's
+# batch of 33 included).
 
 
 def _deform_checks(input: Tensor, weight: Tensor, stride: List[int], padding: List[int], dilation: List[int]):
@@ -850,11 +852,13 @@ def deform_conv2d(
     im2col_step: int = 32,
 ) -> Tensor:
     """mmcv.ops.deform_conv2d (DCNv1): input [N, Cin, H, W], offset [N, 2 deform_groups kh kw,
-    Ho, Wo], weight [Cout, Cin / groups, kh, kw]; no bias (MMCV asserts bias is False). Any batch
-    (im2col_step only checked positive: see above). Differentiable with respect to input, offset
-    and weight. See dkit.ops.deform_conv2d."""
+    Ho, Wo], weight [Cout, Cin / groups, kh, kw]; no bias (MMCV asserts bias is False). A batch
+    that is a multiple of min(im2col_step, batch), as MMCV asserts (see above). Differentiable
+    with respect to input, offset and weight. See dkit.ops.deform_conv2d."""
     assert bias is False, "Only support bias is False."
     assert im2col_step > 0, "im2col_step must be positive"
+    step = min(im2col_step, input.size(0))
+    assert step == 0 or input.size(0) % step == 0, "batch size must be divisible by im2col_step"
     s, p, d = _list2(stride), _list2(padding), _list2(dilation)
     _deform_checks(input, weight, s, p, d)
     input = input.type_as(offset)  # MMCV's casts (amp: a half input with float offsets)

@@ -132,10 +132,16 @@ def test_batch_64_bounded():
     out.sum().backward()
     want = tvops.deform_conv2d(x, off, w, b, 1, 1, 1, m)
     torch.testing.assert_close(out, want)
-    x33, off33 = x[:33].float(), off[:33].float()
-    w33 = w.float()
-    got = dk_mmcv.deform_conv2d(x33, off33, w33, 1, 1, 1, 2, 2)
-    torch.testing.assert_close(got, tvops.deform_conv2d(x33, off33, w33, None, 1, 1), rtol=1e-4, atol=1e-4)
+    # batch 33: dkit.ops and the torchvision compat take it; the MMCV compat refuses it with the
+    # default im2col_step as MMCV does, and takes batch 64 (a multiple of 32)
+    x33, off33, w32 = x[:33].float(), off[:33].float(), w.float()
+    want33 = tvops.deform_conv2d(x33, off33, w32, None, 1, 1)
+    torch.testing.assert_close(dkit.ops.deform_conv2d(x33, off33, w32, None, 1, 1), want33, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(dk_tv.deform_conv2d(x33, off33, w32, None, 1, 1), want33, rtol=1e-4, atol=1e-4)
+    with pytest.raises(AssertionError, match="batch size must be divisible by im2col_step"):
+        dk_mmcv.deform_conv2d(x33, off33, w32, 1, 1, 1, 2, 2)
+    got = dk_mmcv.deform_conv2d(x.float(), off.float(), w32, 1, 1, 1, 2, 2)
+    torch.testing.assert_close(got, tvops.deform_conv2d(x.float(), off.float(), w32, None, 1, 1), rtol=1e-4, atol=1e-4)
 
 
 def test_any_strides():
@@ -284,8 +290,14 @@ _DCN_WEIGHT_GRAD = [[[[3.62, 0.0], [0.40, 0.18]]]]
 @pytest.mark.parametrize("dtype, threshold", [(torch.float64, 1e-3), (torch.float32, 1e-1), (torch.float32, 1e-3)])
 @pytest.mark.parametrize("batch, im2col_step", [(10, 2), (1, 2), (10, 3)])
 def test_mmcv_deform_conv_published(dtype, threshold, batch, im2col_step):
-    """MMCV's DeformConv2dPack test; batch 10 with im2col_step 3, which MMCV refuses, runs (see
-    dkit.compat.mmcv: im2col_step sizes MMCV's buffer only)."""
+    """MMCV's DeformConv2dPack test, its refusal of batch 10 with im2col_step 3 included (MMCV's
+    AssertionError and message, as dkit.compat.mmcv asserts what MMCV asserts)."""
+    if batch % min(batch, im2col_step):
+        x = torch.tensor(np.repeat(_DCN_INPUT, batch, axis=0), dtype=dtype)
+        model = dk_mmcv.DeformConv2dPack(1, 1, kernel_size=2, im2col_step=im2col_step).type(dtype)
+        with pytest.raises(AssertionError, match="batch size must be divisible by im2col_step"):
+            model(x)
+        return
     x = torch.tensor(np.repeat(_DCN_INPUT, batch, axis=0), dtype=dtype, requires_grad=True)
     model = dk_mmcv.DeformConv2dPack(in_channels=1, out_channels=1, kernel_size=2, stride=1, padding=0,
                                      im2col_step=im2col_step)  # fmt: skip
