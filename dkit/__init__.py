@@ -52,7 +52,7 @@ _SUBMODULES = frozenset({"ops", "nn", "dispatch", "compat"})
 _LAZY = {
     "profile": ("dkit._profile", "profile"),
     "backends": ("dkit.dispatch", "backends"),
-    "load_backend": ("dkit.dispatch", "load_backend"),
+    "load_backend": ("dkit._entry_points", "load_backend"),  # not dkit.dispatch: see there
     "unload_backend": ("dkit.dispatch", "unload_backend"),
     # Note [Outputs on a backend's device] in dkit/_frameworks/backend.py
     "register_tensor_type": ("dkit._frameworks.backend", "register"),

@@ -65,6 +65,15 @@ def _loading_origin(origin):
         _ORIGIN.pop()
 
 
+def load_backend(path):
+    """dkit.load_backend and dkit.dispatch.load_backend. Here, and importing dkit._C only when
+    called, because a module named by an entry point calls it while dkit._C initialises, which
+    may be during dkit.dispatch's own first import, before dkit.dispatch defines anything."""
+    from dkit import _C
+
+    return load_library(_C, path)
+
+
 def load_library(_C, path):
     """dkit.load_backend(path), with the origin of the entry point being loaded, if any."""
     result = _C.load_backend(os.fspath(path), _ORIGIN[-1] if _ORIGIN else None)

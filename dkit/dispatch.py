@@ -250,7 +250,7 @@ def load_backend(path):
     kernels. Raises DkitFileNotFoundError if it cannot be opened, DkitImportError on an ABI
     mismatch. Ops the backend defines become torch ops too where torch is in use (Note [When
     the ops are registered] in dkit/_torch_library.py)."""
-    return _entry_points.load_library(_C, path)
+    return _entry_points.load_backend(path)
 
 
 def unload_backend(name):

@@ -1153,6 +1153,10 @@ assert "RuntimeError: no driver here" in failed["entry point b_broken (dkit-test
 assert "ModuleNotFoundError" in failed["entry point c_missing (dkit-test-vendor 0.1)"].reason
 assert "not a library's path" in failed["entry point d_not_a_path (dkit-test-vendor 0.1)"].reason
 assert [r[0] for r in dkit.dispatch.table("roi_align_forward")].count("pytestdev") == 1
+# a module that loads its library itself, while dkit.dispatch (whose import began all this) is
+# still half imported
+m = rows[sys.argv[3]]
+assert (m.key, m.available, m.origin) == ("pymoddev", True, "entry point e_module (dkit-test-vendor 0.1)"), m
 print("ok")
 """
 
@@ -1173,11 +1177,28 @@ def test_backends_declared_by_installed_packages_load_with_dkit(tmp_path, monkey
         "b_broken = dkit_test_broken\n"
         "c_missing = dkit_test_not_installed\n"
         "d_not_a_path = dkit_test_vendor:NUMBER\n"
+        "e_module = dkit_test_module\n"
     )
     (site / "dkit_test_vendor.py").write_text(f"LIBRARY = {str(good)!r}\nNUMBER = 7\n")
     (site / "dkit_test_broken.py").write_text("raise RuntimeError('no driver here')\n")
+    other = _build_backend(tmp_path, "pymoddev", _BACKEND_C.replace("pytestdev", "pymoddev").replace("kDLExtDev", "20"))
+    (site / "dkit_test_module.py").write_text(f"import dkit\ndkit.load_backend({str(other)!r})\n")
     monkeypatch.setenv("PYTHONWARNINGS", "error::RuntimeWarning")  # errors before dkit._C's import
-    assert run_child(_CHILD_ENTRY_POINTS, good, path=[site]).strip().endswith("ok")
+    assert run_child(_CHILD_ENTRY_POINTS, good, other, path=[site]).strip().endswith("ok")
+    # the same with dkit.dispatch imported first, as in `from dkit.dispatch import table`: the
+    # module's dkit.load_backend runs while dkit.dispatch is still half imported (run_child's
+    # prelude imports dkit._C first, so this child is run bare)
+    import dkit._paths as p
+
+    root = os.path.dirname(os.path.dirname(p.__file__))
+    code = (
+        "import sys\nimport dkit.dispatch\nimport dkit\n"
+        "m = {b.path: b for b in dkit.backends()}[sys.argv[1]]\n"
+        "assert (m.key, m.available) == ('pymoddev', True), m\nprint('ok')\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), root]))
+    r = subprocess.run([sys.executable, "-c", code, str(other)], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr
 
 
 # A backend with a backend object and nothing else: every op through the CPU fallback (Note
