@@ -41,17 +41,31 @@ static void DK_SFN(dk__rp_bin_table)(const dk__rp_ctx *cx, int64_t *bins)
     }
 }
 
+/* What a roi_pool forward task reads of its call: the input and output, and the strides of
+ * them and of argmax (zeros when there is none). */
+typedef struct {
+    const DK_S *x;
+    DK_S *y;
+    int64_t xs[4], ys[4], as[4];
+} DK_SFN(dk__rp_view);
+
+static inline DK_SFN(dk__rp_view) DK_SFN(dk__rp_view_of)(const dk__rp_ctx *cx)
+{
+    DK_SFN(dk__rp_view) v = {(const DK_S *)dk_tensor_data(cx->img), (DK_S *)dk_tensor_data(cx->bins), {0}, {0}, {0}};
+    dk__rp_strides(cx->img, v.xs), dk__rp_strides(cx->bins, v.ys);
+    if (cx->arg) dk__rp_strides(cx->argmax, v.as);
+    return v;
+}
+
 /* Planes: a task per RoI and DK__RP_CHANNELS channels, each channel's bin on its plane. */
 static void DK_SFN(dk__rp_forward_planes_worker)(void *p, int tid)
 {
     (void)tid;
     dk__rp_ctx *cx = (dk__rp_ctx *)p;
-    const dk_tensor *in = cx->img, *out = cx->bins;
-    const DK_S *x = (const DK_S *)dk_tensor_data(in);
-    DK_S *y = (DK_S *)dk_tensor_data(out);
-    int64_t xs[4], ys[4], as[4] = {0, 0, 0, 0};
-    dk__rp_strides(in, xs), dk__rp_strides(out, ys);
-    if (cx->arg) dk__rp_strides(cx->argmax, as);
+    const DK_SFN(dk__rp_view) v = DK_SFN(dk__rp_view_of)(cx);
+    const DK_S *x = v.x;
+    DK_S *y = v.y;
+    const int64_t *xs = v.xs, *ys = v.ys, *as = v.as;
     const int64_t chunks = (cx->C + DK__RP_CHANNELS - 1) / DK__RP_CHANNELS;
     for (int64_t t; (t = dk_parallel_claim(&cx->counter)) < cx->K * chunks;) {
         const int64_t k = t / chunks, c0 = t % chunks * DK__RP_CHANNELS;
@@ -84,12 +98,10 @@ static void DK_SFN(dk__rp_forward_planes_worker)(void *p, int tid)
 static void DK_SFN(dk__rp_forward_blocks_worker)(void *p, int tid)
 {
     dk__rp_ctx *cx = (dk__rp_ctx *)p;
-    const dk_tensor *in = cx->img, *out = cx->bins;
-    const DK_S *x = (const DK_S *)dk_tensor_data(in);
-    DK_S *y = (DK_S *)dk_tensor_data(out);
-    int64_t xs[4], ys[4], as[4] = {0, 0, 0, 0};
-    dk__rp_strides(in, xs), dk__rp_strides(out, ys);
-    if (cx->arg) dk__rp_strides(cx->argmax, as);
+    const DK_SFN(dk__rp_view) v = DK_SFN(dk__rp_view_of)(cx);
+    const DK_S *x = v.x;
+    DK_S *y = v.y;
+    const int64_t *xs = v.xs, *ys = v.ys, *as = v.as;
     const int64_t H = cx->H, W = cx->W, B = DK__RP_BLOCK;
     int64_t *arg64 = cx->arg && cx->arg64 ? (int64_t *)cx->arg : NULL;
     int32_t *arg32 = cx->arg && !cx->arg64 ? (int32_t *)cx->arg : NULL;
