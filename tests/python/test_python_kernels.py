@@ -319,7 +319,7 @@ def test_bfloat16_tensors_reach_torch_and_are_refused_by_numpy():
 def test_python_threads_share_a_python_kernel_and_see_its_removal():
     c_result = dkit.ops.roi_align(X, BOXES, 2, 0.5)
     fake = fake_expected(X, BOXES, 2, 0.5)
-    removed = threading.Event()
+    removed, calling = threading.Event(), threading.Event()
     bad, after = [], []
 
     def work():
@@ -329,9 +329,13 @@ def test_python_threads_share_a_python_kernel_and_see_its_removal():
             bad.append(e)
 
     def calls():
-        for _ in range(2000):
+        # until 50 calls began after the removal (not a fixed count: on a loaded machine the
+        # threads could finish one before the main thread removes the kernel)
+        for n in range(200_000):
             was_removed = removed.is_set()  # read before the call starts
             got = dkit.ops.roi_align(X, BOXES, 2, 0.5)
+            if n == 20:
+                calling.set()
             if np.allclose(got, fake, rtol=1e-6):
                 if was_removed:
                     bad.append("the Python kernel ran after remove() returned")
@@ -348,6 +352,7 @@ def test_python_threads_share_a_python_kernel_and_see_its_removal():
         t.start()
     try:
         dkit.ops.roi_align(X, BOXES, 2, 0.5)
+        assert calling.wait(60), "the threads made no calls"  # removal races calls in flight
     finally:
         handle.remove()
         removed.set()
