@@ -15,7 +15,15 @@ DK_TUNABLE(dk__rp_isa, "roi_pool.isa", 1, 0, 1,
 DK_TUNABLE(dk__rp_layout, "roi_pool.layout", -1, -1, 1,
            "roi_pool's forward: -1 the cost model, 0 channel planes, 1 channels-last blocks (Note [RoIPool on a CPU])")
 
+/* One template per op; the position-sensitive ones use roi_pool_tmpl.h's RoI readers, and
+ * ps_roi_align ps_roi_pool's view, so they come in this order. */
 #define DK_TEMPLATE "roi_pool/roi_pool_tmpl.h"
+#define DK_TEMPLATE_TYPES DK_TYPES_FLOAT
+#include "kernels/dk_instantiate.h"
+#define DK_TEMPLATE "roi_pool/ps_roi_pool_tmpl.h"
+#define DK_TEMPLATE_TYPES DK_TYPES_FLOAT
+#include "kernels/dk_instantiate.h"
+#define DK_TEMPLATE "roi_pool/ps_roi_align_tmpl.h"
 #define DK_TEMPLATE_TYPES DK_TYPES_FLOAT
 #include "kernels/dk_instantiate.h"
 
