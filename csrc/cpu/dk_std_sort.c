@@ -11,8 +11,21 @@
  */
 #include "dk_std_sort.h"
 
+#include "dk_tunables.h"
+
 #include <stdbool.h>
 #include <string.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define DK__STOPS_AVX2 1
+#else
+#define DK__STOPS_AVX2 0
+#endif
+
+DK_TUNABLE(dk__std_sort_isa, "std_sort.isa", 1, 0, 1,
+           "dk_std_sort_order's partition scans: 1 AVX2 where the CPU has it, 0 the baseline (Note [Stops four at a "
+           "time])")
 
 #define DK__THRESHOLD 16 /* libstdc++'s _S_threshold: ranges this small are left to the insertion sort */
 
@@ -31,6 +44,10 @@ typedef struct {
     uint32_t *seen; /* seen[r] == tick: rank r met in the range being looked at */
     uint32_t tick;
     int64_t nranks;
+    bool avx2; /* dk__partition finds its stops four at a time (Note [Stops four at a time]) */
+    /* for the AVX2 scans: the lanes set in a 4-bit mask, in increasing (up) and decreasing (down)
+     * order, as offsets from the first (up) and the last (down) of the four positions */
+    int32_t up[16][4], down[16][4];
 } dk__state;
 
 static inline void dk__swap(dk__state *t, dk__item *a, dk__item *b)
@@ -98,10 +115,91 @@ static void dk__median_to_first(dk__state *t, dk__item *result, dk__item *a, dk_
  */
 #define DK__BLOCK 64
 
+/* The left scan's stops among the positions [from, end) of first: those of rank >= p, in
+ * increasing order, into buf (DK__BLOCK + 4 slots); returns how many. */
+static int dk__left_stops(const dk__item *first, int64_t from, int64_t end, uint32_t p, int32_t *buf)
+{
+    int n = 0;
+    for (int64_t q = from; q < end; q++) {
+        buf[n] = (int32_t)q;
+        n += dk__rank(first[q]) >= p;
+    }
+    return n;
+}
+
+/* The right scan's stops among the positions (end, from] of first: those of rank <= p, in
+ * decreasing order. */
+static int dk__right_stops(const dk__item *first, int64_t from, int64_t end, uint32_t p, int32_t *buf)
+{
+    int n = 0;
+    for (int64_t q = from; q > end; q--) {
+        buf[n] = (int32_t)q;
+        n += dk__rank(first[q]) <= p;
+    }
+    return n;
+}
+
+/*
+ * Note [Stops four at a time]
+ * With AVX2 the scans compare four items at once: rank >= p is item >= p << 32 and rank <= p is
+ * item < (p + 1) << 32, one 64-bit comparison each (items are below 2^63: ranks below 2^31), whose
+ * 4-bit mask selects a row of offsets (dk__state's up and down) that, added to the first
+ * position, are the stops in order; the row is stored whole (four slots, hence buf's 4 spare
+ * ones) and the count advances by the mask's population. The same stops in the same order as
+ * the scalar scans, so the same partitions: the tests run both (dk_std_sort_order_isa).
+ */
+#if DK__STOPS_AVX2
+__attribute__((target("avx2,popcnt"))) static int
+dk__left_stops_avx2(const dk__state *t, const dk__item *first, int64_t from, int64_t end, uint32_t p, int32_t *buf)
+{
+    const __m256i below = _mm256_set1_epi64x((int64_t)((uint64_t)p << 32) - 1);
+    int n = 0;
+    int64_t q = from;
+    for (; q + 4 <= end; q += 4) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(first + q));
+        const int m = _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(v, below)));
+        const __m128i at = _mm_add_epi32(_mm_loadu_si128((const __m128i *)(const void *)t->up[m]),
+                                         _mm_set1_epi32((int32_t)q));
+        _mm_storeu_si128((__m128i *)(void *)(buf + n), at);
+        n += __builtin_popcount((unsigned)m);
+    }
+    return n + dk__left_stops(first, q, end, p, buf + n);
+}
+
+__attribute__((target("avx2,popcnt"))) static int
+dk__right_stops_avx2(const dk__state *t, const dk__item *first, int64_t from, int64_t end, uint32_t p, int32_t *buf)
+{
+    const __m256i above = _mm256_set1_epi64x((int64_t)((uint64_t)(p + 1) << 32) - 1);
+    int n = 0;
+    int64_t q = from;
+    for (; q - 3 > end; q -= 4) { /* positions q - 3 .. q */
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(first + q - 3));
+        const int m = ~_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(v, above))) & 15;
+        const __m128i at = _mm_add_epi32(_mm_loadu_si128((const __m128i *)(const void *)t->down[m]),
+                                         _mm_set1_epi32((int32_t)q));
+        _mm_storeu_si128((__m128i *)(void *)(buf + n), at);
+        n += __builtin_popcount((unsigned)m);
+    }
+    return n + dk__right_stops(first, q, end, p, buf + n);
+}
+#endif
+
+/*
+ * __unguarded_partition of [first, last) around *pivot (which sits just before first), computed
+ * without its data-dependent scans (half their branches mispredict on scores). Its left scan
+ * stops at the items of rank >= the pivot's, its right scan at those of rank <= it, and step i
+ * swaps the i-th stop of each, counted in the range as it was, until the scans meet: libstdc++
+ * returns hi (the right stop step i - 1 swapped, where the left scan now stops) once the next
+ * left stop lies at or past it, and the left stop once the next right stop lies at or before it.
+ * So the stops are found in blocks, branch-free, from each end (as BlockQuicksort does), and the
+ * swaps replayed from them; a block reads only positions no swap has written yet (left of the
+ * last right stop, right of the current left stop), so every stop is one of the range as it
+ * was. The median of three guarantees a left stop; the pivot at first[-1] guards the right scan.
+ */
 static dk__item *dk__partition(dk__state *t, dk__item *first, dk__item *last, const dk__item *pivot)
 {
     const uint32_t p = dk__rank(*pivot);
-    int64_t lbuf[DK__BLOCK], rbuf[DK__BLOCK];
+    int32_t lbuf[DK__BLOCK + 4], rbuf[DK__BLOCK + 4];
     int nl = 0, il = 0, nr = 0, ir = 0;
     int64_t lscan = 0, rscan = (last - first) - 1; /* next positions each side reads */
     int64_t hi = last - first;                     /* the last right stop swapped: written from here on */
@@ -109,10 +207,14 @@ static dk__item *dk__partition(dk__state *t, dk__item *first, dk__item *last, co
         if (il == nl) { /* the next left stops, below hi */
             const int64_t end = lscan + DK__BLOCK < hi ? lscan + DK__BLOCK : hi;
             if (lscan >= end) return first + hi;
-            for (nl = il = 0; lscan < end; lscan++) {
-                lbuf[nl] = lscan;
-                nl += dk__rank(first[lscan]) >= p;
-            }
+#if DK__STOPS_AVX2
+            nl = t->avx2 ? dk__left_stops_avx2(t, first, lscan, end, p, lbuf)
+                         : dk__left_stops(first, lscan, end, p, lbuf);
+#else
+            nl = dk__left_stops(first, lscan, end, p, lbuf);
+#endif
+            il = 0;
+            lscan = end;
             continue;
         }
         const int64_t l = lbuf[il];
@@ -120,10 +222,14 @@ static dk__item *dk__partition(dk__state *t, dk__item *first, dk__item *last, co
         if (ir == nr) { /* the next right stops, above l */
             const int64_t end = rscan - DK__BLOCK > l ? rscan - DK__BLOCK : l;
             if (rscan <= end) return first + l;
-            for (nr = ir = 0; rscan > end; rscan--) {
-                rbuf[nr] = rscan;
-                nr += dk__rank(first[rscan]) <= p;
-            }
+#if DK__STOPS_AVX2
+            nr = t->avx2 ? dk__right_stops_avx2(t, first, rscan, end, p, rbuf)
+                         : dk__right_stops(first, rscan, end, p, rbuf);
+#else
+            nr = dk__right_stops(first, rscan, end, p, rbuf);
+#endif
+            ir = 0;
+            rscan = end;
             continue;
         }
         const int64_t h = rbuf[ir];
@@ -205,40 +311,73 @@ static int dk__floor_log2(uint64_t n)
 size_t dk_std_sort_scratch_bytes(int64_t n)
 {
     const size_t m = n > 0 ? (size_t)n : 0;
-    /* items and tied, then slot (m + 1), pos and seen */
-    return 2 * m * sizeof(dk__item) + (3 * m + 1) * sizeof(uint32_t);
+    /* items and the tied items; pos, seen and count (dk_std_sort_ties); slot (m + 1), tied and
+     * within (dk_std_sort_order) */
+    return 2 * m * sizeof(dk__item) + (6 * m + 1) * sizeof(uint32_t);
+}
+
+dk_status dk_std_sort_ties(uint32_t *within, const uint32_t *rank, int64_t n, const uint32_t *tied, int64_t ntied,
+                           void *scratch)
+{
+    if (n < 0 || (uint64_t)n >= ((uint64_t)1 << 31) || ntied < 0 || ntied > n) return DK_EINVAL;
+    if (ntied == 0) return DK_OK;
+
+    dk__item *items = scratch, *tied_items = items + n;
+    uint32_t *pos = (uint32_t *)(tied_items + n), *seen = pos + n, *count = seen + n;
+    for (int64_t i = 0; i < n; i++) {
+        if (rank[i] >= (uint64_t)n) return DK_EINVAL;
+        items[i] = (dk__item)rank[i] << 32 | (uint64_t)i;
+    }
+    for (int64_t j = 0; j < ntied; j++) {
+        const uint32_t i = tied[j];
+        if (i >= (uint64_t)n || (j > 0 && i <= tied[j - 1])) return DK_EINVAL;
+        items[i] |= DK__TIED;
+        tied_items[j] = items[i];
+        pos[i] = i;
+        seen[rank[i]] = 0; /* the tie test marks only tied items' ranks (dk__holds_a_tie) */
+        count[rank[i]] = 0;
+    }
+
+    dk__state t = {.base = items, .pos = pos, .tied = tied_items, .ntied = ntied, .seen = seen, .nranks = n};
+#if DK__STOPS_AVX2
+    t.avx2 = dk_tunable(&dk__std_sort_isa) == 1 && __builtin_cpu_supports("avx2");
+    for (int m = 0; t.avx2 && m < 16; m++)
+        for (int lane = 0, u = 0, d = 0; lane < 4; lane++) {
+            t.up[m][lane] = t.down[m][lane] = 0; /* past the count: stored, then written over or not read */
+            if (m >> lane & 1) t.up[m][u++] = lane;
+            if (m >> (3 - lane) & 1) t.down[m][d++] = -lane;
+        }
+#endif
+    dk__introsort(&t, items, items + n, 2 * dk__floor_log2((uint64_t)n));
+    /* The final insertion sort moves no item past an equal one: each rank's items keep the order
+     * they now have, so a tied item's place among its equals is how many of them lie before it. */
+    for (int64_t q = 0; q < n; q++)
+        if (items[q] & DK__TIED) pos[dk__index(items[q])] = count[dk__rank(items[q])]++;
+    for (int64_t j = 0; j < ntied; j++) within[j] = pos[tied[j]];
+    return DK_OK;
 }
 
 dk_status dk_std_sort_order(int64_t *perm, const uint32_t *rank, int64_t n, void *scratch)
 {
     if (n < 0 || (uint64_t)n >= ((uint64_t)1 << 31)) return DK_EINVAL;
     if (n == 0) return DK_OK;
-
-    dk__item *items = scratch, *tied = items + n;
-    uint32_t *slot = (uint32_t *)(tied + n); /* counts, then each rank's next place */
-    uint32_t *pos = slot + n + 1, *seen = pos + n;
+    /* after dk_std_sort_ties' part of scratch: slot (each rank's count, then its first place),
+     * the tied items and their places among their equals */
+    uint32_t *slot = (uint32_t *)((char *)scratch + 2 * (size_t)n * sizeof(dk__item) +
+                                  3 * (size_t)n * sizeof(uint32_t));
+    uint32_t *tied = slot + n + 1, *within = tied + n;
     memset(slot, 0, (size_t)(n + 1) * sizeof *slot);
-    memset(seen, 0, (size_t)n * sizeof *seen);
-
     for (int64_t i = 0; i < n; i++) {
         if (rank[i] >= (uint64_t)n) return DK_EINVAL;
         slot[rank[i] + 1]++;
     }
     int64_t ntied = 0;
-    for (int64_t i = 0; i < n; i++) {
-        const int shared = slot[rank[i] + 1] > 1;
-        items[i] = (dk__item)rank[i] << 32 | (shared ? DK__TIED : 0) | (uint64_t)i;
-        if (shared) {
-            tied[ntied++] = items[i];
-            pos[i] = (uint32_t)i;
-        }
-    }
+    for (int64_t i = 0; i < n; i++)
+        if (slot[rank[i] + 1] > 1) tied[ntied++] = (uint32_t)i;
     for (int64_t r = 0; r < n; r++) slot[r + 1] += slot[r];
-
-    dk__state t = {items, pos, tied, ntied, seen, 0, n};
-    if (ntied) dk__introsort(&t, items, items + n, 2 * dk__floor_log2((uint64_t)n));
-    /* The final insertion sort moves no item past an equal one: each rank's items keep the
-     * order they now have, and each goes to its rank's next place. */
-    for (int64_t i = 0; i < n; i++) perm[slot[dk__rank(items[i])]++] = (int64_t)dk__index(items[i]);
+    const dk_status st = dk_std_sort_ties(within, rank, n, tied, ntied, scratch);
+    if (st != DK_OK) return st;
+    for (int64_t i = 0; i < n; i++) perm[slot[rank[i]]] = i; /* a tied item's is written over below */
+    for (int64_t j = 0; j < ntied; j++) perm[slot[rank[tied[j]]] + within[j]] = tied[j];
     return DK_OK;
 }

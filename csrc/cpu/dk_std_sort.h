@@ -40,14 +40,24 @@ extern "C" {
 /*
  * perm[0 .. n) = the items 0 .. n-1 in the order std::sort leaves them when it sorts the items
  * in index order, comparing rank[i] < rank[j]: increasing rank, and equal ranks in the order its
- * partitions leave them (Note [torch's order of equal scores]). Ranks are dense codes of the
- * values, 0 for the value that sorts first, each < n. DK_EINVAL for a rank >= n or n >= 2^32,
- * DK_ENOMEM when scratch memory (17 bytes per item) cannot be had.
+ * partitions leave them (Note [torch's order of equal scores]). Ranks code the values in their
+ * order (equal values, equal ranks), each < n. DK_EINVAL for a rank >= n or n >= 2^31. scratch:
+ * dk_std_sort_scratch_bytes(n) bytes.
  */
 DK_API dk_status dk_std_sort_order(int64_t *perm, const uint32_t *rank, int64_t n, void *scratch);
 
-/* The bytes of scratch memory dk_std_sort_order needs for n items (8-byte aligned; its contents
- * are not read): 28 per item. The caller provides it, so that a caller that runs every step of a
+/*
+ * The same, told only what it must: for the items tied[0 .. ntied) (increasing indices), the ones
+ * whose rank another item shares, within[j] = how many items of tied[j]'s rank std::sort leaves
+ * before it. Every other item's place follows from its rank alone, so a caller that knows where
+ * each rank starts (dkit's own sorted result) writes the order without a pass over all n.
+ * DK_EINVAL for a rank >= n, a tied index >= n or out of increasing order, n >= 2^31.
+ */
+DK_API dk_status dk_std_sort_ties(uint32_t *within, const uint32_t *rank, int64_t n, const uint32_t *tied,
+                                  int64_t ntied, void *scratch);
+
+/* The bytes of scratch memory either function needs for n items (8-byte aligned; its contents
+ * are not read): 40 per item. The caller provides it, so that a caller that runs every step of a
  * training loop can keep it mapped (a fresh block of this size is faulted in page by page). */
 DK_API size_t dk_std_sort_scratch_bytes(int64_t n);
 

@@ -57,12 +57,49 @@ static int dk__is_scores_dtype(DLDataType d)
     return d.code == kDLBfloat && d.bits == 16;
 }
 
-/* torch's descending comparison (KeyValueCompDesc): a comes strictly before b. */
-static int dk__before(double a, double b) { return (isnan(a) && !isnan(b)) || a > b; }
+/*
+ * A score as an integer key whose order is torch's descending comparison (KeyValueCompDesc)
+ * reversed: a comes strictly before b exactly when key(a) > key(b), and equal keys are the
+ * scores that comparison cannot tell apart. So NaN (which it puts first, and never tells apart)
+ * is the largest key, -0.0 and +0.0 share one, and the rest is the usual map of an IEEE number's
+ * bits onto an unsigned integer of the same order (negative: all bits flipped; positive: the
+ * sign bit set). float16 and bfloat16 scores are exact as floats, so they take float's keys. One
+ * integer comparison then replaces two NaN tests per step, and the map has no branch.
+ */
+static inline uint64_t dk__key_bits32(uint32_t u)
+{
+    const uint32_t a = u & 0x7fffffffu;
+    uint32_t k = u ^ ((uint32_t)((int32_t)u >> 31) | 0x80000000u);
+    k = a == 0 ? 0x80000000u : k;            /* -0.0 as +0.0 */
+    return a > 0x7f800000u ? UINT32_MAX : k; /* every NaN */
+}
+static inline uint64_t dk__key_f32(const void *p)
+{
+    uint32_t u;
+    memcpy(&u, p, sizeof u);
+    return dk__key_bits32(u);
+}
+static inline uint64_t dk__key_bf16(const void *p) { return dk__key_bits32((uint32_t) * (const uint16_t *)p << 16); }
+static inline uint64_t dk__key_f16(const void *p)
+{
+    const float f = dk_half_to_float(*(const uint16_t *)p);
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return dk__key_bits32(u);
+}
+static inline uint64_t dk__key_f64(const void *p)
+{
+    uint64_t u;
+    memcpy(&u, p, sizeof u);
+    const uint64_t a = u & ~((uint64_t)1 << 63);
+    uint64_t k = u ^ ((uint64_t)((int64_t)u >> 63) | (uint64_t)1 << 63);
+    k = a == 0 ? (uint64_t)1 << 63 : k;
+    return a > 0x7ff0000000000000u ? UINT64_MAX : k;
+}
 
 /*
- * Scratch for one call: rank_of [N] uint32, then asc [K] int64, perm [K] int64, rank [K] uint32
- * and dk_std_sort_order's own. Kept in the module state between calls up to DK__SCRATCH_KEPT: a
+ * Scratch for one call: rank_of [N] uint32, then asc [K] int64, rank, tied and within [K] uint32
+ * and dk_std_sort_ties' own. Kept in the module state between calls up to DK__SCRATCH_KEPT: a
  * fresh block of this size is faulted in page by page on every call (glibc gives it back to the
  * system on free), which cost more than the computation itself (0.6 ms of 0.7 for 12,000 kept
  * scores, measured here). The GIL is held throughout, so one block serves every thread.
@@ -87,29 +124,16 @@ void dk_py_torch_order_clear(dk_py_state *s)
     s->order_scratch_bytes = 0;
 }
 
-static double dk__f64(const void *p) { return *(const double *)p; }
-static double dk__f32(const void *p) { return *(const float *)p; }
-static double dk__f16(const void *p) { return dk_half_to_float(*(const uint16_t *)p); }
-static double dk__bf16(const void *p) { return dk_bfloat16_to_float(*(const uint16_t *)p); }
-
-/* A score as a double: exact for every dtype dk__is_scores_dtype admits, so equal scores stay
- * equal and the order is the dtype's own. */
-typedef double (*dk__load_fn)(const void *p);
-static dk__load_fn dk__loader(DLDataType d)
-{
-    return d.bits == 64 ? dk__f64 : d.bits == 32 ? dk__f32 : d.code == kDLBfloat ? dk__bf16 : dk__f16;
-}
-
 /* The first pass, which reads and writes nothing else: whether two kept scores are equal (1 or
  * 0), or -1 with an exception for an index out of range or a keep out of torch's order. Most
  * calls end here (distinct scores), right after the NMS has filled the caches with other data,
  * so it is one loop per dtype over the scores alone. */
-#define DK__SCAN(name, load)                                                                                         \
+#define DK__SCAN(name, key_of)                                                                                       \
     static int name(dk_py_state *s, const int64_t *kp, int64_t kstride, int64_t k, const char *base, int64_t stride, \
                     int64_t total)                                                                                   \
     {                                                                                                                \
         int ties = 0;                                                                                                \
-        double prev = 0;                                                                                             \
+        uint64_t prev = 0;                                                                                           \
         for (int64_t i = 0; i < k; i++) {                                                                            \
             const int64_t idx = kp[i * kstride];                                                                     \
             if (idx < 0 || idx >= total) {                                                                           \
@@ -117,23 +141,59 @@ static dk__load_fn dk__loader(DLDataType d)
                                 (long long)idx);                                                                     \
                 return -1;                                                                                           \
             }                                                                                                        \
-            const double v = load(base + idx * stride);                                                              \
+            const uint64_t key = key_of(base + idx * stride);                                                        \
             if (i > 0) {                                                                                             \
-                if (dk__before(v, prev)) {                                                                           \
+                if (key > prev) {                                                                                    \
                     dk_py_raise_fmt(s, DK_EINVAL, DK__OP ": keep is not in decreasing score order at %lld",          \
                                     (long long)i);                                                                   \
                     return -1;                                                                                       \
                 }                                                                                                    \
-                ties |= !dk__before(prev, v); /* both NaN, or ==, -0.0 with +0.0 */                                  \
+                ties |= key == prev;                                                                                 \
             }                                                                                                        \
-            prev = v;                                                                                                \
+            prev = key;                                                                                              \
         }                                                                                                            \
         return ties;                                                                                                 \
     }
-DK__SCAN(dk__scan_f64, dk__f64)
-DK__SCAN(dk__scan_f32, dk__f32)
-DK__SCAN(dk__scan_f16, dk__f16)
-DK__SCAN(dk__scan_bf16, dk__bf16)
+DK__SCAN(dk__scan_f64, dk__key_f64)
+DK__SCAN(dk__scan_f32, dk__key_f32)
+DK__SCAN(dk__scan_f16, dk__key_f16)
+DK__SCAN(dk__scan_bf16, dk__key_bf16)
+
+/* The second pass, only when scores tie (the scan checked the indices and the order): every kept
+ * index's rank, the place in dkit's order where its score's run of equal scores starts, with
+ * DK__SHARED set when that run holds more than one, into rank_of [total] (UINT32_MAX where not
+ * kept; total < 2^31, so the bit is free); 0, or -1 with an exception for an index kept twice. */
+#define DK__SHARED ((uint32_t)1 << 31)
+#define DK__RANKS(name, key_of)                                                                                      \
+    static int name(dk_py_state *s, const int64_t *kp, int64_t kstride, int64_t k, const char *base, int64_t stride, \
+                    uint32_t *rank_of)                                                                               \
+    {                                                                                                                \
+        uint32_t r = 0;                                                                                              \
+        uint64_t prev = 0;                                                                                           \
+        int64_t last = -1;                                                                                           \
+        for (int64_t i = 0; i < k; i++) {                                                                            \
+            const int64_t idx = kp[i * kstride];                                                                     \
+            const uint64_t key = key_of(base + idx * stride);                                                        \
+            if (rank_of[idx] != UINT32_MAX) {                                                                        \
+                dk_py_raise_fmt(s, DK_EINVAL, DK__OP ": index %lld is kept twice", (long long)idx);                  \
+                return -1;                                                                                           \
+            }                                                                                                        \
+            if (i > 0 && key == prev) {                                                                              \
+                rank_of[last] |= DK__SHARED;                                                                         \
+                rank_of[idx] = r | DK__SHARED;                                                                       \
+            } else {                                                                                                 \
+                r = (uint32_t)i;                                                                                     \
+                rank_of[idx] = r;                                                                                    \
+            }                                                                                                        \
+            prev = key;                                                                                              \
+            last = idx;                                                                                              \
+        }                                                                                                            \
+        return 0;                                                                                                    \
+    }
+DK__RANKS(dk__ranks_f64, dk__key_f64)
+DK__RANKS(dk__ranks_f32, dk__key_f32)
+DK__RANKS(dk__ranks_f16, dk__key_f16)
+DK__RANKS(dk__ranks_bf16, dk__key_bf16)
 
 /* torch_sort_ties(keep, scores) -> bytearray | None */
 static PyObject *dk__torch_sort_ties(PyObject *m, PyObject *const *args, Py_ssize_t n)
@@ -168,66 +228,68 @@ static PyObject *dk__torch_sort_ties(PyObject *m, PyObject *const *args, Py_ssiz
 
     const int64_t sstride = (scores->strides ? scores->strides[0] : 1) * (scores->dtype.bits / 8);
     const char *sbase = (const char *)scores->data + scores->byte_offset;
-    const dk__load_fn load = dk__loader(scores->dtype);
-    /* The scan is instantiated per dtype (its loop is the hot one); the rank pass below, run only
-     * with ties, calls through `load`. */
-    const int ties = load == dk__f64    ? dk__scan_f64(s, kp, kstride, k, sbase, sstride, total)
-                     : load == dk__f32  ? dk__scan_f32(s, kp, kstride, k, sbase, sstride, total)
-                     : load == dk__bf16 ? dk__scan_bf16(s, kp, kstride, k, sbase, sstride, total)
-                                        : dk__scan_f16(s, kp, kstride, k, sbase, sstride, total);
+    /* which dtype: 0 float64, 1 float32, 2 bfloat16, 3 float16 (dk__is_scores_dtype admitted it) */
+    const int which = scores->dtype.bits == 64          ? 0
+                      : scores->dtype.bits == 32        ? 1
+                      : scores->dtype.code == kDLBfloat ? 2
+                                                        : 3;
+    /* Both passes are instantiated per dtype: their loops are the hot ones. */
+    const int ties = which == 0   ? dk__scan_f64(s, kp, kstride, k, sbase, sstride, total)
+                     : which == 1 ? dk__scan_f32(s, kp, kstride, k, sbase, sstride, total)
+                     : which == 2 ? dk__scan_bf16(s, kp, kstride, k, sbase, sstride, total)
+                                  : dk__scan_f16(s, kp, kstride, k, sbase, sstride, total);
     if (ties < 0) goto out;
     if (!ties) { /* no two kept scores are equal: dkit's order is torch's */
         result = Py_NewRef(Py_None);
         goto out;
     }
 
-    /* Scratch: rank_of [N] uint32, then asc [K] int64, perm [K] int64, rank [K] uint32 and
-     * dk_std_sort_order's own. */
+    /* Scratch: rank_of [N] uint32, then asc [K] int64, rank [K], tied [K] and within [K] uint32,
+     * and dk_std_sort_ties' own. */
     const size_t rank_of_bytes = ((size_t)total * sizeof(uint32_t) + 7) / 8 * 8;
-    const size_t rank_bytes = ((size_t)k * sizeof(uint32_t) + 7) / 8 * 8;
-    char *base = dk__scratch(s, rank_of_bytes + (size_t)k * 2 * sizeof(int64_t) + rank_bytes +
+    const size_t k_u32_bytes = ((size_t)k * sizeof(uint32_t) + 7) / 8 * 8;
+    char *base = dk__scratch(s, rank_of_bytes + (size_t)k * sizeof(int64_t) + 3 * k_u32_bytes +
                                     dk_std_sort_scratch_bytes(k));
     if (!base) {
         PyErr_NoMemory();
         goto out;
     }
-    uint32_t *rank_of = (uint32_t *)base; /* an index's rank; UINT32_MAX: not kept */
+    uint32_t *rank_of = (uint32_t *)base; /* an index's rank (| DK__SHARED); UINT32_MAX: not kept */
     int64_t *asc = (int64_t *)(base + rank_of_bytes);
-    int64_t *perm = asc + k;
-    uint32_t *rank = (uint32_t *)(perm + k);
-    void *sort_scratch = (char *)rank + rank_bytes;
+    uint32_t *rank = (uint32_t *)(asc + k);
+    uint32_t *tied = (uint32_t *)((char *)rank + k_u32_bytes);
+    uint32_t *within = (uint32_t *)((char *)tied + k_u32_bytes);
+    void *sort_scratch = (char *)within + k_u32_bytes;
 
-    /* Dense ranks down dkit's order (checked above): equal scores share a rank. An index kept
-     * twice is not NMS's result either. */
     memset(rank_of, 0xff, (size_t)total * sizeof *rank_of);
-    uint32_t r = 0;
-    double prev = 0;
-    for (int64_t i = 0; i < k; i++) {
-        const int64_t idx = kp[i * kstride];
-        const double v = load(sbase + idx * sstride);
-        if (i > 0) r += dk__before(prev, v);
-        prev = v;
-        if (rank_of[idx] != UINT32_MAX) {
-            dk_py_raise_fmt(s, DK_EINVAL, DK__OP ": index %lld is kept twice", (long long)idx);
-            goto out;
-        }
-        rank_of[idx] = r;
+    const int ranked = which == 0   ? dk__ranks_f64(s, kp, kstride, k, sbase, sstride, rank_of)
+                       : which == 1 ? dk__ranks_f32(s, kp, kstride, k, sbase, sstride, rank_of)
+                       : which == 2 ? dk__ranks_bf16(s, kp, kstride, k, sbase, sstride, rank_of)
+                                    : dk__ranks_f16(s, kp, kstride, k, sbase, sstride, rank_of);
+    if (ranked < 0) goto out;
+    /* The kept indices in ascending order, as torchvision hands them to torch.sort, with their
+     * ranks, and which of them share a rank. */
+    int64_t j = 0, ntied = 0;
+    for (int64_t idx = 0; idx < total; idx++) {
+        const uint32_t r = rank_of[idx];
+        if (r == UINT32_MAX) continue;
+        if (r & DK__SHARED) tied[ntied++] = (uint32_t)j;
+        asc[j] = idx;
+        rank[j++] = r & ~DK__SHARED;
     }
-    int64_t j = 0;
-    for (int64_t idx = 0; idx < total; idx++)
-        if (rank_of[idx] != UINT32_MAX) {
-            asc[j] = idx;
-            rank[j++] = rank_of[idx];
-        }
-    const dk_status st = dk_std_sort_order(perm, rank, k, sort_scratch);
+    const dk_status st = dk_std_sort_ties(within, rank, k, tied, ntied, sort_scratch);
     if (st != DK_OK) {
         dk_py_raise(s, st);
         goto out;
     }
+    /* A score's run starts where dkit's order puts it (its rank), and torch's order differs only
+     * inside the runs of equal scores: dkit's indices, with each tied one moved to its place in
+     * its run. */
     result = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(k * (int64_t)sizeof(int64_t)));
     if (!result) goto out;
     int64_t *o = (int64_t *)PyByteArray_AS_STRING(result);
-    for (int64_t i = 0; i < k; i++) o[i] = asc[perm[i]];
+    for (int64_t i = 0; i < k; i++) o[i] = kp[i * kstride];
+    for (int64_t t = 0; t < ntied; t++) o[rank[tied[t]] + within[t]] = asc[tied[t]];
 out:
     if (s->order_scratch_bytes > DK__SCRATCH_KEPT) dk_py_torch_order_clear(s);
     dk__release(&scores_t);
