@@ -18,6 +18,7 @@
 #ifndef DK_TUNABLES_H
 #define DK_TUNABLES_H
 
+#include <stddef.h> /* NULL, in DK_TUNABLE */
 #include <stdint.h>
 
 #include "dk_export.h"
