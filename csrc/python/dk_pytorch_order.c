@@ -124,61 +124,74 @@ void dk_py_torch_order_clear(dk_py_state *s)
     s->order_scratch_bytes = 0;
 }
 
-/* The first pass, which reads and writes nothing else: whether two kept scores are equal (1 or
- * 0), or -1 with an exception for an index out of range or a keep out of torch's order. Most
- * calls end here (distinct scores), right after the NMS has filled the caches with other data,
- * so it is one loop per dtype over the scores alone. */
-#define DK__SCAN(name, key_of)                                                                                       \
-    static int name(dk_py_state *s, const int64_t *kp, int64_t kstride, int64_t k, const char *base, int64_t stride, \
-                    int64_t total)                                                                                   \
-    {                                                                                                                \
-        int ties = 0;                                                                                                \
-        uint64_t prev = 0;                                                                                           \
-        for (int64_t i = 0; i < k; i++) {                                                                            \
-            const int64_t idx = kp[i * kstride];                                                                     \
-            if (idx < 0 || idx >= total) {                                                                           \
-                dk_py_raise_fmt(s, DK_EINVAL, DK__OP ": keep[%lld] = %lld is not an index of scores", (long long)i,  \
-                                (long long)idx);                                                                     \
-                return -1;                                                                                           \
-            }                                                                                                        \
-            const uint64_t key = key_of(base + idx * stride);                                                        \
-            if (i > 0) {                                                                                             \
-                if (key > prev) {                                                                                    \
-                    dk_py_raise_fmt(s, DK_EINVAL, DK__OP ": keep is not in decreasing score order at %lld",          \
-                                    (long long)i);                                                                   \
-                    return -1;                                                                                       \
-                }                                                                                                    \
-                ties |= key == prev;                                                                                 \
-            }                                                                                                        \
-            prev = key;                                                                                              \
-        }                                                                                                            \
-        return ties;                                                                                                 \
+/* A kept index out of range, or kept scores out of torch's order: -1 with the exception. */
+#define DK__CHECK_INDEX(idx, i)                                                                               \
+    if ((idx) < 0 || (idx) >= total) {                                                                        \
+        dk_py_raise_fmt(s, DK_EINVAL, DK__OP ": keep[%lld] = %lld is not an index of scores", (long long)(i), \
+                        (long long)(idx));                                                                    \
+        return -1;                                                                                            \
+    }
+#define DK__CHECK_ORDER(key, prev, i)                                                                            \
+    if ((key) > (prev)) {                                                                                        \
+        dk_py_raise_fmt(s, DK_EINVAL, DK__OP ": keep is not in decreasing score order at %lld", (long long)(i)); \
+        return -1;                                                                                               \
+    }
+
+/* The first pass, which writes nothing: where the first kept score equal to the one before it
+ * is (k when none is: most calls, with distinct scores, end here, right after the NMS has filled
+ * the caches with other data), checking the indices and the order up to there; -1 with an
+ * exception. One loop per dtype over the scores alone. */
+#define DK__SCAN(name, key_of)                                                                           \
+    static int64_t name(dk_py_state *s, const int64_t *kp, int64_t kstride, int64_t k, const char *base, \
+                        int64_t stride, int64_t total)                                                   \
+    {                                                                                                    \
+        uint64_t prev = UINT64_MAX;                                                                      \
+        for (int64_t i = 0; i < k; i++) {                                                                \
+            const int64_t idx = kp[i * kstride];                                                         \
+            DK__CHECK_INDEX(idx, i)                                                                      \
+            const uint64_t key = key_of(base + idx * stride);                                            \
+            DK__CHECK_ORDER(key, prev, i)                                                                \
+            if (i > 0 && key == prev) return i;                                                          \
+            prev = key;                                                                                  \
+        }                                                                                                \
+        return k;                                                                                        \
     }
 DK__SCAN(dk__scan_f64, dk__key_f64)
 DK__SCAN(dk__scan_f32, dk__key_f32)
 DK__SCAN(dk__scan_f16, dk__key_f16)
 DK__SCAN(dk__scan_bf16, dk__key_bf16)
 
-/* The second pass, only when scores tie (the scan checked the indices and the order): every kept
- * index's rank, the place in dkit's order where its score's run of equal scores starts, with
- * DK__SHARED set when that run holds more than one, into rank_of [total] (UINT32_MAX where not
- * kept; total < 2^31, so the bit is free); 0, or -1 with an exception for an index kept twice. */
+/* The rest, only when scores tie, `from` (>= 0) being where the first run of equal scores starts:
+ * every kept index's rank, the place in dkit's order where its score's run of equal scores
+ * starts, with DK__SHARED set when that run holds more than one, into rank_of [total] (UINT32_MAX
+ * where not kept; total < 2^31, so the bit is free). Before `from` the scan has checked
+ * everything and the scores are distinct, so a rank is the place; from there the checks go on
+ * with the ranks. 0, or -1 with an exception (also for an index kept twice). */
 #define DK__SHARED ((uint32_t)1 << 31)
+static int dk__kept_twice(dk_py_state *s, int64_t idx)
+{
+    dk_py_raise_fmt(s, DK_EINVAL, DK__OP ": index %lld is kept twice", (long long)idx);
+    return -1;
+}
 #define DK__RANKS(name, key_of)                                                                                      \
     static int name(dk_py_state *s, const int64_t *kp, int64_t kstride, int64_t k, const char *base, int64_t stride, \
-                    uint32_t *rank_of)                                                                               \
+                    int64_t total, int64_t from, uint32_t *rank_of)                                                  \
     {                                                                                                                \
-        uint32_t r = 0;                                                                                              \
-        uint64_t prev = 0;                                                                                           \
-        int64_t last = -1;                                                                                           \
-        for (int64_t i = 0; i < k; i++) {                                                                            \
+        for (int64_t i = 0; i < from; i++) {                                                                         \
             const int64_t idx = kp[i * kstride];                                                                     \
+            if (rank_of[idx] != UINT32_MAX) return dk__kept_twice(s, idx);                                           \
+            rank_of[idx] = (uint32_t)i;                                                                              \
+        }                                                                                                            \
+        uint32_t r = 0;                                                                                              \
+        uint64_t prev = UINT64_MAX;                                                                                  \
+        int64_t last = -1;                                                                                           \
+        for (int64_t i = from; i < k; i++) {                                                                         \
+            const int64_t idx = kp[i * kstride];                                                                     \
+            DK__CHECK_INDEX(idx, i)                                                                                  \
             const uint64_t key = key_of(base + idx * stride);                                                        \
-            if (rank_of[idx] != UINT32_MAX) {                                                                        \
-                dk_py_raise_fmt(s, DK_EINVAL, DK__OP ": index %lld is kept twice", (long long)idx);                  \
-                return -1;                                                                                           \
-            }                                                                                                        \
-            if (i > 0 && key == prev) {                                                                              \
+            DK__CHECK_ORDER(key, prev, i)                                                                            \
+            if (rank_of[idx] != UINT32_MAX) return dk__kept_twice(s, idx);                                           \
+            if (i > from && key == prev) {                                                                           \
                 rank_of[last] |= DK__SHARED;                                                                         \
                 rank_of[idx] = r | DK__SHARED;                                                                       \
             } else {                                                                                                 \
@@ -234,12 +247,12 @@ static PyObject *dk__torch_sort_ties(PyObject *m, PyObject *const *args, Py_ssiz
                       : scores->dtype.code == kDLBfloat ? 2
                                                         : 3;
     /* Both passes are instantiated per dtype: their loops are the hot ones. */
-    const int ties = which == 0   ? dk__scan_f64(s, kp, kstride, k, sbase, sstride, total)
-                     : which == 1 ? dk__scan_f32(s, kp, kstride, k, sbase, sstride, total)
-                     : which == 2 ? dk__scan_bf16(s, kp, kstride, k, sbase, sstride, total)
-                                  : dk__scan_f16(s, kp, kstride, k, sbase, sstride, total);
-    if (ties < 0) goto out;
-    if (!ties) { /* no two kept scores are equal: dkit's order is torch's */
+    const int64_t first_tie = which == 0   ? dk__scan_f64(s, kp, kstride, k, sbase, sstride, total)
+                              : which == 1 ? dk__scan_f32(s, kp, kstride, k, sbase, sstride, total)
+                              : which == 2 ? dk__scan_bf16(s, kp, kstride, k, sbase, sstride, total)
+                                           : dk__scan_f16(s, kp, kstride, k, sbase, sstride, total);
+    if (first_tie < 0) goto out;
+    if (first_tie == k) { /* no two kept scores are equal: dkit's order is torch's */
         result = Py_NewRef(Py_None);
         goto out;
     }
@@ -262,10 +275,11 @@ static PyObject *dk__torch_sort_ties(PyObject *m, PyObject *const *args, Py_ssiz
     void *sort_scratch = (char *)within + k_u32_bytes;
 
     memset(rank_of, 0xff, (size_t)total * sizeof *rank_of);
-    const int ranked = which == 0   ? dk__ranks_f64(s, kp, kstride, k, sbase, sstride, rank_of)
-                       : which == 1 ? dk__ranks_f32(s, kp, kstride, k, sbase, sstride, rank_of)
-                       : which == 2 ? dk__ranks_bf16(s, kp, kstride, k, sbase, sstride, rank_of)
-                                    : dk__ranks_f16(s, kp, kstride, k, sbase, sstride, rank_of);
+    const int64_t from = first_tie - 1;
+    const int ranked = which == 0   ? dk__ranks_f64(s, kp, kstride, k, sbase, sstride, total, from, rank_of)
+                       : which == 1 ? dk__ranks_f32(s, kp, kstride, k, sbase, sstride, total, from, rank_of)
+                       : which == 2 ? dk__ranks_bf16(s, kp, kstride, k, sbase, sstride, total, from, rank_of)
+                                    : dk__ranks_f16(s, kp, kstride, k, sbase, sstride, total, from, rank_of);
     if (ranked < 0) goto out;
     /* The kept indices in ascending order, as torchvision hands them to torch.sort, with their
      * ranks, and which of them share a rank. */
