@@ -232,12 +232,19 @@ static dk__item *dk__partition(dk__state *t, dk__item *first, dk__item *last, co
             rscan = end;
             continue;
         }
-        const int64_t h = rbuf[ir];
-        if (h <= l) return first + l;
-        dk__swap(t, first + l, first + h);
-        il++;
-        ir++;
-        hi = h;
+        /* swaps while both blocks last: stops pair up in order, so the loop checks only where
+         * the scans meet */
+        const int m = nl - il < nr - ir ? nl - il : nr - ir;
+        const int32_t *ls = lbuf + il, *rs = rbuf + ir;
+        for (int j = 0; j < m; j++) {
+            const int64_t lj = ls[j], h = rs[j];
+            if (lj >= hi) return first + hi;
+            if (h <= lj) return first + lj;
+            dk__swap(t, first + lj, first + h);
+            hi = h;
+        }
+        il += m;
+        ir += m;
     }
 }
 
