@@ -46,6 +46,7 @@
 #include <string.h>
 
 #include "dk_arena.h"
+#include "dk_large_output.h"
 #include "dk_parallel.h"
 #include "dk_tensor.h"
 #include "dk_vec.h"
@@ -64,12 +65,15 @@ typedef struct {
     void *block;                                 /* channels-last forward: a block buffer per thread */
     int64_t N, C, H, W, K, PH, PW;
     double scale;
-    int bins_kind;             /* DK_ROI_POOL_BINS_* (kernels/roi_pool_math.h) */
-    int64_t *bin_table;        /* every RoI's bins (dk__rp_bin_table): roi_pool's blocks, ps_roi_pool's backward */
-    int64_t sampling_ratio;    /* ps_roi_align */
-    float *scratch;            /* ps_roi_align's 16-bit backward: a float H x W plane per thread */
-    const void *table;         /* ps_roi_align's backward: every RoI's geometry (dk__psa_roi_entry) */
+    int bins_kind;          /* DK_ROI_POOL_BINS_* (kernels/roi_pool_math.h) */
+    int64_t *bin_table;     /* every RoI's bins (dk__rp_bin_table): roi_pool's blocks, ps_roi_pool's backward */
+    int64_t sampling_ratio; /* ps_roi_align */
+    float *scratch;    /* ps_roi_align's 16-bit backward on planes: DK__RP_CHANNELS float H x W planes per thread */
+    const void *table; /* ps_roi_align's backward: every RoI's geometry (dk__psa_roi_entry) */
     const int64_t *image_rois; /* and each image's RoIs: N + 1 offsets into the K RoI numbers after them */
+    int64_t psa_samples;       /* ps_roi_align: the samples of a bin, summed over the RoIs with an image */
+    int psa_layout;            /* ps_roi_align: its tunable's value (-1 cost model, 0 planes, 1 blocks) */
+    bool stream;               /* ps_roi_align's backward: blocks stream grad_input (Note [Streaming stores]) */
     dk_parallel_counter counter;
 } dk__rp_ctx;
 
@@ -194,8 +198,19 @@ static inline void dk__rp_strides(const dk_tensor *t, int64_t s[4])
     for (int d = 0; d < 4; d++) s[d] = dk_tensor_stride(t, d);
 }
 
-/* ps_roi_align: the column taps a task keeps per bin (Note [RoIAlign's position-sensitive form
- * on a CPU]); an adaptive grid reaches it only for a bin over 64 pixels wide. */
-#define DK__PSA_TAPS 64
+/* ps_roi_align: the samples of a bin a task finds at a time (Note [RoIAlign's position-sensitive
+ * form on a CPU]); an adaptive grid of 8 x 8 (a bin over 7 pixels each way) fits. */
+#define DK__PSA_SAMPLES 64
+
+/* ps_roi_align: the most 1-D taps a call keeps in its tables (32 or 48 bytes each). */
+#define DK__PSA_TABLE_TAPS ((int64_t)1 << 20)
+
+/* ps_roi_align's cost model: channels-last blocks when a bin's samples over the RoIs number at
+ * least one per DK__PSA_SAMPLES_PER_PIXEL pixels of the map (Note [RoIAlign's position-sensitive
+ * form on a CPU]). */
+#define DK__PSA_SAMPLES_PER_PIXEL 4
+
+/* ps_roi_align's lanes in a channels-last block of nc channels: whole 4-lane vectors. */
+#define DK__PSA_LANES(nc) (((nc) + 3) / 4 * 4)
 
 #endif /* DK_ROI_POOL_CPU_H */
