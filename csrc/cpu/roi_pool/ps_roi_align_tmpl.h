@@ -65,13 +65,15 @@ static dk_status DK_SFN(dk__psa_plan)(dk__rp_ctx *cx, dk_arena *ar, const char *
     for (int64_t i = cx->N; i > 0; i--) lists[i] = lists[i - 1]; /* the fill moved each start to the next's */
     lists[0] = 0;
     /* the tables of taps, where they take at most DK__PSA_TABLE_TAPS (a grid that large is an
-     * explicit sampling_ratio's; past it every task finds its taps itself: the same values) */
+     * explicit sampling_ratio's; past it, without memory for them, or with the tunable
+     * ps_roi_align.tap_tables 0, every task finds its taps itself: the same values) */
     int64_t taps = 0;
     for (int64_t k = 0; k < cx->K && taps <= DK__PSA_TABLE_TAPS; k++)
         if (table[k].n >= 0) taps += table[k].ay.grid * cx->PH + table[k].ax.grid * cx->PW;
-    DK_TFN(dk_roi_align_taps) *t = taps <= DK__PSA_TABLE_TAPS ? (DK_TFN(dk_roi_align_taps) *)dk_arena_take_n(
-                                                                    ar, (size_t)taps, sizeof(DK_TFN(dk_roi_align_taps)))
-                                                              : NULL;
+    const bool tabled = cx->psa_tables && taps <= DK__PSA_TABLE_TAPS;
+    DK_TFN(dk_roi_align_taps) *t = tabled ? (DK_TFN(dk_roi_align_taps) *)dk_arena_take_n(
+                                                ar, (size_t)taps, sizeof(DK_TFN(dk_roi_align_taps)))
+                                          : NULL;
     for (int64_t k = 0; k < cx->K; k++) {
         DK_SFN(dk__psa_roi_entry) *e = &table[k];
         e->rows = e->cols = NULL;

@@ -74,6 +74,7 @@ typedef struct {
     int64_t psa_samples;       /* ps_roi_align: the samples of a bin, summed over the RoIs with an image */
     int psa_layout;            /* ps_roi_align: its tunable's value (-1 cost model, 0 planes, 1 blocks) */
     bool stream;               /* ps_roi_align's backward: blocks stream grad_input (Note [Streaming stores]) */
+    bool psa_tables;           /* ps_roi_align: keep each RoI's taps in tables (its tunable) */
     dk_parallel_counter counter;
 } dk__rp_ctx;
 
