@@ -190,23 +190,32 @@ static void DK_SFN(dk__psa_forward_planes)(const dk__rp_ctx *cx, const DK_SFN(dk
 }
 
 /* The block's planes, channels last in the compute type: buf[(h W + w) L + j] is plane j's
- * (h, w), L = DK__PSA_LANES(nc) lanes, those past nc zero. */
+ * (h, w), L = DK__PSA_LANES(nc) lanes, those past nc zero. A row at a time (its part of the
+ * block stays in L1), four planes' rows at a time, read as streams and transposed four pixels
+ * at a time where the storage is the compute type and the columns are dense. */
 static void DK_SFN(dk__psa_block_load)(const dk__rp_ctx *cx, const DK_S *img, const int64_t xs[4],
                                        const DK_SFN(dk__psa_task) *a, DK_T *buf)
 {
     const int L = DK__PSA_LANES(a->nc);
-    /* a row at a time, a plane at a time: the row's block stays in L1 while each plane's row is
-     * read as a stream (the whole block a plane at a time would miss L1 on every store) */
+    const bool vec = xs[3] == 1 && sizeof(DK_S) == sizeof(DK_T);
     for (int64_t h = 0; h < cx->H; h++) {
         DK_T *row = buf + h * cx->W * L;
-        for (int j = 0; j < L; j++) {
-            const DK_S *src = img + j * a->cstep + h * xs[2];
-            if (j >= a->nc)
-                for (int64_t w = 0; w < cx->W; w++) row[w * L + j] = (DK_T)0;
-            else if (xs[3] == 1) /* unit column stride (NCHW): the compiler sees it */
-                for (int64_t w = 0; w < cx->W; w++) row[w * L + j] = DK_LOAD(src[w]);
-            else
-                for (int64_t w = 0; w < cx->W; w++) row[w * L + j] = DK_LOAD(src[w * xs[3]]);
+        for (int u = 0; u < L; u += 4) {
+            const DK_S *src[4];
+            for (int i = 0; i < 4; i++) src[i] = u + i < a->nc ? img + (u + i) * a->cstep + h * xs[2] : NULL;
+            int64_t w = 0;
+            if (vec)
+                for (; w + 4 <= cx->W; w += 4) {
+                    DK_TFN(dk_v4) v[4];
+                    for (int i = 0; i < 4; i++) {
+                        v[i] = (DK_TFN(dk_v4)){0, 0, 0, 0};
+                        if (src[i]) DK_TFN(dk_ld4)(&v[i], (const DK_T *)(const void *)(src[i] + w));
+                    }
+                    DK_TFN(dk_transpose4)(v);
+                    for (int i = 0; i < 4; i++) DK_TFN(dk_st4)(row + (w + i) * L + u, &v[i]);
+                }
+            for (; w < cx->W; w++)
+                for (int i = 0; i < 4; i++) row[w * L + u + i] = src[i] ? DK_LOAD(src[i][w * xs[3]]) : (DK_T)0;
         }
     }
 }
@@ -366,24 +375,33 @@ static void DK_SFN(dk__psa_backward_block)(const dk__rp_ctx *cx, DK_S *img, cons
             }
         }
     }
-    /* a row at a time, a plane at a time, as dk__psa_block_load reads them */
+    /* back a row at a time, four planes at a time, as dk__psa_block_load reads them; streamed
+     * (Note [Streaming stores]) where the planes are aligned alike */
+    const bool vec = xs[3] == 1 && sizeof(DK_S) == sizeof(DK_T);
+    const bool stream = cx->stream && vec && a->cstep * (int64_t)sizeof(DK_S) % 16 == 0;
     for (int64_t h = 0; h < cx->H; h++) {
         const DK_T *row = buf + h * cx->W * L;
-        for (int j = 0; j < a->nc; j++) {
-            DK_S *dst = img + j * a->cstep + h * xs[2];
+        for (int u = 0; u < a->nc; u += 4) {
+            const int n4 = a->nc - u < 4 ? a->nc - u : 4;
+            DK_S *dst[4];
+            for (int i = 0; i < n4; i++) dst[i] = img + (u + i) * a->cstep + h * xs[2];
             int64_t w = 0;
-            if (cx->stream && xs[3] == 1 && sizeof(DK_S) == sizeof(DK_T)) { /* Note [Streaming stores] */
-                for (; w < cx->W && (uintptr_t)(dst + w) % 16 != 0; w++) dst[w] = DK_STORE(row[w * L + j]);
+            if (stream) /* to the first 16-byte boundary, the same in every plane */
+                for (; w < cx->W && (uintptr_t)(dst[0] + w) % 16 != 0; w++)
+                    for (int i = 0; i < n4; i++) dst[i][w] = DK_STORE(row[w * L + u + i]);
+            if (vec)
                 for (; w + 4 <= cx->W; w += 4) {
-                    const DK_T *r = row + w * L + j;
-                    const DK_TFN(dk_v4) v = {r[0], r[L], r[2 * L], r[3 * L]};
-                    DK_TFN(dk_stream4)((DK_T *)(void *)(dst + w), &v);
+                    DK_TFN(dk_v4) v[4];
+                    for (int i = 0; i < 4; i++) DK_TFN(dk_ld4)(&v[i], row + (w + i) * L + u);
+                    DK_TFN(dk_transpose4)(v);
+                    for (int i = 0; i < n4; i++) {
+                        DK_T *to = (DK_T *)(void *)(dst[i] + w);
+                        if (stream) DK_TFN(dk_stream4)(to, &v[i]);
+                        else DK_TFN(dk_st4)(to, &v[i]);
+                    }
                 }
-            }
-            if (xs[3] == 1) /* unit column stride (NCHW): the compiler sees it */
-                for (; w < cx->W; w++) dst[w] = DK_STORE(row[w * L + j]);
-            else
-                for (; w < cx->W; w++) dst[w * xs[3]] = DK_STORE(row[w * L + j]);
+            for (; w < cx->W; w++)
+                for (int i = 0; i < n4; i++) dst[i][w * xs[3]] = DK_STORE(row[w * L + u + i]);
         }
     }
 }
