@@ -518,7 +518,7 @@ static void ps_roi_align_same_bits_for_any_thread_count(void **state)
     assert_ok(dk_set_num_threads(0));
 }
 
-/* A sampling_ratio above DK__PSA_TAPS (64) columns: the kernel's taps past its table. */
+/* A sampling_ratio whose grid passes DK__PSA_SAMPLES (64) samples a bin: a bin found in several chunks. */
 static void ps_roi_align_beyond_the_tap_table(void **state)
 {
     (void)state;
