@@ -91,17 +91,18 @@ static dk_status DK_SFN(dk__psa_plan)(dk__rp_ctx *cx, dk_arena *ar, const char *
  * position-sensitive form on a CPU]), and if so a block per thread (cx->block), in `ar`. */
 static dk_status DK_SFN(dk__psa_blocks)(dk__rp_ctx *cx, dk_arena *ar, int nthreads, const char *what)
 {
-    const int64_t bytes = cx->H * cx->W * DK__RP_CHANNELS * (int64_t)sizeof(DK_T);
     const bool fits = cx->H * cx->W <= DK__RP_BLOCK_MAX_BYTES / ((int64_t)sizeof(DK_T) * DK__RP_CHANNELS);
     const bool blocks = cx->psa_layout == 1 || (cx->psa_layout == -1 && fits &&
                                                 cx->psa_samples >= cx->N * cx->H * cx->W / DK__PSA_SAMPLES_PER_PIXEL);
     cx->block = NULL;
     if (!blocks) return DK_OK;
-    cx->block = dk_arena_take_n(ar, dk_sat_mul((size_t)nthreads, (size_t)(cx->H * cx->W * DK__RP_CHANNELS)),
+    cx->block = dk_arena_take_n(ar, dk_sat_mul((size_t)nthreads, dk_sat_mul((size_t)(cx->H * cx->W), DK__RP_CHANNELS)),
                                 sizeof(DK_T));
-    return cx->block ? DK_OK
-                     : dk_error(DK_ENOMEM, "%s: out of memory for %d channels-last blocks of %lld bytes", what,
-                                nthreads, (long long)bytes);
+    /* the cost model's choice falls back to the planes; a forced one says why it cannot */
+    return cx->block || cx->psa_layout == -1
+               ? DK_OK
+               : dk_error(DK_ENOMEM, "%s: out of memory for %d channels-last blocks of %lld x %lld x %d", what,
+                          nthreads, (long long)cx->H, (long long)cx->W, DK__RP_CHANNELS);
 }
 
 /* A task's share of the work: image n, bin (ph, pw), output channels [c0, c0 + nc), so input
