@@ -71,6 +71,23 @@ static inline void dk_stream4_f64(double *p, const dk_v4_f64 *v)
 #endif
 }
 
+/* r[i][j] <-> r[j][i]: four 4-lane vectors as a 4 x 4 tile, transposed (a row of pixels of four
+ * channels into four channels' rows, and back). */
+static inline void dk_transpose4_f32(dk_v4_f32 r[4])
+{
+    const dk_v4_f32 t0 = DK_SHUF(r[0], r[1], 0, 4, 1, 5), t1 = DK_SHUF(r[2], r[3], 0, 4, 1, 5);
+    const dk_v4_f32 t2 = DK_SHUF(r[0], r[1], 2, 6, 3, 7), t3 = DK_SHUF(r[2], r[3], 2, 6, 3, 7);
+    r[0] = DK_SHUF(t0, t1, 0, 1, 4, 5), r[1] = DK_SHUF(t0, t1, 2, 3, 6, 7);
+    r[2] = DK_SHUF(t2, t3, 0, 1, 4, 5), r[3] = DK_SHUF(t2, t3, 2, 3, 6, 7);
+}
+static inline void dk_transpose4_f64(dk_v4_f64 r[4])
+{
+    const dk_v4_f64 t0 = DK_SHUF(r[0], r[1], 0, 4, 1, 5), t1 = DK_SHUF(r[2], r[3], 0, 4, 1, 5);
+    const dk_v4_f64 t2 = DK_SHUF(r[0], r[1], 2, 6, 3, 7), t3 = DK_SHUF(r[2], r[3], 2, 6, 3, 7);
+    r[0] = DK_SHUF(t0, t1, 0, 1, 4, 5), r[1] = DK_SHUF(t0, t1, 2, 3, 6, 7);
+    r[2] = DK_SHUF(t2, t3, 0, 1, 4, 5), r[3] = DK_SHUF(t2, t3, 2, 3, 6, 7);
+}
+
 /* After a thread's last non-temporal store: makes them visible to whoever joins it. */
 static inline void dk_sfence(void)
 {

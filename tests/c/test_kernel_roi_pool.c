@@ -418,12 +418,16 @@ static dkk_tensor *from_dense(dk_dtype dt, const dkk_tensor *like, const double 
     return t;
 }
 
-static void check_psa_case(dk_dtype dt, double scale, int PH, int PW, int sr, bool nhwc, dkk_rng *r)
+/* One case with CO output channels against the reference, forward and backward, to the bit. */
+static void check_psa_case_co(dk_dtype dt, double scale, int PH, int PW, int sr, bool nhwc, int CO, dkk_rng *r)
 {
-    char what[160];
-    snprintf(what, sizeof what, "ps_roi_align %s scale %g %dx%d sr %d %s", dk_dtype_name(dt), scale, PH, PW, sr,
-             nhwc ? "NHWC" : "NCHW");
-    const int N = 2, CO = 2, C = CO * PH * PW, H = 11, W = 13, K = 19;
+    char what[200];
+    int64_t layout = 0, tables = 0;
+    assert_ok(dk_tunable_get("ps_roi_align.layout", &layout));
+    assert_ok(dk_tunable_get("ps_roi_align.tap_tables", &tables));
+    snprintf(what, sizeof what, "ps_roi_align %s scale %g %dx%d sr %d %s, %d channels, layout %lld, tap tables %lld",
+             dk_dtype_name(dt), scale, PH, PW, sr, nhwc ? "NHWC" : "NCHW", CO, (long long)layout, (long long)tables);
+    const int N = 2, C = CO * PH * PW, H = 11, W = 13, K = 19;
     dkk_tensor *x = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, nhwc ? (int[]){0, 2, 3, 1} : NULL, 1);
     dkk_fill_uniform(x, r, -5, 5);
     dkk_tensor *rois = make_rois(dt, r, K, N, W / scale);
@@ -458,6 +462,11 @@ static void check_psa_case(dk_dtype dt, double scale, int PH, int PW, int sr, bo
     dkk_free(x), dkk_free(rois), dkk_free(out), dkk_free(go), dkk_free(gi), dkk_free(want), dkk_free(gwant);
 }
 
+static void check_psa_case(dk_dtype dt, double scale, int PH, int PW, int sr, bool nhwc, dkk_rng *r)
+{
+    check_psa_case_co(dt, scale, PH, PW, sr, nhwc, 2, r);
+}
+
 /* Every dtype; grids adaptive (-1, 0, -7: every value <= 0), one sample, several per pixel. */
 static void ps_roi_align_every_dtype(void **state)
 {
@@ -473,6 +482,29 @@ static void ps_roi_align_every_dtype(void **state)
     }
 }
 
+/* Every way the kernel can walk the same work (Note [RoIAlign's position-sensitive form on a
+ * CPU]): channel planes or channels-last blocks, taps tabled per call or found per task; blocks
+ * of 1 to 4 vectors and a tail block (18 output channels: 16 + 2), sample grids past a chunk of
+ * DK__PSA_SAMPLES (70 x 1), strided maps, every dtype. */
+static void ps_roi_align_every_path(void **state)
+{
+    (void)state;
+    for (int64_t layout = -1; layout <= 1; layout++)
+        for (int64_t tables = 0; tables <= 1; tables++) {
+            assert_ok(dk_tunable_set("ps_roi_align.layout", layout, NULL));
+            assert_ok(dk_tunable_set("ps_roi_align.tap_tables", tables, NULL));
+            dkk_rng r = {0x9007};
+            for (size_t d = 0; d < sizeof DTYPES / sizeof DTYPES[0]; d++) {
+                check_psa_case_co(DTYPES[d], 0.8, 2, 2, -1, d % 2 == 1, 18, &r);
+                check_psa_case_co(DTYPES[d], 1.3, 3, 2, 2, d % 2 == 0, 7, &r);
+            }
+            check_psa_case_co(DK_FLOAT32, 1.0, 1, 1, 70, false, 5, &r);
+            check_psa_case_co(DK_FLOAT64, 0.5, 2, 1, 67, true, 3, &r);
+        }
+    assert_ok(dk_tunable_set("ps_roi_align.layout", -1, NULL));
+    assert_ok(dk_tunable_set("ps_roi_align.tap_tables", 1, NULL));
+}
+
 /* The backward's order is fixed per plane, whatever the number of threads; so is the forward. */
 static void ps_roi_align_same_bits_for_any_thread_count(void **state)
 {
@@ -486,7 +518,7 @@ static void ps_roi_align_same_bits_for_any_thread_count(void **state)
     assert_ok(dk_set_num_threads(0));
 }
 
-/* A sampling_ratio above DK__PSA_TAPS (64) columns: the kernel's taps past its table. */
+/* A sampling_ratio whose grid passes DK__PSA_SAMPLES (64) samples a bin: a bin found in several chunks. */
 static void ps_roi_align_beyond_the_tap_table(void **state)
 {
     (void)state;
@@ -581,6 +613,7 @@ int main(void)
         cmocka_unit_test(ps_roi_align_every_dtype),
         cmocka_unit_test(ps_roi_align_same_bits_for_any_thread_count),
         cmocka_unit_test(ps_roi_align_beyond_the_tap_table),
+        cmocka_unit_test(ps_roi_align_every_path),
         cmocka_unit_test(bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

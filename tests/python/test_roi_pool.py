@@ -403,6 +403,38 @@ def test_ps_roi_align_equal_to_torchvision(dtype, sr, size, scale):
     assert torch.equal(dkit.ops.ps_roi_align(x, boxes, size, scale, sr).nan_to_num(), want_list)
 
 
+@pytest.mark.parametrize("layout", [0, 1])
+@pytest.mark.parametrize("tables", [0, 1])
+def test_ps_roi_align_every_path_equal_to_torchvision(layout, tables):
+    """Note [RoIAlign's position-sensitive form on a CPU]: channel planes or channels-last blocks,
+    taps tabled per call or found per task: 18 output channels (a block of 16 and a tail of 2),
+    on a dense map and a channels-last one, forward and backward to torchvision's bits; 16-bit
+    maps computed in float32 as the float32 map is."""
+    from dkit import _C
+
+    g = torch.Generator().manual_seed(23)
+    x = torch.randn(3, 18 * 6, 19, 16, generator=g)
+    rois = _rois(3, 60, 16 / 0.7, 29)
+    prev = (_C.tunable("ps_roi_align.layout"), _C.tunable("ps_roi_align.tap_tables"))
+    try:
+        _C.tunable("ps_roi_align.layout", layout)
+        _C.tunable("ps_roi_align.tap_tables", tables)
+        for xin, sr in ((x, -1), (x.contiguous(memory_format=torch.channels_last), 2)):
+            want = tvops.ps_roi_align(xin, rois, (2, 3), 0.7, sr).nan_to_num()
+            gout = torch.randn(want.shape, generator=g)
+            xa, xb = xin.clone().requires_grad_(), xin.clone().requires_grad_()
+            tvops.ps_roi_align(xa, rois, (2, 3), 0.7, sr).backward(gout)
+            got = dkit.ops.ps_roi_align(xb, rois, (2, 3), 0.7, sr)
+            got.backward(gout)
+            assert torch.equal(got, want) and torch.equal(xb.grad, xa.grad)
+        xh, rh = x.to(torch.bfloat16), rois.to(torch.bfloat16)
+        want = dkit.ops.ps_roi_align(xh.float(), rh.float(), (2, 3), 0.7, 2)
+        assert torch.equal(dkit.ops.ps_roi_align(xh, rh, (2, 3), 0.7, 2), want.to(torch.bfloat16))
+    finally:
+        _C.tunable("ps_roi_align.layout", prev[0])
+        _C.tunable("ps_roi_align.tap_tables", prev[1])
+
+
 def test_ps_roi_align_gradcheck():
     g = torch.Generator().manual_seed(5)
     x = torch.rand(2, 12, 9, 8, generator=g, dtype=torch.float64, requires_grad=True)

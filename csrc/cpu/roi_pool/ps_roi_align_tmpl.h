@@ -2,184 +2,47 @@
  * roi_pool/ps_roi_align_tmpl.h — ps_roi_align (position-sensitive RoIAlign) on the CPU, for one
  * storage type (Note [Templates in C] in kernels/dk_template.h). roi_pool_cpu.c instantiates it
  * after the templates whose helpers it uses: roi_pool_tmpl.h's RoI readers and ps_roi_pool_tmpl.h's
- * view. roi_pool_cpu.h says how the work is split.
+ * view. Note [RoIAlign's position-sensitive form on a CPU] in roi_pool_cpu.h says how the work
+ * is split.
  */
 #if DK_TMPL_PASS == DK_TMPL_FLOAT
 
-/* RoI k's two axes, ps_roi_align's geometry (kernels/roi_pool_math.h). */
-static inline void DK_SFN(dk__psa_roi)(const dk__rp_ctx *cx, int64_t k, DK_TFN(dk_roi_align_axis) *ay,
-                                       DK_TFN(dk_roi_align_axis) *ax)
-{
-    DK_TFN(dk_ps_roi_align_roi_init)(DK_SFN(dk__rp_roi_value)(cx->rois, k, 1), DK_SFN(dk__rp_roi_value)(cx->rois, k, 2),
-                                     DK_SFN(dk__rp_roi_value)(cx->rois, k, 3), DK_SFN(dk__rp_roi_value)(cx->rois, k, 4),
-                                     (DK_T)cx->scale, cx->PH, cx->PW, cx->sampling_ratio, cx->H, cx->W, ay, ax);
-}
-
-/* The column taps of bin pw's first min(grid, DK__PSA_TAPS) samples (Note [RoIAlign's
- * position-sensitive form on a CPU] in roi_pool_cpu.h); ok[i] false where a sample contributes
- * nothing. Returns how many are kept. */
-static inline int64_t DK_SFN(dk__psa_columns)(const DK_TFN(dk_roi_align_axis) *ax, int64_t pw, int64_t W,
-                                              DK_TFN(dk_roi_align_taps) *taps, bool *ok)
-{
-    const int64_t m = ax->grid < DK__PSA_TAPS ? ax->grid : DK__PSA_TAPS;
-    for (int64_t i = 0; i < m; i++)
-        ok[i] = DK_TFN(dk_roi_align_taps_init)(DK_TFN(dk_roi_align_axis_sample)(ax, pw, i), W, &taps[i]);
-    return m;
-}
-
-/* Column sample i's taps: the table's, or computed past its end; false when it contributes nothing. */
-static inline bool DK_SFN(dk__psa_column)(const DK_TFN(dk_roi_align_axis) *ax, int64_t pw, int64_t i, int64_t W,
-                                          const DK_TFN(dk_roi_align_taps) *taps, const bool *ok, int64_t m,
-                                          DK_TFN(dk_roi_align_taps) *t)
-{
-    if (i < m) {
-        *t = taps[i];
-        return ok[i];
-    }
-    return DK_TFN(dk_roi_align_taps_init)(DK_TFN(dk_roi_align_axis_sample)(ax, pw, i), W, t);
-}
-
-/* Forward: a task per RoI and block of output channels; each bin's taps found once and used for
- * the block's channels, each channel's sum in dk_roi_align_forward_avg's order (samples by rows,
- * then columns): its bits. */
-static void DK_SFN(dk__psa_forward_worker)(void *p, int tid)
-{
-    (void)tid;
-    dk__rp_ctx *cx = (dk__rp_ctx *)p;
-    const DK_SFN(dk__rp_ps_view) v = DK_SFN(dk__rp_ps_view_of)(cx);
-    const DK_S *x = v.x;
-    DK_S *y = v.y;
-    const int64_t *xs = v.xs, *ys = v.ys, cout = v.cout, chunks = v.chunks;
-    const int64_t cstep = cx->PH * cx->PW * xs[1]; /* from output channel c's plane to c + 1's */
-    DK_TFN(dk_roi_align_taps) taps[DK__PSA_TAPS];
-    bool ok[DK__PSA_TAPS];
-    for (int64_t t; (t = dk_parallel_claim(&cx->counter)) < cx->K * chunks;) {
-        const int64_t k = t / chunks, c0 = t % chunks * DK__RP_CHANNELS;
-        const int nc = (int)(c0 + DK__RP_CHANNELS < cout ? DK__RP_CHANNELS : cout - c0);
-        const int64_t n = dk__rp_batch((double)DK_SFN(dk__rp_roi_value)(cx->rois, k, 0), cx->N);
-        DK_TFN(dk_roi_align_axis) ay, ax;
-        DK_SFN(dk__psa_roi)(cx, k, &ay, &ax);
-        const DK_T count = DK_TFN(dk_roi_align_count)(&ay, &ax);
-        for (int64_t ph = 0; ph < cx->PH; ph++)
-            for (int64_t pw = 0; pw < cx->PW; pw++) {
-                DK_T acc[DK__RP_CHANNELS];
-                for (int j = 0; j < DK__RP_CHANNELS; j++) acc[j] = (DK_T)0;
-                if (n >= 0) {
-                    const int64_t m = DK_SFN(dk__psa_columns)(&ax, pw, cx->W, taps, ok);
-                    const DK_S *base = x + n * xs[0] + ((c0 * cx->PH + ph) * cx->PW + pw) * xs[1];
-                    for (int64_t iy = 0; iy < ay.grid; iy++) {
-                        DK_TFN(dk_roi_align_taps) ty, tx;
-                        if (!DK_TFN(dk_roi_align_taps_init)(DK_TFN(dk_roi_align_axis_sample)(&ay, ph, iy), cx->H, &ty))
-                            continue;
-                        for (int64_t ix = 0; ix < ax.grid; ix++) {
-                            if (!DK_SFN(dk__psa_column)(&ax, pw, ix, cx->W, taps, ok, m, &tx)) continue;
-                            DK_TFN(dk_roi_align_bilinear) b;
-                            DK_TFN(dk_roi_align_bilinear_of)(&ty, &tx, &b);
-                            /* unit column stride (NCHW): the compiler sees it */
-                            if (xs[3] == 1)
-                                for (int j = 0; j < nc; j++)
-                                    acc[j] += DK_SFN(dk_roi_align_interp)(base + j * cstep, xs[2], 1, &b);
-                            else
-                                for (int j = 0; j < nc; j++)
-                                    acc[j] += DK_SFN(dk_roi_align_interp)(base + j * cstep, xs[2], xs[3], &b);
-                        }
-                    }
-                }
-                for (int j = 0; j < nc; j++)
-                    y[k * ys[0] + (c0 + j) * ys[1] + ph * ys[2] + pw * ys[3]] = DK_STORE(acc[j] / count);
-            }
-    }
-}
-
-static dk_status DK_SFN(dk__psa_forward)(dk__rp_ctx *cx, int nthreads)
-{
-    dk_parallel_run(nthreads, &cx->counter, DK_SFN(dk__psa_forward_worker), cx);
-    return DK_OK;
-}
-
-/* One RoI's geometry for the backward, found once per call (its tasks, one per plane, all read
- * it): the batch index (-1: no image, or no samples), the axes and the count. A task walks its
- * image's RoIs only, from cx->image_rois. */
+/* One RoI's geometry, found once per call (every task that serves the RoI reads it): the batch
+ * index (-1: no image, or no samples), the axes and the count. */
 typedef struct {
     DK_TFN(dk_roi_align_axis) ay, ax;
     DK_T count, inv; /* inv: 1 / count where that is exact (count a power of two), else 0 */
     int64_t n;
+    /* the 1-D taps of sample i of row bin ph, rows[ph grid + i], and of column bin pw, cols[pw
+     * grid + i] (lo -1: the sample contributes nothing); NULL where the call keeps no tables */
+    const DK_TFN(dk_roi_align_taps) *rows, *cols;
 } DK_SFN(dk__psa_roi_entry);
 
-/* Backward: a task per (image, input channel) plane, whose bin (ph, pw) the channel fixes: the
- * plane zeroed, then every RoI of the image in order adds its samples' shares, torchvision's
- * additions in torchvision's order. float32 and float64 add in grad_input itself; 16-bit
- * storage adds in the thread's float plane (cx->scratch) and stores once. */
-static void DK_SFN(dk__psa_backward_worker)(void *p, int tid)
+/* The 1-D taps of every sample along axis a (pooled bins) into t, lo -1 where a sample
+ * contributes nothing. */
+static void DK_SFN(dk__psa_axis_taps)(const DK_TFN(dk_roi_align_axis) *a, int64_t pooled, int64_t size,
+                                      DK_TFN(dk_roi_align_taps) *t)
 {
-    dk__rp_ctx *cx = (dk__rp_ctx *)p;
-    const dk_tensor *gi = cx->img, *go = cx->bins;
-    const DK_SFN(dk__psa_roi_entry) *table = (const DK_SFN(dk__psa_roi_entry) *)cx->table;
-    DK_S *x = (DK_S *)dk_tensor_data(gi);
-    const DK_S *g = (const DK_S *)dk_tensor_data(go);
-    int64_t xs[4], gs[4];
-    dk__rp_strides(gi, xs), dk__rp_strides(go, gs);
-    const bool direct = sizeof(DK_S) == sizeof(DK_T); /* storage is the compute type */
-    DK_T *scratch = direct ? NULL : (DK_T *)cx->scratch + (int64_t)tid * cx->H * cx->W;
-    DK_TFN(dk_roi_align_taps) taps[DK__PSA_TAPS];
-    bool ok[DK__PSA_TAPS];
-    for (int64_t t; (t = dk_parallel_claim(&cx->counter)) < cx->N * cx->C;) {
-        const int64_t n = t / cx->C, cin = t % cx->C;
-        const int64_t pw = cin % cx->PW, ph = cin / cx->PW % cx->PH, c = cin / (cx->PW * cx->PH);
-        DK_S *img = x + n * xs[0] + cin * xs[1];
-        DK_T *acc = direct ? (DK_T *)img : scratch;
-        const int64_t sy = direct ? xs[2] : cx->W, sx = direct ? xs[3] : 1;
-        for (int64_t h = 0; h < cx->H; h++)
-            for (int64_t w = 0; w < cx->W; w++) acc[h * sy + w * sx] = (DK_T)0;
-        for (int64_t i = cx->image_rois[n]; i < cx->image_rois[n + 1]; i++) {
-            const int64_t k = cx->image_rois[cx->N + 1 + i];
-            const DK_SFN(dk__psa_roi_entry) *e = &table[k];
-            const DK_T gk = DK_LOAD(g[k * gs[0] + c * gs[1] + ph * gs[2] + pw * gs[3]]);
-            const int64_t m = DK_SFN(dk__psa_columns)(&e->ax, pw, cx->W, taps, ok);
-            for (int64_t iy = 0; iy < e->ay.grid; iy++) {
-                DK_TFN(dk_roi_align_taps) ty, tx;
-                if (!DK_TFN(dk_roi_align_taps_init)(DK_TFN(dk_roi_align_axis_sample)(&e->ay, ph, iy), cx->H, &ty))
-                    continue;
-                for (int64_t ix = 0; ix < e->ax.grid; ix++) {
-                    if (!DK_SFN(dk__psa_column)(&e->ax, pw, ix, cx->W, taps, ok, m, &tx)) continue;
-                    DK_TFN(dk_roi_align_bilinear) b;
-                    DK_TFN(dk_roi_align_bilinear_of)(&ty, &tx, &b);
-                    /* the four shares side by side, so that the compiler may form them in one
-                     * vector multiply and divide (each lane rounds as the scalar would) */
-                    const DK_T wt[4] = {b.w1, b.w2, b.w3, b.w4};
-                    DK_T sh[4];
-                    if (e->inv != (DK_T)0) /* (g w) / 2^k is (g w) 2^-k, both rounded once: the same bits */
-                        for (int j = 0; j < 4; j++) sh[j] = gk * wt[j] * e->inv;
-                    else
-                        for (int j = 0; j < 4; j++) sh[j] = DK_TFN(dk_ps_roi_align_share)(gk, wt[j], e->count);
-                    acc[b.y_low * sy + b.x_low * sx] += sh[0];
-                    acc[b.y_low * sy + b.x_high * sx] += sh[1];
-                    acc[b.y_high * sy + b.x_low * sx] += sh[2];
-                    acc[b.y_high * sy + b.x_high * sx] += sh[3];
-                }
-            }
-        }
-        if (!direct)
-            for (int64_t h = 0; h < cx->H; h++)
-                for (int64_t w = 0; w < cx->W; w++) img[h * xs[2] + w * xs[3]] = DK_STORE(acc[h * cx->W + w]);
-    }
+    for (int64_t p = 0; p < pooled; p++)
+        for (int64_t i = 0; i < a->grid; i++, t++)
+            if (!DK_TFN(dk_roi_align_taps_init)(DK_TFN(dk_roi_align_axis_sample)(a, p, i), size, t)) t->lo = -1;
 }
 
-static dk_status DK_SFN(dk__psa_backward)(dk__rp_ctx *cx, int nthreads)
+/* The call's plan: every RoI's entry (cx->table) and each image's RoIs in order (cx->image_rois:
+ * N + 1 offsets, then the RoI numbers, a counting sort), in `ar`. */
+static dk_status DK_SFN(dk__psa_plan)(dk__rp_ctx *cx, dk_arena *ar, const char *what)
 {
-    DK_ARENA_ON_STACK(ar); /* Note [Scratch arena] */
-    DK_SFN(dk__psa_roi_entry) *table = (DK_SFN(dk__psa_roi_entry) *)dk_arena_take_n(&ar, (size_t)cx->K,
+    DK_SFN(dk__psa_roi_entry) *table = (DK_SFN(dk__psa_roi_entry) *)dk_arena_take_n(ar, (size_t)cx->K,
                                                                                     sizeof(DK_SFN(dk__psa_roi_entry)));
-    /* each image's RoIs in order: [N + 1] offsets, then the RoI numbers (a counting sort) */
-    int64_t *lists = (int64_t *)dk_arena_take_n(&ar, (size_t)(cx->N + 1 + cx->K), sizeof(int64_t));
-    if ((!table && cx->K > 0) || !lists) {
-        dk_arena_free(&ar);
-        return dk_error(DK_ENOMEM, "ps_roi_align_backward: out of memory for the geometry of %lld RoIs",
-                        (long long)cx->K);
-    }
+    int64_t *lists = (int64_t *)dk_arena_take_n(ar, (size_t)(cx->N + 1 + cx->K), sizeof(int64_t));
+    if ((!table && cx->K > 0) || !lists)
+        return dk_error(DK_ENOMEM, "%s: out of memory for the geometry of %lld RoIs", what, (long long)cx->K);
     for (int64_t k = 0; k < cx->K; k++) {
         DK_SFN(dk__psa_roi_entry) *e = &table[k];
-        DK_SFN(dk__psa_roi)(cx, k, &e->ay, &e->ax);
+        DK_TFN(dk_ps_roi_align_roi_init)(
+            DK_SFN(dk__rp_roi_value)(cx->rois, k, 1), DK_SFN(dk__rp_roi_value)(cx->rois, k, 2),
+            DK_SFN(dk__rp_roi_value)(cx->rois, k, 3), DK_SFN(dk__rp_roi_value)(cx->rois, k, 4), (DK_T)cx->scale, cx->PH,
+            cx->PW, cx->sampling_ratio, cx->H, cx->W, &e->ay, &e->ax);
         e->count = DK_TFN(dk_roi_align_count)(&e->ay, &e->ax);
         /* count, an integer in [1, 2^62], a power of two: its reciprocal is exact and normal, and
          * multiplying by it divides exactly */
@@ -189,18 +52,406 @@ static dk_status DK_SFN(dk__psa_backward)(dk__rp_ctx *cx, int nthreads)
                                                 : -1;
     }
     for (int64_t i = 0; i <= cx->N; i++) lists[i] = 0;
+    int64_t samples = 0; /* per bin, of every RoI with an image (saturating: the grids may be huge) */
     for (int64_t k = 0; k < cx->K; k++)
-        if (table[k].n >= 0) lists[table[k].n + 1]++;
+        if (table[k].n >= 0) {
+            lists[table[k].n + 1]++;
+            const int64_t gh = table[k].ay.grid, gw = table[k].ax.grid;
+            samples = gh > INT64_MAX / 4 / gw || samples > INT64_MAX / 2 - gh * gw ? INT64_MAX / 2 : samples + gh * gw;
+        }
     for (int64_t i = 0; i < cx->N; i++) lists[i + 1] += lists[i];
     for (int64_t k = 0, *fill = lists + cx->N + 1; k < cx->K; k++)
         if (table[k].n >= 0) fill[lists[table[k].n]++] = k;
     for (int64_t i = cx->N; i > 0; i--) lists[i] = lists[i - 1]; /* the fill moved each start to the next's */
     lists[0] = 0;
+    /* the tables of taps, where they take at most DK__PSA_TABLE_TAPS (a grid that large is an
+     * explicit sampling_ratio's; past it, without memory for them, or with the tunable
+     * ps_roi_align.tap_tables 0, every task finds its taps itself: the same values) */
+    int64_t taps = 0;
+    for (int64_t k = 0; k < cx->K && taps <= DK__PSA_TABLE_TAPS; k++)
+        if (table[k].n >= 0) taps += table[k].ay.grid * cx->PH + table[k].ax.grid * cx->PW;
+    const bool tabled = cx->psa_tables && taps <= DK__PSA_TABLE_TAPS;
+    DK_TFN(dk_roi_align_taps) *t = tabled ? (DK_TFN(dk_roi_align_taps) *)dk_arena_take_n(
+                                                ar, (size_t)taps, sizeof(DK_TFN(dk_roi_align_taps)))
+                                          : NULL;
+    for (int64_t k = 0; k < cx->K; k++) {
+        DK_SFN(dk__psa_roi_entry) *e = &table[k];
+        e->rows = e->cols = NULL;
+        if (!t || e->n < 0) continue;
+        DK_SFN(dk__psa_axis_taps)(&e->ay, cx->PH, cx->H, t), e->rows = t, t += e->ay.grid * cx->PH;
+        DK_SFN(dk__psa_axis_taps)(&e->ax, cx->PW, cx->W, t), e->cols = t, t += e->ax.grid * cx->PW;
+    }
     cx->table = table;
     cx->image_rois = lists;
-    dk_parallel_run(nthreads, &cx->counter, DK_SFN(dk__psa_backward_worker), cx);
+    cx->psa_samples = samples;
+    return DK_OK;
+}
+
+/* Whether to work on channels-last blocks (cx->psa_layout, or the cost model of Note [RoIAlign's
+ * position-sensitive form on a CPU]), and if so a block per thread (cx->block), in `ar`. */
+static dk_status DK_SFN(dk__psa_blocks)(dk__rp_ctx *cx, dk_arena *ar, int nthreads, const char *what)
+{
+    const bool fits = cx->H * cx->W <= DK__RP_BLOCK_MAX_BYTES / ((int64_t)sizeof(DK_T) * DK__RP_CHANNELS);
+    const bool blocks = cx->psa_layout == 1 || (cx->psa_layout == -1 && fits &&
+                                                cx->psa_samples >= cx->N * cx->H * cx->W / DK__PSA_SAMPLES_PER_PIXEL);
+    cx->block = NULL;
+    if (!blocks) return DK_OK;
+    cx->block = dk_arena_take_n(ar, dk_sat_mul((size_t)nthreads, dk_sat_mul((size_t)(cx->H * cx->W), DK__RP_CHANNELS)),
+                                sizeof(DK_T));
+    /* the cost model's choice falls back to the planes; a forced one says why it cannot */
+    return cx->block || cx->psa_layout == -1
+               ? DK_OK
+               : dk_error(DK_ENOMEM, "%s: out of memory for %d channels-last blocks of %lld x %lld x %d", what,
+                          nthreads, (long long)cx->H, (long long)cx->W, DK__RP_CHANNELS);
+}
+
+/* A task's share of the work: image n, bin (ph, pw), output channels [c0, c0 + nc), so input
+ * channels (c PH + ph) PW + pw, planes `cstep` elements apart (of a tensor with strides s). */
+typedef struct {
+    int64_t n, ph, pw, c0, cstep;
+    int nc;
+} DK_SFN(dk__psa_task);
+
+static inline DK_SFN(dk__psa_task)
+    DK_SFN(dk__psa_task_of)(const dk__rp_ctx *cx, int64_t t, int64_t cout, const int64_t s[4])
+{
+    const int64_t chunks = (cout + DK__RP_CHANNELS - 1) / DK__RP_CHANNELS, bins = cx->PH * cx->PW;
+    DK_SFN(dk__psa_task) a;
+    a.c0 = t % chunks * DK__RP_CHANNELS;
+    a.nc = (int)(a.c0 + DK__RP_CHANNELS < cout ? DK__RP_CHANNELS : cout - a.c0);
+    const int64_t b = t / chunks % bins;
+    a.n = t / chunks / bins, a.ph = b / cx->PW, a.pw = b % cx->PW;
+    a.cstep = bins * s[1];
+    return a;
+}
+
+/* Sample i's 1-D taps along axis a, bin p, from the table where there is one; false when it
+ * contributes nothing. */
+static inline bool DK_SFN(dk__psa_taps)(const DK_TFN(dk_roi_align_axis) *a, const DK_TFN(dk_roi_align_taps) *table,
+                                        int64_t p, int64_t i, int64_t size, DK_TFN(dk_roi_align_taps) *t)
+{
+    if (table) {
+        *t = table[p * a->grid + i];
+        return t->lo >= 0;
+    }
+    return DK_TFN(dk_roi_align_taps_init)(DK_TFN(dk_roi_align_axis_sample)(a, p, i), size, t);
+}
+
+/* The samples of RoI e's bin (ph, pw) from sample (*iy, *ix) on, rows then columns: the taps of
+ * those that contribute, in order, up to DK__PSA_SAMPLES of them into b; (*iy, *ix) moves past the
+ * last one looked at (*iy reaches the grid at the end). Returns how many were kept. */
+static int DK_SFN(dk__psa_samples)(const DK_SFN(dk__psa_roi_entry) *e, int64_t ph, int64_t pw, int64_t H, int64_t W,
+                                   int64_t *iy, int64_t *ix, DK_TFN(dk_roi_align_bilinear) *b)
+{
+    const int64_t gh = e->ay.grid, gw = e->ax.grid;
+    int m = 0;
+    DK_TFN(dk_roi_align_taps) ty, tx;
+    while (*iy < gh && m < DK__PSA_SAMPLES) {
+        if (!DK_SFN(dk__psa_taps)(&e->ay, e->rows, ph, *iy, H, &ty)) {
+            ++*iy, *ix = 0; /* the row contributes nothing */
+            continue;
+        }
+        for (; *ix < gw && m < DK__PSA_SAMPLES; ++*ix)
+            if (DK_SFN(dk__psa_taps)(&e->ax, e->cols, pw, *ix, W, &tx))
+                DK_TFN(dk_roi_align_bilinear_of)(&ty, &tx, &b[m++]);
+        if (*ix == gw) ++*iy, *ix = 0;
+    }
+    return m;
+}
+
+/* Forward on channel planes: a task per (image, bin, block of output channels), which serves
+ * every RoI of the image: each RoI's samples in the bin found once for the block, then each
+ * channel's sum in dk_roi_align_forward_avg's order (samples by rows, then columns): its bits. */
+static void DK_SFN(dk__psa_forward_planes)(const dk__rp_ctx *cx, const DK_SFN(dk__rp_ps_view) *v,
+                                           const DK_SFN(dk__psa_task) *a, DK_TFN(dk_roi_align_bilinear) *b)
+{
+    const DK_SFN(dk__psa_roi_entry) *table = (const DK_SFN(dk__psa_roi_entry) *)cx->table;
+    const int64_t *xs = v->xs, *ys = v->ys;
+    const DK_S *base = v->x + a->n * xs[0] + ((a->c0 * cx->PH + a->ph) * cx->PW + a->pw) * xs[1];
+    for (int64_t i = cx->image_rois[a->n]; i < cx->image_rois[a->n + 1]; i++) {
+        const int64_t k = cx->image_rois[cx->N + 1 + i];
+        const DK_SFN(dk__psa_roi_entry) *e = &table[k];
+        DK_T acc[DK__RP_CHANNELS];
+        for (int j = 0; j < DK__RP_CHANNELS; j++) acc[j] = (DK_T)0;
+        for (int64_t iy = 0, ix = 0; iy < e->ay.grid;) {
+            const int m = DK_SFN(dk__psa_samples)(e, a->ph, a->pw, cx->H, cx->W, &iy, &ix, b);
+            for (int j = 0; j < a->nc; j++) {
+                const DK_S *plane = base + j * a->cstep;
+                DK_T sum = acc[j];
+                if (xs[3] == 1) /* unit column stride (NCHW): the compiler sees it */
+                    for (int q = 0; q < m; q++) sum += DK_SFN(dk_roi_align_interp)(plane, xs[2], 1, &b[q]);
+                else
+                    for (int q = 0; q < m; q++) sum += DK_SFN(dk_roi_align_interp)(plane, xs[2], xs[3], &b[q]);
+                acc[j] = sum;
+            }
+        }
+        DK_S *out = v->y + k * ys[0] + a->c0 * ys[1] + a->ph * ys[2] + a->pw * ys[3];
+        for (int j = 0; j < a->nc; j++) out[j * ys[1]] = DK_STORE(acc[j] / e->count);
+    }
+}
+
+/* The block's planes, channels last in the compute type: buf[(h W + w) L + j] is plane j's
+ * (h, w), L = DK__PSA_LANES(nc) lanes, those past nc zero. A row at a time (its part of the
+ * block stays in L1), four planes' rows at a time, read as streams and transposed four pixels
+ * at a time where the storage is the compute type and the columns are dense. */
+static void DK_SFN(dk__psa_block_load)(const dk__rp_ctx *cx, const DK_S *img, const int64_t xs[4],
+                                       const DK_SFN(dk__psa_task) *a, DK_T *buf)
+{
+    const int L = DK__PSA_LANES(a->nc);
+    const bool vec = xs[3] == 1 && sizeof(DK_S) == sizeof(DK_T);
+    for (int64_t h = 0; h < cx->H; h++) {
+        DK_T *row = buf + h * cx->W * L;
+        for (int u = 0; u < L; u += 4) {
+            const DK_S *src[4];
+            for (int i = 0; i < 4; i++) src[i] = u + i < a->nc ? img + (u + i) * a->cstep + h * xs[2] : NULL;
+            int64_t w = 0;
+            if (vec)
+                for (; w + 4 <= cx->W; w += 4) {
+                    DK_TFN(dk_v4) v[4];
+                    for (int i = 0; i < 4; i++) {
+                        v[i] = (DK_TFN(dk_v4)){0, 0, 0, 0};
+                        if (src[i]) DK_TFN(dk_ld4)(&v[i], (const DK_T *)(const void *)(src[i] + w));
+                    }
+                    DK_TFN(dk_transpose4)(v);
+                    for (int i = 0; i < 4; i++) DK_TFN(dk_st4)(row + (w + i) * L + u, &v[i]);
+                }
+            for (; w < cx->W; w++)
+                for (int i = 0; i < 4; i++) row[w * L + u + i] = src[i] ? DK_LOAD(src[i][w * xs[3]]) : (DK_T)0;
+        }
+    }
+}
+
+/* Forward on a channels-last block (Note [RoIAlign's position-sensitive form on a CPU]): the
+ * same terms in the same order per channel, four channels to a vector. */
+static void DK_SFN(dk__psa_forward_block)(const dk__rp_ctx *cx, const DK_SFN(dk__rp_ps_view) *v,
+                                          const DK_SFN(dk__psa_task) *a, DK_TFN(dk_roi_align_bilinear) *b, DK_T *buf)
+{
+    const DK_SFN(dk__psa_roi_entry) *table = (const DK_SFN(dk__psa_roi_entry) *)cx->table;
+    const int64_t *xs = v->xs, *ys = v->ys;
+    const int L = DK__PSA_LANES(a->nc), nv = L / 4;
+    DK_SFN(dk__psa_block_load)(cx, v->x + a->n * xs[0] + ((a->c0 * cx->PH + a->ph) * cx->PW + a->pw) * xs[1], xs, a,
+                               buf);
+    for (int64_t i = cx->image_rois[a->n]; i < cx->image_rois[a->n + 1]; i++) {
+        const int64_t k = cx->image_rois[cx->N + 1 + i];
+        const DK_SFN(dk__psa_roi_entry) *e = &table[k];
+        DK_TFN(dk_v4) acc[DK__RP_CHANNELS / 4];
+        for (int u = 0; u < DK__RP_CHANNELS / 4; u++) acc[u] = (DK_TFN(dk_v4)){0, 0, 0, 0};
+        for (int64_t iy = 0, ix = 0; iy < e->ay.grid;) {
+            const int m = DK_SFN(dk__psa_samples)(e, a->ph, a->pw, cx->H, cx->W, &iy, &ix, b);
+            for (int q = 0; q < m; q++) {
+                const DK_TFN(dk_roi_align_bilinear) *t = &b[q];
+                const DK_T *p1 = buf + (t->y_low * cx->W + t->x_low) * L,
+                           *p2 = buf + (t->y_low * cx->W + t->x_high) * L;
+                const DK_T *p3 = buf + (t->y_high * cx->W + t->x_low) * L,
+                           *p4 = buf + (t->y_high * cx->W + t->x_high) * L;
+                for (int u = 0; u < nv; u++) {
+                    DK_TFN(dk_v4) x1, x2, x3, x4;
+                    DK_TFN(dk_ld4)(&x1, p1 + 4 * u), DK_TFN(dk_ld4)(&x2, p2 + 4 * u);
+                    DK_TFN(dk_ld4)(&x3, p3 + 4 * u), DK_TFN(dk_ld4)(&x4, p4 + 4 * u);
+                    /* dk_roi_align_interp's w1 v1 + w2 v2 + w3 v3 + w4 v4, left to right, per lane */
+                    acc[u] += t->w1 * x1 + t->w2 * x2 + t->w3 * x3 + t->w4 * x4;
+                }
+            }
+        }
+        DK_S *out = v->y + k * ys[0] + a->c0 * ys[1] + a->ph * ys[2] + a->pw * ys[3];
+        for (int j = 0; j < a->nc; j++) out[j * ys[1]] = DK_STORE(acc[j / 4][j % 4] / e->count);
+    }
+}
+
+static void DK_SFN(dk__psa_forward_worker)(void *p, int tid)
+{
+    dk__rp_ctx *cx = (dk__rp_ctx *)p;
+    const DK_SFN(dk__rp_ps_view) v = DK_SFN(dk__rp_ps_view_of)(cx);
+    DK_T *buf = cx->block ? (DK_T *)cx->block + (size_t)tid * (size_t)(cx->H * cx->W * DK__RP_CHANNELS) : NULL;
+    DK_TFN(dk_roi_align_bilinear) b[DK__PSA_SAMPLES];
+    for (int64_t t; (t = dk_parallel_claim(&cx->counter)) < cx->N * cx->PH * cx->PW * v.chunks;) {
+        const DK_SFN(dk__psa_task) a = DK_SFN(dk__psa_task_of)(cx, t, v.cout, v.xs);
+        if (cx->image_rois[a.n] == cx->image_rois[a.n + 1]) continue; /* no RoI on this image */
+        if (buf) DK_SFN(dk__psa_forward_block)(cx, &v, &a, b, buf);
+        else DK_SFN(dk__psa_forward_planes)(cx, &v, &a, b);
+    }
+}
+
+static dk_status DK_SFN(dk__psa_forward)(dk__rp_ctx *cx, int nthreads)
+{
+    DK_ARENA_ON_STACK(ar); /* Note [Scratch arena] */
+    dk_status st = DK_SFN(dk__psa_plan)(cx, &ar, "ps_roi_align_forward");
+    if (st == DK_OK) st = DK_SFN(dk__psa_blocks)(cx, &ar, nthreads, "ps_roi_align_forward");
+    if (st != DK_OK) {
+        dk_arena_free(&ar);
+        return st;
+    }
+    /* the RoIs no task serves (no image, or no samples) pool to 0 */
+    const DK_SFN(dk__rp_ps_view) v = DK_SFN(dk__rp_ps_view_of)(cx);
+    const DK_SFN(dk__psa_roi_entry) *table = (const DK_SFN(dk__psa_roi_entry) *)cx->table;
+    for (int64_t k = 0; k < cx->K; k++)
+        if (table[k].n < 0)
+            for (int64_t c = 0; c < v.cout; c++)
+                for (int64_t ph = 0; ph < cx->PH; ph++)
+                    for (int64_t pw = 0; pw < cx->PW; pw++)
+                        v.y[k * v.ys[0] + c * v.ys[1] + ph * v.ys[2] + pw * v.ys[3]] = DK_STORE((DK_T)0);
+    dk_parallel_run(nthreads, &cx->counter, DK_SFN(dk__psa_forward_worker), cx);
     dk_arena_free(&ar);
     return DK_OK;
+}
+
+/* Backward on channel planes: the block's planes zeroed, then every RoI of the image in order
+ * adds its samples' shares to each plane, torchvision's additions in torchvision's order. float32
+ * and float64 add in grad_input itself; 16-bit storage adds in the thread's float planes
+ * (cx->scratch) and stores once. */
+static void DK_SFN(dk__psa_backward_planes)(const dk__rp_ctx *cx, DK_S *img, const int64_t xs[4], const DK_S *g,
+                                            const int64_t gs[4], const DK_SFN(dk__psa_task) *a,
+                                            DK_TFN(dk_roi_align_bilinear) *b, DK_T *scratch)
+{
+    const DK_SFN(dk__psa_roi_entry) *table = (const DK_SFN(dk__psa_roi_entry) *)cx->table;
+    const bool direct = sizeof(DK_S) == sizeof(DK_T); /* storage is the compute type */
+    const int64_t HW = cx->H * cx->W;
+    /* plane j of the block: at acc + j cs, rows sy and columns sx apart */
+    DK_T *acc = direct ? (DK_T *)img : scratch;
+    const int64_t cs = direct ? a->cstep : HW, sy = direct ? xs[2] : cx->W, sx = direct ? xs[3] : 1;
+    for (int j = 0; j < a->nc; j++)
+        for (int64_t h = 0; h < cx->H; h++)
+            for (int64_t w = 0; w < cx->W; w++) acc[j * cs + h * sy + w * sx] = (DK_T)0;
+    for (int64_t i = cx->image_rois[a->n]; i < cx->image_rois[a->n + 1]; i++) {
+        const int64_t k = cx->image_rois[cx->N + 1 + i];
+        const DK_SFN(dk__psa_roi_entry) *e = &table[k];
+        const DK_S *gk = g + k * gs[0] + a->c0 * gs[1] + a->ph * gs[2] + a->pw * gs[3];
+        for (int64_t iy = 0, ix = 0; iy < e->ay.grid;) {
+            const int m = DK_SFN(dk__psa_samples)(e, a->ph, a->pw, cx->H, cx->W, &iy, &ix, b);
+            for (int j = 0; j < a->nc; j++) {
+                const DK_T gj = DK_LOAD(gk[j * gs[1]]);
+                DK_T *plane = acc + j * cs;
+                for (int q = 0; q < m; q++) {
+                    /* the four shares, dk_ps_roi_align_share's g w / count, in one vector:
+                     * each lane rounds as the scalar would; (g w) / 2^k is (g w) 2^-k */
+                    const DK_TFN(dk_v4) wt = {b[q].w1, b[q].w2, b[q].w3, b[q].w4};
+                    const DK_TFN(dk_v4) sh = e->inv != (DK_T)0 ? gj * wt * e->inv : gj * wt / e->count;
+                    plane[b[q].y_low * sy + b[q].x_low * sx] += sh[0];
+                    plane[b[q].y_low * sy + b[q].x_high * sx] += sh[1];
+                    plane[b[q].y_high * sy + b[q].x_low * sx] += sh[2];
+                    plane[b[q].y_high * sy + b[q].x_high * sx] += sh[3];
+                }
+            }
+        }
+    }
+    if (!direct)
+        for (int j = 0; j < a->nc; j++)
+            for (int64_t h = 0; h < cx->H; h++)
+                for (int64_t w = 0; w < cx->W; w++)
+                    img[j * a->cstep + h * xs[2] + w * xs[3]] = DK_STORE(acc[j * HW + h * cx->W + w]);
+}
+
+/* Backward on a channels-last block: the same additions per element, in the same order, in a
+ * zeroed block (so every dtype adds in the compute type), four channels to a vector; the block
+ * then stored into its planes. */
+static void DK_SFN(dk__psa_backward_block)(const dk__rp_ctx *cx, DK_S *img, const int64_t xs[4], const DK_S *g,
+                                           const int64_t gs[4], const DK_SFN(dk__psa_task) *a,
+                                           DK_TFN(dk_roi_align_bilinear) *b, DK_T *buf)
+{
+    const DK_SFN(dk__psa_roi_entry) *table = (const DK_SFN(dk__psa_roi_entry) *)cx->table;
+    const int L = DK__PSA_LANES(a->nc), nv = L / 4;
+    memset(buf, 0, (size_t)(cx->H * cx->W * L) * sizeof(DK_T));
+    for (int64_t i = cx->image_rois[a->n]; i < cx->image_rois[a->n + 1]; i++) {
+        const int64_t k = cx->image_rois[cx->N + 1 + i];
+        const DK_SFN(dk__psa_roi_entry) *e = &table[k];
+        const DK_S *gk = g + k * gs[0] + a->c0 * gs[1] + a->ph * gs[2] + a->pw * gs[3];
+        DK_T gl[DK__RP_CHANNELS];
+        for (int j = 0; j < L; j++) gl[j] = j < a->nc ? DK_LOAD(gk[j * gs[1]]) : (DK_T)0;
+        for (int64_t iy = 0, ix = 0; iy < e->ay.grid;) {
+            const int m = DK_SFN(dk__psa_samples)(e, a->ph, a->pw, cx->H, cx->W, &iy, &ix, b);
+            for (int q = 0; q < m; q++) {
+                const DK_TFN(dk_roi_align_bilinear) *t = &b[q];
+                DK_T *p[4] = {buf + (t->y_low * cx->W + t->x_low) * L, buf + (t->y_low * cx->W + t->x_high) * L,
+                              buf + (t->y_high * cx->W + t->x_low) * L, buf + (t->y_high * cx->W + t->x_high) * L};
+                const DK_T w[4] = {t->w1, t->w2, t->w3, t->w4};
+                /* tap by tap, as torchvision adds them (two taps may be one element, at an edge);
+                 * each lane's share is dk_ps_roi_align_share's g w / count, or (g w) 2^-k */
+                for (int r = 0; r < 4; r++)
+                    for (int u = 0; u < nv; u++) {
+                        DK_TFN(dk_v4) gv, x;
+                        DK_TFN(dk_ld4)(&gv, gl + 4 * u), DK_TFN(dk_ld4)(&x, p[r] + 4 * u);
+                        x += e->inv != (DK_T)0 ? gv * w[r] * e->inv : gv * w[r] / e->count;
+                        DK_TFN(dk_st4)(p[r] + 4 * u, &x);
+                    }
+            }
+        }
+    }
+    /* back a row at a time, four planes at a time, as dk__psa_block_load reads them; streamed
+     * (Note [Streaming stores]) where the planes are aligned alike */
+    const bool vec = xs[3] == 1 && sizeof(DK_S) == sizeof(DK_T);
+    const bool stream = cx->stream && vec && a->cstep * (int64_t)sizeof(DK_S) % 16 == 0;
+    for (int64_t h = 0; h < cx->H; h++) {
+        const DK_T *row = buf + h * cx->W * L;
+        for (int u = 0; u < a->nc; u += 4) {
+            const int n4 = a->nc - u < 4 ? a->nc - u : 4;
+            DK_S *dst[4];
+            for (int i = 0; i < n4; i++) dst[i] = img + (u + i) * a->cstep + h * xs[2];
+            int64_t w = 0;
+            if (stream) /* to the first 16-byte boundary, the same in every plane */
+                for (; w < cx->W && (uintptr_t)(dst[0] + w) % 16 != 0; w++)
+                    for (int i = 0; i < n4; i++) dst[i][w] = DK_STORE(row[w * L + u + i]);
+            if (vec)
+                for (; w + 4 <= cx->W; w += 4) {
+                    DK_TFN(dk_v4) v[4];
+                    for (int i = 0; i < 4; i++) DK_TFN(dk_ld4)(&v[i], row + (w + i) * L + u);
+                    DK_TFN(dk_transpose4)(v);
+                    for (int i = 0; i < n4; i++) {
+                        DK_T *to = (DK_T *)(void *)(dst[i] + w);
+                        if (stream) DK_TFN(dk_stream4)(to, &v[i]);
+                        else DK_TFN(dk_st4)(to, &v[i]);
+                    }
+                }
+            for (; w < cx->W; w++)
+                for (int i = 0; i < n4; i++) dst[i][w * xs[3]] = DK_STORE(row[w * L + u + i]);
+        }
+    }
+}
+
+/* Backward: a task per (image, bin, block of output channels), so per block of input planes,
+ * which no other task touches. */
+static void DK_SFN(dk__psa_backward_worker)(void *p, int tid)
+{
+    dk__rp_ctx *cx = (dk__rp_ctx *)p;
+    const dk_tensor *gi = cx->img, *go = cx->bins;
+    DK_S *x = (DK_S *)dk_tensor_data(gi);
+    const DK_S *g = (const DK_S *)dk_tensor_data(go);
+    int64_t xs[4], gs[4];
+    dk__rp_strides(gi, xs), dk__rp_strides(go, gs);
+    const int64_t cout = go->shape[1], chunks = (cout + DK__RP_CHANNELS - 1) / DK__RP_CHANNELS;
+    const size_t per_thread = (size_t)(cx->H * cx->W * DK__RP_CHANNELS);
+    DK_T *buf = cx->block ? (DK_T *)cx->block + (size_t)tid * per_thread : NULL;
+    DK_T *scratch = cx->scratch ? (DK_T *)cx->scratch + (size_t)tid * per_thread : NULL;
+    DK_TFN(dk_roi_align_bilinear) b[DK__PSA_SAMPLES];
+    for (int64_t t; (t = dk_parallel_claim(&cx->counter)) < cx->N * cx->PH * cx->PW * chunks;) {
+        const DK_SFN(dk__psa_task) a = DK_SFN(dk__psa_task_of)(cx, t, cout, xs);
+        DK_S *img = x + a.n * xs[0] + ((a.c0 * cx->PH + a.ph) * cx->PW + a.pw) * xs[1];
+        if (buf) DK_SFN(dk__psa_backward_block)(cx, img, xs, g, gs, &a, b, buf);
+        else DK_SFN(dk__psa_backward_planes)(cx, img, xs, g, gs, &a, b, scratch);
+    }
+    if (cx->stream) dk_sfence();
+}
+
+static dk_status DK_SFN(dk__psa_backward)(dk__rp_ctx *cx, int nthreads)
+{
+    DK_ARENA_ON_STACK(ar); /* Note [Scratch arena] */
+    dk_status st = DK_SFN(dk__psa_plan)(cx, &ar, "ps_roi_align_backward");
+    const char *what = "ps_roi_align_backward";
+    if (st == DK_OK) st = DK_SFN(dk__psa_blocks)(cx, &ar, nthreads, what);
+    /* grad_input is written whole, once: huge pages, and the blocks stream it when it is large
+     * (Note [Huge pages for large outputs], Note [Streaming stores] in dk_large_output.h) */
+    int64_t xs[4];
+    dk__rp_strides(cx->img, xs);
+    dk_large_output gl;
+    cx->stream = dk_large_output_prepare(&gl, dk_tensor_data(cx->img), 4, cx->img->shape, xs, sizeof(DK_S), false) &&
+                 cx->block;
+    if (st == DK_OK && !cx->block && sizeof(DK_S) != sizeof(DK_T)) /* 16-bit planes add in float */
+        st = (cx->scratch = (float *)dk_arena_take_n(
+                  &ar, dk_sat_mul((size_t)nthreads, (size_t)(cx->H * cx->W * DK__RP_CHANNELS)), sizeof(float)))
+                 ? DK_OK
+                 : dk_error(DK_ENOMEM, "%s: out of memory for %d threads' float planes", what, nthreads);
+    if (st == DK_OK) dk_parallel_run(nthreads, &cx->counter, DK_SFN(dk__psa_backward_worker), cx);
+    dk_arena_free(&ar);
+    return st;
 }
 
 #endif

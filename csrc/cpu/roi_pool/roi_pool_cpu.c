@@ -14,6 +14,11 @@ DK_TUNABLE(dk__rp_isa, "roi_pool.isa", 1, 0, 1,
            "roi_pool's channels-last forward: 1 AVX2 where the CPU has it, 0 the baseline (Note [AVX2 spans])")
 DK_TUNABLE(dk__rp_layout, "roi_pool.layout", -1, -1, 1,
            "roi_pool's forward: -1 the cost model, 0 channel planes, 1 channels-last blocks (Note [RoIPool on a CPU])")
+DK_TUNABLE(dk__psa_layout, "ps_roi_align.layout", -1, -1, 1,
+           "ps_roi_align: -1 the cost model, 0 channel planes, 1 channels-last blocks (Note [RoIAlign's "
+           "position-sensitive form on a CPU])")
+DK_TUNABLE(dk__psa_tables, "ps_roi_align.tap_tables", 1, 0, 1,
+           "ps_roi_align: 1 each RoI's taps tabled once per call, 0 found by every task (the same values)")
 
 /* One template per op; the position-sensitive ones use roi_pool_tmpl.h's RoI readers, and
  * ps_roi_align ps_roi_pool's view, so they come in this order. */
@@ -118,6 +123,8 @@ dk_status dk_ps_roi_align_forward_cpu(const dk_tensor *input, const dk_tensor *r
     if (dk_tensor_numel(output) == 0) return DK_OK; /* nothing to write */
     /* work: about 4 x 4 samples of 4 taps per output element, and a RoI's geometry */
     const int nthreads = dk_parallel_threads_for(dk_tensor_numel(output) * 64 + cx.K * 64);
+    cx.psa_layout = (int)dk_tunable(&dk__psa_layout);
+    cx.psa_tables = dk_tunable(&dk__psa_tables) == 1;
     dk_status st = DK_OK;
     DK_SWITCH_FLOAT(dk_tensor_dtype(input), st, dk__psa_forward, (&cx, nthreads),
                     st = dk_error(DK_ETYPE, "ps_roi_align_forward: unsupported dtype"))
@@ -131,21 +138,11 @@ dk_status dk_ps_roi_align_backward_cpu(const dk_tensor *grad_output, const dk_te
     cx.sampling_ratio = sampling_ratio;
     if (cx.N == 0 || cx.C == 0 || cx.H == 0 || cx.W == 0) return DK_OK; /* nothing to write */
     const int nthreads = dk_parallel_threads_for(cx.N * cx.C * (cx.H * cx.W + 1) + dk_tensor_numel(grad_output) * 64);
-    const dk_dtype dt = dk_tensor_dtype(grad_output);
-    DK_ARENA_ON_STACK(ar); /* Note [Scratch arena] */
-    if (dt == DK_FLOAT16 || dt == DK_BFLOAT16) {
-        cx.scratch = (float *)dk_arena_take_n(&ar, dk_sat_mul(dk_sat_mul((size_t)nthreads, (size_t)cx.H), (size_t)cx.W),
-                                              sizeof(float));
-        if (!cx.scratch) {
-            dk_arena_free(&ar);
-            return dk_error(DK_ENOMEM, "ps_roi_align_backward: out of memory for %d float planes of %lld x %lld",
-                            nthreads, (long long)cx.H, (long long)cx.W);
-        }
-    }
+    cx.psa_layout = (int)dk_tunable(&dk__psa_layout);
+    cx.psa_tables = dk_tunable(&dk__psa_tables) == 1;
     dk_status st = DK_OK;
-    DK_SWITCH_FLOAT(dt, st, dk__psa_backward, (&cx, nthreads),
+    DK_SWITCH_FLOAT(dk_tensor_dtype(grad_output), st, dk__psa_backward, (&cx, nthreads),
                     st = dk_error(DK_ETYPE, "ps_roi_align_backward: unsupported dtype"))
-    dk_arena_free(&ar);
     return st;
 }
 

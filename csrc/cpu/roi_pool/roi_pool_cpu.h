@@ -28,16 +28,39 @@
  * 49 elements every C x 49 (a page apart, for every RoI).
  *
  * Note [RoIAlign's position-sensitive form on a CPU]
- * ps_roi_align's forward is a task per RoI and block of 16 output channels: the RoI's two axes
- * are found once (torchvision finds them per output element), and each bin's sample taps once
- * for the block (torchvision's bilinear_interpolate finds them per sample and channel), the
- * column taps in a table of DK__PSA_TAPS (a larger grid, which only an explicit sampling_ratio
- * or a box far larger than the map gives, computes the rest per sample: the same values). A
- * channel's sum is dk_roi_align_forward_avg's, term by term and in order. The backward is a
- * task per (image, input channel) plane, which fixes the bin: the RoIs of the image in order,
- * their samples in order, each tap's share added where torchvision adds it, so each element of
- * grad_input gets torchvision's terms in torchvision's order on any number of threads, with no
- * two threads on one plane.
+ * Output channel c's bin (ph, pw) reads input plane (c PH + ph) PW + pw only, so a RoI's 7 x 7
+ * bins and 10 channels read 490 planes, a few pixels on each, 13.6 KB apart: walked a RoI at a
+ * time (torchvision's order, and dkit's until issue 22) every bin is a cache miss. Both passes
+ * are instead a task per (image, bin, block of DK__RP_CHANNELS output channels), which serves
+ * every RoI of the image in order: its planes are the block's, and no other task's.
+ *  - Channels-last blocks (the usual way): the task copies its planes, four rows of four at a
+ *    time (dk_transpose4), into a per-thread [H][W][L] buffer in the compute type (L, the
+ *    channels rounded up to whole 4-lane vectors; 163 KB for the bench's 10 channels of 50 x
+ *    68, held in L2), and each sample's four taps are then four vector loads per four channels.
+ *    The forward sums w1 v1 + w2 v2 + w3 v3 + w4 v4 per lane and adds it to the lane's sum,
+ *    dk_roi_align_forward_avg's terms in its order; the backward adds each tap's share, g w /
+ *    count per lane (dk_ps_roi_align_share; (g w) 2^-k where count is 2^k, the same bits), tap
+ *    by tap as torchvision does (two taps are one pixel at an edge), to a zeroed buffer, and
+ *    writes the buffer back once, streamed when grad_input is large (Note [Streaming stores];
+ *    it also gets huge pages, Note [Huge pages for large outputs]). 16-bit maps are computed in
+ *    float32 in the buffer and rounded once when stored.
+ *  - Channel planes: the same tasks, each channel's samples read from (or added to) its plane in
+ *    place, scalar; 16-bit gradients add in per-thread float planes (cx->scratch). It costs no
+ *    copy, so it serves a map that few samples touch, and one whose block would pass
+ *    DK__RP_BLOCK_MAX_BYTES.
+ * The cost model (ps_roi_align.layout -1; 0 and 1 force a way, Note [Tunables]) takes blocks
+ * when a bin's samples over all RoIs number at least one per DK__PSA_SAMPLES_PER_PIXEL pixels of
+ * the map (the copy is a pass over the planes; the bench has about one sample per 2.3 pixels).
+ * Every RoI's axes, count and 1-D taps (rows[ph grid + iy], cols[pw grid + ix]) are found once
+ * per call (torchvision finds them per output element and sample; the tables are dropped past
+ * DK__PSA_TABLE_TAPS, or with ps_roi_align.tap_tables 0, and each task finds its own: the same
+ * values), and a task forms a bin's 2-D taps DK__PSA_SAMPLES at a time. Each output element, and
+ * each grad_input element, gets torchvision's terms in torchvision's order on any number of
+ * threads, whichever way is taken: the same bits. RoIs with no image or no samples are written 0
+ * by the forward and skipped by the backward. Measured on the bench (one thread, CPU time):
+ * forward 10 ms before, 2.4-2.6 ms now, torchvision 30-41 ms; backward 13-15 ms before,
+ * 6.3-6.8 ms now (torchvision 30-37 ms), where a third is writing the 13 MB grad_input and much
+ * of the rest the divisions by a count that is no power of two (four per sample and channel).
  */
 #ifndef DK_ROI_POOL_CPU_H
 #define DK_ROI_POOL_CPU_H
@@ -46,6 +69,7 @@
 #include <string.h>
 
 #include "dk_arena.h"
+#include "dk_large_output.h"
 #include "dk_parallel.h"
 #include "dk_tensor.h"
 #include "dk_vec.h"
@@ -64,12 +88,16 @@ typedef struct {
     void *block;                                 /* channels-last forward: a block buffer per thread */
     int64_t N, C, H, W, K, PH, PW;
     double scale;
-    int bins_kind;             /* DK_ROI_POOL_BINS_* (kernels/roi_pool_math.h) */
-    int64_t *bin_table;        /* every RoI's bins (dk__rp_bin_table): roi_pool's blocks, ps_roi_pool's backward */
-    int64_t sampling_ratio;    /* ps_roi_align */
-    float *scratch;            /* ps_roi_align's 16-bit backward: a float H x W plane per thread */
-    const void *table;         /* ps_roi_align's backward: every RoI's geometry (dk__psa_roi_entry) */
+    int bins_kind;          /* DK_ROI_POOL_BINS_* (kernels/roi_pool_math.h) */
+    int64_t *bin_table;     /* every RoI's bins (dk__rp_bin_table): roi_pool's blocks, ps_roi_pool's backward */
+    int64_t sampling_ratio; /* ps_roi_align */
+    float *scratch;    /* ps_roi_align's 16-bit backward on planes: DK__RP_CHANNELS float H x W planes per thread */
+    const void *table; /* ps_roi_align's backward: every RoI's geometry (dk__psa_roi_entry) */
     const int64_t *image_rois; /* and each image's RoIs: N + 1 offsets into the K RoI numbers after them */
+    int64_t psa_samples;       /* ps_roi_align: the samples of a bin, summed over the RoIs with an image */
+    int psa_layout;            /* ps_roi_align: its tunable's value (-1 cost model, 0 planes, 1 blocks) */
+    bool stream;               /* ps_roi_align's backward: blocks stream grad_input (Note [Streaming stores]) */
+    bool psa_tables;           /* ps_roi_align: keep each RoI's taps in tables (its tunable) */
     dk_parallel_counter counter;
 } dk__rp_ctx;
 
@@ -194,8 +222,19 @@ static inline void dk__rp_strides(const dk_tensor *t, int64_t s[4])
     for (int d = 0; d < 4; d++) s[d] = dk_tensor_stride(t, d);
 }
 
-/* ps_roi_align: the column taps a task keeps per bin (Note [RoIAlign's position-sensitive form
- * on a CPU]); an adaptive grid reaches it only for a bin over 64 pixels wide. */
-#define DK__PSA_TAPS 64
+/* ps_roi_align: the samples of a bin a task finds at a time (Note [RoIAlign's position-sensitive
+ * form on a CPU]); an adaptive grid of 8 x 8 (a bin over 7 pixels each way) fits. */
+#define DK__PSA_SAMPLES 64
+
+/* ps_roi_align: the most 1-D taps a call keeps in its tables (32 or 48 bytes each). */
+#define DK__PSA_TABLE_TAPS ((int64_t)1 << 20)
+
+/* ps_roi_align's cost model: channels-last blocks when a bin's samples over the RoIs number at
+ * least one per DK__PSA_SAMPLES_PER_PIXEL pixels of the map (Note [RoIAlign's position-sensitive
+ * form on a CPU]). */
+#define DK__PSA_SAMPLES_PER_PIXEL 4
+
+/* ps_roi_align's lanes in a channels-last block of nc channels: whole 4-lane vectors. */
+#define DK__PSA_LANES(nc) (((nc) + 3) / 4 * 4)
 
 #endif /* DK_ROI_POOL_CPU_H */
