@@ -65,7 +65,8 @@ typedef struct {
     int64_t N, C, H, W, K, PH, PW;
     double scale;
     int bins_kind;             /* DK_ROI_POOL_BINS_* (kernels/roi_pool_math.h) */
-    int64_t *bin_table;        /* every RoI's bins (dk__rp_bin_table): roi_pool's blocks, ps_roi_pool's backward */
+    int64_t *bin_table;        /* every RoI's bins (dk__rp_bin_table): roi_pool's blocks; ps_roi_pool's axes */
+    int64_t *roi_batch;        /* ps_roi_pool: each RoI's image, or -1 (dk__psp_table) */
     int64_t sampling_ratio;    /* ps_roi_align */
     float *scratch;            /* ps_roi_align's 16-bit backward: a float H x W plane per thread */
     const void *table;         /* ps_roi_align's backward: every RoI's geometry (dk__psa_roi_entry) */
@@ -197,5 +198,8 @@ static inline void dk__rp_strides(const dk_tensor *t, int64_t s[4])
 /* ps_roi_align: the column taps a task keeps per bin (Note [RoIAlign's position-sensitive form
  * on a CPU]); an adaptive grid reaches it only for a bin over 64 pixels wide. */
 #define DK__PSA_TAPS 64
+
+/* ps_roi_pool's forward: RoIs per task (Note [Position-sensitive RoIPool on a CPU]). */
+#define DK__PSP_ROIS 1024
 
 #endif /* DK_ROI_POOL_CPU_H */
