@@ -55,6 +55,26 @@ static inline int64_t DK_SFN(dk__psp_task)(const dk__rp_ctx *cx, int64_t t, int6
     return t / blocks;
 }
 
+/* dk_roi_pool_avg of a nonempty bin at most 4 columns wide, on rows of unit stride, with no branch
+ * per column: each row adds its 4 columns in order, a column past the bin adding +0 instead (its
+ * load clamped into the bin). The same bits (Note [Position-sensitive RoIPool on a CPU]): the sum
+ * starts at +0 and is never -0, so adding +0 leaves it as it is. */
+static inline DK_T DK_SFN(dk__psp_avg4)(const DK_S *plane, int64_t sy, int64_t h0, int64_t h1, int64_t w0, int64_t w1)
+{
+    const int64_t c1 = w0 + 1 < w1 ? w0 + 1 : w0, c2 = w0 + 2 < w1 ? w0 + 2 : w0, c3 = w0 + 3 < w1 ? w0 + 3 : w0;
+    const DK_T z = 0;
+    DK_T sum = 0;
+    for (int64_t h = h0; h < h1; h++) {
+        const DK_S *row = plane + h * sy;
+        const DK_T v0 = DK_LOAD(row[w0]), v1 = DK_LOAD(row[c1]), v2 = DK_LOAD(row[c2]), v3 = DK_LOAD(row[c3]);
+        sum += v0;
+        sum += c1 != w0 ? v1 : z;
+        sum += c2 != w0 ? v2 : z;
+        sum += c3 != w0 ? v3 : z;
+    }
+    return sum / (DK_T)((h1 - h0) * (w1 - w0));
+}
+
 /* Forward: a task per output channel c and block of DK__PSP_ROIS RoIs, walking the PH PW input
  * channels of c one plane at a time: bin (ph, pw) of each RoI of the block on input channel
  * (c PH + ph) PW + pw, dk_roi_pool_avg's sum in its order. While it pools one plane it prefetches
@@ -70,28 +90,36 @@ static void DK_SFN(dk__rp_ps_forward_worker)(void *p, int tid)
     const int64_t K = cx->K, PH = cx->PH, PW = cx->PW, *batch = cx->roi_batch;
     const int64_t *rows = cx->bin_table, *cols = cx->bin_table + PH * K * 2;
     const int64_t tasks = cx->bins->shape[1] * ((K + DK__PSP_ROIS - 1) / DK__PSP_ROIS);
-    /* planes of whole rows are read ahead, each image's plane a run of `lines` cache lines */
+    /* planes of whole rows are read ahead: the next plane of each image, `bytes` from its start */
     const bool dense = xs[3] == 1 && xs[2] == cx->W;
-    const int64_t lines = (int64_t)(((size_t)(cx->H * cx->W) * sizeof(DK_S) + 63) / 64), ahead = cx->N * lines;
+    const int64_t bytes = cx->H * cx->W * (int64_t)sizeof(DK_S), image = xs[0] * (int64_t)sizeof(DK_S);
     for (int64_t t; (t = dk_parallel_claim(&cx->counter)) < tasks;) {
         int64_t k0, k1;
-        const int64_t c = DK_SFN(dk__psp_task)(cx, t, &k0, &k1), per = ahead / (k1 - k0) + 1;
+        const int64_t c = DK_SFN(dk__psp_task)(cx, t, &k0, &k1);
+        const int64_t per = (cx->N * bytes / 64) / (k1 - k0) + 1; /* lines per RoI */
         for (int64_t b = 0; b < PH * PW; b++) {
             const int64_t ph = b / PW, pw = b % PW;
             const DK_S *plane = x + (c * PH * PW + b) * xs[1];
-            const char *next = dense && b + 1 < PH * PW ? (const char *)(plane + xs[1]) : NULL;
             const int64_t *hb = rows + ph * K * 2, *wb = cols + pw * K * 2;
             DK_S *out = y + c * ys[1] + ph * ys[2] + pw * ys[3];
-            int64_t fetched = next ? 0 : ahead;
+            /* the line to prefetch next (NULL: none left), the end of its image's plane, and that image */
+            const char *pf = dense && bytes > 0 && b + 1 < PH * PW ? (const char *)(plane + xs[1]) : NULL;
+            const char *pf_end = pf ? pf + bytes : NULL;
+            int64_t pf_n = 0;
             for (int64_t k = k0; k < k1; k++) {
-                for (const int64_t e = fetched + per < ahead ? fetched + per : ahead; fetched < e; fetched++)
-                    __builtin_prefetch(next + fetched / lines * xs[0] * (int64_t)sizeof(DK_S) + fetched % lines * 64);
+                for (int64_t j = 0; pf && j < per; j++) {
+                    __builtin_prefetch(pf);
+                    if ((pf += 64) < pf_end) continue;
+                    if (++pf_n < cx->N) pf = (const char *)(plane + xs[1]) + pf_n * image, pf_end = pf + bytes;
+                    else pf = NULL;
+                }
                 const int64_t n = batch[k], h0 = hb[2 * k], h1 = hb[2 * k + 1], w0 = wb[2 * k], w1 = wb[2 * k + 1];
                 const bool some = n >= 0 && h1 > h0 && w1 > w0;
                 const DK_S *img = plane + (some ? n : 0) * xs[0];
                 /* rows of contiguous pixels (NCHW): the compiler sees the unit stride */
-                const DK_T v = xs[3] == 1 ? DK_SFN(dk_roi_pool_avg)(img, xs[2], 1, some, h0, h1, w0, w1)
-                                          : DK_SFN(dk_roi_pool_avg)(img, xs[2], xs[3], some, h0, h1, w0, w1);
+                const DK_T v = xs[3] != 1        ? DK_SFN(dk_roi_pool_avg)(img, xs[2], xs[3], some, h0, h1, w0, w1)
+                               : some && w1 - w0 <= 4 ? DK_SFN(dk__psp_avg4)(img, xs[2], h0, h1, w0, w1)
+                                                      : DK_SFN(dk_roi_pool_avg)(img, xs[2], 1, some, h0, h1, w0, w1);
                 out[k * ys[0]] = DK_STORE(v);
             }
         }
