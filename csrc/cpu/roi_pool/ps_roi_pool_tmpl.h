@@ -55,26 +55,6 @@ static inline int64_t DK_SFN(dk__psp_task)(const dk__rp_ctx *cx, int64_t t, int6
     return t / blocks;
 }
 
-/* dk_roi_pool_avg of a nonempty bin at most 4 columns wide, on rows of unit stride, with no branch
- * per column: each row adds its 4 columns in order, a column past the bin adding +0 instead (its
- * load clamped into the bin). The same bits (Note [Position-sensitive RoIPool on a CPU]): the sum
- * starts at +0 and is never -0, so adding +0 leaves it as it is. */
-static inline DK_T DK_SFN(dk__psp_avg4)(const DK_S *plane, int64_t sy, int64_t h0, int64_t h1, int64_t w0, int64_t w1)
-{
-    const int64_t c1 = w0 + 1 < w1 ? w0 + 1 : w0, c2 = w0 + 2 < w1 ? w0 + 2 : w0, c3 = w0 + 3 < w1 ? w0 + 3 : w0;
-    const DK_T z = 0;
-    DK_T sum = 0;
-    for (int64_t h = h0; h < h1; h++) {
-        const DK_S *row = plane + h * sy;
-        const DK_T v0 = DK_LOAD(row[w0]), v1 = DK_LOAD(row[c1]), v2 = DK_LOAD(row[c2]), v3 = DK_LOAD(row[c3]);
-        sum += v0;
-        sum += c1 != w0 ? v1 : z;
-        sum += c2 != w0 ? v2 : z;
-        sum += c3 != w0 ? v3 : z;
-    }
-    return sum / (DK_T)((h1 - h0) * (w1 - w0));
-}
-
 /* Forward: a task per output channel c and block of DK__PSP_ROIS RoIs, walking the PH PW input
  * channels of c one plane at a time: bin (ph, pw) of each RoI of the block on input channel
  * (c PH + ph) PW + pw, dk_roi_pool_avg's sum in its order. While it pools one plane it prefetches
@@ -117,9 +97,8 @@ static void DK_SFN(dk__rp_ps_forward_worker)(void *p, int tid)
                 const bool some = n >= 0 && h1 > h0 && w1 > w0;
                 const DK_S *img = plane + (some ? n : 0) * xs[0];
                 /* rows of contiguous pixels (NCHW): the compiler sees the unit stride */
-                const DK_T v = xs[3] != 1        ? DK_SFN(dk_roi_pool_avg)(img, xs[2], xs[3], some, h0, h1, w0, w1)
-                               : some && w1 - w0 <= 4 ? DK_SFN(dk__psp_avg4)(img, xs[2], h0, h1, w0, w1)
-                                                      : DK_SFN(dk_roi_pool_avg)(img, xs[2], 1, some, h0, h1, w0, w1);
+                const DK_T v = xs[3] == 1 ? DK_SFN(dk_roi_pool_avg)(img, xs[2], 1, some, h0, h1, w0, w1)
+                                          : DK_SFN(dk_roi_pool_avg)(img, xs[2], xs[3], some, h0, h1, w0, w1);
                 out[k * ys[0]] = DK_STORE(v);
             }
         }
@@ -172,7 +151,8 @@ static void DK_SFN(dk__rp_ps_backward_worker)(void *p, int tid)
                 DK_S *img = planes + n * xs[0] + pw * xs[1];
                 if (xs[3] == 1) /* one addition per element: a vector of them is the same sums */
                     for (int64_t h = h0; h < h1; h++)
-                        for (int64_t w = w0; w < w1; w++) img[h * xs[2] + w] = DK_STORE(DK_LOAD(img[h * xs[2] + w]) + d);
+                        for (int64_t w = w0; w < w1; w++)
+                            img[h * xs[2] + w] = DK_STORE(DK_LOAD(img[h * xs[2] + w]) + d);
                 else
                     for (int64_t h = h0; h < h1; h++)
                         for (int64_t w = w0; w < w1; w++) {

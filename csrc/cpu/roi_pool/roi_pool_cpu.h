@@ -27,6 +27,32 @@
  * RoI's argmax and gradients for a block of channels are one contiguous run, where a channel's are
  * 49 elements every C x 49 (a page apart, for every RoI).
  *
+ * Note [Position-sensitive RoIPool on a CPU]
+ * ps_roi_pool's output channel c at bin (ph, pw) reads input channel (c PH + ph) PW + pw: every
+ * bin of a RoI is on a plane of its own. Walked per RoI (a task per RoI and 16 output channels),
+ * each bin row was a cache miss on a 13 MB map, and the forward waited on memory. Both directions
+ * now walk the planes instead, with every RoI's axes found once per call (dk__psp_table: its
+ * image, the rows of each ph and the columns of each pw, laid out [PH][K] and [PW][K] so that a
+ * plane's task reads them in order of k; dk_roi_pool_bin's bounds, one axis at a time):
+ *  - forward: a task per output channel c and block of DK__PSP_ROIS RoIs sweeps the PH PW input
+ *    planes of c and pools every RoI of the block from each (dk_roi_pool_avg, its sum in its
+ *    order), while it prefetches the next plane of every image a line or two per RoI, so that
+ *    the sweep reads the map once at streaming speed; the output's stores are PH PW apart and
+ *    stay in cache for a block of RoIs. Each output element is computed by one task alone: the
+ *    same values on any thread count.
+ *  - backward: a task per output channel c and bin row ph owns input channels (c PH + ph) PW + pw
+ *    for every pw: it zeroes them in every image (one memset per image for contiguous planes:
+ *    all-zero bits are +0 in every dtype), then adds each RoI's share, g / area, over its PW bins,
+ *    RoIs in order: every element receives torchvision's additions in torchvision's order (its
+ *    backward walks the output in order of k), on any thread count, with no two tasks on one
+ *    element. A RoI's PW gradients are one run of grad_output, read once for its PW bins.
+ * What bounds it on the bench's problem (2 x 490 x 50 x 68, 512 RoIs, 7 x 7 bins, about 6.5
+ * pixels per bin): the forward is neither memory- nor branch-bound any more (the same time on a
+ * map that fits in L2; bins summed without a branch per pixel came within the noise) but bound by its
+ * 250k sums, each a chain of dependent additions in torchvision's order and a division; the
+ * backward by writing grad_input (13 MB, whose zeroing alone takes 0.6-2 ms) and its 1.3 million
+ * read-modify-write additions.
+ *
  * Note [RoIAlign's position-sensitive form on a CPU]
  * ps_roi_align's forward is a task per RoI and block of 16 output channels: the RoI's two axes
  * are found once (torchvision finds them per output element), and each bin's sample taps once
@@ -199,7 +225,8 @@ static inline void dk__rp_strides(const dk_tensor *t, int64_t s[4])
  * on a CPU]); an adaptive grid reaches it only for a bin over 64 pixels wide. */
 #define DK__PSA_TAPS 64
 
-/* ps_roi_pool's forward: RoIs per task (Note [Position-sensitive RoIPool on a CPU]). */
+/* ps_roi_pool's forward: RoIs per task; their outputs (PH PW elements apart for each plane) stay in
+ * cache while the task sweeps its planes (Note [Position-sensitive RoIPool on a CPU]). */
 #define DK__PSP_ROIS 1024
 
 #endif /* DK_ROI_POOL_CPU_H */
