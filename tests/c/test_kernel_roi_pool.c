@@ -329,8 +329,8 @@ static void ps_roi_pool_every_dtype(void **state)
     }
 }
 
-/* The forward's RoIs come in blocks of DK__PSP_ROIS (1024) per task: 1100 RoIs are a whole block
- * and a part of one. Every element of the backward gets its additions in RoI order on any number
+/* The forward's RoIs come in blocks of up to DK__PSP_ROIS (1024) per task, smaller on several
+ * threads: 1100 RoIs are whole blocks and a part of one. Every element of the backward gets its additions in RoI order on any number
  * of threads (Note [Position-sensitive RoIPool on a CPU]): the reference's bits each time. */
 static void ps_roi_pool_same_bits_for_any_thread_count(void **state)
 {

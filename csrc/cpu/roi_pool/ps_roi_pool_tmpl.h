@@ -49,13 +49,13 @@ static void DK_SFN(dk__psp_table)(dk__rp_ctx *cx)
 /* The first and last RoI (k0, k1) of forward task t, and its output channel. */
 static inline int64_t DK_SFN(dk__psp_task)(const dk__rp_ctx *cx, int64_t t, int64_t *k0, int64_t *k1)
 {
-    const int64_t blocks = (cx->K + DK__PSP_ROIS - 1) / DK__PSP_ROIS, b = t % blocks;
-    *k0 = b * DK__PSP_ROIS;
-    *k1 = *k0 + DK__PSP_ROIS < cx->K ? *k0 + DK__PSP_ROIS : cx->K;
+    const int64_t blocks = (cx->K + cx->roi_block - 1) / cx->roi_block, b = t % blocks;
+    *k0 = b * cx->roi_block;
+    *k1 = *k0 + cx->roi_block < cx->K ? *k0 + cx->roi_block : cx->K;
     return t / blocks;
 }
 
-/* Forward: a task per output channel c and block of DK__PSP_ROIS RoIs, walking the PH PW input
+/* Forward: a task per output channel c and block of cx->roi_block RoIs, walking the PH PW input
  * channels of c one plane at a time: bin (ph, pw) of each RoI of the block on input channel
  * (c PH + ph) PW + pw, dk_roi_pool_avg's sum in its order. While it pools one plane it prefetches
  * the next (Note [Position-sensitive RoIPool on a CPU]). */
@@ -69,7 +69,7 @@ static void DK_SFN(dk__rp_ps_forward_worker)(void *p, int tid)
     dk__rp_strides(cx->img, xs), dk__rp_strides(cx->bins, ys);
     const int64_t K = cx->K, PH = cx->PH, PW = cx->PW, *batch = cx->roi_batch;
     const int64_t *rows = cx->bin_table, *cols = cx->bin_table + PH * K * 2;
-    const int64_t tasks = cx->bins->shape[1] * ((K + DK__PSP_ROIS - 1) / DK__PSP_ROIS);
+    const int64_t tasks = cx->bins->shape[1] * ((K + cx->roi_block - 1) / cx->roi_block);
     /* planes of whole rows are read ahead: the next plane of each image, `bytes` from its start */
     const bool dense = xs[3] == 1 && xs[2] == cx->W;
     const int64_t bytes = cx->H * cx->W * (int64_t)sizeof(DK_S), image = xs[0] * (int64_t)sizeof(DK_S);

@@ -87,12 +87,23 @@ static bool dk__psp_take_table(dk__rp_ctx *cx, dk_arena *ar)
     return (cx->bin_table && cx->roi_batch) || k == 0;
 }
 
+/* RoIs per ps_roi_pool forward task: DK__PSP_ROIS, or fewer where a task per output channel and
+ * block would leave threads idle (few output channels: about 8 tasks per thread then). */
+static int64_t dk__psp_roi_block(int64_t K, int64_t cout, int nthreads)
+{
+    if (nthreads <= 1) return DK__PSP_ROIS;
+    const int64_t want = (8 * (int64_t)nthreads + cout - 1) / cout; /* blocks per output channel */
+    const int64_t block = (K + want - 1) / want;
+    return block < 1 ? 1 : block > DK__PSP_ROIS ? DK__PSP_ROIS : block;
+}
+
 dk_status dk_ps_roi_pool_forward_cpu(const dk_tensor *input, const dk_tensor *rois, dk_tensor *output,
                                      double spatial_scale)
 {
     dk__rp_ctx cx = dk__rp_ctx_of(input, output, rois, NULL, spatial_scale, DK_ROI_POOL_BINS_PS);
     if (dk_tensor_numel(output) == 0) return DK_OK; /* nothing to write */
     const int nthreads = dk_parallel_threads_for(cx.K * (cx.C + cx.PH * cx.PW) * (cx.H * cx.W / (cx.PH * cx.PW) + 1));
+    cx.roi_block = dk__psp_roi_block(cx.K, output->shape[1], nthreads);
     DK_ARENA_ON_STACK(ar); /* Note [Scratch arena] */
     if (!dk__psp_take_table(&cx, &ar)) {
         dk_arena_free(&ar);

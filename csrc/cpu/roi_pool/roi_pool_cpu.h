@@ -34,7 +34,8 @@
  * now walk the planes instead, with every RoI's axes found once per call (dk__psp_table: its
  * image, the rows of each ph and the columns of each pw, laid out [PH][K] and [PW][K] so that a
  * plane's task reads them in order of k; dk_roi_pool_bin's bounds, one axis at a time):
- *  - forward: a task per output channel c and block of DK__PSP_ROIS RoIs sweeps the PH PW input
+ *  - forward: a task per output channel c and block of RoIs (DK__PSP_ROIS, fewer where that would
+ *    leave threads without work) sweeps the PH PW input
  *    planes of c and pools every RoI of the block from each (dk_roi_pool_avg, its sum in its
  *    order), while it prefetches the next plane of every image a line or two per RoI, so that
  *    the sweep reads the map once at streaming speed; the output's stores are PH PW apart and
@@ -93,6 +94,7 @@ typedef struct {
     int bins_kind;             /* DK_ROI_POOL_BINS_* (kernels/roi_pool_math.h) */
     int64_t *bin_table;        /* every RoI's bins (dk__rp_bin_table): roi_pool's blocks; ps_roi_pool's axes */
     int64_t *roi_batch;        /* ps_roi_pool: each RoI's image, or -1 (dk__psp_table) */
+    int64_t roi_block;         /* ps_roi_pool's forward: RoIs per task (dk__psp_roi_block) */
     int64_t sampling_ratio;    /* ps_roi_align */
     float *scratch;            /* ps_roi_align's 16-bit backward: a float H x W plane per thread */
     const void *table;         /* ps_roi_align's backward: every RoI's geometry (dk__psa_roi_entry) */
