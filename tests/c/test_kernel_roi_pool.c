@@ -257,12 +257,12 @@ static void ref_ps_axis(double c1, double c2, double scale, int p, int pooled, i
     *hi = b < 0 ? 0 : b > size - 1 ? size - 1 : b;
 }
 
-static void check_ps_case(dk_dtype dt, double scale, int PH, int PW, bool nhwc, dkk_rng *r)
+static void check_ps_case_k(dk_dtype dt, double scale, int PH, int PW, bool nhwc, int64_t K, dkk_rng *r)
 {
     char what[160];
-    snprintf(what, sizeof what, "ps_roi_pool %s scale %g %dx%d %s", dk_dtype_name(dt), scale, PH, PW,
-             nhwc ? "NHWC" : "NCHW");
-    const int64_t N = 2, CO = 2, C = CO * PH * PW, H = 11, W = 13, K = 19;
+    snprintf(what, sizeof what, "ps_roi_pool %s scale %g %dx%d %s %lld RoIs", dk_dtype_name(dt), scale, PH, PW,
+             nhwc ? "NHWC" : "NCHW", (long long)K);
+    const int64_t N = 2, CO = 2, C = CO * PH * PW, H = 11, W = 13;
     const bool f32 = dt != DK_FLOAT64;
     dkk_tensor *x = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, nhwc ? (int[]){0, 2, 3, 1} : NULL, 1);
     dkk_fill_uniform(x, r, -5, 5);
@@ -313,6 +313,11 @@ static void check_ps_case(dk_dtype dt, double scale, int PH, int PW, bool nhwc, 
     dkk_free(x), dkk_free(rois), dkk_free(out), dkk_free(go), dkk_free(gi), dkk_free(gw);
 }
 
+static void check_ps_case(dk_dtype dt, double scale, int PH, int PW, bool nhwc, dkk_rng *r)
+{
+    check_ps_case_k(dt, scale, PH, PW, nhwc, 19, r);
+}
+
 static void ps_roi_pool_every_dtype(void **state)
 {
     (void)state;
@@ -322,6 +327,22 @@ static void ps_roi_pool_every_dtype(void **state)
         check_ps_case(DTYPES[d], 0.5, 3, 2, true, &r);
         check_ps_case(DTYPES[d], 0.6, 1, 4, false, &r);
     }
+}
+
+/* The forward's RoIs come in blocks of up to DK__PSP_ROIS (1024) per task, smaller on several
+ * threads: 1100 RoIs are whole blocks and a part of one. Every element of the backward gets its additions in RoI order on any number
+ * of threads (Note [Position-sensitive RoIPool on a CPU]): the reference's bits each time. */
+static void ps_roi_pool_same_bits_for_any_thread_count(void **state)
+{
+    (void)state;
+    for (int t = 1; t <= 3; t++) {
+        assert_ok(dk_set_num_threads(t));
+        dkk_rng r = {0x9005};
+        check_ps_case_k(DK_FLOAT32, 0.5, 3, 3, false, 1100, &r);
+        check_ps_case_k(DK_FLOAT16, 1.0, 2, 3, true, 1030, &r);
+        check_ps_case_k(DK_FLOAT64, 0.7, 7, 7, false, 40, &r);
+    }
+    assert_ok(dk_set_num_threads(0));
 }
 
 /* ---- ps_roi_align -------------------------------------------------------------------------- */
@@ -610,6 +631,7 @@ int main(void)
         cmocka_unit_test(same_bits_for_any_thread_count),
         cmocka_unit_test(mmcv_published_vectors),
         cmocka_unit_test(ps_roi_pool_every_dtype),
+        cmocka_unit_test(ps_roi_pool_same_bits_for_any_thread_count),
         cmocka_unit_test(ps_roi_align_every_dtype),
         cmocka_unit_test(ps_roi_align_same_bits_for_any_thread_count),
         cmocka_unit_test(ps_roi_align_beyond_the_tap_table),

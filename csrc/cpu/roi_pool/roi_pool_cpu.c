@@ -82,15 +82,42 @@ dk_status dk_roi_pool_backward_cpu(const dk_tensor *grad_output, const dk_tensor
     return st;
 }
 
+/* ps_roi_pool's tables (dk__psp_table) in `ar`: the axes of every RoI, [PH + PW][K] x 2, and their
+ * images, K; false when they do not fit in memory. */
+static bool dk__psp_take_table(dk__rp_ctx *cx, dk_arena *ar)
+{
+    const size_t k = (size_t)cx->K, axes = dk_sat_mul(dk_sat_mul(k, (size_t)cx->PH + (size_t)cx->PW), 2);
+    cx->bin_table = (int64_t *)dk_arena_take_n(ar, axes, sizeof(int64_t));
+    cx->roi_batch = (int64_t *)dk_arena_take_n(ar, k, sizeof(int64_t));
+    return (cx->bin_table && cx->roi_batch) || k == 0;
+}
+
+/* RoIs per ps_roi_pool forward task: DK__PSP_ROIS, or fewer where a task per output channel and
+ * block would leave threads idle (few output channels: about 8 tasks per thread then). */
+static int64_t dk__psp_roi_block(int64_t K, int64_t cout, int nthreads)
+{
+    if (nthreads <= 1) return DK__PSP_ROIS;
+    const int64_t want = (8 * (int64_t)nthreads + cout - 1) / cout; /* blocks per output channel */
+    const int64_t block = (K + want - 1) / want;
+    return block < 1 ? 1 : block > DK__PSP_ROIS ? DK__PSP_ROIS : block;
+}
+
 dk_status dk_ps_roi_pool_forward_cpu(const dk_tensor *input, const dk_tensor *rois, dk_tensor *output,
                                      double spatial_scale)
 {
     dk__rp_ctx cx = dk__rp_ctx_of(input, output, rois, NULL, spatial_scale, DK_ROI_POOL_BINS_PS);
     if (dk_tensor_numel(output) == 0) return DK_OK; /* nothing to write */
     const int nthreads = dk_parallel_threads_for(cx.K * (cx.C + cx.PH * cx.PW) * (cx.H * cx.W / (cx.PH * cx.PW) + 1));
+    cx.roi_block = dk__psp_roi_block(cx.K, output->shape[1], nthreads);
+    DK_ARENA_ON_STACK(ar); /* Note [Scratch arena] */
+    if (!dk__psp_take_table(&cx, &ar)) {
+        dk_arena_free(&ar);
+        return dk_error(DK_ENOMEM, "ps_roi_pool_forward: out of memory for the bins of %lld RoIs", (long long)cx.K);
+    }
     dk_status st = DK_OK;
     DK_SWITCH_FLOAT(dk_tensor_dtype(input), st, dk__rp_ps_forward, (&cx, nthreads),
                     st = dk_error(DK_ETYPE, "ps_roi_pool_forward: unsupported dtype"))
+    dk_arena_free(&ar);
     return st;
 }
 
@@ -100,11 +127,8 @@ dk_status dk_ps_roi_pool_backward_cpu(const dk_tensor *grad_output, const dk_ten
     dk__rp_ctx cx = dk__rp_ctx_of(grad_input, grad_output, rois, NULL, spatial_scale, DK_ROI_POOL_BINS_PS);
     if (cx.N == 0 || cx.C == 0 || cx.H == 0 || cx.W == 0) return DK_OK; /* nothing to write */
     const int nthreads = dk_parallel_threads_for(cx.C * (cx.N * cx.H * cx.W + cx.K * 4));
-    /* K PH PW <= K C (C is a multiple of PH PW): no larger than grad_output times C / C_out */
     DK_ARENA_ON_STACK(ar); /* Note [Scratch arena] */
-    cx.bin_table = (int64_t *)dk_arena_take_n(&ar, dk_sat_mul(dk_sat_mul((size_t)cx.K, (size_t)(cx.PH * cx.PW)), 4),
-                                              sizeof(int64_t));
-    if (!cx.bin_table && cx.K > 0) {
+    if (!dk__psp_take_table(&cx, &ar)) {
         dk_arena_free(&ar);
         return dk_error(DK_ENOMEM, "ps_roi_pool_backward: out of memory for the bins of %lld RoIs", (long long)cx.K);
     }

@@ -27,6 +27,33 @@
  * RoI's argmax and gradients for a block of channels are one contiguous run, where a channel's are
  * 49 elements every C x 49 (a page apart, for every RoI).
  *
+ * Note [Position-sensitive RoIPool on a CPU]
+ * ps_roi_pool's output channel c at bin (ph, pw) reads input channel (c PH + ph) PW + pw: every
+ * bin of a RoI is on a plane of its own. Walked per RoI (a task per RoI and 16 output channels),
+ * each bin row was a cache miss on a 13 MB map, and the forward waited on memory. Both directions
+ * now walk the planes instead, with every RoI's axes found once per call (dk__psp_table: its
+ * image, the rows of each ph and the columns of each pw, laid out [PH][K] and [PW][K] so that a
+ * plane's task reads them in order of k; dk_roi_pool_bin's bounds, one axis at a time):
+ *  - forward: a task per output channel c and block of RoIs (DK__PSP_ROIS, fewer where that would
+ *    leave threads without work) sweeps the PH PW input
+ *    planes of c and pools every RoI of the block from each (dk_roi_pool_avg, its sum in its
+ *    order), while it prefetches the next plane of every image a line or two per RoI, so that
+ *    the sweep reads the map once at streaming speed; the output's stores are PH PW apart and
+ *    stay in cache for a block of RoIs. Each output element is computed by one task alone: the
+ *    same values on any thread count.
+ *  - backward: a task per output channel c and bin row ph owns input channels (c PH + ph) PW + pw
+ *    for every pw: it zeroes them in every image (one memset per image for contiguous planes:
+ *    all-zero bits are +0 in every dtype), then adds each RoI's share, g / area, over its PW bins,
+ *    RoIs in order: every element receives torchvision's additions in torchvision's order (its
+ *    backward walks the output in order of k), on any thread count, with no two tasks on one
+ *    element. A RoI's PW gradients are one run of grad_output, read once for its PW bins.
+ * What bounds it on the bench's problem (2 x 490 x 50 x 68, 512 RoIs, 7 x 7 bins, about 6.5
+ * pixels per bin): the forward is neither memory- nor branch-bound any more (the same time on a
+ * map that fits in L2; bins summed without a branch per pixel came within the noise) but bound by its
+ * 250k sums, each a chain of dependent additions in torchvision's order and a division; the
+ * backward by writing grad_input (13 MB, whose zeroing alone takes 0.6-2 ms) and its 1.3 million
+ * read-modify-write additions.
+ *
  * Note [RoIAlign's position-sensitive form on a CPU]
  * Output channel c's bin (ph, pw) reads input plane (c PH + ph) PW + pw only, so a RoI's 7 x 7
  * bins and 10 channels read 490 planes, a few pixels on each, 13.6 KB apart: walked a RoI at a
@@ -89,7 +116,9 @@ typedef struct {
     int64_t N, C, H, W, K, PH, PW;
     double scale;
     int bins_kind;          /* DK_ROI_POOL_BINS_* (kernels/roi_pool_math.h) */
-    int64_t *bin_table;     /* every RoI's bins (dk__rp_bin_table): roi_pool's blocks, ps_roi_pool's backward */
+    int64_t *bin_table;     /* every RoI's bins (dk__rp_bin_table): roi_pool's blocks; ps_roi_pool's axes */
+    int64_t *roi_batch;     /* ps_roi_pool: each RoI's image, or -1 (dk__psp_table) */
+    int64_t roi_block;      /* ps_roi_pool's forward: RoIs per task (dk__psp_roi_block) */
     int64_t sampling_ratio; /* ps_roi_align */
     float *scratch;    /* ps_roi_align's 16-bit backward on planes: DK__RP_CHANNELS float H x W planes per thread */
     const void *table; /* ps_roi_align's backward: every RoI's geometry (dk__psa_roi_entry) */
@@ -236,5 +265,9 @@ static inline void dk__rp_strides(const dk_tensor *t, int64_t s[4])
 
 /* ps_roi_align's lanes in a channels-last block of nc channels: whole 4-lane vectors. */
 #define DK__PSA_LANES(nc) (((nc) + 3) / 4 * 4)
+
+/* ps_roi_pool's forward: RoIs per task; their outputs (PH PW elements apart for each plane) stay in
+ * cache while the task sweeps its planes (Note [Position-sensitive RoIPool on a CPU]). */
+#define DK__PSP_ROIS 1024
 
 #endif /* DK_ROI_POOL_CPU_H */
