@@ -108,6 +108,53 @@ static size_t dk__rar_table_bytes(size_t w)
 #define DK__RAR_LANE_LOOP
 #endif
 
+#if DK__RAR_AVX2
+#include <immintrin.h>
+
+/* The float runs' full chunks of DK__RAR_LANES lanes on AVX2 (Note [Rotated RoIAlign's channel
+ * rows]): two registers of sums or gradients stay in registers across a bin's samples, where
+ * the loops' arrays go through memory. The same operations in the same order as the loops of
+ * roi_align_rotated_tmpl.h, lane for lane ("avx2" has no FMA to contract them into). */
+__attribute__((target("avx2"))) static void dk__rar_forward16_avx2(const float *rows, const int64_t *o, const float *w,
+                                                                   const int64_t *nb, int64_t bins, float count,
+                                                                   float *res)
+{
+    const __m256 c = _mm256_set1_ps(count);
+    for (int64_t b = 0; b < bins; b++, res += DK__RAR_LANES) {
+        __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+        for (int64_t i = 0, m = nb[b]; i < m; i++, o += 4, w += 4) {
+            const float *v0 = rows + o[0], *v1 = rows + o[1], *v2 = rows + o[2], *v3 = rows + o[3];
+            const __m256 w0 = _mm256_set1_ps(w[0]), w1 = _mm256_set1_ps(w[1]);
+            const __m256 w2 = _mm256_set1_ps(w[2]), w3 = _mm256_set1_ps(w[3]);
+            __m256 t = _mm256_add_ps(_mm256_mul_ps(w0, _mm256_loadu_ps(v0)), _mm256_mul_ps(w1, _mm256_loadu_ps(v1)));
+            t = _mm256_add_ps(t, _mm256_mul_ps(w2, _mm256_loadu_ps(v2)));
+            s0 = _mm256_add_ps(s0, _mm256_add_ps(t, _mm256_mul_ps(w3, _mm256_loadu_ps(v3))));
+            t = _mm256_add_ps(_mm256_mul_ps(w0, _mm256_loadu_ps(v0 + 8)), _mm256_mul_ps(w1, _mm256_loadu_ps(v1 + 8)));
+            t = _mm256_add_ps(t, _mm256_mul_ps(w2, _mm256_loadu_ps(v2 + 8)));
+            s1 = _mm256_add_ps(s1, _mm256_add_ps(t, _mm256_mul_ps(w3, _mm256_loadu_ps(v3 + 8))));
+        }
+        _mm256_storeu_ps(res, _mm256_div_ps(s0, c));
+        _mm256_storeu_ps(res + 8, _mm256_div_ps(s1, c));
+    }
+}
+
+__attribute__((target("avx2"))) static void dk__rar_backward16_avx2(float *rows, const int64_t *o, const float *w,
+                                                                    const int64_t *nb, int64_t bins, const float *g,
+                                                                    int64_t cblock)
+{
+    for (int64_t b = 0; b < bins; b++, g += cblock) {
+        const __m256 g0 = _mm256_loadu_ps(g), g1 = _mm256_loadu_ps(g + 8);
+        for (int64_t i = 0, m = nb[b]; i < m; i++, o += 4, w += 4)
+            for (int q = 0; q < 4; q++) { /* in order: two taps may be the same pixel */
+                float *a = rows + o[q];
+                const __m256 wq = _mm256_set1_ps(w[q]);
+                _mm256_storeu_ps(a, _mm256_add_ps(_mm256_loadu_ps(a), _mm256_mul_ps(g0, wq)));
+                _mm256_storeu_ps(a + 8, _mm256_add_ps(_mm256_loadu_ps(a + 8), _mm256_mul_ps(g1, wq)));
+            }
+    }
+}
+#endif
+
 DK_TUNABLE(dk__rar_isa, "roi_align_rotated.isa", 1, 0, 1,
            "roi_align_rotated's runs: 1 AVX2 where the CPU has it, 0 the baseline (Note [AVX2 spans])")
 

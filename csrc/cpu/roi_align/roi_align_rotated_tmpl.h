@@ -153,12 +153,26 @@ static void DK_SFN(dk__rar_backward_run)(DK_T *rows, int64_t nc, const DK_SFN(dk
 }
 
 #if DK__RAR_AVX2
+/* For float rows (float32, float16, bfloat16) the chunks of 16 lanes are roi_align_rotated_cpu.c's
+ * AVX2 code; for double, the loops compiled for AVX2. */
 __attribute__((target("avx2"))) static void DK_SFN(dk__rar_forward_run_avx2)(const DK_T *rows, int64_t nc,
                                                                              const DK_SFN(dk__rar_table) *t,
                                                                              int64_t bins, DK_T count, DK_S *y,
                                                                              const int64_t *bo, int64_t ycs)
 {
-    DK_SFN(dk__rar_forward_run_body)(rows, nc, t, bins, count, y, bo, ycs);
+    if (sizeof(DK_T) != sizeof(float)) {
+        DK_SFN(dk__rar_forward_run_body)(rows, nc, t, bins, count, y, bo, ycs);
+        return;
+    }
+    float res[DK__RAR_RUN * DK__RAR_LANES];
+    int64_t j = 0;
+    for (; j + DK__RAR_LANES <= nc; j += DK__RAR_LANES) {
+        dk__rar_forward16_avx2((const float *)(rows + j), t->off, (const float *)t->w, t->n, bins, (float)count, res);
+        DK_S *yj = y + j * ycs;
+        for (int64_t b = 0; b < bins; b++)
+            for (int l = 0; l < DK__RAR_LANES; l++) yj[bo[b] + l * ycs] = DK_STORE((DK_T)res[b * DK__RAR_LANES + l]);
+    }
+    if (j < nc) DK_SFN(dk__rar_forward_lanes)(rows + j, t, bins, count, y + j * ycs, bo, ycs, (int)(nc - j));
 }
 
 __attribute__((target("avx2"))) static void DK_SFN(dk__rar_backward_run_avx2)(DK_T *rows, int64_t nc,
@@ -166,7 +180,15 @@ __attribute__((target("avx2"))) static void DK_SFN(dk__rar_backward_run_avx2)(DK
                                                                               int64_t bins, const DK_T *g,
                                                                               int64_t cblock)
 {
-    DK_SFN(dk__rar_backward_run_body)(rows, nc, t, bins, g, cblock);
+    if (sizeof(DK_T) != sizeof(float)) {
+        DK_SFN(dk__rar_backward_run_body)(rows, nc, t, bins, g, cblock);
+        return;
+    }
+    int64_t j = 0;
+    for (; j + DK__RAR_LANES <= nc; j += DK__RAR_LANES)
+        dk__rar_backward16_avx2((float *)(rows + j), t->off, (const float *)t->w, t->n, bins, (const float *)(g + j),
+                                cblock);
+    if (j < nc) DK_SFN(dk__rar_backward_lanes)(rows + j, t, bins, g + j, cblock, (int)(nc - j));
 }
 #endif
 
