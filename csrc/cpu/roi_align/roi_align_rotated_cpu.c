@@ -33,19 +33,24 @@
  * A task keeps its block of channels channels-last, [H * W][cblock] in the compute type (16-bit
  * storage converted once): a tap is then a row of contiguous channels, and one pass over a run's
  * table serves DK__RAR_LANES (16) channels as vector operations: the forward's
- * s += w1 v1 + w2 v2 + w3 v3 + w4 v4 and the backward's row += g w, four vector multiply-adds
- * per sample instead of 64 scalar ones through four planes. Each lane is one channel's
- * per-element arithmetic, operation for operation (ISO C contracts nothing into FMAs), so the
- * bits are those of the planar loops this replaced, on either ISA build (roi_align_rotated.isa,
- * Note [AVX2 spans] in box_iou/box_iou_cpu.h). The forward's copy in and the backward's copy
- * out go a tile of DK__RAR_LANES pixels of a row at a time. Measured on this 2-core host, one
- * thread, the benchmark's problem ([2, 256, 50, 68], 512 RoIs, sampling_ratio 2), callgrind:
- * the backward went from 656M instructions to about 200M (the runs 72M, the tables 25M, the
- * gradients' transposition and division about 55M, the copy out 11M, zeroing 7M), the forward
- * to about 140M; the blocks grew from 64 to 128 channels (1.7 MB of rows for a 50 x 68 map, in
- * a 2 MB L2), which halved the tabulation. Memory: a thread's rows are a block's planes (at
- * least one plane: a 4,000 x 4,000 map takes 64 MB per thread in float32), as the backward's
- * accumulator always did; the forward now takes them too.
+ * s += w1 v1 + w2 v2 + w3 v3 + w4 v4 and the backward's row += g w, a few vector operations per
+ * tap instead of 16 scalar ones through 16 planes. Each lane is one channel's per-element
+ * arithmetic, operation for operation (ISO C contracts nothing into FMAs, and target("avx2")
+ * has none), so the bits are those of the planar loops this replaced, on either ISA build
+ * (roi_align_rotated.isa, Note [AVX2 spans] in box_iou/box_iou_cpu.h). Full chunks of float
+ * rows (float32 and the 16-bit types) run dk__rar_forward16_avx2 / dk__rar_backward16_avx2,
+ * whose sums and gradients stay in two registers (GCC keeps the loops' 16-lane arrays in
+ * memory, and unrolls a plain 16-lane loop into scalars, hence DK__RAR_LANE_LOOP); double rows,
+ * partial chunks and the baseline ISA run the loops. The forward's copy in and the backward's
+ * copy out go a tile of DK__RAR_LANES pixels of a row at a time.
+ * Measured with callgrind on this 2-core host, one thread, the benchmark's problem ([2, 256, 50,
+ * 68] float32, 512 RoIs, sampling_ratio 2, AVX2): the backward went from 656M instructions to
+ * about 170M (the runs 66M; reading grad_output into rows and dividing by count 68M; the
+ * tables 25M; zeroing 7M; the copy out 11M), the forward to about 125M (the runs 56M, their
+ * stores 30M, the tables 25M, the copy in 11M). Blocks grew from 64 to 128 channels (1.7 MB of
+ * rows for a 50 x 68 map, in a 2 MB L2), which halved the tabulation. Memory: a thread's rows
+ * are a block's planes (at least one plane: a 4,000 x 4,000 map takes 64 MB per thread in
+ * float32), as the backward's accumulator always did; the forward now takes them too.
  */
 #include <stdbool.h>
 #include <stdint.h>

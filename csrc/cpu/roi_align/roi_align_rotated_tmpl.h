@@ -200,34 +200,36 @@ static void DK_SFN(dk__rar_bin_offsets)(const dk__rar_ctx *cx, int64_t b0, int64
 }
 
 /* The task's channels c0..c0 + nc - 1 of one image (plane at p, strides s) into the channel rows,
- * a tile of DK__RAR_LANES pixels of a row at a time (its rows stay in L1 while every channel's
- * stretch is written into them); and back (dk__rar_put_rows). */
+ * DK__RAR_LANES channels at a time, pixel by pixel: that many planes are read in order, which
+ * the hardware prefetches (a tile of pixels across all the block's channels read as many
+ * streams as channels, and was slower on a cold map), and each pixel's lanes are one line of
+ * the rows; and back (dk__rar_put_rows). */
 static void DK_SFN(dk__rar_get_rows)(const dk__rar_ctx *cx, const DK_S *p, const int64_t *s, int64_t nc, DK_T *rows)
 {
     const int64_t cb = cx->cblock;
-    for (int64_t h = 0; h < cx->H; h++)
-        for (int64_t w0 = 0; w0 < cx->W; w0 += DK__RAR_LANES) {
-            const int64_t w1 = w0 + DK__RAR_LANES < cx->W ? w0 + DK__RAR_LANES : cx->W;
-            DK_T *r = rows + (h * cx->W) * cb;
-            for (int64_t j = 0; j < nc; j++) {
-                const DK_S *pj = p + j * s[1] + h * s[2];
-                for (int64_t w = w0; w < w1; w++) r[w * cb + j] = DK_LOAD(pj[w * s[3]]);
+    for (int64_t j0 = 0; j0 < nc; j0 += DK__RAR_LANES) {
+        const int64_t n = j0 + DK__RAR_LANES < nc ? DK__RAR_LANES : nc - j0;
+        for (int64_t h = 0; h < cx->H; h++)
+            for (int64_t w = 0; w < cx->W; w++) {
+                const DK_S *pw = p + j0 * s[1] + h * s[2] + w * s[3];
+                DK_T *r = rows + (h * cx->W + w) * cb + j0;
+                for (int64_t j = 0; j < n; j++) r[j] = DK_LOAD(pw[j * s[1]]);
             }
-        }
+    }
 }
 
 static void DK_SFN(dk__rar_put_rows)(const dk__rar_ctx *cx, const DK_T *rows, int64_t nc, DK_S *p, const int64_t *s)
 {
     const int64_t cb = cx->cblock;
-    for (int64_t h = 0; h < cx->H; h++)
-        for (int64_t w0 = 0; w0 < cx->W; w0 += DK__RAR_LANES) {
-            const int64_t w1 = w0 + DK__RAR_LANES < cx->W ? w0 + DK__RAR_LANES : cx->W;
-            const DK_T *r = rows + (h * cx->W) * cb;
-            for (int64_t j = 0; j < nc; j++) {
-                DK_S *pj = p + j * s[1] + h * s[2];
-                for (int64_t w = w0; w < w1; w++) pj[w * s[3]] = DK_STORE(r[w * cb + j]);
+    for (int64_t j0 = 0; j0 < nc; j0 += DK__RAR_LANES) {
+        const int64_t n = j0 + DK__RAR_LANES < nc ? DK__RAR_LANES : nc - j0;
+        for (int64_t h = 0; h < cx->H; h++)
+            for (int64_t w = 0; w < cx->W; w++) {
+                DK_S *pw = p + j0 * s[1] + h * s[2] + w * s[3];
+                const DK_T *r = rows + (h * cx->W + w) * cb + j0;
+                for (int64_t j = 0; j < n; j++) pw[j * s[1]] = DK_STORE(r[j]);
             }
-        }
+    }
 }
 
 static void DK_SFN(dk__rar_forward_worker)(void *p, int tid)
