@@ -1,7 +1,8 @@
 /*
  * roi_align/roi_align_rotated_tmpl.h — the CPU roi_align_rotated for one storage type (Note
  * [Templates in C] in kernels/dk_template.h), instantiated by roi_align_rotated_cpu.c, whose
- * Note [Rotated RoIAlign on a CPU] says how the work is split.
+ * Note [Rotated RoIAlign on a CPU] says how the work is split and Note [Rotated RoIAlign's
+ * channel rows] how a task's channels are laid out.
  */
 #if DK_TMPL_PASS == DK_TMPL_FLOAT
 
@@ -18,12 +19,15 @@ static int64_t DK_SFN(dk__rar_roi)(const dk__rar_ctx *cx, int64_t k, DK_TFN(dk_r
     return b >= (DK_T)0 && b < (DK_T)cx->N && b == (DK_T)(int64_t)b ? (int64_t)b : -1;
 }
 
-/* One thread's table (Note [Rotated RoIAlign on a CPU]): per sample inside the map its taps'
- * plane offsets (row stride sy, column stride sx) and weights; per bin, its count of them. */
+/* One thread's scratch (Note [Rotated RoIAlign on a CPU]): per sample inside the map its taps'
+ * offsets in the rows (pixel * cblock) and weights; per bin of the run, its count of them; the
+ * task's channel rows, [H * W][cblock] (Note [Rotated RoIAlign's channel rows]); and for the
+ * backward a run's gradients divided by the count, [DK__RAR_RUN][cblock]. */
 typedef struct {
     int64_t *off;
     DK_T *w;
     int64_t *n;
+    DK_T *rows, *grad;
 } DK_SFN(dk__rar_table);
 
 static DK_SFN(dk__rar_table) DK_SFN(dk__rar_table_of)(const dk__rar_ctx *cx, int tid)
@@ -32,18 +36,21 @@ static DK_SFN(dk__rar_table) DK_SFN(dk__rar_table_of)(const dk__rar_ctx *cx, int
     DK_SFN(dk__rar_table) t;
     t.off = (int64_t *)p;
     t.n = t.off + 4 * DK__RAR_TABLE;
-    t.w = (DK_T *)(t.n + DK__RAR_TABLE);
+    t.w = (DK_T *)(t.n + DK__RAR_RUN);
+    t.rows = (DK_T *)(p + dk__rar_table_bytes(sizeof(DK_T)));
+    t.grad = t.rows + cx->cblock * cx->H * cx->W;
     return t;
 }
 
-/* Tabulates bins b0, b0 + 1, ... (bin b is (b / PW, b % PW)) while their samples fit; returns the
- * end of the run (b0 itself when bin b0 alone does not fit). */
+/* Tabulates bins b0, b0 + 1, ... (bin b is (b / PW, b % PW)), at most DK__RAR_RUN of them, while
+ * their samples fit; returns the end of the run (b0 itself when bin b0 alone does not fit). */
 static int64_t DK_SFN(dk__rar_tabulate)(const dk__rar_ctx *cx, const DK_TFN(dk_roi_align_rotated) *r, int64_t b0,
-                                        int64_t sy, int64_t sx, DK_SFN(dk__rar_table) *t)
+                                        DK_SFN(dk__rar_table) *t)
 {
     const int64_t per_bin = r->ay.grid * r->ax.grid, nbins = cx->PH * cx->PW;
+    const int64_t sx = cx->cblock, sy = cx->W * sx;
     int64_t used = 0, b = b0;
-    for (; b < nbins && used + per_bin <= DK__RAR_TABLE; ++b) {
+    for (; b < nbins && b - b0 < DK__RAR_RUN && used + per_bin <= DK__RAR_TABLE; ++b) {
         const int64_t ph = b / cx->PW, pw = b % cx->PW, first = used;
         for (int64_t iy = 0; iy < r->ay.grid; ++iy)
             for (int64_t ix = 0; ix < r->ax.grid; ++ix) {
@@ -68,6 +75,163 @@ static int64_t DK_SFN(dk__rar_tabulate)(const dk__rar_ctx *cx, const DK_TFN(dk_r
     return b;
 }
 
+/* Forward of a run of `bins` bins on n <= DK__RAR_LANES channels: `rows` points at the first
+ * channel's lane of pixel 0, y at its output element of the run's first bin, bo[b] at each
+ * bin's offset from there, ycs is the output's channel stride. Each lane is one channel's
+ * per-element math: the samples' ((w1 v1 + w2 v2) + w3 v3) + w4 v4 added in order, divided by
+ * count. */
+DK_INLINE void DK_SFN(dk__rar_forward_lanes)(const DK_T *rows, const DK_SFN(dk__rar_table) *t, int64_t bins, DK_T count,
+                                             DK_S *y, const int64_t *bo, int64_t ycs, int n)
+{
+    const int64_t *o = t->off;
+    const DK_T *w = t->w;
+    for (int64_t b = 0; b < bins; b++) {
+        DK_T s[DK__RAR_LANES];
+        for (int j = 0; j < n; j++) s[j] = (DK_T)0;
+        for (int64_t i = 0, m = t->n[b]; i < m; i++, o += 4, w += 4) {
+            const DK_T *v0 = rows + o[0], *v1 = rows + o[1], *v2 = rows + o[2], *v3 = rows + o[3];
+            const DK_T w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3];
+            DK__RAR_LANE_LOOP
+            for (int j = 0; j < n; j++) s[j] += w0 * v0[j] + w1 * v1[j] + w2 * v2[j] + w3 * v3[j];
+        }
+        DK_S *yb = y + bo[b];
+        for (int j = 0; j < n; j++) yb[j * ycs] = DK_STORE(s[j] / count);
+    }
+}
+
+/* The forward of a run on the task's nc channels, DK__RAR_LANES at a time. */
+DK_INLINE void DK_SFN(dk__rar_forward_run_body)(const DK_T *rows, int64_t nc, const DK_SFN(dk__rar_table) *t,
+                                                int64_t bins, DK_T count, DK_S *y, const int64_t *bo, int64_t ycs)
+{
+    int64_t j = 0;
+    for (; j + DK__RAR_LANES <= nc; j += DK__RAR_LANES)
+        DK_SFN(dk__rar_forward_lanes)(rows + j, t, bins, count, y + j * ycs, bo, ycs, DK__RAR_LANES);
+    if (j < nc) DK_SFN(dk__rar_forward_lanes)(rows + j, t, bins, count, y + j * ycs, bo, ycs, (int)(nc - j));
+}
+
+/* Backward of a run on n <= DK__RAR_LANES channels: `rows` as above (the accumulator), g at the
+ * run's first bin's gradient of the first channel, one row of cblock per bin. Each lane is one
+ * channel's sequence of terms: the bins, their samples, their taps w1..w4 in order. */
+DK_INLINE void DK_SFN(dk__rar_backward_lanes)(DK_T *restrict rows, const DK_SFN(dk__rar_table) *t, int64_t bins,
+                                              const DK_T *restrict g, int64_t cblock, int n)
+{
+    const int64_t *o = t->off;
+    const DK_T *w = t->w;
+    for (int64_t b = 0; b < bins; b++, g += cblock)
+        for (int64_t i = 0, m = t->n[b]; i < m; i++, o += 4, w += 4) {
+            /* the taps in order, one after the other: two of them may be the same pixel */
+            for (int q = 0; q < 4; q++) {
+                DK_T *a = rows + o[q];
+                const DK_T wq = w[q];
+                DK__RAR_LANE_LOOP
+                for (int j = 0; j < n; j++) a[j] += g[j] * wq;
+            }
+        }
+}
+
+DK_INLINE void DK_SFN(dk__rar_backward_run_body)(DK_T *rows, int64_t nc, const DK_SFN(dk__rar_table) *t, int64_t bins,
+                                                 const DK_T *g, int64_t cblock)
+{
+    int64_t j = 0;
+    for (; j + DK__RAR_LANES <= nc; j += DK__RAR_LANES)
+        DK_SFN(dk__rar_backward_lanes)(rows + j, t, bins, g + j, cblock, DK__RAR_LANES);
+    if (j < nc) DK_SFN(dk__rar_backward_lanes)(rows + j, t, bins, g + j, cblock, (int)(nc - j));
+}
+
+/* The runs for the baseline ISA and for AVX2 (Note [AVX2 spans] in box_iou/box_iou_cpu.h): the
+ * same source, the same operations in the same order, more lanes at once. */
+static void DK_SFN(dk__rar_forward_run)(const DK_T *rows, int64_t nc, const DK_SFN(dk__rar_table) *t, int64_t bins,
+                                        DK_T count, DK_S *y, const int64_t *bo, int64_t ycs)
+{
+    DK_SFN(dk__rar_forward_run_body)(rows, nc, t, bins, count, y, bo, ycs);
+}
+
+static void DK_SFN(dk__rar_backward_run)(DK_T *rows, int64_t nc, const DK_SFN(dk__rar_table) *t, int64_t bins,
+                                         const DK_T *g, int64_t cblock)
+{
+    DK_SFN(dk__rar_backward_run_body)(rows, nc, t, bins, g, cblock);
+}
+
+#if DK__RAR_AVX2
+/* For float rows (float32, float16, bfloat16) the chunks of 16 lanes are roi_align_rotated_cpu.c's
+ * AVX2 code; for double, the loops compiled for AVX2. */
+__attribute__((target("avx2"))) static void DK_SFN(dk__rar_forward_run_avx2)(const DK_T *rows, int64_t nc,
+                                                                             const DK_SFN(dk__rar_table) *t,
+                                                                             int64_t bins, DK_T count, DK_S *y,
+                                                                             const int64_t *bo, int64_t ycs)
+{
+    if (sizeof(DK_T) != sizeof(float)) {
+        DK_SFN(dk__rar_forward_run_body)(rows, nc, t, bins, count, y, bo, ycs);
+        return;
+    }
+    float res[DK__RAR_RUN * DK__RAR_LANES];
+    int64_t j = 0;
+    for (; j + DK__RAR_LANES <= nc; j += DK__RAR_LANES) {
+        dk__rar_forward16_avx2((const float *)(rows + j), t->off, (const float *)t->w, t->n, bins, (float)count, res);
+        DK_S *yj = y + j * ycs;
+        for (int64_t b = 0; b < bins; b++)
+            for (int l = 0; l < DK__RAR_LANES; l++) yj[bo[b] + l * ycs] = DK_STORE((DK_T)res[b * DK__RAR_LANES + l]);
+    }
+    if (j < nc) DK_SFN(dk__rar_forward_lanes)(rows + j, t, bins, count, y + j * ycs, bo, ycs, (int)(nc - j));
+}
+
+__attribute__((target("avx2"))) static void DK_SFN(dk__rar_backward_run_avx2)(DK_T *rows, int64_t nc,
+                                                                              const DK_SFN(dk__rar_table) *t,
+                                                                              int64_t bins, const DK_T *g,
+                                                                              int64_t cblock)
+{
+    if (sizeof(DK_T) != sizeof(float)) {
+        DK_SFN(dk__rar_backward_run_body)(rows, nc, t, bins, g, cblock);
+        return;
+    }
+    int64_t j = 0;
+    for (; j + DK__RAR_LANES <= nc; j += DK__RAR_LANES)
+        dk__rar_backward16_avx2((float *)(rows + j), t->off, (const float *)t->w, t->n, bins, (const float *)(g + j),
+                                cblock);
+    if (j < nc) DK_SFN(dk__rar_backward_lanes)(rows + j, t, bins, g + j, cblock, (int)(nc - j));
+}
+#endif
+
+/* Offsets of bins b0..b1 - 1 from bin 0 in a tensor of row stride s2 and column stride s3. */
+static void DK_SFN(dk__rar_bin_offsets)(const dk__rar_ctx *cx, int64_t b0, int64_t b1, int64_t s2, int64_t s3,
+                                        int64_t *bo)
+{
+    for (int64_t b = b0; b < b1; b++) bo[b - b0] = b / cx->PW * s2 + b % cx->PW * s3;
+}
+
+/* The task's channels c0..c0 + nc - 1 of one image (plane at p, strides s) into the channel rows,
+ * DK__RAR_LANES channels at a time, pixel by pixel: that many planes are read in order, which
+ * the hardware prefetches (a tile of pixels across all the block's channels read as many
+ * streams as channels, and was slower on a cold map), and each pixel's lanes are one line of
+ * the rows; and back (dk__rar_put_rows). */
+static void DK_SFN(dk__rar_get_rows)(const dk__rar_ctx *cx, const DK_S *p, const int64_t *s, int64_t nc, DK_T *rows)
+{
+    const int64_t cb = cx->cblock;
+    for (int64_t j0 = 0; j0 < nc; j0 += DK__RAR_LANES) {
+        const int64_t n = j0 + DK__RAR_LANES < nc ? DK__RAR_LANES : nc - j0;
+        for (int64_t h = 0; h < cx->H; h++)
+            for (int64_t w = 0; w < cx->W; w++) {
+                const DK_S *pw = p + j0 * s[1] + h * s[2] + w * s[3];
+                DK_T *r = rows + (h * cx->W + w) * cb + j0;
+                for (int64_t j = 0; j < n; j++) r[j] = DK_LOAD(pw[j * s[1]]);
+            }
+    }
+}
+
+static void DK_SFN(dk__rar_put_rows)(const dk__rar_ctx *cx, const DK_T *rows, int64_t nc, DK_S *p, const int64_t *s)
+{
+    const int64_t cb = cx->cblock;
+    for (int64_t j0 = 0; j0 < nc; j0 += DK__RAR_LANES) {
+        const int64_t n = j0 + DK__RAR_LANES < nc ? DK__RAR_LANES : nc - j0;
+        for (int64_t h = 0; h < cx->H; h++)
+            for (int64_t w = 0; w < cx->W; w++) {
+                DK_S *pw = p + j0 * s[1] + h * s[2] + w * s[3];
+                const DK_T *r = rows + (h * cx->W + w) * cb + j0;
+                for (int64_t j = 0; j < n; j++) pw[j * s[1]] = DK_STORE(r[j]);
+            }
+    }
+}
+
 static void DK_SFN(dk__rar_forward_worker)(void *p, int tid)
 {
     dk__rar_ctx *cx = (dk__rar_ctx *)p;
@@ -81,70 +245,44 @@ static void DK_SFN(dk__rar_forward_worker)(void *p, int tid)
     DK_SFN(dk__rar_table) t = DK_SFN(dk__rar_table_of)(cx, tid);
     const int64_t nbins = cx->PH * cx->PW, blocks = (cx->C + cx->cblock - 1) / cx->cblock;
     const int64_t images = cx->N > 0 ? cx->N : 1;
+    int64_t bo[DK__RAR_RUN];
     for (int64_t task; (task = dk_parallel_claim(&cx->counter)) < images * blocks;) {
         const int64_t img = task / blocks, c0 = task % blocks * cx->cblock;
-        const int64_t c1 = c0 + cx->cblock < cx->C ? c0 + cx->cblock : cx->C;
+        const int64_t nc = c0 + cx->cblock < cx->C ? cx->cblock : cx->C - c0;
+        bool have_rows = false; /* read in at the first RoI that samples them */
         for (int64_t k = 0; k < cx->K; k++) {
             DK_TFN(dk_roi_align_rotated) r;
             const int64_t n = DK_SFN(dk__rar_roi)(cx, k, &r);
             /* the RoIs of image img; those of no image are image 0's to write (as zeros) */
             if (n != img && !(n < 0 && img == 0)) continue;
-            DK_S *yk = y + k * ys[0];
+            DK_S *yk = y + k * ys[0] + c0 * ys[1];
             if (n < 0 || r.ay.grid <= 0 || r.ax.grid <= 0 || cx->H <= 0 || cx->W <= 0) { /* no sample: zeros */
-                for (int64_t c = c0; c < c1; c++)
+                for (int64_t c = 0; c < nc; c++)
                     for (int64_t b = 0; b < nbins; b++)
                         yk[c * ys[1] + b / cx->PW * ys[2] + b % cx->PW * ys[3]] = DK_STORE((DK_T)0);
                 continue;
             }
+            if (!have_rows) DK_SFN(dk__rar_get_rows)(cx, x + n * xs[0] + c0 * xs[1], xs, nc, t.rows);
+            have_rows = true;
             const DK_T count = DK_TFN(dk_roi_align_count)(&r.ay, &r.ax);
-            const DK_S *xn = x + n * xs[0];
             for (int64_t b0 = 0; b0 < nbins;) {
-                const int64_t b1 = DK_SFN(dk__rar_tabulate)(cx, &r, b0, xs[2], xs[3], &t);
+                const int64_t b1 = DK_SFN(dk__rar_tabulate)(cx, &r, b0, &t);
                 if (b1 == b0) { /* one bin with more samples than the table: the per-element math */
-                    for (int64_t c = c0; c < c1; c++)
+                    const DK_S *xn = x + n * xs[0] + c0 * xs[1];
+                    for (int64_t c = 0; c < nc; c++)
                         yk[c * ys[1] + b0 / cx->PW * ys[2] + b0 % cx->PW * ys[3]] = DK_STORE(
                             DK_SFN(dk_roi_align_rotated_forward)(xn + c * xs[1], xs[2], xs[3], cx->H, cx->W, &r,
                                                                  b0 / cx->PW, b0 % cx->PW));
                     b0++;
                     continue;
                 }
-                /* four channels at a time: each table entry, read once, serves them all */
-                int64_t c = c0;
-                for (; c + 4 <= c1; c += 4) {
-                    const DK_S *p0 = xn + c * xs[1], *p1 = p0 + xs[1], *p2 = p1 + xs[1], *p3 = p2 + xs[1];
-                    const int64_t *o = t.off;
-                    const DK_T *w = t.w;
-                    for (int64_t b = b0; b < b1; b++) {
-                        DK_T s0 = (DK_T)0, s1 = (DK_T)0, s2 = (DK_T)0, s3 = (DK_T)0;
-                        for (int64_t i = 0, m = t.n[b - b0]; i < m; i++, o += 4, w += 4) {
-                            s0 += w[0] * DK_LOAD(p0[o[0]]) + w[1] * DK_LOAD(p0[o[1]]) + w[2] * DK_LOAD(p0[o[2]]) +
-                                  w[3] * DK_LOAD(p0[o[3]]);
-                            s1 += w[0] * DK_LOAD(p1[o[0]]) + w[1] * DK_LOAD(p1[o[1]]) + w[2] * DK_LOAD(p1[o[2]]) +
-                                  w[3] * DK_LOAD(p1[o[3]]);
-                            s2 += w[0] * DK_LOAD(p2[o[0]]) + w[1] * DK_LOAD(p2[o[1]]) + w[2] * DK_LOAD(p2[o[2]]) +
-                                  w[3] * DK_LOAD(p2[o[3]]);
-                            s3 += w[0] * DK_LOAD(p3[o[0]]) + w[1] * DK_LOAD(p3[o[1]]) + w[2] * DK_LOAD(p3[o[2]]) +
-                                  w[3] * DK_LOAD(p3[o[3]]);
-                        }
-                        DK_S *yb = yk + c * ys[1] + b / cx->PW * ys[2] + b % cx->PW * ys[3];
-                        yb[0] = DK_STORE(s0 / count);
-                        yb[ys[1]] = DK_STORE(s1 / count);
-                        yb[2 * ys[1]] = DK_STORE(s2 / count);
-                        yb[3 * ys[1]] = DK_STORE(s3 / count);
-                    }
-                }
-                for (; c < c1; c++) {
-                    const DK_S *plane = xn + c * xs[1];
-                    const int64_t *o = t.off;
-                    const DK_T *w = t.w;
-                    for (int64_t b = b0; b < b1; b++) {
-                        DK_T sum = (DK_T)0;
-                        for (int64_t i = 0, m = t.n[b - b0]; i < m; i++, o += 4, w += 4)
-                            sum += w[0] * DK_LOAD(plane[o[0]]) + w[1] * DK_LOAD(plane[o[1]]) +
-                                   w[2] * DK_LOAD(plane[o[2]]) + w[3] * DK_LOAD(plane[o[3]]);
-                        yk[c * ys[1] + b / cx->PW * ys[2] + b % cx->PW * ys[3]] = DK_STORE(sum / count);
-                    }
-                }
+                DK_SFN(dk__rar_bin_offsets)(cx, b0, b1, ys[2], ys[3], bo);
+                DK_S *yb = yk + b0 / cx->PW * ys[2] + b0 % cx->PW * ys[3];
+#if DK__RAR_AVX2
+                if (cx->avx2) DK_SFN(dk__rar_forward_run_avx2)(t.rows, nc, &t, b1 - b0, count, yb - bo[0], bo, ys[1]);
+                else
+#endif
+                    DK_SFN(dk__rar_forward_run)(t.rows, nc, &t, b1 - b0, count, yb - bo[0], bo, ys[1]);
                 b0 = b1;
             }
         }
@@ -162,79 +300,57 @@ static void DK_SFN(dk__rar_backward_worker)(void *p, int tid)
     const int64_t gs[4] = {dk_tensor_stride(go, 0), dk_tensor_stride(go, 1), dk_tensor_stride(go, 2),
                            dk_tensor_stride(go, 3)};
     DK_SFN(dk__rar_table) t = DK_SFN(dk__rar_table_of)(cx, tid);
-    /* the accumulator of the task's channels, [cblock][H][W], after the table */
-    DK_T *acc = (DK_T *)(cx->scratch + (size_t)tid * cx->per_thread + dk__rar_table_bytes(dk_tensor_dtype(go)));
-    const int64_t plane = cx->H * cx->W, nbins = cx->PH * cx->PW, blocks = (cx->C + cx->cblock - 1) / cx->cblock;
+    const int64_t cb = cx->cblock, plane = cx->H * cx->W, nbins = cx->PH * cx->PW;
+    const int64_t blocks = (cx->C + cb - 1) / cb;
+    int64_t bo[DK__RAR_RUN];
     for (int64_t task; (task = dk_parallel_claim(&cx->counter)) < cx->N * blocks;) {
-        const int64_t n = task / blocks, c0 = task % blocks * cx->cblock;
-        const int64_t nc = c0 + cx->cblock < cx->C ? cx->cblock : cx->C - c0;
-        memset(acc, 0, (size_t)(nc * plane) * sizeof(DK_T));
+        const int64_t n = task / blocks, c0 = task % blocks * cb;
+        const int64_t nc = c0 + cb < cx->C ? cb : cx->C - c0;
+        memset(t.rows, 0, (size_t)(plane * cb) * sizeof(DK_T));
         for (int64_t k = 0; k < cx->K; k++) {
             DK_TFN(dk_roi_align_rotated) r;
             if (DK_SFN(dk__rar_roi)(cx, k, &r) != n || r.ay.grid <= 0 || r.ax.grid <= 0) continue;
             const DK_T count = DK_TFN(dk_roi_align_count)(&r.ay, &r.ax);
             const DK_S *gk = g + k * gs[0] + c0 * gs[1];
             for (int64_t b0 = 0; b0 < nbins;) {
-                const int64_t b1 = DK_SFN(dk__rar_tabulate)(cx, &r, b0, cx->W, 1, &t);
+                const int64_t b1 = DK_SFN(dk__rar_tabulate)(cx, &r, b0, &t);
                 if (b1 == b0) { /* one bin with more samples than the table: its samples one by one */
                     const int64_t ph = b0 / cx->PW, pw = b0 % cx->PW;
                     for (int64_t j = 0; j < nc; j++) {
                         const DK_T gc = DK_LOAD(gk[j * gs[1] + ph * gs[2] + pw * gs[3]]) / count;
-                        DK_T *a = acc + j * plane;
+                        DK_T *a = t.rows + j;
                         for (int64_t iy = 0; iy < r.ay.grid; ++iy)
                             for (int64_t ix = 0; ix < r.ax.grid; ++ix) {
                                 DK_T sy, sx;
                                 DK_TFN(dk_roi_align_rotated_sample)(&r, ph, pw, iy, ix, &sy, &sx);
                                 DK_TFN(dk_roi_align_bilinear) q;
                                 if (!DK_TFN(dk_roi_align_bilinear_init)(sy, sx, cx->H, cx->W, &q)) continue;
-                                a[q.y_low * cx->W + q.x_low] += gc * q.w1;
-                                a[q.y_low * cx->W + q.x_high] += gc * q.w2;
-                                a[q.y_high * cx->W + q.x_low] += gc * q.w3;
-                                a[q.y_high * cx->W + q.x_high] += gc * q.w4;
+                                a[(q.y_low * cx->W + q.x_low) * cb] += gc * q.w1;
+                                a[(q.y_low * cx->W + q.x_high) * cb] += gc * q.w2;
+                                a[(q.y_high * cx->W + q.x_low) * cb] += gc * q.w3;
+                                a[(q.y_high * cx->W + q.x_high) * cb] += gc * q.w4;
                             }
                     }
                     b0++;
                     continue;
                 }
-                int64_t j = 0;
-                for (; j + 4 <= nc; j += 4) { /* four channels per table entry read */
-                    DK_T *a0 = acc + j * plane, *a1 = a0 + plane, *a2 = a1 + plane, *a3 = a2 + plane;
-                    const int64_t *o = t.off;
-                    const DK_T *w = t.w;
-                    for (int64_t b = b0; b < b1; b++) {
-                        const DK_S *gb = gk + j * gs[1] + b / cx->PW * gs[2] + b % cx->PW * gs[3];
-                        const DK_T g0 = DK_LOAD(gb[0]) / count, g1 = DK_LOAD(gb[gs[1]]) / count;
-                        const DK_T g2 = DK_LOAD(gb[2 * gs[1]]) / count, g3 = DK_LOAD(gb[3 * gs[1]]) / count;
-                        for (int64_t i = 0, m = t.n[b - b0]; i < m; i++, o += 4, w += 4) {
-                            /* in locals: the stores below may not alias them (all are DK_T) */
-                            const int64_t o0 = o[0], o1 = o[1], o2 = o[2], o3 = o[3];
-                            const DK_T w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3];
-                            a0[o0] += g0 * w0, a0[o1] += g0 * w1, a0[o2] += g0 * w2, a0[o3] += g0 * w3;
-                            a1[o0] += g1 * w0, a1[o1] += g1 * w1, a1[o2] += g1 * w2, a1[o3] += g1 * w3;
-                            a2[o0] += g2 * w0, a2[o1] += g2 * w1, a2[o2] += g2 * w2, a2[o3] += g2 * w3;
-                            a3[o0] += g3 * w0, a3[o1] += g3 * w1, a3[o2] += g3 * w2, a3[o3] += g3 * w3;
-                        }
-                    }
+                /* the run's gradients of the task's channels, divided by count, a row per bin */
+                DK_SFN(dk__rar_bin_offsets)(cx, b0, b1, gs[2], gs[3], bo);
+                for (int64_t b = 0; b < b1 - b0; b++) {
+                    DK_T *gr = t.grad + b * cb;
+                    const DK_S *gj = gk + bo[b];
+                    for (int64_t j = 0; j < nc; j++, gj += gs[1]) gr[j] = DK_LOAD(*gj);
+                    for (int64_t j = 0; j < nc; j++) gr[j] /= count; /* a pass of its own: vectors */
                 }
-                for (; j < nc; j++) {
-                    DK_T *a = acc + j * plane;
-                    const int64_t *o = t.off;
-                    const DK_T *w = t.w;
-                    for (int64_t b = b0; b < b1; b++) {
-                        const DK_T gc = DK_LOAD(gk[j * gs[1] + b / cx->PW * gs[2] + b % cx->PW * gs[3]]) / count;
-                        for (int64_t i = 0, m = t.n[b - b0]; i < m; i++, o += 4, w += 4)
-                            for (int q = 0; q < 4; q++) a[o[q]] += gc * w[q];
-                    }
-                }
+#if DK__RAR_AVX2
+                if (cx->avx2) DK_SFN(dk__rar_backward_run_avx2)(t.rows, nc, &t, b1 - b0, t.grad, cb);
+                else
+#endif
+                    DK_SFN(dk__rar_backward_run)(t.rows, nc, &t, b1 - b0, t.grad, cb);
                 b0 = b1;
             }
         }
-        for (int64_t j = 0; j < nc; j++) {
-            DK_S *xc = x + n * xs[0] + (c0 + j) * xs[1];
-            const DK_T *a = acc + j * plane;
-            for (int64_t h = 0; h < cx->H; h++)
-                for (int64_t w = 0; w < cx->W; w++) xc[h * xs[2] + w * xs[3]] = DK_STORE(a[h * cx->W + w]);
-        }
+        DK_SFN(dk__rar_put_rows)(cx, t.rows, nc, x + n * xs[0] + c0 * xs[1], xs);
     }
 }
 
