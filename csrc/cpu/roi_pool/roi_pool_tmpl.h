@@ -107,42 +107,58 @@ static void DK_SFN(dk__rp_forward_blocks_worker)(void *p, int tid)
     int32_t *arg32 = cx->arg && !cx->arg64 ? (int32_t *)cx->arg : NULL;
     DK_T *buf = (DK_T *)cx->block + (size_t)tid * (size_t)(H * W * B);
     const int64_t blocks = (cx->C + B - 1) / B;
-    const int64_t *first = cx->image_rois, *list = cx->image_rois + cx->N + 1;
+    const int64_t *first = cx->image_rois, *list = cx->image_rois + cx->N + 1, P = cx->PH * cx->PW;
+    DK_T m[DK__RP_TILE * DK__RP_BLOCK];
+    int32_t a[DK__RP_TILE * DK__RP_BLOCK]; /* plane indices: H W < 2^31 on this path */
+    /* float32 storage with AVX2: the copy and the stores in 8 x 8 transposes */
+    const bool fast32 = DK_DTYPE == DK_FLOAT32 && cx->avx2;
     for (int64_t t; (t = dk_parallel_claim(&cx->counter)) < cx->N * blocks;) {
         const int64_t n = t / blocks, c0 = t % blocks * B, nb = cx->C - c0 < B ? cx->C - c0 : B;
         if (first[n] == first[n + 1]) continue; /* no RoI on this image */
-        /* the copy: lanes past the last channel read 0, and are never stored */
-        for (int64_t c = 0; c < B; c++) {
-            const DK_S *plane = x + n * xs[0] + (c0 + c) * xs[1];
-            for (int64_t h = 0; h < H; h++) {
-                DK_T *row = buf + h * W * B + c;
-                if (c >= nb)
-                    for (int64_t w = 0; w < W; w++) row[w * B] = (DK_T)0;
-                else if (xs[3] == 1)
-                    for (int64_t w = 0; w < W; w++) row[w * B] = DK_LOAD(plane[h * xs[2] + w]);
-                else
-                    for (int64_t w = 0; w < W; w++) row[w * B] = DK_LOAD(plane[h * xs[2] + w * xs[3]]);
+                                                /* the copy: lanes past the last channel read 0, and are never stored */
+#if DK__RP_AVX2
+        if (fast32 && nb == B && xs[3] == 1) {
+            const float *planes[DK__RP_BLOCK];
+            for (int64_t c = 0; c < B; c++) planes[c] = (const float *)(x + n * xs[0] + (c0 + c) * xs[1]);
+            dk__rp_block_copy_f32_avx2(planes, xs[2], H, W, (float *)buf);
+        } else
+#endif
+            for (int64_t c = 0; c < B; c++) {
+                const DK_S *plane = x + n * xs[0] + (c0 + c) * xs[1];
+                for (int64_t h = 0; h < H; h++) {
+                    DK_T *row = buf + h * W * B + c;
+                    if (c >= nb)
+                        for (int64_t w = 0; w < W; w++) row[w * B] = (DK_T)0;
+                    else if (xs[3] == 1)
+                        for (int64_t w = 0; w < W; w++) row[w * B] = DK_LOAD(plane[h * xs[2] + w]);
+                    else
+                        for (int64_t w = 0; w < W; w++) row[w * B] = DK_LOAD(plane[h * xs[2] + w * xs[3]]);
+                }
             }
-        }
         for (int64_t i = first[n]; i < first[n + 1]; i++) {
             const int64_t k = list[i];
-            for (int64_t ph = 0; ph < cx->PH; ph++)
-                for (int64_t pw = 0; pw < cx->PW; pw++) {
-                    const int64_t *e = cx->bin_table + (k * cx->PH * cx->PW + ph * cx->PW + pw) * 4;
-                    const bool some = e[0] >= 0;
-                    const int64_t h0 = some ? e[0] : 0, h1 = some ? e[1] : 0, w0 = some ? e[2] : 0,
-                                  w1 = some ? e[3] : 0;
-                    DK_T m[DK__RP_BLOCK];
-                    int32_t a[DK__RP_BLOCK]; /* plane indices: H W < 2^31 on this path */
-                    DK_TFN(dk__rp_block_bin_on)(cx, buf, W, h0, h1, w0, w1, DK_TFN(dk_roi_pool_start)(some), m, a);
-                    DK_S *yo = y + k * ys[0] + c0 * ys[1] + ph * ys[2] + pw * ys[3];
-                    for (int64_t c = 0; c < nb; c++) yo[c * ys[1]] = DK_STORE(m[c]);
-                    const int64_t ao = k * as[0] + c0 * as[1] + ph * as[2] + pw * as[3];
-                    if (arg64)
-                        for (int64_t c = 0; c < nb; c++) arg64[ao + c * as[1]] = a[c];
-                    else if (arg32)
-                        for (int64_t c = 0; c < nb; c++) arg32[ao + c * as[1]] = a[c];
+            for (int64_t b0 = 0; b0 < P; b0 += DK__RP_TILE) {
+                const int64_t nbins = P - b0 < DK__RP_TILE ? P - b0 : DK__RP_TILE;
+                DK_TFN(dk__rp_block_tile_on)(cx, buf, W, cx->bin_table + (k * P + b0) * 4, nbins, m, a,
+                                             cx->arg != NULL);
+                DK_S *yk = y + k * ys[0] + c0 * ys[1];
+#if DK__RP_AVX2
+                if (fast32 && nb == B && dk__rp_runs(ys, cx->PW, P)) dk__rp_tile_store32_avx2(yk, P, b0, m, nbins);
+                else
+#endif
+                    DK__RP_TILE_STORE(yk, ys, m, DK_STORE, cx->PW, P, b0, nbins, nb);
+                if (arg64) {
+                    DK__RP_TILE_STORE(arg64 + k * as[0] + c0 * as[1], as, a, (int64_t), cx->PW, P, b0, nbins, nb);
+                } else if (arg32) {
+                    int32_t *ak = arg32 + k * as[0] + c0 * as[1];
+#if DK__RP_AVX2
+                    if (cx->avx2 && nb == B && dk__rp_runs(as, cx->PW, P))
+                        dk__rp_tile_store32_avx2(ak, P, b0, a, nbins);
+                    else
+#endif
+                        DK__RP_TILE_STORE(ak, as, a, , cx->PW, P, b0, nbins, nb);
                 }
+            }
         }
     }
 }
