@@ -252,20 +252,39 @@ static void DK_SFN(dk__rp_backward_worker)(void *p, int tid)
     dk__rp_strides(gi, xs), dk__rp_strides(go, gs);
     int64_t as[4];
     dk__rp_strides(am, as);
-    const int64_t plane = cx->H * cx->W, W = cx->W;
+    const int64_t plane = cx->H * cx->W, W = cx->W, P = cx->PH * cx->PW;
     /* rows of whole width (NCHW or NHWC): a plane index is an element offset, no division */
     const bool rows = xs[2] == W * xs[3];
+    /* the usual layouts (NCHW grad_input, [K, C, PH, PW] int32 argmax and grad_output): planes
+     * zeroed as runs, and each RoI's block read as one run, an index a plane offset */
+    const bool runs = rows && xs[3] == 1 && !cx->arg64 && dk__rp_runs(as, cx->PW, P) && dk__rp_runs(gs, cx->PW, P);
     const int64_t blocks = (cx->C + DK__RP_CHANNELS - 1) / DK__RP_CHANNELS;
     for (int64_t t; (t = dk_parallel_claim(&cx->counter)) < blocks;) {
         const int64_t c0 = t * DK__RP_CHANNELS, c1 = c0 + DK__RP_CHANNELS < cx->C ? c0 + DK__RP_CHANNELS : cx->C;
         for (int64_t n = 0; n < cx->N; n++)
             for (int64_t c = c0; c < c1; c++)
-                for (int64_t h = 0; h < cx->H; h++)
-                    for (int64_t w = 0; w < W; w++)
-                        x[n * xs[0] + c * xs[1] + h * xs[2] + w * xs[3]] = DK_STORE((DK_T)0);
+                if (runs) memset(x + n * xs[0] + c * xs[1], 0, (size_t)plane * sizeof(DK_S)); /* 0.0 in every type */
+                else
+                    for (int64_t h = 0; h < cx->H; h++)
+                        for (int64_t w = 0; w < W; w++)
+                            x[n * xs[0] + c * xs[1] + h * xs[2] + w * xs[3]] = DK_STORE((DK_T)0);
         for (int64_t k = 0; k < cx->K; k++) {
             const int64_t n = dk__rp_batch((double)DK_SFN(dk__rp_roi_value)(cx->rois, k, 0), cx->N);
             if (n < 0) continue;
+            if (runs) {
+                const int32_t *ar = (const int32_t *)cx->arg + k * as[0] + c0 * as[1];
+                const DK_S *gr = g + k * gs[0] + c0 * gs[1];
+                for (int64_t c = c0; c < c1; c++, ar += P, gr += P) {
+                    DK_S *img = x + n * xs[0] + c * xs[1];
+#pragma GCC unroll 4
+                    for (int64_t j = 0; j < P; j++) {
+                        const int64_t a = ar[j];
+                        /* -1 (nothing was pooled: ops/roi_pool.c), or any index off the plane, wraps high */
+                        if ((uint64_t)a < (uint64_t)plane) img[a] = DK_STORE(DK_LOAD(img[a]) + DK_LOAD(gr[j]));
+                    }
+                }
+                continue;
+            }
             for (int64_t c = c0; c < c1; c++) {
                 DK_S *img = x + n * xs[0] + c * xs[1];
                 const int64_t ab = k * as[0] + c * as[1], gb = k * gs[0] + c * gs[1];
