@@ -160,25 +160,19 @@ static inline void dk__rp_block_bin_f64(const double *buf, int64_t W, int64_t h0
  */
 #define DK__RP_TILE 64
 
-static inline void dk__rp_block_tile_f32(const float *buf, int64_t W, const int64_t *e, int64_t nbins, float *m,
-                                         int32_t *a)
-{
-    for (int64_t b = 0; b < nbins; b++, e += 4) {
-        const bool some = e[0] >= 0;
-        dk__rp_block_bin_f32(buf, W, some ? e[0] : 0, some ? e[1] : 0, some ? e[2] : 0, some ? e[3] : 0,
-                             dk_roi_pool_start_f32(some), m + b * DK__RP_BLOCK, a + b * DK__RP_BLOCK);
+/* dk__rp_block_tile_f32 and _f64: the bins of a tile in order, each by dk__rp_block_bin_*. */
+#define DK__RP_BLOCK_TILE(SUF, T)                                                                              \
+    static inline void dk__rp_block_tile_##SUF(const T *buf, int64_t W, const int64_t *e, int64_t nbins, T *m, \
+                                               int32_t *a)                                                     \
+    {                                                                                                          \
+        for (int64_t b = 0; b < nbins; b++, e += 4) {                                                          \
+            const bool some = e[0] >= 0;                                                                       \
+            dk__rp_block_bin_##SUF(buf, W, some ? e[0] : 0, some ? e[1] : 0, some ? e[2] : 0, some ? e[3] : 0, \
+                                   dk_roi_pool_start_##SUF(some), m + b * DK__RP_BLOCK, a + b * DK__RP_BLOCK); \
+        }                                                                                                      \
     }
-}
-
-static inline void dk__rp_block_tile_f64(const double *buf, int64_t W, const int64_t *e, int64_t nbins, double *m,
-                                         int32_t *a)
-{
-    for (int64_t b = 0; b < nbins; b++, e += 4) {
-        const bool some = e[0] >= 0;
-        dk__rp_block_bin_f64(buf, W, some ? e[0] : 0, some ? e[1] : 0, some ? e[2] : 0, some ? e[3] : 0,
-                             dk_roi_pool_start_f64(some), m + b * DK__RP_BLOCK, a + b * DK__RP_BLOCK);
-    }
-}
+DK__RP_BLOCK_TILE(f32, float)
+DK__RP_BLOCK_TILE(f64, double)
 
 /* A tile's results (Note [RoIPool tiles]), t [bin][channel] for bins b0 .. b0 + nbins of one RoI
  * and its channels c0 .. c0 + nb, to the output or argmax at `dst` (element (k, c0, 0, 0)), strides
