@@ -64,7 +64,7 @@ typedef struct {
     const dk_tensor *img, *bins, *rois, *argmax; /* input or grad_input; output or grad_output */
     void *arg;                                   /* argmax's data, or NULL (the forward's inference) */
     bool arg64;                                  /* argmax is int64 (else int32) */
-    bool avx2;                                   /* channels-last forward: dk__rp_block_bin_f32_avx2 */
+    bool avx2;                                   /* channels-last forward: the AVX2 tiles (Note [RoIPool tiles]) */
     void *block;                                 /* channels-last forward: a block buffer per thread */
     int64_t N, C, H, W, K, PH, PW;
     double scale;
