@@ -126,19 +126,21 @@ static void assert_same_indices(const dkk_tensor *a, const dkk_tensor *b, const 
 /* Note [RoIPool on a CPU]: every case runs with the forward's two layouts and its cost model (the
  * channels-last one with and without AVX2), with an int64 argmax, an int32 one and none; all must
  * give the reference's values and argmax. */
-static void check_case_c(dk_dtype dt, int geometry, double scale, int PH, int PW, bool nhwc, int64_t C, dkk_rng *r)
+static void check_case_g(dk_dtype dt, int geometry, double scale, int PH, int PW, bool nhwc, int64_t C, bool packed,
+                         dkk_rng *r)
 {
     char what[200];
     snprintf(what, sizeof what, "%s geometry %d scale %g %dx%d %s C=%lld", dk_dtype_name(dt), geometry, scale, PH, PW,
              nhwc ? "NHWC" : "NCHW", (long long)C);
     const int64_t N = 2, H = 11, W = 13, K = 27;
-    dkk_tensor *x = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, nhwc ? (int[]){0, 2, 3, 1} : NULL, 1);
+    const int64_t gap = packed ? 0 : 1; /* packed: every tensor gapless, the kernels' runs (Note [RoIPool tiles]) */
+    dkk_tensor *x = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, nhwc ? (int[]){0, 2, 3, 1} : NULL, gap);
     dkk_fill_uniform(x, r, -5, 5);
     dkk_set(x, (int64_t[]){0, 1, 3, 3}, NAN);
     dkk_set(x, (int64_t[]){1, 0, 5, 5}, INFINITY);
     dkk_set(x, (int64_t[]){1, 2, 0, 0}, -INFINITY);
     dkk_tensor *rois = make_rois(dt, r, K, N, W / scale);
-    dkk_tensor *out = dkk_new(dt, 4, (int64_t[]){K, C, PH, PW}, NULL, 2);
+    dkk_tensor *out = dkk_new(dt, 4, (int64_t[]){K, C, PH, PW}, NULL, 2 * gap);
     dkk_tensor *arg = dkk_new(DK_INT64, 4, (int64_t[]){K, C, PH, PW}, (int[]){3, 2, 1, 0}, 0);
     dkk_tensor *arg32 = dkk_new(DK_INT32, 4, (int64_t[]){K, C, PH, PW}, NULL, 0);
     ref_result want = ref_forward(x, rois, PH, PW, scale, geometry);
@@ -164,10 +166,10 @@ static void check_case_c(dk_dtype dt, int geometry, double scale, int PH, int PW
     /* backward: the gradient of each bin at its argmax, summed in (k, ph, pw) order */
     dkk_tensor *go = dkk_new(dt, 4, (int64_t[]){K, C, PH, PW}, NULL, 0);
     dkk_fill_uniform(go, r, -1, 1);
-    dkk_tensor *gi = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, nhwc ? (int[]){0, 2, 3, 1} : NULL, 3);
+    dkk_tensor *gi = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, nhwc ? (int[]){0, 2, 3, 1} : NULL, 3 * gap);
     dkk_fill_uniform(gi, r, 7, 8); /* overwritten */
     assert_ok(dk_roi_pool_backward(&go->t, &rois->t, &arg->t, &gi->t));
-    dkk_tensor *gi32 = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, NULL, 3);
+    dkk_tensor *gi32 = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, NULL, 3 * gap);
     assert_ok(dk_roi_pool_backward(&go->t, &rois->t, &arg32->t, &gi32->t));
     dkk_tensor *gw = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, NULL, 0);
     for (int64_t c = 0; c < C; c++)
@@ -183,6 +185,11 @@ static void check_case_c(dk_dtype dt, int geometry, double scale, int PH, int PW
     dkk_assert_identical(gi32, gw, what);
     dkk_free(x), dkk_free(rois), dkk_free(out), dkk_free(arg), dkk_free(arg32), dkk_free(want.out), dkk_free(want.arg);
     dkk_free(go), dkk_free(gi), dkk_free(gi32), dkk_free(gw);
+}
+
+static void check_case_c(dk_dtype dt, int geometry, double scale, int PH, int PW, bool nhwc, int64_t C, dkk_rng *r)
+{
+    check_case_g(dt, geometry, scale, PH, PW, nhwc, C, false, r);
 }
 
 static void check_case(dk_dtype dt, int geometry, double scale, int PH, int PW, bool nhwc, dkk_rng *r)
@@ -203,6 +210,21 @@ static void both_geometries_every_dtype(void **state)
             /* a whole block of channels and a part of one (DK__RP_BLOCK is 16) */
             check_case_c(DTYPES[d], geo, 0.5, 3, 3, false, 35, &r);
             check_case_c(DTYPES[d], geo, 1.0, 2, 3, true, 16, &r);
+        }
+}
+
+/* Note [RoIPool tiles]: gapless tensors take the runs (the transposed tile stores, the AVX2 copy
+ * and stores for float32, the backward's runs); 9 x 8 bins are two tiles (64 + 8), 35 channels
+ * two whole blocks and part of one, 7 x 7 one tile with a tail past its 8-bin groups. */
+static void packed_tensors_take_the_runs(void **state)
+{
+    (void)state;
+    dkk_rng r = {0x9003};
+    for (size_t d = 0; d < DK_COUNTOF(DTYPES); d++)
+        for (int geo = 0; geo < 2; geo++) {
+            check_case_g(DTYPES[d], geo, 0.5, 9, 8, false, 35, true, &r);
+            check_case_g(DTYPES[d], geo, 0.25, 7, 7, false, 32, true, &r);
+            check_case_g(DTYPES[d], geo, 1.0, 2, 3, true, 16, true, &r);
         }
 }
 
@@ -628,6 +650,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(both_geometries_every_dtype),
+        cmocka_unit_test(packed_tensors_take_the_runs),
         cmocka_unit_test(same_bits_for_any_thread_count),
         cmocka_unit_test(mmcv_published_vectors),
         cmocka_unit_test(ps_roi_pool_every_dtype),

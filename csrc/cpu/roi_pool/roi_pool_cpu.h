@@ -6,9 +6,10 @@
  * Forward, two ways to walk the same bins (roi_pool.layout, a tunable: Note [Tunables]):
  *  - channels-last blocks (the usual one): a task per (image, block of DK__RP_BLOCK channels)
  *    first copies that block of the image into a per-thread [H][W][DK__RP_BLOCK] buffer in the
- *    compute type (one 64-byte line per pixel for float), then serves every RoI of the image:
- *    each bin's pixels are visited once and each visit takes the maximum of all the block's
- *    channels in one contiguous loop the compiler vectorises (dk_roi_pool_wins as a select). In
+ *    compute type (one 64-byte line per pixel for float), then serves every RoI of the image,
+ *    a tile of its bins at a time (Note [RoIPool tiles]): each bin's pixels are visited once and
+ *    each visit takes the maximum of all the block's channels in one vector operation
+ *    (dk_roi_pool_wins as a select). In
  *    NCHW a channel's bin is a few scattered pixels on its own plane, and torchvision walks it
  *    one channel at a time, a compare and a branch per pixel: here the copy costs a pass over
  *    the image block, and the pooling a vector operation per pixel and block of channels.
@@ -25,7 +26,10 @@
  * grad_input, so the threads never meet, and each element receives its additions in torchvision's
  * CPU order, whatever the thread count: the same bits. A block (not a channel) per task, because a
  * RoI's argmax and gradients for a block of channels are one contiguous run, where a channel's are
- * 49 elements every C x 49 (a page apart, for every RoI).
+ * 49 elements every C x 49 (a page apart, for every RoI). In the usual layouts (NCHW grad_input,
+ * [K, C, PH, PW] int32 argmax and grad_output: what autograd passes) the planes are zeroed with
+ * memset and each RoI's block read as two runs, an index a plane offset (57M instructions per
+ * backward of bench_roi_pool.py's case, from 105M).
  *
  * Note [Position-sensitive RoIPool on a CPU]
  * ps_roi_pool's output channel c at bin (ph, pw) reads input channel (c PH + ph) PW + pw: every
@@ -111,7 +115,7 @@ typedef struct {
     const dk_tensor *img, *bins, *rois, *argmax; /* input or grad_input; output or grad_output */
     void *arg;                                   /* argmax's data, or NULL (the forward's inference) */
     bool arg64;                                  /* argmax is int64 (else int32) */
-    bool avx2;                                   /* channels-last forward: dk__rp_block_bin_f32_avx2 */
+    bool avx2;                                   /* channels-last forward: the AVX2 tiles (Note [RoIPool tiles]) */
     void *block;                                 /* channels-last forward: a block buffer per thread */
     int64_t N, C, H, W, K, PH, PW;
     double scale;
@@ -164,10 +168,10 @@ static inline void dk__rp_block_bin_f32(const float *buf, int64_t W, int64_t h0,
     dk__rp_v4_i32 av[DK__RP_BLOCK / 4];
     for (int j = 0; j < DK__RP_BLOCK / 4; j++)
         mv[j] = (dk_v4_f32){start, start, start, start}, av[j] = (dk__rp_v4_i32){-1, -1, -1, -1};
-    for (int64_t h = h0; h < h1; h++)
-        for (int64_t w = w0; w < w1; w++) {
-            const float *px = buf + (h * W + w) * DK__RP_BLOCK;
-            const int32_t i = (int32_t)(h * W + w);
+    for (int64_t h = h0; h < h1; h++) {
+        const float *px = buf + (h * W + w0) * DK__RP_BLOCK;
+        int32_t i = (int32_t)(h * W + w0);
+        for (int64_t w = w0; w < w1; w++, px += DK__RP_BLOCK, i++) {
             const dk__rp_v4_i32 at = {i, i, i, i};
             for (int j = 0; j < DK__RP_BLOCK / 4; j++) {
                 dk_v4_f32 v;
@@ -177,42 +181,9 @@ static inline void dk__rp_block_bin_f32(const float *buf, int64_t W, int64_t h0,
                 mv[j] = (dk_v4_f32)(((dk__rp_v4_i32)v & win) | ((dk__rp_v4_i32)mv[j] & ~win));
             }
         }
+    }
     for (int j = 0; j < DK__RP_BLOCK / 4; j++) dk_st4_f32(m + 4 * j, &mv[j]), memcpy(a + 4 * j, &av[j], sizeof av[j]);
 }
-
-/* The same with 8-lane vectors, two per pixel, for CPUs with AVX2 (Note [AVX2 spans] in
- * box_iou_cpu.h: the same comparisons and selections, so the same results; roi_pool.isa picks). */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define DK__RP_AVX2 1
-typedef float dk__rp_v8_f32 __attribute__((vector_size(32)));
-typedef int32_t dk__rp_v8_i32 __attribute__((vector_size(32)));
-
-__attribute__((target("avx2"))) static void dk__rp_block_bin_f32_avx2(const float *buf, int64_t W, int64_t h0,
-                                                                      int64_t h1, int64_t w0, int64_t w1, float start,
-                                                                      float *m, int32_t *a)
-{
-    dk__rp_v8_f32 mv[DK__RP_BLOCK / 8];
-    dk__rp_v8_i32 av[DK__RP_BLOCK / 8];
-    for (int j = 0; j < DK__RP_BLOCK / 8; j++)
-        for (int l = 0; l < 8; l++) mv[j][l] = start, av[j][l] = -1;
-    for (int64_t h = h0; h < h1; h++)
-        for (int64_t w = w0; w < w1; w++) {
-            const float *px = buf + (h * W + w) * DK__RP_BLOCK;
-            const int32_t i = (int32_t)(h * W + w);
-            const dk__rp_v8_i32 at = {i, i, i, i, i, i, i, i};
-            for (int j = 0; j < DK__RP_BLOCK / 8; j++) {
-                dk__rp_v8_f32 v;
-                memcpy(&v, px + 8 * j, sizeof v);
-                const dk__rp_v8_i32 win = (dk__rp_v8_i32)(v > mv[j]); /* -1 where v wins */
-                av[j] = (at & win) | (av[j] & ~win);
-                mv[j] = (dk__rp_v8_f32)(((dk__rp_v8_i32)v & win) | ((dk__rp_v8_i32)mv[j] & ~win));
-            }
-        }
-    memcpy(m, mv, sizeof mv), memcpy(a, av, sizeof av);
-}
-#else
-#define DK__RP_AVX2 0
-#endif
 
 static inline void dk__rp_block_bin_f64(const double *buf, int64_t W, int64_t h0, int64_t h1, int64_t w0, int64_t w1,
                                         double start, double *m, int32_t *a)
@@ -226,23 +197,193 @@ static inline void dk__rp_block_bin_f64(const double *buf, int64_t W, int64_t h0
         }
 }
 
-/* dk__rp_block_bin_*, the AVX2 one where the call chose it. */
-static inline void dk__rp_block_bin_on_f32(const dk__rp_ctx *cx, const float *buf, int64_t W, int64_t h0, int64_t h1,
-                                           int64_t w0, int64_t w1, float start, float *m, int32_t *a)
+/*
+ * Note [RoIPool tiles]
+ * The channels-last forward pools a RoI's bins for its block of channels as one tile: up to
+ * DK__RP_TILE bins (all 49 of 7 x 7) x DK__RP_BLOCK channels, bin by bin into a small buffer,
+ * [bin][channel], with no call or table walk between bins (one function per tile, the bin loop
+ * inside it, where the CPU overlaps one bin's chain of comparisons with the next's). The tile
+ * then goes to the output transposed, [channel][bin]: in the usual [K, C, PH, PW] layout the
+ * block's outputs (and argmax) of one RoI are one contiguous run of DK__RP_BLOCK x PH PW
+ * elements, so the stores are sequential, where storing each bin's channels at once writes 16
+ * elements PH PW apart, 16 lines per bin (before tiles, those stores and a call per bin took most
+ * of the forward's instructions).
+ * With AVX2 and float32, the transposes (and the channels-last copy) go 8 x 8 lanes at a time,
+ * and inference's tile, with no argmax to find, keeps the maxima alone. On bench_roi_pool.py's
+ * case (callgrind, one thread) a forward with an int32 argmax took 205M instructions before the
+ * tiles, 74M after; inference 43M.
+ * e: the tile's bins from the bin table (h0, h1, w0, w1 each; h0 = -1 empty), m and a: nbins x
+ * DK__RP_BLOCK. The same bins, pixels in the same order, the same comparison: the same results.
+ */
+#define DK__RP_TILE 64
+
+/* dk__rp_block_tile_f32 and _f64: the bins of a tile in order, each by dk__rp_block_bin_*. */
+#define DK__RP_BLOCK_TILE(SUF, T)                                                                              \
+    static inline void dk__rp_block_tile_##SUF(const T *buf, int64_t W, const int64_t *e, int64_t nbins, T *m, \
+                                               int32_t *a)                                                     \
+    {                                                                                                          \
+        for (int64_t b = 0; b < nbins; b++, e += 4) {                                                          \
+            const bool some = e[0] >= 0;                                                                       \
+            dk__rp_block_bin_##SUF(buf, W, some ? e[0] : 0, some ? e[1] : 0, some ? e[2] : 0, some ? e[3] : 0, \
+                                   dk_roi_pool_start_##SUF(some), m + b * DK__RP_BLOCK, a + b * DK__RP_BLOCK); \
+        }                                                                                                      \
+    }
+DK__RP_BLOCK_TILE(f32, float)
+DK__RP_BLOCK_TILE(f64, double)
+
+/* A tile's results (Note [RoIPool tiles]), t [bin][channel] for bins b0 .. b0 + nbins of one RoI
+ * and its channels c0 .. c0 + nb, to the output or argmax at `dst` (element (k, c0, 0, 0)), strides
+ * ds, each through CONV: [channel][bin] as one run where the RoI's [C, PH, PW] is contiguous (P =
+ * PH PW), else element by element. A macro: the same walk for the output of every storage type
+ * and for argmax of either width. */
+static inline bool dk__rp_runs(const int64_t ds[4], int64_t PW, int64_t P)
+{
+    return ds[3] == 1 && ds[2] == PW && ds[1] == P;
+}
+#define DK__RP_TILE_STORE(dst, ds, t, CONV, PW, P, b0, nbins, nb)                                                   \
+    do {                                                                                                            \
+        if (dk__rp_runs((ds), (PW), (P))) {                                                                         \
+            for (int64_t c_ = 0; c_ < (nb); c_++)                                                                   \
+                for (int64_t b_ = 0; b_ < (nbins); b_++)                                                            \
+                    (dst)[c_ * (P) + (b0) + b_] = CONV((t)[b_ * DK__RP_BLOCK + c_]);                                \
+        } else {                                                                                                    \
+            for (int64_t b_ = 0; b_ < (nbins); b_++) {                                                              \
+                const int64_t o_ = ((b0) + b_) / (PW) * (ds)[2] + ((b0) + b_) % (PW) * (ds)[3];                     \
+                for (int64_t c_ = 0; c_ < (nb); c_++) (dst)[o_ + c_ * (ds)[1]] = CONV((t)[b_ * DK__RP_BLOCK + c_]); \
+            }                                                                                                       \
+        }                                                                                                           \
+    } while (0)
+
+/* The float tile with 8-lane vectors, two per pixel, for CPUs with AVX2 (Note [AVX2 spans] in
+ * box_iou_cpu.h; roi_pool.isa picks). A pixel's value v takes a channel's maximum m where v > m
+ * (ordered: NaN never does), which is what maxps(v, m) returns (v > m ? v : m), and its index
+ * where the same comparison holds: the same selections as the baseline, so the same results. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define DK__RP_AVX2 1
+#include <immintrin.h>
+
+/* The tile's body: `arg` a constant in each caller, so inference's (no argmax) keeps the maxima
+ * alone, two loads and two maxps a pixel. */
+__attribute__((target("avx2"), always_inline)) static inline void
+dk__rp_block_tile_f32_avx2_body(const float *buf, int64_t W, const int64_t *e, int64_t nbins, float *m, int32_t *a,
+                                bool arg)
+{
+    for (int64_t b = 0; b < nbins; b++, e += 4) {
+        const bool some = e[0] >= 0;
+        __m256 m0 = _mm256_set1_ps(dk_roi_pool_start_f32(some)), m1 = m0;
+        __m256i a0 = _mm256_set1_epi32(-1), a1 = a0;
+        const int64_t h1 = some ? e[1] : 0, w0 = some ? e[2] : 0, w1 = some ? e[3] : 0;
+        for (int64_t h = some ? e[0] : 0; h < h1; h++) {
+            const float *px = buf + (h * W + w0) * DK__RP_BLOCK;
+            int32_t i = (int32_t)(h * W + w0);
+            for (int64_t w = w0; w < w1; w++, px += DK__RP_BLOCK, i++) {
+                const __m256 v0 = _mm256_loadu_ps(px), v1 = _mm256_loadu_ps(px + 8);
+                if (arg) {
+                    const __m256 at = _mm256_castsi256_ps(_mm256_set1_epi32(i));
+                    const __m256 win0 = _mm256_cmp_ps(v0, m0, _CMP_GT_OQ), win1 = _mm256_cmp_ps(v1, m1, _CMP_GT_OQ);
+                    a0 = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(a0), at, win0));
+                    a1 = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(a1), at, win1));
+                }
+                m0 = _mm256_max_ps(v0, m0), m1 = _mm256_max_ps(v1, m1);
+            }
+        }
+        _mm256_storeu_ps(m + b * DK__RP_BLOCK, m0), _mm256_storeu_ps(m + b * DK__RP_BLOCK + 8, m1);
+        if (arg) {
+            _mm256_storeu_si256((__m256i *)(a + b * DK__RP_BLOCK), a0);
+            _mm256_storeu_si256((__m256i *)(a + b * DK__RP_BLOCK + 8), a1);
+        }
+    }
+}
+
+/* a NULL: the maxima alone (inference), a left as it was. */
+__attribute__((target("avx2"))) static void dk__rp_block_tile_f32_avx2(const float *buf, int64_t W, const int64_t *e,
+                                                                       int64_t nbins, float *m, int32_t *a)
+{
+    if (a) dk__rp_block_tile_f32_avx2_body(buf, W, e, nbins, m, a, true);
+    else dk__rp_block_tile_f32_avx2_body(buf, W, e, nbins, m, NULL, false);
+}
+
+/* An 8 x 8 block of 32-bit lanes transposed: r[i][j] becomes r[j][i]. */
+__attribute__((target("avx2"), always_inline)) static inline void dk__rp_transpose8_avx2(__m256 r[8])
+{
+    __m256 t[8], u[8];
+    for (int i = 0; i < 4; i++)
+        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]),
+              t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    for (int i = 0; i < 2; i++) {
+        u[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int i = 0; i < 4; i++)
+        r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20), r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+}
+
+/* DK__RP_TILE_STORE's contiguous run for 32-bit elements (float outputs, int32 argmax) and a whole
+ * block, in 8 x 8 transposes: t [bin][channel] (nbins x DK__RP_BLOCK) to dst[c P + b0 + b]. The
+ * same elements, moved, not computed. */
+__attribute__((target("avx2"))) static void dk__rp_tile_store32_avx2(void *dst, int64_t P, int64_t b0, const void *t,
+                                                                     int64_t nbins)
+{
+    char *d = (char *)dst + b0 * 4;
+    const char *s = (const char *)t;
+    int64_t b = 0;
+    for (; b + 8 <= nbins; b += 8)
+        for (int j = 0; j < DK__RP_BLOCK / 8; j++) {
+            __m256 r[8];
+            for (int i = 0; i < 8; i++)
+                r[i] = _mm256_loadu_ps((const float *)(s + ((b + i) * DK__RP_BLOCK + 8 * j) * 4));
+            dk__rp_transpose8_avx2(r);
+            for (int c = 0; c < 8; c++) _mm256_storeu_ps((float *)(d + ((8 * j + c) * P + b) * 4), r[c]);
+        }
+    for (; b < nbins; b++)
+        for (int c = 0; c < DK__RP_BLOCK; c++) memcpy(d + (c * P + b) * 4, s + (b * DK__RP_BLOCK + c) * 4, 4);
+}
+
+/* The copy of a channels-last block from 16 float planes with rows of unit stride: pixels in
+ * runs of 8, each run's 8 x 8 halves transposed (the scalar copy's elements, in place of its
+ * 16-apart stores). planes[c] is channel c's plane, row stride sy; buf [H][W][DK__RP_BLOCK]. */
+__attribute__((target("avx2"))) static void dk__rp_block_copy_f32_avx2(const float *const planes[DK__RP_BLOCK],
+                                                                       int64_t sy, int64_t H, int64_t W, float *buf)
+{
+    for (int64_t h = 0; h < H; h++) {
+        float *row = buf + h * W * DK__RP_BLOCK;
+        int64_t w = 0;
+        for (; w + 8 <= W; w += 8)
+            for (int j = 0; j < DK__RP_BLOCK / 8; j++) {
+                __m256 r[8];
+                for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(planes[8 * j + i] + h * sy + w);
+                dk__rp_transpose8_avx2(r);
+                for (int p = 0; p < 8; p++) _mm256_storeu_ps(row + (w + p) * DK__RP_BLOCK + 8 * j, r[p]);
+            }
+        for (; w < W; w++)
+            for (int c = 0; c < DK__RP_BLOCK; c++) row[w * DK__RP_BLOCK + c] = planes[c][h * sy + w];
+    }
+}
+#else
+#define DK__RP_AVX2 0
+#endif
+
+/* dk__rp_block_tile_*, the AVX2 one where the call chose it; `arg`: whether a is wanted (the
+ * AVX2 one then skips the argmax; the others fill a regardless). */
+static inline void dk__rp_block_tile_on_f32(const dk__rp_ctx *cx, const float *buf, int64_t W, const int64_t *e,
+                                            int64_t nbins, float *m, int32_t *a, bool arg)
 {
 #if DK__RP_AVX2
     if (cx->avx2) {
-        dk__rp_block_bin_f32_avx2(buf, W, h0, h1, w0, w1, start, m, a);
+        dk__rp_block_tile_f32_avx2(buf, W, e, nbins, m, arg ? a : NULL);
         return;
     }
 #endif
-    dk__rp_block_bin_f32(buf, W, h0, h1, w0, w1, start, m, a);
+    (void)arg;
+    dk__rp_block_tile_f32(buf, W, e, nbins, m, a);
 }
-static inline void dk__rp_block_bin_on_f64(const dk__rp_ctx *cx, const double *buf, int64_t W, int64_t h0, int64_t h1,
-                                           int64_t w0, int64_t w1, double start, double *m, int32_t *a)
+static inline void dk__rp_block_tile_on_f64(const dk__rp_ctx *cx, const double *buf, int64_t W, const int64_t *e,
+                                            int64_t nbins, double *m, int32_t *a, bool arg)
 {
-    (void)cx;
-    dk__rp_block_bin_f64(buf, W, h0, h1, w0, w1, start, m, a);
+    (void)cx, (void)arg;
+    dk__rp_block_tile_f64(buf, W, e, nbins, m, a);
 }
 
 /* t's four strides, in elements. */

@@ -107,42 +107,58 @@ static void DK_SFN(dk__rp_forward_blocks_worker)(void *p, int tid)
     int32_t *arg32 = cx->arg && !cx->arg64 ? (int32_t *)cx->arg : NULL;
     DK_T *buf = (DK_T *)cx->block + (size_t)tid * (size_t)(H * W * B);
     const int64_t blocks = (cx->C + B - 1) / B;
-    const int64_t *first = cx->image_rois, *list = cx->image_rois + cx->N + 1;
+    const int64_t *first = cx->image_rois, *list = cx->image_rois + cx->N + 1, P = cx->PH * cx->PW;
+    DK_T m[DK__RP_TILE * DK__RP_BLOCK];
+    int32_t a[DK__RP_TILE * DK__RP_BLOCK]; /* plane indices: H W < 2^31 on this path */
+    /* float32 storage with AVX2: the copy and the stores in 8 x 8 transposes */
+    const bool fast32 = DK_DTYPE == DK_FLOAT32 && cx->avx2;
     for (int64_t t; (t = dk_parallel_claim(&cx->counter)) < cx->N * blocks;) {
         const int64_t n = t / blocks, c0 = t % blocks * B, nb = cx->C - c0 < B ? cx->C - c0 : B;
         if (first[n] == first[n + 1]) continue; /* no RoI on this image */
-        /* the copy: lanes past the last channel read 0, and are never stored */
-        for (int64_t c = 0; c < B; c++) {
-            const DK_S *plane = x + n * xs[0] + (c0 + c) * xs[1];
-            for (int64_t h = 0; h < H; h++) {
-                DK_T *row = buf + h * W * B + c;
-                if (c >= nb)
-                    for (int64_t w = 0; w < W; w++) row[w * B] = (DK_T)0;
-                else if (xs[3] == 1)
-                    for (int64_t w = 0; w < W; w++) row[w * B] = DK_LOAD(plane[h * xs[2] + w]);
-                else
-                    for (int64_t w = 0; w < W; w++) row[w * B] = DK_LOAD(plane[h * xs[2] + w * xs[3]]);
+                                                /* the copy: lanes past the last channel read 0, and are never stored */
+#if DK__RP_AVX2
+        if (fast32 && nb == B && xs[3] == 1) {
+            const float *planes[DK__RP_BLOCK];
+            for (int64_t c = 0; c < B; c++) planes[c] = (const float *)(x + n * xs[0] + (c0 + c) * xs[1]);
+            dk__rp_block_copy_f32_avx2(planes, xs[2], H, W, (float *)buf);
+        } else
+#endif
+            for (int64_t c = 0; c < B; c++) {
+                const DK_S *plane = x + n * xs[0] + (c0 + c) * xs[1];
+                for (int64_t h = 0; h < H; h++) {
+                    DK_T *row = buf + h * W * B + c;
+                    if (c >= nb)
+                        for (int64_t w = 0; w < W; w++) row[w * B] = (DK_T)0;
+                    else if (xs[3] == 1)
+                        for (int64_t w = 0; w < W; w++) row[w * B] = DK_LOAD(plane[h * xs[2] + w]);
+                    else
+                        for (int64_t w = 0; w < W; w++) row[w * B] = DK_LOAD(plane[h * xs[2] + w * xs[3]]);
+                }
             }
-        }
         for (int64_t i = first[n]; i < first[n + 1]; i++) {
             const int64_t k = list[i];
-            for (int64_t ph = 0; ph < cx->PH; ph++)
-                for (int64_t pw = 0; pw < cx->PW; pw++) {
-                    const int64_t *e = cx->bin_table + (k * cx->PH * cx->PW + ph * cx->PW + pw) * 4;
-                    const bool some = e[0] >= 0;
-                    const int64_t h0 = some ? e[0] : 0, h1 = some ? e[1] : 0, w0 = some ? e[2] : 0,
-                                  w1 = some ? e[3] : 0;
-                    DK_T m[DK__RP_BLOCK];
-                    int32_t a[DK__RP_BLOCK]; /* plane indices: H W < 2^31 on this path */
-                    DK_TFN(dk__rp_block_bin_on)(cx, buf, W, h0, h1, w0, w1, DK_TFN(dk_roi_pool_start)(some), m, a);
-                    DK_S *yo = y + k * ys[0] + c0 * ys[1] + ph * ys[2] + pw * ys[3];
-                    for (int64_t c = 0; c < nb; c++) yo[c * ys[1]] = DK_STORE(m[c]);
-                    const int64_t ao = k * as[0] + c0 * as[1] + ph * as[2] + pw * as[3];
-                    if (arg64)
-                        for (int64_t c = 0; c < nb; c++) arg64[ao + c * as[1]] = a[c];
-                    else if (arg32)
-                        for (int64_t c = 0; c < nb; c++) arg32[ao + c * as[1]] = a[c];
+            for (int64_t b0 = 0; b0 < P; b0 += DK__RP_TILE) {
+                const int64_t nbins = P - b0 < DK__RP_TILE ? P - b0 : DK__RP_TILE;
+                DK_TFN(dk__rp_block_tile_on)(cx, buf, W, cx->bin_table + (k * P + b0) * 4, nbins, m, a,
+                                             cx->arg != NULL);
+                DK_S *yk = y + k * ys[0] + c0 * ys[1];
+#if DK__RP_AVX2
+                if (fast32 && nb == B && dk__rp_runs(ys, cx->PW, P)) dk__rp_tile_store32_avx2(yk, P, b0, m, nbins);
+                else
+#endif
+                    DK__RP_TILE_STORE(yk, ys, m, DK_STORE, cx->PW, P, b0, nbins, nb);
+                if (arg64) {
+                    DK__RP_TILE_STORE(arg64 + k * as[0] + c0 * as[1], as, a, (int64_t), cx->PW, P, b0, nbins, nb);
+                } else if (arg32) {
+                    int32_t *ak = arg32 + k * as[0] + c0 * as[1];
+#if DK__RP_AVX2
+                    if (cx->avx2 && nb == B && dk__rp_runs(as, cx->PW, P))
+                        dk__rp_tile_store32_avx2(ak, P, b0, a, nbins);
+                    else
+#endif
+                        DK__RP_TILE_STORE(ak, as, a, , cx->PW, P, b0, nbins, nb);
                 }
+            }
         }
     }
 }
@@ -236,20 +252,39 @@ static void DK_SFN(dk__rp_backward_worker)(void *p, int tid)
     dk__rp_strides(gi, xs), dk__rp_strides(go, gs);
     int64_t as[4];
     dk__rp_strides(am, as);
-    const int64_t plane = cx->H * cx->W, W = cx->W;
+    const int64_t plane = cx->H * cx->W, W = cx->W, P = cx->PH * cx->PW;
     /* rows of whole width (NCHW or NHWC): a plane index is an element offset, no division */
     const bool rows = xs[2] == W * xs[3];
+    /* the usual layouts (NCHW grad_input, [K, C, PH, PW] int32 argmax and grad_output): planes
+     * zeroed as runs, and each RoI's block read as one run, an index a plane offset */
+    const bool runs = rows && xs[3] == 1 && !cx->arg64 && dk__rp_runs(as, cx->PW, P) && dk__rp_runs(gs, cx->PW, P);
     const int64_t blocks = (cx->C + DK__RP_CHANNELS - 1) / DK__RP_CHANNELS;
     for (int64_t t; (t = dk_parallel_claim(&cx->counter)) < blocks;) {
         const int64_t c0 = t * DK__RP_CHANNELS, c1 = c0 + DK__RP_CHANNELS < cx->C ? c0 + DK__RP_CHANNELS : cx->C;
         for (int64_t n = 0; n < cx->N; n++)
             for (int64_t c = c0; c < c1; c++)
-                for (int64_t h = 0; h < cx->H; h++)
-                    for (int64_t w = 0; w < W; w++)
-                        x[n * xs[0] + c * xs[1] + h * xs[2] + w * xs[3]] = DK_STORE((DK_T)0);
+                if (runs) memset(x + n * xs[0] + c * xs[1], 0, (size_t)plane * sizeof(DK_S)); /* 0.0 in every type */
+                else
+                    for (int64_t h = 0; h < cx->H; h++)
+                        for (int64_t w = 0; w < W; w++)
+                            x[n * xs[0] + c * xs[1] + h * xs[2] + w * xs[3]] = DK_STORE((DK_T)0);
         for (int64_t k = 0; k < cx->K; k++) {
             const int64_t n = dk__rp_batch((double)DK_SFN(dk__rp_roi_value)(cx->rois, k, 0), cx->N);
             if (n < 0) continue;
+            if (runs) {
+                const int32_t *ar = (const int32_t *)cx->arg + k * as[0] + c0 * as[1];
+                const DK_S *gr = g + k * gs[0] + c0 * gs[1];
+                for (int64_t c = c0; c < c1; c++, ar += P, gr += P) {
+                    DK_S *img = x + n * xs[0] + c * xs[1];
+#pragma GCC unroll 4
+                    for (int64_t j = 0; j < P; j++) {
+                        const int64_t a = ar[j];
+                        /* -1 (nothing was pooled: ops/roi_pool.c), or any index off the plane, wraps high */
+                        if ((uint64_t)a < (uint64_t)plane) img[a] = DK_STORE(DK_LOAD(img[a]) + DK_LOAD(gr[j]));
+                    }
+                }
+                continue;
+            }
             for (int64_t c = c0; c < c1; c++) {
                 DK_S *img = x + n * xs[0] + c * xs[1];
                 const int64_t ab = k * as[0] + c * as[1], gb = k * gs[0] + c * gs[1];
