@@ -368,21 +368,22 @@ def batched_nms(boxes: Tensor, scores: Tensor, idxs: Tensor, iou_threshold: floa
 
 
 # Note [torchvision's order of equal scores]
-# dkit returns equal scores in index order. So does torchvision for few boxes; for more than
-# 1000 (CPU; 5000 elsewhere) it gathers the kept indices in ascending order and orders them
-# with torch.sort(descending=True), which is not stable: equal scores then come in the order
-# torch's sort leaves them, which depends on every kept score. On the CPU that sort is
-# libstdc++'s std::sort, whose order of equal items follows from the values alone, so
-# _C.torch_sort_ties computes it from dkit's result without sorting (Note [torch's order of
-# equal scores] in csrc/cpu/dk_std_sort.h; tests/python/test_compat.py checks it against
-# torch.sort on every stack): one pass over the kept scores, and where two are equal a few more
-# over the ranges that hold equal ones, 0.2-0.3 ms against dkit's 2.1-2.4 ms on 20,000 boxes in
-# 80 classes (bench/bench_compat.py), where running torch's sort cost a third to a half of it. None comes back when no two kept
-# scores are equal, and dkit's order is then torchvision's as it stands. Elsewhere (a GPU's sort
-# is another algorithm) and under TorchScript (torch_sort_ties is not a torch op), torchvision's
-# own steps run: a mask, the ascending indices, the sort, and only when a comparison over the
-# kept scores finds two that are not strictly decreasing (NaN scores, which dkit puts first and
-# which no comparison finds greater, count as equal: the check can only err towards the sort).
+# dkit returns equal scores in index order. So does torchvision for few boxes; for more than 1000
+# (CPU; 5000 elsewhere) it gathers the kept indices in ascending order and orders them with
+# torch.sort(descending=True), which is not stable: equal scores then come in the order torch's
+# sort leaves them, which depends on every kept score. On the CPU that sort is libstdc++'s
+# std::sort, whose order of equal items follows from the values alone, so _C.torch_sort_ties
+# computes it from dkit's result without sorting (Note [torch's order of equal scores] in
+# csrc/cpu/dk_std_sort.h; tests/python/test_compat.py checks it against torch.sort on every
+# stack): one pass over the kept scores, and where two are equal a few more over the ranges that
+# hold equal ones, 0.2-0.3 ms against dkit's 2.1-2.4 ms on 20,000 boxes in 80 classes
+# (bench/bench_compat.py), where running torch's sort cost a third to a half of it. None comes
+# back when no two kept scores are equal, and dkit's order is then torchvision's as it stands.
+# Elsewhere (a GPU's sort is another algorithm) and under TorchScript (torch_sort_ties is not a
+# torch op), torchvision's own steps run: a mask, the ascending indices, the sort, and only when a
+# comparison over the kept scores finds two that are not strictly decreasing (NaN scores, which
+# dkit puts first and which no comparison finds greater, count as equal: the check can only err
+# towards the sort).
 
 
 def _order_of_equal_scores(keep: Tensor, scores: Tensor) -> Tensor:
