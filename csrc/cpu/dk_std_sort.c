@@ -44,7 +44,8 @@ typedef struct {
     uint32_t *seen; /* seen[r] == tick: rank r met in the range being looked at */
     uint32_t tick;
     int64_t nranks;
-    bool avx2; /* dk__partition finds its stops four at a time (Note [Stops four at a time]) */
+    bool avx2;      /* dk__partition finds its stops four at a time (Note [Stops four at a time]) */
+    bool heap_sort; /* a range ran out of depth: pos is stale for the items it heap-sorted */
     /* for the AVX2 scans: the lanes set in a 4-bit mask, in increasing (up) and decreasing (down)
      * order, as offsets from the first (up) and the last (down) of the four positions */
     int32_t up[16][4], down[16][4];
@@ -297,6 +298,7 @@ static void dk__introsort(dk__state *t, dk__item *first, dk__item *last, int dep
     while (last - first > DK__THRESHOLD) {
         if (!dk__holds_a_tie(t, first, last)) return;
         if (depth == 0) {
+            t->heap_sort = true;
             dk__heap_sort(first, last);
             return;
         }
@@ -315,12 +317,16 @@ static int dk__floor_log2(uint64_t n)
     return k;
 }
 
+size_t dk_std_sort_ties_scratch_bytes(int64_t n)
+{
+    const size_t m = n > 0 ? (size_t)n : 0;
+    return 2 * m * sizeof(dk__item) + 3 * m * sizeof(uint32_t); /* items, the tied items; pos, seen, count */
+}
+
 size_t dk_std_sort_scratch_bytes(int64_t n)
 {
     const size_t m = n > 0 ? (size_t)n : 0;
-    /* items and the tied items; pos, seen and count (dk_std_sort_ties); slot (m + 1), tied and
-     * within (dk_std_sort_order) */
-    return 2 * m * sizeof(dk__item) + (6 * m + 1) * sizeof(uint32_t);
+    return dk_std_sort_ties_scratch_bytes(n) + (3 * m + 1) * sizeof(uint32_t); /* slot (m + 1), tied, within */
 }
 
 dk_status dk_std_sort_ties(uint32_t *within, const uint32_t *rank, int64_t n, const uint32_t *tied, int64_t ntied,
@@ -331,10 +337,13 @@ dk_status dk_std_sort_ties(uint32_t *within, const uint32_t *rank, int64_t n, co
 
     dk__item *items = scratch, *tied_items = items + n;
     uint32_t *pos = (uint32_t *)(tied_items + n), *seen = pos + n, *count = seen + n;
+    /* one branch-free pass (the compiler's vectors), the ranks checked once at its end */
+    uint32_t top = 0;
     for (int64_t i = 0; i < n; i++) {
-        if (rank[i] >= (uint64_t)n) return DK_EINVAL;
+        top = rank[i] > top ? rank[i] : top;
         items[i] = (dk__item)rank[i] << 32 | (uint64_t)i;
     }
+    if (top >= (uint64_t)n) return DK_EINVAL;
     for (int64_t j = 0; j < ntied; j++) {
         const uint32_t i = tied[j];
         if (i >= (uint64_t)n || (j > 0 && i <= tied[j - 1])) return DK_EINVAL;
@@ -357,7 +366,18 @@ dk_status dk_std_sort_ties(uint32_t *within, const uint32_t *rank, int64_t n, co
 #endif
     dk__introsort(&t, items, items + n, 2 * dk__floor_log2((uint64_t)n));
     /* The final insertion sort moves no item past an equal one: each rank's items keep the order
-     * they now have, so a tied item's place among its equals is how many of them lie before it. */
+     * they now have, so a tied item's place among its equals is how many of them lie before it.
+     * pos holds where every tied item now is unless a heap sort moved some (it does not keep
+     * pos); then, or when pairs of tied items outnumber the items, one pass over all n counts. */
+    if (!t.heap_sort && ntied * ntied <= n) {
+        for (int64_t j = 0; j < ntied; j++) {
+            const uint32_t r = dk__rank(tied_items[j]), p = pos[tied[j]];
+            uint32_t before = 0;
+            for (int64_t i = 0; i < ntied; i++) before += dk__rank(tied_items[i]) == r && pos[tied[i]] < p;
+            within[j] = before;
+        }
+        return DK_OK;
+    }
     for (int64_t q = 0; q < n; q++)
         if (items[q] & DK__TIED) pos[dk__index(items[q])] = count[dk__rank(items[q])]++;
     for (int64_t j = 0; j < ntied; j++) within[j] = pos[tied[j]];
@@ -370,8 +390,7 @@ dk_status dk_std_sort_order(int64_t *perm, const uint32_t *rank, int64_t n, void
     if (n == 0) return DK_OK;
     /* after dk_std_sort_ties' part of scratch: slot (each rank's count, then its first place),
      * the tied items and their places among their equals */
-    uint32_t *slot = (uint32_t *)((char *)scratch + 2 * (size_t)n * sizeof(dk__item) +
-                                  3 * (size_t)n * sizeof(uint32_t));
+    uint32_t *slot = (uint32_t *)((char *)scratch + dk_std_sort_ties_scratch_bytes(n));
     uint32_t *tied = slot + n + 1, *within = tied + n;
     memset(slot, 0, (size_t)(n + 1) * sizeof *slot);
     for (int64_t i = 0; i < n; i++) {

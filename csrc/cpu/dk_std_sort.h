@@ -56,10 +56,12 @@ DK_API dk_status dk_std_sort_order(int64_t *perm, const uint32_t *rank, int64_t 
 DK_API dk_status dk_std_sort_ties(uint32_t *within, const uint32_t *rank, int64_t n, const uint32_t *tied,
                                   int64_t ntied, void *scratch);
 
-/* The bytes of scratch memory either function needs for n items (8-byte aligned; its contents
- * are not read): 40 per item. The caller provides it, so that a caller that runs every step of a
- * training loop can keep it mapped (a fresh block of this size is faulted in page by page). */
+/* The bytes of scratch memory each function needs for n items (8-byte aligned; its contents
+ * are not read): 40 per item for dk_std_sort_order, 28 for dk_std_sort_ties. The caller provides
+ * it, so that a caller that runs every step of a training loop can keep it mapped (a fresh block
+ * of this size is faulted in page by page). */
 DK_API size_t dk_std_sort_scratch_bytes(int64_t n);
+DK_API size_t dk_std_sort_ties_scratch_bytes(int64_t n);
 
 #ifdef __cplusplus
 }

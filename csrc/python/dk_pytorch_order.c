@@ -98,7 +98,7 @@ static inline uint64_t dk__key_f64(const void *p)
 }
 
 /*
- * Scratch for one call: rank_of [N] uint32, then asc [K] int64, rank, tied and within [K] uint32
+ * Scratch for one call: rank_of [N], then rank, tied, tied_index and within [K], uint32 each,
  * and dk_std_sort_ties' own. Kept in the module state between calls up to DK__SCRATCH_KEPT: a
  * fresh block of this size is faulted in page by page on every call (glibc gives it back to the
  * system on free), which cost more than the computation itself (0.6 ms of 0.7 for 12,000 kept
@@ -166,7 +166,8 @@ DK__SCAN(dk__scan_bf16, dk__key_bf16)
  * starts, with DK__SHARED set when that run holds more than one, into rank_of [total] (UINT32_MAX
  * where not kept; total < 2^31, so the bit is free). Before `from` the scan has checked
  * everything and the scores are distinct, so a rank is the place; from there the checks go on
- * with the ranks. 0, or -1 with an exception (also for an index kept twice). */
+ * with the ranks. 0, or -1 with an exception. An index kept twice has its place written twice,
+ * which the caller's pass over rank_of finds (fewer places than kept indices): no test per index. */
 #define DK__SHARED ((uint32_t)1 << 31)
 static int dk__kept_twice(dk_py_state *s, int64_t idx)
 {
@@ -179,7 +180,6 @@ static int dk__kept_twice(dk_py_state *s, int64_t idx)
     {                                                                                                                \
         for (int64_t i = 0; i < from; i++) {                                                                         \
             const int64_t idx = kp[i * kstride];                                                                     \
-            if (rank_of[idx] != UINT32_MAX) return dk__kept_twice(s, idx);                                           \
             rank_of[idx] = (uint32_t)i;                                                                              \
         }                                                                                                            \
         uint32_t r = 0;                                                                                              \
@@ -190,7 +190,6 @@ static int dk__kept_twice(dk_py_state *s, int64_t idx)
             DK__CHECK_INDEX(idx, i)                                                                                  \
             const uint64_t key = key_of(base + idx * stride);                                                        \
             DK__CHECK_ORDER(key, prev, i)                                                                            \
-            if (rank_of[idx] != UINT32_MAX) return dk__kept_twice(s, idx);                                           \
             if (i > from && key == prev) {                                                                           \
                 rank_of[last] |= DK__SHARED;                                                                         \
                 rank_of[idx] = r | DK__SHARED;                                                                       \
@@ -257,21 +256,20 @@ static PyObject *dk__torch_sort_ties(PyObject *m, PyObject *const *args, Py_ssiz
         goto out;
     }
 
-    /* Scratch: rank_of [N] uint32, then asc [K] int64, rank [K], tied [K] and within [K] uint32,
-     * and dk_std_sort_ties' own. */
+    /* Scratch: rank_of [N], then rank, tied, tied_index and within [K], uint32 each, and
+     * dk_std_sort_ties' own. */
     const size_t rank_of_bytes = ((size_t)total * sizeof(uint32_t) + 7) / 8 * 8;
     const size_t k_u32_bytes = ((size_t)k * sizeof(uint32_t) + 7) / 8 * 8;
-    char *base = dk__scratch(s, rank_of_bytes + (size_t)k * sizeof(int64_t) + 3 * k_u32_bytes +
-                                    dk_std_sort_scratch_bytes(k));
+    char *base = dk__scratch(s, rank_of_bytes + 4 * k_u32_bytes + dk_std_sort_ties_scratch_bytes(k));
     if (!base) {
         PyErr_NoMemory();
         goto out;
     }
     uint32_t *rank_of = (uint32_t *)base; /* an index's rank (| DK__SHARED); UINT32_MAX: not kept */
-    int64_t *asc = (int64_t *)(base + rank_of_bytes);
-    uint32_t *rank = (uint32_t *)(asc + k);
+    uint32_t *rank = (uint32_t *)(base + rank_of_bytes);
     uint32_t *tied = (uint32_t *)((char *)rank + k_u32_bytes);
-    uint32_t *within = (uint32_t *)((char *)tied + k_u32_bytes);
+    uint32_t *tied_index = (uint32_t *)((char *)tied + k_u32_bytes);
+    uint32_t *within = (uint32_t *)((char *)tied_index + k_u32_bytes);
     void *sort_scratch = (char *)within + k_u32_bytes;
 
     memset(rank_of, 0xff, (size_t)total * sizeof *rank_of);
@@ -281,15 +279,28 @@ static PyObject *dk__torch_sort_ties(PyObject *m, PyObject *const *args, Py_ssiz
                        : which == 2 ? dk__ranks_bf16(s, kp, kstride, k, sbase, sstride, total, from, rank_of)
                                     : dk__ranks_f16(s, kp, kstride, k, sbase, sstride, total, from, rank_of);
     if (ranked < 0) goto out;
-    /* The kept indices in ascending order, as torchvision hands them to torch.sort, with their
-     * ranks, and which of them share a rank. */
+    /* The ranks of the kept indices in ascending order, as torchvision hands them to torch.sort;
+     * where a rank is shared, the place in that order and the index (total < 2^32). */
     int64_t j = 0, ntied = 0;
     for (int64_t idx = 0; idx < total; idx++) {
         const uint32_t r = rank_of[idx];
         if (r == UINT32_MAX) continue;
-        if (r & DK__SHARED) tied[ntied++] = (uint32_t)j;
-        asc[j] = idx;
+        if (r & DK__SHARED) {
+            tied[ntied] = (uint32_t)j;
+            tied_index[ntied++] = (uint32_t)idx;
+        }
         rank[j++] = r & ~DK__SHARED;
+    }
+    if (j != k) { /* an index was kept twice, so its place was written twice: which one */
+        memset(rank_of, 0xff, (size_t)total * sizeof *rank_of);
+        for (int64_t i = 0; i < k; i++) {
+            const int64_t idx = kp[i * kstride];
+            if (rank_of[idx] != UINT32_MAX) {
+                dk__kept_twice(s, idx);
+                goto out;
+            }
+            rank_of[idx] = 0;
+        }
     }
     const dk_status st = dk_std_sort_ties(within, rank, k, tied, ntied, sort_scratch);
     if (st != DK_OK) {
@@ -302,8 +313,10 @@ static PyObject *dk__torch_sort_ties(PyObject *m, PyObject *const *args, Py_ssiz
     result = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(k * (int64_t)sizeof(int64_t)));
     if (!result) goto out;
     int64_t *o = (int64_t *)PyByteArray_AS_STRING(result);
-    for (int64_t i = 0; i < k; i++) o[i] = kp[i * kstride];
-    for (int64_t t = 0; t < ntied; t++) o[rank[tied[t]] + within[t]] = asc[tied[t]];
+    if (kstride == 1) memcpy(o, kp, (size_t)k * sizeof *o);
+    else
+        for (int64_t i = 0; i < k; i++) o[i] = kp[i * kstride];
+    for (int64_t t = 0; t < ntied; t++) o[rank[tied[t]] + within[t]] = tied_index[t];
 out:
     if (s->order_scratch_bytes > DK__SCRATCH_KEPT) dk_py_torch_order_clear(s);
     dk__release(&scores_t);

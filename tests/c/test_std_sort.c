@@ -107,6 +107,50 @@ static void distinct_ranks_give_the_one_sorted_order(void **state)
     free(rank);
 }
 
+/* dk_std_sort_ties finds a tied item's place among its equals two ways: from the positions it
+ * keeps of its few tied items, or with a pass over all n when they are many (or a heap sort
+ * moved them). Listing every item as tied (an item alone on its rank is then tied to none)
+ * forces the pass and must change nothing: the same places for the items that do share a rank,
+ * each rank's places 0 .. count - 1. */
+static void few_and_many_tied_items_give_the_same_places(void **state)
+{
+    (void)state;
+    for (int trial = 0; trial < 200; trial++) {
+        const int64_t n = 17 + rnd(trial % 2 ? 6000 : 200);
+        uint32_t *rank = malloc((size_t)n * sizeof *rank), *tied = malloc((size_t)n * sizeof *tied);
+        uint32_t *all = malloc((size_t)n * sizeof *all), *within = malloc((size_t)n * sizeof *within);
+        uint32_t *within_all = malloc((size_t)n * sizeof *within_all), *seen = calloc((size_t)n, sizeof *seen);
+        void *scratch = malloc(dk_std_sort_ties_scratch_bytes(n));
+        assert_true(rank && tied && all && within && within_all && seen && scratch);
+        for (int64_t i = 0; i < n; i++) rank[i] = (uint32_t)i; /* distinct, then shuffled */
+        for (int64_t i = n - 1; i > 0; i--) {
+            const uint32_t j = rnd((uint32_t)i + 1), t = rank[i];
+            rank[i] = rank[j];
+            rank[j] = t;
+        }
+        const int pairs = 1 + (int)rnd(8); /* a few items take another's rank */
+        for (int q = 0; q < pairs; q++) rank[rnd((uint32_t)n)] = rank[rnd((uint32_t)n)];
+        uint32_t *count = calloc((size_t)n, sizeof *count);
+        assert_non_null(count);
+        for (int64_t i = 0; i < n; i++) count[rank[i]]++;
+        int64_t ntied = 0;
+        for (int64_t i = 0; i < n; i++) {
+            all[i] = (uint32_t)i;
+            if (count[rank[i]] > 1) tied[ntied++] = (uint32_t)i;
+        }
+        assert_int_equal(dk_std_sort_ties(within, rank, n, tied, ntied, scratch), DK_OK);
+        assert_int_equal(dk_std_sort_ties(within_all, rank, n, all, n, scratch), DK_OK);
+        for (int64_t j = 0; j < ntied; j++) {
+            assert_int_equal(within[j], within_all[tied[j]]);
+            assert_true(within[j] < count[rank[tied[j]]]);
+            assert_false(seen[rank[tied[j]]] >> within[j] & 1); /* no two share a place (counts < 32 here) */
+            seen[rank[tied[j]]] |= 1u << within[j];
+        }
+        free(count);
+        free(rank), free(tied), free(all), free(within), free(within_all), free(seen), free(scratch);
+    }
+}
+
 static void bad_ranks_and_sizes_are_refused(void **state)
 {
     (void)state;
@@ -118,15 +162,15 @@ static void bad_ranks_and_sizes_are_refused(void **state)
     assert_int_equal(dk_std_sort_order(perm, out_of_range, (int64_t)1 << 31, scratch), DK_EINVAL);
     assert_int_equal(dk_std_sort_order(NULL, NULL, 0, NULL), DK_OK); /* nothing to read or write */
     assert_true(dk_std_sort_scratch_bytes(0) < 64);
-    assert_true(dk_std_sort_scratch_bytes(1000) >= 1000 * 28);
+    assert_true(dk_std_sort_scratch_bytes(1000) >= 1000 * 40);
+    assert_true(dk_std_sort_ties_scratch_bytes(1000) >= 1000 * 28);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        dkt_test(every_input_comes_out_sorted_and_whole),
-        dkt_test(up_to_sixteen_items_equal_ranks_keep_index_order),
-        dkt_test(distinct_ranks_give_the_one_sorted_order),
+        dkt_test(every_input_comes_out_sorted_and_whole),   dkt_test(up_to_sixteen_items_equal_ranks_keep_index_order),
+        dkt_test(distinct_ranks_give_the_one_sorted_order), dkt_test(few_and_many_tied_items_give_the_same_places),
         dkt_test(bad_ranks_and_sizes_are_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
