@@ -207,6 +207,19 @@ DK__RANKS(dk__ranks_f32, dk__key_f32)
 DK__RANKS(dk__ranks_f16, dk__key_f16)
 DK__RANKS(dk__ranks_bf16, dk__key_bf16)
 
+/* Index idx's place in the ascending order (r: its rank_of entry): none when not kept; the rank,
+ * and where it is shared the place and the index among the tied ones. */
+static inline void dk__asc_place(uint32_t r, int64_t idx, uint32_t *rank, int64_t *j, uint32_t *tied,
+                                 uint32_t *tied_index, int64_t *ntied)
+{
+    if (r == UINT32_MAX) return;
+    if (r & DK__SHARED) {
+        tied[*ntied] = (uint32_t)*j;
+        tied_index[(*ntied)++] = (uint32_t)idx;
+    }
+    rank[(*j)++] = r & ~DK__SHARED;
+}
+
 /* torch_sort_ties(keep, scores) -> bytearray | None */
 static PyObject *dk__torch_sort_ties(PyObject *m, PyObject *const *args, Py_ssize_t n)
 {
@@ -281,25 +294,28 @@ static PyObject *dk__torch_sort_ties(PyObject *m, PyObject *const *args, Py_ssiz
     if (ranked < 0) goto out;
     /* The ranks of the kept indices in ascending order, as torchvision hands them to torch.sort;
      * where a rank is shared, the place in that order and the index (total < 2^32). */
-    int64_t j = 0, ntied = 0;
-    for (int64_t idx = 0; idx < total; idx++) {
-        const uint32_t r = rank_of[idx];
-        if (r == UINT32_MAX) continue;
-        if (r & DK__SHARED) {
-            tied[ntied] = (uint32_t)j;
-            tied_index[ntied++] = (uint32_t)idx;
-        }
-        rank[j++] = r & ~DK__SHARED;
+    int64_t j = 0, ntied = 0, idx = 0;
+    /* Eight places at a time where none is unkept or shared (both have the top bit set: most
+     * blocks, as most boxes are kept and few scores tie), one at a time elsewhere. */
+    for (; idx + 8 <= total; idx += 8) {
+        uint32_t top = 0;
+        for (int l = 0; l < 8; l++) top |= rank_of[idx + l];
+        if (!(top & DK__SHARED)) {
+            memcpy(rank + j, rank_of + idx, 8 * sizeof *rank);
+            j += 8;
+        } else
+            for (int64_t i = idx; i < idx + 8; i++) dk__asc_place(rank_of[i], i, rank, &j, tied, tied_index, &ntied);
     }
+    for (; idx < total; idx++) dk__asc_place(rank_of[idx], idx, rank, &j, tied, tied_index, &ntied);
     if (j != k) { /* an index was kept twice, so its place was written twice: which one */
         memset(rank_of, 0xff, (size_t)total * sizeof *rank_of);
         for (int64_t i = 0; i < k; i++) {
-            const int64_t idx = kp[i * kstride];
-            if (rank_of[idx] != UINT32_MAX) {
-                dk__kept_twice(s, idx);
+            const int64_t twice = kp[i * kstride];
+            if (rank_of[twice] != UINT32_MAX) {
+                dk__kept_twice(s, twice);
                 goto out;
             }
-            rank_of[idx] = 0;
+            rank_of[twice] = 0;
         }
     }
     const dk_status st = dk_std_sort_ties(within, rank, k, tied, ntied, sort_scratch);
