@@ -17,8 +17,16 @@
 #include "dk_py.h" /* first: Python.h must precede every system header (CPython's rule) */
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define DK__ORDER_AVX2 1
+#else
+#define DK__ORDER_AVX2 0
+#endif
 
 #include "dk_pydlpack.h"
 #include "dk_std_sort.h"
@@ -137,16 +145,67 @@ void dk_py_torch_order_clear(dk_py_state *s)
         return -1;                                                                                               \
     }
 
+/*
+ * Eight kept places at a time, for float32 scores of unit stride with AVX2: whether places
+ * i .. i + 7 of keep (kp, from place i) hold indices of scores whose keys fall strictly below
+ * *prev and below one another, the usual case; then *prev becomes the last key and, where
+ * rank_of is given, each index's rank (its place) is written. False when any is out of range,
+ * out of order or equal to the one before (or *prev is no float32 key): the caller then takes
+ * those places one at a time, with its checks and messages. The keys are dk__key_bits32's, with
+ * the top bit flipped so that signed comparisons order them; an index is checked before its
+ * score is gathered.
+ */
+static inline bool dk__distinct8_none(const int64_t *kp, const char *base, int64_t total, int64_t i, uint64_t *prev,
+                                      uint32_t *rank_of)
+{
+    (void)kp, (void)base, (void)total, (void)i, (void)prev, (void)rank_of;
+    return false;
+}
+#if DK__ORDER_AVX2
+__attribute__((target("avx2"))) static bool dk__distinct8_f32(const int64_t *kp, const char *base, int64_t total,
+                                                              int64_t i, uint64_t *prev, uint32_t *rank_of)
+{
+    const __m256i x0 = _mm256_loadu_si256((const __m256i *)(const void *)kp);
+    const __m256i x1 = _mm256_loadu_si256((const __m256i *)(const void *)(kp + 4));
+    const __m256i none = _mm256_set1_epi64x(-1), lim = _mm256_set1_epi64x(total);
+    const __m256i in = _mm256_and_si256(_mm256_and_si256(_mm256_cmpgt_epi64(x0, none), _mm256_cmpgt_epi64(lim, x0)),
+                                        _mm256_and_si256(_mm256_cmpgt_epi64(x1, none), _mm256_cmpgt_epi64(lim, x1)));
+    if (_mm256_movemask_epi8(in) != -1) return false;
+    const __m256i u = _mm256_castps_si256(
+        _mm256_set_m128(_mm256_i64gather_ps((const float *)(const void *)base, x1, 4),
+                        _mm256_i64gather_ps((const float *)(const void *)base, x0, 4)));
+    const __m256i top = _mm256_set1_epi32(INT32_MIN), a = _mm256_andnot_si256(top, u);
+    __m256i key = _mm256_xor_si256(u, _mm256_or_si256(_mm256_srai_epi32(u, 31), top));
+    key = _mm256_blendv_epi8(key, top, _mm256_cmpeq_epi32(a, _mm256_setzero_si256()));         /* -0.0 as +0.0 */
+    key = _mm256_blendv_epi8(key, none, _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x7f800000))); /* every NaN */
+    const __m256i sk = _mm256_xor_si256(key, top);
+    const int32_t p = *prev > UINT32_MAX ? INT32_MAX : (int32_t)((uint32_t)*prev ^ 0x80000000u);
+    const __m256i before = _mm256_blend_epi32(
+        _mm256_permutevar8x32_epi32(sk, _mm256_setr_epi32(0, 0, 1, 2, 3, 4, 5, 6)), _mm256_set1_epi32(p), 1);
+    if (_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(before, sk))) != 0xff) return false;
+    *prev = (uint32_t)_mm256_extract_epi32(key, 7);
+    if (rank_of)
+        for (int l = 0; l < 8; l++) rank_of[kp[l]] = (uint32_t)(i + l);
+    return true;
+}
+#else
+#define dk__distinct8_f32 dk__distinct8_none
+#endif
+
 /* The first pass, which writes nothing: where the first kept score equal to the one before it
  * is (k when none is: most calls, with distinct scores, end here, right after the NMS has filled
  * the caches with other data), checking the indices and the order up to there; -1 with an
  * exception. One loop per dtype over the scores alone. */
-#define DK__SCAN(name, key_of)                                                                           \
+#define DK__SCAN(name, key_of, distinct8)                                                                \
     static int64_t name(dk_py_state *s, const int64_t *kp, int64_t kstride, int64_t k, const char *base, \
-                        int64_t stride, int64_t total)                                                   \
+                        int64_t stride, int64_t total, bool vec)                                         \
     {                                                                                                    \
         uint64_t prev = UINT64_MAX;                                                                      \
         for (int64_t i = 0; i < k; i++) {                                                                \
+            if (vec && i + 8 <= k && distinct8(kp + i, base, total, i, &prev, NULL)) {                   \
+                i += 7;                                                                                  \
+                continue;                                                                                \
+            }                                                                                            \
             const int64_t idx = kp[i * kstride];                                                         \
             DK__CHECK_INDEX(idx, i)                                                                      \
             const uint64_t key = key_of(base + idx * stride);                                            \
@@ -156,10 +215,10 @@ void dk_py_torch_order_clear(dk_py_state *s)
         }                                                                                                \
         return k;                                                                                        \
     }
-DK__SCAN(dk__scan_f64, dk__key_f64)
-DK__SCAN(dk__scan_f32, dk__key_f32)
-DK__SCAN(dk__scan_f16, dk__key_f16)
-DK__SCAN(dk__scan_bf16, dk__key_bf16)
+DK__SCAN(dk__scan_f64, dk__key_f64, dk__distinct8_none)
+DK__SCAN(dk__scan_f32, dk__key_f32, dk__distinct8_f32)
+DK__SCAN(dk__scan_f16, dk__key_f16, dk__distinct8_none)
+DK__SCAN(dk__scan_bf16, dk__key_bf16, dk__distinct8_none)
 
 /* The rest, only when scores tie, `from` (>= 0) being where the first run of equal scores starts:
  * every kept index's rank, the place in dkit's order where its score's run of equal scores
@@ -174,9 +233,9 @@ static int dk__kept_twice(dk_py_state *s, int64_t idx)
     dk_py_raise_fmt(s, DK_EINVAL, DK__OP ": index %lld is kept twice", (long long)idx);
     return -1;
 }
-#define DK__RANKS(name, key_of)                                                                                      \
+#define DK__RANKS(name, key_of, distinct8)                                                                           \
     static int name(dk_py_state *s, const int64_t *kp, int64_t kstride, int64_t k, const char *base, int64_t stride, \
-                    int64_t total, int64_t from, uint32_t *rank_of)                                                  \
+                    int64_t total, int64_t from, uint32_t *rank_of, bool vec)                                        \
     {                                                                                                                \
         for (int64_t i = 0; i < from; i++) {                                                                         \
             const int64_t idx = kp[i * kstride];                                                                     \
@@ -186,6 +245,12 @@ static int dk__kept_twice(dk_py_state *s, int64_t idx)
         uint64_t prev = UINT64_MAX;                                                                                  \
         int64_t last = -1;                                                                                           \
         for (int64_t i = from; i < k; i++) {                                                                         \
+            if (vec && i + 8 <= k && distinct8(kp + i, base, total, i, &prev, rank_of)) {                            \
+                i += 7;                                                                                              \
+                r = (uint32_t)i;                                                                                     \
+                last = kp[i];                                                                                        \
+                continue;                                                                                            \
+            }                                                                                                        \
             const int64_t idx = kp[i * kstride];                                                                     \
             DK__CHECK_INDEX(idx, i)                                                                                  \
             const uint64_t key = key_of(base + idx * stride);                                                        \
@@ -202,10 +267,10 @@ static int dk__kept_twice(dk_py_state *s, int64_t idx)
         }                                                                                                            \
         return 0;                                                                                                    \
     }
-DK__RANKS(dk__ranks_f64, dk__key_f64)
-DK__RANKS(dk__ranks_f32, dk__key_f32)
-DK__RANKS(dk__ranks_f16, dk__key_f16)
-DK__RANKS(dk__ranks_bf16, dk__key_bf16)
+DK__RANKS(dk__ranks_f64, dk__key_f64, dk__distinct8_none)
+DK__RANKS(dk__ranks_f32, dk__key_f32, dk__distinct8_f32)
+DK__RANKS(dk__ranks_f16, dk__key_f16, dk__distinct8_none)
+DK__RANKS(dk__ranks_bf16, dk__key_bf16, dk__distinct8_none)
 
 /* Index idx's place in the ascending order (r: its rank_of entry): none when not kept; the rank,
  * and where it is shared the place and the index among the tied ones. */
@@ -258,11 +323,17 @@ static PyObject *dk__torch_sort_ties(PyObject *m, PyObject *const *args, Py_ssiz
                       : scores->dtype.bits == 32        ? 1
                       : scores->dtype.code == kDLBfloat ? 2
                                                         : 3;
-    /* Both passes are instantiated per dtype: their loops are the hot ones. */
-    const int64_t first_tie = which == 0   ? dk__scan_f64(s, kp, kstride, k, sbase, sstride, total)
-                              : which == 1 ? dk__scan_f32(s, kp, kstride, k, sbase, sstride, total)
-                              : which == 2 ? dk__scan_bf16(s, kp, kstride, k, sbase, sstride, total)
-                                           : dk__scan_f16(s, kp, kstride, k, sbase, sstride, total);
+    /* Both passes are instantiated per dtype: their loops are the hot ones. float32 scores of unit
+     * stride are read eight at a time where the CPU has AVX2 (dk__distinct8_f32). */
+#if DK__ORDER_AVX2
+    const bool vec = which == 1 && kstride == 1 && sstride == 4 && __builtin_cpu_supports("avx2");
+#else
+    const bool vec = false;
+#endif
+    const int64_t first_tie = which == 0   ? dk__scan_f64(s, kp, kstride, k, sbase, sstride, total, vec)
+                              : which == 1 ? dk__scan_f32(s, kp, kstride, k, sbase, sstride, total, vec)
+                              : which == 2 ? dk__scan_bf16(s, kp, kstride, k, sbase, sstride, total, vec)
+                                           : dk__scan_f16(s, kp, kstride, k, sbase, sstride, total, vec);
     if (first_tie < 0) goto out;
     if (first_tie == k) { /* no two kept scores are equal: dkit's order is torch's */
         result = Py_NewRef(Py_None);
@@ -287,10 +358,10 @@ static PyObject *dk__torch_sort_ties(PyObject *m, PyObject *const *args, Py_ssiz
 
     memset(rank_of, 0xff, (size_t)total * sizeof *rank_of);
     const int64_t from = first_tie - 1;
-    const int ranked = which == 0   ? dk__ranks_f64(s, kp, kstride, k, sbase, sstride, total, from, rank_of)
-                       : which == 1 ? dk__ranks_f32(s, kp, kstride, k, sbase, sstride, total, from, rank_of)
-                       : which == 2 ? dk__ranks_bf16(s, kp, kstride, k, sbase, sstride, total, from, rank_of)
-                                    : dk__ranks_f16(s, kp, kstride, k, sbase, sstride, total, from, rank_of);
+    const int ranked = which == 0   ? dk__ranks_f64(s, kp, kstride, k, sbase, sstride, total, from, rank_of, vec)
+                       : which == 1 ? dk__ranks_f32(s, kp, kstride, k, sbase, sstride, total, from, rank_of, vec)
+                       : which == 2 ? dk__ranks_bf16(s, kp, kstride, k, sbase, sstride, total, from, rank_of, vec)
+                                    : dk__ranks_f16(s, kp, kstride, k, sbase, sstride, total, from, rank_of, vec);
     if (ranked < 0) goto out;
     /* The ranks of the kept indices in ascending order, as torchvision hands them to torch.sort;
      * where a rank is shared, the place in that order and the index (total < 2^32). */

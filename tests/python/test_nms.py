@@ -260,6 +260,10 @@ def test_torch_sort_ties_is_torch_sort(dtype):
             got = keep if order is None else torch.frombuffer(order, dtype=torch.int64)
             want = _torch_order(scores, kept)
             assert torch.equal(got, want), (n, kind, dtype)
+            if dtype == torch.float32:  # unit stride reads eight at a time (AVX2); any other, one
+                strided = torch.stack([scores, scores], 1)[:, 0]
+                order1 = _C.torch_sort_ties(keep, strided)
+                assert (order is None) == (order1 is None) and (order is None or order == order1), (n, kind)
             reordered += not torch.equal(keep, want)
             # None exactly when no two kept scores are equal
             kept_scores = scores[keep].double()
@@ -291,6 +295,20 @@ def test_torch_sort_ties_bad_input():
         with pytest.raises(exc, match=message):
             _C.torch_sort_ties(*args)
     assert _C.torch_sort_ties(torch.empty(0, dtype=torch.int64), scores) is None
+    # the same checks where float32 scores are read eight at a time (every flaw inside a block
+    # of eight, in the first pass and, after a tie, in the second)
+    many = torch.arange(24, 0, -1).float()  # distinct, decreasing with the index
+    for tie in (False, True):
+        s = many.clone()
+        if tie:
+            s[1] = s[0]
+        k = torch.arange(20)
+        for at, value, message in ((13, 99, "keep\\[13\\] = 99 is not an index"), (10, -5, "keep\\[10\\] = -5"),
+                                   (12, 5, "decreasing score order at 12"), (11, 10, "index 10 is kept twice")):
+            k2 = k.clone()
+            k2[at] = value
+            with pytest.raises(ValueError, match=message):
+                _C.torch_sort_ties(k2, s)
     # a strided keep and strided scores are read through their strides
     wide = torch.stack([scores, torch.zeros(4)], 1)[:, 0]
     k2 = torch.stack([keep, keep], 1)[:, 0]
