@@ -116,6 +116,7 @@ typedef struct {
     void *arg;                                   /* argmax's data, or NULL (the forward's inference) */
     bool arg64;                                  /* argmax is int64 (else int32) */
     bool avx2;                                   /* channels-last forward: the AVX2 tiles (Note [RoIPool tiles]) */
+    bool stream_out; /* channels-last forward: whole runs streamed (Note [RoIPool tiles], Note [Streaming stores]) */
     void *block;                                 /* channels-last forward: a block buffer per thread */
     int64_t N, C, H, W, K, PH, PW;
     double scale;
@@ -339,6 +340,35 @@ __attribute__((target("avx2"))) static void dk__rp_tile_store32_avx2(void *dst, 
         }
     for (; b < nbins; b++)
         for (int c = 0; c < DK__RP_BLOCK; c++) memcpy(d + (c * P + b) * 4, s + (b * DK__RP_BLOCK + c) * 4, 4);
+}
+
+/* n 32-bit elements from src to dst with non-temporal stores (Note [Streaming stores] in
+ * dk_large_output.h) where they fill whole 64-byte lines of dst, plain ones at an unaligned head
+ * and a tail. The caller ends the thread's stores with dk_sfence(). */
+__attribute__((target("avx2"))) static void dk__rp_stream_run32_avx2(void *dst, const void *src, int64_t n)
+{
+    char *d = (char *)dst;
+    const char *s = (const char *)src;
+    int64_t head = (int64_t)((64 - ((uintptr_t)d & 63)) & 63) / 4; /* elements before a line starts */
+    if (((uintptr_t)d & 3) || head > n) head = n;                  /* (argmax and outputs are 4-aligned) */
+    memcpy(d, s, (size_t)head * 4);
+    int64_t i = head;
+    for (; i + 16 <= n; i += 16) {
+        _mm256_stream_si256((__m256i *)(d + i * 4), _mm256_loadu_si256((const __m256i *)(s + i * 4)));
+        _mm256_stream_si256((__m256i *)(d + i * 4 + 32), _mm256_loadu_si256((const __m256i *)(s + i * 4 + 32)));
+    }
+    memcpy(d + i * 4, s + i * 4, (size_t)(n - i) * 4);
+}
+
+/* A RoI's whole tile (nbins = P) of a whole block, t [bin][channel], to its run of DK__RP_BLOCK P
+ * elements at dst ([channel][bin]), streamed: transposed into an L1 buffer first, so that the
+ * lines go out whole and in order (the transposes' 32-byte stores, P elements apart, would leave
+ * the write-combining buffers half full). */
+__attribute__((target("avx2"))) static void dk__rp_tile_stream32_avx2(void *dst, int64_t P, const void *t)
+{
+    _Alignas(64) float run[DK__RP_BLOCK * DK__RP_TILE];
+    dk__rp_tile_store32_avx2(run, P, 0, t, P);
+    dk__rp_stream_run32_avx2(dst, run, DK__RP_BLOCK * P);
 }
 
 /* The copy of a channels-last block from 16 float planes with rows of unit stride: pixels in
