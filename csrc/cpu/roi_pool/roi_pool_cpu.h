@@ -116,6 +116,7 @@ typedef struct {
     void *arg;                                   /* argmax's data, or NULL (the forward's inference) */
     bool arg64;                                  /* argmax is int64 (else int32) */
     bool avx2;                                   /* channels-last forward: the AVX2 tiles (Note [RoIPool tiles]) */
+    bool avx512;                                 /* and the AVX-512 tiles (Note [RoIPool tiles]) */
     bool stream_out; /* channels-last forward: whole runs streamed (Note [RoIPool tiles], Note [Streaming stores]) */
     void *block;                                 /* channels-last forward: a block buffer per thread */
     int64_t N, C, H, W, K, PH, PW;
@@ -304,6 +305,41 @@ __attribute__((target("avx2"))) static void dk__rp_block_tile_f32_avx2(const flo
     else dk__rp_block_tile_f32_avx2_body(buf, W, e, nbins, m, NULL, false);
 }
 
+/* The same tile with AVX-512 (roi_pool.isa 2): a block's 16 channels are one 16-lane vector, so a
+ * pixel is one load, one maxps and, with an argmax, one comparison into a mask and one masked move
+ * of its index (the AVX2 tile's selections, lane for lane: the same results). */
+_Static_assert(DK__RP_BLOCK == 16, "the AVX-512 tile holds a block in one vector");
+__attribute__((target("avx512f"), always_inline)) static inline void
+dk__rp_block_tile_f32_avx512_body(const float *buf, int64_t W, const int64_t *e, int64_t nbins, float *m, int32_t *a,
+                                  bool arg)
+{
+    for (int64_t b = 0; b < nbins; b++, e += 4) {
+        const bool some = e[0] >= 0;
+        __m512 mv = _mm512_set1_ps(dk_roi_pool_start_f32(some));
+        __m512i av = _mm512_set1_epi32(-1);
+        const int64_t h1 = some ? e[1] : 0, w0 = some ? e[2] : 0, w1 = some ? e[3] : 0;
+        for (int64_t h = some ? e[0] : 0; h < h1; h++) {
+            const float *px = buf + (h * W + w0) * DK__RP_BLOCK;
+            int32_t i = (int32_t)(h * W + w0);
+            for (int64_t w = w0; w < w1; w++, px += DK__RP_BLOCK, i++) {
+                const __m512 v = _mm512_loadu_ps(px);
+                if (arg) av = _mm512_mask_mov_epi32(av, _mm512_cmp_ps_mask(v, mv, _CMP_GT_OQ), _mm512_set1_epi32(i));
+                mv = _mm512_max_ps(v, mv);
+            }
+        }
+        _mm512_storeu_ps(m + b * DK__RP_BLOCK, mv);
+        if (arg) _mm512_storeu_si512(a + b * DK__RP_BLOCK, av);
+    }
+}
+
+__attribute__((target("avx512f"))) static void dk__rp_block_tile_f32_avx512(const float *buf, int64_t W,
+                                                                           const int64_t *e, int64_t nbins, float *m,
+                                                                           int32_t *a)
+{
+    if (a) dk__rp_block_tile_f32_avx512_body(buf, W, e, nbins, m, a, true);
+    else dk__rp_block_tile_f32_avx512_body(buf, W, e, nbins, m, NULL, false);
+}
+
 /* An 8 x 8 block of 32-bit lanes transposed: r[i][j] becomes r[j][i]. */
 __attribute__((target("avx2"), always_inline)) static inline void dk__rp_transpose8_avx2(__m256 r[8])
 {
@@ -401,6 +437,10 @@ static inline void dk__rp_block_tile_on_f32(const dk__rp_ctx *cx, const float *b
                                             int64_t nbins, float *m, int32_t *a, bool arg)
 {
 #if DK__RP_AVX2
+    if (cx->avx512) {
+        dk__rp_block_tile_f32_avx512(buf, W, e, nbins, m, arg ? a : NULL);
+        return;
+    }
     if (cx->avx2) {
         dk__rp_block_tile_f32_avx2(buf, W, e, nbins, m, arg ? a : NULL);
         return;
