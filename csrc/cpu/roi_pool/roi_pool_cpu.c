@@ -11,8 +11,8 @@
 #include "dk_tunables.h"
 
 DK_TUNABLE(dk__rp_isa, "roi_pool.isa", 2, 0, 2,
-           "roi_pool's channels-last forward: 2 AVX-512 tiles, 1 AVX2, each where the CPU has it (else the next), 0 the "
-           "baseline (Note [RoIPool tiles])")
+           "roi_pool's channels-last forward: 2 AVX-512, 1 AVX2 (each where the CPU has it, else the next), 0 "
+           "the baseline (Note [RoIPool tiles])")
 DK_TUNABLE(dk__rp_layout, "roi_pool.layout", -1, -1, 1,
            "roi_pool's forward: -1 the cost model, 0 channel planes, 1 channels-last blocks (Note [RoIPool on a CPU])")
 DK_TUNABLE(dk__psa_layout, "ps_roi_align.layout", -1, -1, 1,

@@ -9,7 +9,8 @@
  *    compute type (one 64-byte line per pixel for float), then serves every RoI of the image,
  *    a tile of its bins at a time (Note [RoIPool tiles]): each bin's pixels are visited once and
  *    each visit takes the maximum of all the block's channels in one vector operation
- *    (dk_roi_pool_wins as a select). In
+ *    (dk_roi_pool_wins as a select; one 16-lane one with AVX-512), and large outputs are
+ *    streamed (Note [RoIPool tiles]). In
  *    NCHW a channel's bin is a few scattered pixels on its own plane, and torchvision walks it
  *    one channel at a time, a compare and a branch per pixel: here the copy costs a pass over
  *    the image block, and the pooling a vector operation per pixel and block of channels.
@@ -30,6 +31,23 @@
  * [K, C, PH, PW] int32 argmax and grad_output: what autograd passes) the planes are zeroed with
  * memset and each RoI's block read as two runs, an index a plane offset (57M instructions per
  * backward of bench_roi_pool.py's case, from 105M).
+ * What bounds the backward (measured on that case, one thread, a C harness, 2026-11-27 at a load
+ * average of 3-4, CPU time): not memory. Reading its 51 MB of argmax and gradients in its own
+ * order (16-channel runs, RoI after RoI) takes 2.1-2.4 ms warm and 3.9 ms after 128 MB written
+ * elsewhere, the memset of grad_input 0.3 ms, and grad_input is written once, not twice (the
+ * memset's lines are in L2 when the additions come); the backward takes 7-9 ms, and the same loop
+ * without its read-modify-write (reading the runs and testing the index alone) takes as long. It
+ * is the scalar loop over 6.4 million elements (8 instructions each, a fifth of them -1 from bins
+ * off the map), and what was tried to shorten it did not: prefetching the next RoI's runs (no
+ * change), one vectorised test of a run's indices so that the run adds without a branch (no
+ * change: 64M instructions either way, the third of runs that hold a -1 take the tested loop),
+ * a branch-free add (an off-plane index redirected to a dummy: slower, the dummy chains the
+ * additions), and AVX-512, 16 channels' gradients gathered, added and scattered per bin (their 16
+ * pixels lie on 16 planes, so one scatter never writes an element twice: the same bits, but twice
+ * as slow as the scalar loop on this CPU). Adding into a per-thread channels-last block instead
+ * (as ps_roi_align's backward does) would not shorten it either: a bin's 16 channels still add at
+ * 16 different pixels, one scalar read-modify-write each, and its saving (the memset, and
+ * grad_input written back streamed) is the 0.3 ms above.
  *
  * Note [Position-sensitive RoIPool on a CPU]
  * ps_roi_pool's output channel c at bin (ph, pw) reads input channel (c PH + ph) PW + pw: every
@@ -117,7 +135,7 @@ typedef struct {
     bool arg64;                                  /* argmax is int64 (else int32) */
     bool avx2;                                   /* channels-last forward: the AVX2 tiles (Note [RoIPool tiles]) */
     bool avx512;                                 /* and the AVX-512 tiles (Note [RoIPool tiles]) */
-    bool stream_out; /* channels-last forward: whole runs streamed (Note [RoIPool tiles], Note [Streaming stores]) */
+    bool stream_out;                             /* and large outputs streamed (Note [RoIPool tiles]) */
     void *block;                                 /* channels-last forward: a block buffer per thread */
     int64_t N, C, H, W, K, PH, PW;
     double scale;
@@ -214,6 +232,23 @@ static inline void dk__rp_block_bin_f64(const double *buf, int64_t W, int64_t h0
  * and inference's tile, with no argmax to find, keeps the maxima alone. On bench_roi_pool.py's
  * case (callgrind, one thread) a forward with an int32 argmax took 205M instructions before the
  * tiles, 74M after; inference 43M.
+ * With AVX-512 (roi_pool.isa 2, the default where the CPU has it) a block's 16 channels are one
+ * vector: a pixel of a bin is a load, a maxps and, with an argmax, a comparison into a mask and a
+ * masked move, 7 instructions with the loop where the AVX2 tile takes 16. It serves the forward
+ * with an argmax (training): 15.5-19.4 ms -> 7.2-7.6 ms together with the streaming below (the
+ * AVX2 tile with streaming: 9.8 ms); inference's tile is bound by its chain of maxps per bin, not
+ * by instructions, and takes the same time either way. (valgrind does not run AVX-512: callgrind
+ * counts the AVX2 tile.)
+ * The output and argmax are written once and not read again by this call: 51 MB for the bench's
+ * case with an argmax. Written with plain stores, each line is read first; after 128 MB written
+ * elsewhere (as a training step leaves the caches) that write took 8.5 ms in the forward's order,
+ * and 3.2 ms with non-temporal stores. So where the output is large (dk_large_output_prepare:
+ * large_output.min_bytes, 8 MiB by default; 0 forces it, as the tests do) and a RoI's block is
+ * one tile and one run (PH PW <= DK__RP_TILE, a whole block, the usual layout), the transposed
+ * tile goes to an L1 buffer and from there to the output as whole 64-byte lines, streamed
+ * (dk__rp_tile_stream32_avx2; plain stores at an unaligned head and tail): with the AVX2 tile,
+ * forward with an argmax 15-19 ms -> 9.8 ms, inference 7.5-10 ms -> 4.9-5.6 ms (C harness, CPU
+ * time, load 2-5), 81.6M and 47.1M instructions (the staging copy adds 9M and 4M).
  * e: the tile's bins from the bin table (h0, h1, w0, w1 each; h0 = -1 empty), m and a: nbins x
  * DK__RP_BLOCK. The same bins, pixels in the same order, the same comparison: the same results.
  */
@@ -332,9 +367,8 @@ dk__rp_block_tile_f32_avx512_body(const float *buf, int64_t W, const int64_t *e,
     }
 }
 
-__attribute__((target("avx512f"))) static void dk__rp_block_tile_f32_avx512(const float *buf, int64_t W,
-                                                                           const int64_t *e, int64_t nbins, float *m,
-                                                                           int32_t *a)
+__attribute__((target("avx512f"))) static void
+dk__rp_block_tile_f32_avx512(const float *buf, int64_t W, const int64_t *e, int64_t nbins, float *m, int32_t *a)
 {
     if (a) dk__rp_block_tile_f32_avx512_body(buf, W, e, nbins, m, a, true);
     else dk__rp_block_tile_f32_avx512_body(buf, W, e, nbins, m, NULL, false);
