@@ -124,8 +124,9 @@ static void assert_same_indices(const dkk_tensor *a, const dkk_tensor *b, const 
 }
 
 /* Note [RoIPool on a CPU]: every case runs with the forward's two layouts and its cost model (the
- * channels-last one with and without AVX2), with an int64 argmax, an int32 one and none; all must
- * give the reference's values and argmax. */
+ * channels-last one with AVX-512, AVX2 and neither, and with AVX-512 and AVX2 once more with every
+ * output streamed: large_output.min_bytes 0, Note [RoIPool tiles]), with an int64 argmax, an int32
+ * one and none; all must give the reference's values and argmax. */
 static void check_case_g(dk_dtype dt, int geometry, double scale, int PH, int PW, bool nhwc, int64_t C, bool packed,
                          dkk_rng *r)
 {
@@ -144,12 +145,15 @@ static void check_case_g(dk_dtype dt, int geometry, double scale, int PH, int PW
     dkk_tensor *arg = dkk_new(DK_INT64, 4, (int64_t[]){K, C, PH, PW}, (int[]){3, 2, 1, 0}, 0);
     dkk_tensor *arg32 = dkk_new(DK_INT32, 4, (int64_t[]){K, C, PH, PW}, NULL, 0);
     ref_result want = ref_forward(x, rois, PH, PW, scale, geometry);
-    for (int64_t run = 0; run < 4; run++) { /* layouts -1, 0, 1; then 1 without AVX2 */
-        const int64_t layout = run < 3 ? run - 1 : 1;
+    for (int64_t run = 0; run < 7; run++) { /* layouts -1, 0, 1; then 1 with each ISA, streamed or not */
+        static const int64_t isa[7] = {1, 1, 1, 0, 2, 2, 1};
+        const int64_t layout = run < 3 ? run - 1 : 1, stream = run >= 5;
         assert_ok(dk_tunable_set("roi_pool.layout", layout, NULL));
-        assert_ok(dk_tunable_set("roi_pool.isa", run < 3, NULL));
+        assert_ok(dk_tunable_set("roi_pool.isa", isa[run], NULL));
+        assert_ok(dk_tunable_set("large_output.min_bytes", stream ? 0 : (int64_t)8 << 20, NULL));
         char lwhat[240];
-        snprintf(lwhat, sizeof lwhat, "%s, layout %lld%s", what, (long long)layout, run < 3 ? "" : ", baseline ISA");
+        snprintf(lwhat, sizeof lwhat, "%s, layout %lld, ISA %lld%s", what, (long long)layout, (long long)isa[run],
+                 stream ? ", streamed" : "");
         dkk_fill_uniform(out, r, 7, 8); /* overwritten */
         assert_ok(dk_roi_pool_forward(&x->t, &rois->t, &out->t, &arg->t, PH, PW, scale, geometry));
         dkk_assert_identical(out, want.out, lwhat);
@@ -235,6 +239,8 @@ static void same_bits_for_any_thread_count(void **state)
         assert_ok(dk_set_num_threads(t));
         dkk_rng r = {0x9002};
         check_case(DK_FLOAT32, DK_ROI_POOL_TORCHVISION, 0.5, 7, 7, false, &r);
+        /* whole blocks and gapless tensors: the AVX-512 tiles and the streamed runs too */
+        check_case_g(DK_FLOAT32, DK_ROI_POOL_TORCHVISION, 0.25, 7, 7, false, 48, true, &r);
     }
     assert_ok(dk_set_num_threads(0));
 }

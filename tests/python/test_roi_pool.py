@@ -61,16 +61,30 @@ def test_both_forward_layouts_equal_torchvision(layout, isa):
     """Note [RoIPool on a CPU]: channel planes and channels-last blocks (with and without AVX2), on
     a map of 35 channels (two whole blocks of 16 and part of one) after a ReLU, so most bins hold
     equal maxima (zeros) and the first of them must win, as in torchvision."""
+    _check_forward_path(layout, isa, stream=False)
+
+
+@pytest.mark.parametrize("isa, stream", [(2, False), (2, True), (1, True)])
+def test_avx512_tiles_and_streamed_runs_equal_torchvision(isa, stream):
+    """Note [RoIPool tiles]: the AVX-512 tiles, and the runs streamed to the output and argmax
+    (large_output.min_bytes 0 makes every output large; runs of 16 x 49 elements start anywhere in a
+    64-byte line), on the same map as above. Where the CPU lacks AVX-512 this runs the AVX2 tiles."""
+    _check_forward_path(1, isa, stream)
+
+
+def _check_forward_path(layout, isa, stream):
     from dkit import _C
 
     g = torch.Generator().manual_seed(11)
     x = torch.randn(3, 35, 21, 18, generator=g).relu()
     x[1, 4, 2:6, 3:9] = 1.0  # equal positive maxima too
     rois = _rois(3, 80, 18 / 0.5, 12)
-    prev = (_C.tunable("roi_pool.layout"), _C.tunable("roi_pool.isa"))
+    prev = (_C.tunable("roi_pool.layout"), _C.tunable("roi_pool.isa"), _C.tunable("large_output.min_bytes"))
     try:
         _C.tunable("roi_pool.layout", layout)
         _C.tunable("roi_pool.isa", isa)
+        if stream:
+            _C.tunable("large_output.min_bytes", 0)
         for size in ((7, 7), (2, 5)):
             want = tvops.roi_pool(x, rois, size, 0.5)
             assert torch.equal(dkit.ops.roi_pool(x, rois, size, 0.5), want)  # inference: no argmax written
@@ -83,6 +97,7 @@ def test_both_forward_layouts_equal_torchvision(layout, isa):
     finally:
         _C.tunable("roi_pool.layout", prev[0])
         _C.tunable("roi_pool.isa", prev[1])
+        _C.tunable("large_output.min_bytes", prev[2])
 
 
 def test_argmax_is_int64_where_int32_cannot_index_the_plane():

@@ -10,8 +10,9 @@
 
 #include "dk_tunables.h"
 
-DK_TUNABLE(dk__rp_isa, "roi_pool.isa", 1, 0, 1,
-           "roi_pool's channels-last forward: 1 AVX2 where the CPU has it, 0 the baseline (Note [AVX2 spans])")
+DK_TUNABLE(dk__rp_isa, "roi_pool.isa", 2, 0, 2,
+           "roi_pool's channels-last forward: 2 AVX-512, 1 AVX2 (each where the CPU has it, else the next), 0 "
+           "the baseline (Note [RoIPool tiles])")
 DK_TUNABLE(dk__rp_layout, "roi_pool.layout", -1, -1, 1,
            "roi_pool's forward: -1 the cost model, 0 channel planes, 1 channels-last blocks (Note [RoIPool on a CPU])")
 DK_TUNABLE(dk__psa_layout, "ps_roi_align.layout", -1, -1, 1,
@@ -63,7 +64,9 @@ dk_status dk_roi_pool_forward_cpu(const dk_tensor *input, const dk_tensor *rois,
     const int nthreads = dk_parallel_threads_for(cx.K * cx.C * (cx.PH * cx.PW + cx.H * cx.W / 4 + 1));
     dk_status st = DK_OK;
 #if DK__RP_AVX2
-    cx.avx2 = dk_tunable(&dk__rp_isa) == 1 && __builtin_cpu_supports("avx2");
+    const int64_t isa = dk_tunable(&dk__rp_isa);
+    cx.avx2 = isa >= 1 && __builtin_cpu_supports("avx2");
+    cx.avx512 = isa >= 2 && cx.avx2 && __builtin_cpu_supports("avx512f");
 #endif
     DK_SWITCH_FLOAT(dk_tensor_dtype(input), st, dk__rp_forward, (&cx, nthreads, dk_tunable(&dk__rp_layout)),
                     st = dk_error(DK_ETYPE, "roi_pool_forward: unsupported dtype"))

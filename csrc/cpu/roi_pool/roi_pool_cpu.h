@@ -9,7 +9,8 @@
  *    compute type (one 64-byte line per pixel for float), then serves every RoI of the image,
  *    a tile of its bins at a time (Note [RoIPool tiles]): each bin's pixels are visited once and
  *    each visit takes the maximum of all the block's channels in one vector operation
- *    (dk_roi_pool_wins as a select). In
+ *    (dk_roi_pool_wins as a select; one 16-lane one with AVX-512), and large outputs are
+ *    streamed (Note [RoIPool tiles]). In
  *    NCHW a channel's bin is a few scattered pixels on its own plane, and torchvision walks it
  *    one channel at a time, a compare and a branch per pixel: here the copy costs a pass over
  *    the image block, and the pooling a vector operation per pixel and block of channels.
@@ -30,6 +31,24 @@
  * [K, C, PH, PW] int32 argmax and grad_output: what autograd passes) the planes are zeroed with
  * memset and each RoI's block read as two runs, an index a plane offset (57M instructions per
  * backward of bench_roi_pool.py's case, from 105M).
+ * What bounds the backward (measured on that case, one thread, a C harness, 2026-11-27 at a load
+ * average of 3-4, CPU time): not memory. Reading its 51 MB of argmax and gradients in its own
+ * order (16-channel runs, RoI after RoI) takes 2.1-2.4 ms warm and 3.9 ms after 128 MB written
+ * elsewhere, the memset of grad_input 0.3 ms, and grad_input is written once, not twice (the
+ * memset's lines are in L2 when the additions come); the backward takes 7-9 ms, and the same loop
+ * without its read-modify-write (reading the runs and testing the index alone) takes as long. It
+ * is the scalar loop over 6.4 million elements (8 instructions each, a fifth of them -1 from bins
+ * off the map), and what was tried to shorten it did not: prefetching the next RoI's runs (no
+ * change), one vectorised test of a run's indices so that the run adds without a branch (no
+ * change: 64M instructions either way, the third of runs that hold a -1 take the tested loop),
+ * a branch-free add (an off-plane index redirected to a dummy: slower, the dummy chains the
+ * additions), two or four channels' runs walked side by side (within the noise, 0-10%), and
+ * AVX-512, 16 channels' gradients gathered, added and scattered per bin (their 16 pixels lie on
+ * 16 planes, so one scatter never writes an element twice: the same bits, but twice as slow as
+ * the scalar loop on this CPU). Adding into a per-thread channels-last block instead
+ * (as ps_roi_align's backward does) would not shorten it either: a bin's 16 channels still add at
+ * 16 different pixels, one scalar read-modify-write each, and its saving (the memset, and
+ * grad_input written back streamed) is the 0.3 ms above.
  *
  * Note [Position-sensitive RoIPool on a CPU]
  * ps_roi_pool's output channel c at bin (ph, pw) reads input channel (c PH + ph) PW + pw: every
@@ -116,6 +135,8 @@ typedef struct {
     void *arg;                                   /* argmax's data, or NULL (the forward's inference) */
     bool arg64;                                  /* argmax is int64 (else int32) */
     bool avx2;                                   /* channels-last forward: the AVX2 tiles (Note [RoIPool tiles]) */
+    bool avx512;                                 /* and the AVX-512 tiles (Note [RoIPool tiles]) */
+    bool stream_out;                             /* and large outputs streamed (Note [RoIPool tiles]) */
     void *block;                                 /* channels-last forward: a block buffer per thread */
     int64_t N, C, H, W, K, PH, PW;
     double scale;
@@ -212,6 +233,23 @@ static inline void dk__rp_block_bin_f64(const double *buf, int64_t W, int64_t h0
  * and inference's tile, with no argmax to find, keeps the maxima alone. On bench_roi_pool.py's
  * case (callgrind, one thread) a forward with an int32 argmax took 205M instructions before the
  * tiles, 74M after; inference 43M.
+ * With AVX-512 (roi_pool.isa 2, the default where the CPU has it) a block's 16 channels are one
+ * vector: a pixel of a bin is a load, a maxps and, with an argmax, a comparison into a mask and a
+ * masked move, 7 instructions with the loop where the AVX2 tile takes 16. It serves the forward
+ * with an argmax (training): 15.5-19.4 ms -> 7.2-7.6 ms together with the streaming below (the
+ * AVX2 tile with streaming: 9.8 ms); inference's tile is bound by its chain of maxps per bin, not
+ * by instructions, and takes the same time either way. (valgrind does not run AVX-512: callgrind
+ * counts the AVX2 tile.)
+ * The output and argmax are written once and not read again by this call: 51 MB for the bench's
+ * case with an argmax. Written with plain stores, each line is read first; after 128 MB written
+ * elsewhere (as a training step leaves the caches) that write took 8.5 ms in the forward's order,
+ * and 3.2 ms with non-temporal stores. So where the output is large (dk_large_output_prepare:
+ * large_output.min_bytes, 8 MiB by default; 0 forces it, as the tests do) and a RoI's block is
+ * one tile and one run (PH PW <= DK__RP_TILE, a whole block, the usual layout), the transposed
+ * tile goes to an L1 buffer and from there to the output as whole 64-byte lines, streamed
+ * (dk__rp_tile_stream32_avx2; plain stores at an unaligned head and tail): with the AVX2 tile,
+ * forward with an argmax 15-19 ms -> 9.8 ms, inference 7.5-10 ms -> 4.9-5.6 ms (C harness, CPU
+ * time, load 2-5), 81.6M and 47.1M instructions (the staging copy adds 9M and 4M).
  * e: the tile's bins from the bin table (h0, h1, w0, w1 each; h0 = -1 empty), m and a: nbins x
  * DK__RP_BLOCK. The same bins, pixels in the same order, the same comparison: the same results.
  */
@@ -303,6 +341,40 @@ __attribute__((target("avx2"))) static void dk__rp_block_tile_f32_avx2(const flo
     else dk__rp_block_tile_f32_avx2_body(buf, W, e, nbins, m, NULL, false);
 }
 
+/* The same tile with AVX-512 (roi_pool.isa 2): a block's 16 channels are one 16-lane vector, so a
+ * pixel is one load, one maxps and, with an argmax, one comparison into a mask and one masked move
+ * of its index (the AVX2 tile's selections, lane for lane: the same results). */
+_Static_assert(DK__RP_BLOCK == 16, "the AVX-512 tile holds a block in one vector");
+__attribute__((target("avx512f"), always_inline)) static inline void
+dk__rp_block_tile_f32_avx512_body(const float *buf, int64_t W, const int64_t *e, int64_t nbins, float *m, int32_t *a,
+                                  bool arg)
+{
+    for (int64_t b = 0; b < nbins; b++, e += 4) {
+        const bool some = e[0] >= 0;
+        __m512 mv = _mm512_set1_ps(dk_roi_pool_start_f32(some));
+        __m512i av = _mm512_set1_epi32(-1);
+        const int64_t h1 = some ? e[1] : 0, w0 = some ? e[2] : 0, w1 = some ? e[3] : 0;
+        for (int64_t h = some ? e[0] : 0; h < h1; h++) {
+            const float *px = buf + (h * W + w0) * DK__RP_BLOCK;
+            int32_t i = (int32_t)(h * W + w0);
+            for (int64_t w = w0; w < w1; w++, px += DK__RP_BLOCK, i++) {
+                const __m512 v = _mm512_loadu_ps(px);
+                if (arg) av = _mm512_mask_mov_epi32(av, _mm512_cmp_ps_mask(v, mv, _CMP_GT_OQ), _mm512_set1_epi32(i));
+                mv = _mm512_max_ps(v, mv);
+            }
+        }
+        _mm512_storeu_ps(m + b * DK__RP_BLOCK, mv);
+        if (arg) _mm512_storeu_si512(a + b * DK__RP_BLOCK, av);
+    }
+}
+
+__attribute__((target("avx512f"))) static void
+dk__rp_block_tile_f32_avx512(const float *buf, int64_t W, const int64_t *e, int64_t nbins, float *m, int32_t *a)
+{
+    if (a) dk__rp_block_tile_f32_avx512_body(buf, W, e, nbins, m, a, true);
+    else dk__rp_block_tile_f32_avx512_body(buf, W, e, nbins, m, NULL, false);
+}
+
 /* An 8 x 8 block of 32-bit lanes transposed: r[i][j] becomes r[j][i]. */
 __attribute__((target("avx2"), always_inline)) static inline void dk__rp_transpose8_avx2(__m256 r[8])
 {
@@ -341,6 +413,35 @@ __attribute__((target("avx2"))) static void dk__rp_tile_store32_avx2(void *dst, 
         for (int c = 0; c < DK__RP_BLOCK; c++) memcpy(d + (c * P + b) * 4, s + (b * DK__RP_BLOCK + c) * 4, 4);
 }
 
+/* n 32-bit elements from src to dst with non-temporal stores (Note [Streaming stores] in
+ * dk_large_output.h) where they fill whole 64-byte lines of dst, plain ones at an unaligned head
+ * and a tail. The caller ends the thread's stores with dk_sfence(). */
+__attribute__((target("avx2"))) static void dk__rp_stream_run32_avx2(void *dst, const void *src, int64_t n)
+{
+    char *d = (char *)dst;
+    const char *s = (const char *)src;
+    int64_t head = (int64_t)((64 - ((uintptr_t)d & 63)) & 63) / 4; /* elements before a line starts */
+    if (((uintptr_t)d & 3) || head > n) head = n;                  /* (argmax and outputs are 4-aligned) */
+    memcpy(d, s, (size_t)head * 4);
+    int64_t i = head;
+    for (; i + 16 <= n; i += 16) {
+        _mm256_stream_si256((__m256i *)(d + i * 4), _mm256_loadu_si256((const __m256i *)(s + i * 4)));
+        _mm256_stream_si256((__m256i *)(d + i * 4 + 32), _mm256_loadu_si256((const __m256i *)(s + i * 4 + 32)));
+    }
+    memcpy(d + i * 4, s + i * 4, (size_t)(n - i) * 4);
+}
+
+/* A RoI's whole tile (nbins = P) of a whole block, t [bin][channel], to its run of DK__RP_BLOCK P
+ * elements at dst ([channel][bin]), streamed: transposed into an L1 buffer first, so that the
+ * lines go out whole and in order (the transposes' 32-byte stores, P elements apart, would leave
+ * the write-combining buffers half full). */
+__attribute__((target("avx2"))) static void dk__rp_tile_stream32_avx2(void *dst, int64_t P, const void *t)
+{
+    _Alignas(64) float run[DK__RP_BLOCK * DK__RP_TILE];
+    dk__rp_tile_store32_avx2(run, P, 0, t, P);
+    dk__rp_stream_run32_avx2(dst, run, DK__RP_BLOCK * P);
+}
+
 /* The copy of a channels-last block from 16 float planes with rows of unit stride: pixels in
  * runs of 8, each run's 8 x 8 halves transposed (the scalar copy's elements, in place of its
  * 16-apart stores). planes[c] is channel c's plane, row stride sy; buf [H][W][DK__RP_BLOCK]. */
@@ -371,6 +472,10 @@ static inline void dk__rp_block_tile_on_f32(const dk__rp_ctx *cx, const float *b
                                             int64_t nbins, float *m, int32_t *a, bool arg)
 {
 #if DK__RP_AVX2
+    if (cx->avx512) {
+        dk__rp_block_tile_f32_avx512(buf, W, e, nbins, m, arg ? a : NULL);
+        return;
+    }
     if (cx->avx2) {
         dk__rp_block_tile_f32_avx2(buf, W, e, nbins, m, arg ? a : NULL);
         return;

@@ -144,8 +144,10 @@ static void DK_SFN(dk__rp_forward_blocks_worker)(void *p, int tid)
                                              cx->arg != NULL);
                 DK_S *yk = y + k * ys[0] + c0 * ys[1];
 #if DK__RP_AVX2
-                if (fast32 && nb == B && dk__rp_runs(ys, cx->PW, P)) dk__rp_tile_store32_avx2(yk, P, b0, m, nbins);
-                else
+                if (fast32 && nb == B && dk__rp_runs(ys, cx->PW, P)) {
+                    if (cx->stream_out && nbins == P) dk__rp_tile_stream32_avx2(yk, P, m);
+                    else dk__rp_tile_store32_avx2(yk, P, b0, m, nbins);
+                } else
 #endif
                     DK__RP_TILE_STORE(yk, ys, m, DK_STORE, cx->PW, P, b0, nbins, nb);
                 if (arg64) {
@@ -153,15 +155,17 @@ static void DK_SFN(dk__rp_forward_blocks_worker)(void *p, int tid)
                 } else if (arg32) {
                     int32_t *ak = arg32 + k * as[0] + c0 * as[1];
 #if DK__RP_AVX2
-                    if (cx->avx2 && nb == B && dk__rp_runs(as, cx->PW, P))
-                        dk__rp_tile_store32_avx2(ak, P, b0, a, nbins);
-                    else
+                    if (cx->avx2 && nb == B && dk__rp_runs(as, cx->PW, P)) {
+                        if (cx->stream_out && nbins == P) dk__rp_tile_stream32_avx2(ak, P, a);
+                        else dk__rp_tile_store32_avx2(ak, P, b0, a, nbins);
+                    } else
 #endif
                         DK__RP_TILE_STORE(ak, as, a, , cx->PW, P, b0, nbins, nb);
                 }
             }
         }
     }
+    if (cx->stream_out) dk_sfence();
 }
 
 /* RoIs of no image (dk__rp_batch): every bin 0, argmax -1 (the planar path writes the same). */
@@ -229,6 +233,18 @@ static dk_status DK_SFN(dk__rp_forward)(dk__rp_ctx *cx, int nthreads, int64_t la
 {
     DK_ARENA_ON_STACK(ar); /* Note [Scratch arena] */
     if (DK_SFN(dk__rp_use_blocks)(cx, layout, nthreads, &ar)) {
+        /* the output (and argmax) written whole, once: huge pages, and the AVX2 runs streamed when
+         * large (Note [Huge pages for large outputs], Note [Streaming stores] in dk_large_output.h) */
+        int64_t s[4];
+        dk_large_output lo;
+        dk__rp_strides(cx->bins, s);
+        cx->stream_out = dk_large_output_prepare(&lo, dk_tensor_data(cx->bins), 4, cx->bins->shape, s, sizeof(DK_S),
+                                                 false) &&
+                         cx->avx2;
+        if (cx->arg) {
+            dk__rp_strides(cx->argmax, s);
+            dk_large_output_prepare(&lo, cx->arg, 4, cx->argmax->shape, s, cx->arg64 ? 8 : 4, false);
+        }
         DK_SFN(dk__rp_forward_strays)(cx);
         dk_parallel_run(nthreads, &cx->counter, DK_SFN(dk__rp_forward_blocks_worker), cx);
     } else {
