@@ -126,10 +126,11 @@ typedef struct {
     int64_t sampling_ratio; /* ps_roi_align */
     float *scratch;    /* ps_roi_align's 16-bit backward on planes: DK__RP_CHANNELS float H x W planes per thread */
     const void *table; /* ps_roi_align's backward: every RoI's geometry (dk__psa_roi_entry) */
-    const int64_t *image_rois; /* and each image's RoIs: N + 1 offsets into the K RoI numbers after them */
-    int64_t psa_samples;       /* ps_roi_align: the samples of a bin, summed over the RoIs with an image */
-    int psa_layout;            /* ps_roi_align: its tunable's value (-1 cost model, 0 planes, 1 blocks) */
-    bool stream;               /* ps_roi_align's backward: blocks stream grad_input (Note [Streaming stores]) */
+    int64_t *image_rois;       /* the position-sensitive ops: each image's RoIs (dk__rp_image_rois) */
+    int64_t ps_work; /* the position-sensitive ops' cost models: a bin's samples (ps_roi_align) or pixels
+                      * (ps_roi_pool), summed over the RoIs with an image */
+    int ps_layout;   /* ps_roi_align, ps_roi_pool: its layout tunable (-1 cost model, 0 planes, 1 blocks) */
+    bool stream;               /* ps_roi_align's, ps_roi_pool's backward: blocks stream grad_input (Note [Streaming stores]) */
     bool psa_tables;           /* ps_roi_align: keep each RoI's taps in tables (its tunable) */
     dk_parallel_counter counter;
 } dk__rp_ctx;
@@ -139,6 +140,24 @@ typedef struct {
 static inline int64_t dk__rp_batch(double b, int64_t n)
 {
     return b >= 0 && b < (double)n && b == (double)(int64_t)b ? (int64_t)b : -1;
+}
+
+/* Each image's RoIs in order of k, for the position-sensitive tasks that serve one image: lists[0
+ * .. N] the offsets of each image's run in lists[N + 1 ..], which holds the RoI numbers (a stable
+ * counting sort). RoI k's image is *(const int64_t *)((const char *)n + k stride), -1 for none
+ * (in no list). */
+static inline void dk__rp_image_rois(const int64_t *n, size_t stride, int64_t K, int64_t N, int64_t *lists)
+{
+#define DK__RP_IMAGE_OF(k) (*(const int64_t *)(const void *)((const char *)n + (size_t)(k) * stride))
+    for (int64_t i = 0; i <= N; i++) lists[i] = 0;
+    for (int64_t k = 0; k < K; k++)
+        if (DK__RP_IMAGE_OF(k) >= 0) lists[DK__RP_IMAGE_OF(k) + 1]++;
+    for (int64_t i = 0; i < N; i++) lists[i + 1] += lists[i];
+    for (int64_t k = 0, *fill = lists + N + 1; k < K; k++)
+        if (DK__RP_IMAGE_OF(k) >= 0) fill[lists[DK__RP_IMAGE_OF(k)]++] = k;
+    for (int64_t i = N; i > 0; i--) lists[i] = lists[i - 1]; /* the fill moved each start to the next's */
+    lists[0] = 0;
+#undef DK__RP_IMAGE_OF
 }
 
 /* argmax element i (an offset in elements), either width. */
@@ -392,6 +411,18 @@ static inline void dk__rp_strides(const dk_tensor *t, int64_t s[4])
     for (int d = 0; d < 4; d++) s[d] = dk_tensor_stride(t, d);
 }
 
+/* The position-sensitive backwards: grad_input (cx->img, of `elem`-byte elements) is about to be
+ * written whole, once: huge pages hinted where it is large, and the channels-last blocks (where the
+ * call has them) then stream it (Note [Huge pages for large outputs], Note [Streaming stores] in
+ * dk_large_output.h): cx->stream. */
+static inline void dk__ps_prepare_grad_input(dk__rp_ctx *cx, size_t elem)
+{
+    int64_t xs[4];
+    dk__rp_strides(cx->img, xs);
+    dk_large_output gl;
+    cx->stream = dk_large_output_prepare(&gl, dk_tensor_data(cx->img), 4, cx->img->shape, xs, elem, false) && cx->block;
+}
+
 /* ps_roi_align: the samples of a bin a task finds at a time (Note [RoIAlign's position-sensitive
  * form on a CPU]); an adaptive grid of 8 x 8 (a bin over 7 pixels each way) fits. */
 #define DK__PSA_SAMPLES 64
@@ -403,6 +434,13 @@ static inline void dk__rp_strides(const dk_tensor *t, int64_t s[4])
  * least one per DK__PSA_SAMPLES_PER_PIXEL pixels of the map (Note [RoIAlign's position-sensitive
  * form on a CPU]). */
 #define DK__PSA_SAMPLES_PER_PIXEL 4
+
+/* ps_roi_pool's cost model: channels-last blocks when a bin's pixels over the RoIs number at least
+ * one per DK__PSP_PIXELS_PER_PIXEL pixels of the map (Note [Position-sensitive RoIPool on a CPU]). */
+#define DK__PSP_PIXELS_PER_PIXEL 4
+
+/* The pixels of one axis of a ps_roi_pool bin, e = {lo, hi}: none when empty. */
+static inline int64_t dk__psp_len(const int64_t e[2]) { return e[1] > e[0] ? e[1] - e[0] : 0; }
 
 /* ps_roi_align's lanes in a channels-last block of nc channels: whole 4-lane vectors. */
 #define DK__PSA_LANES(nc) (((nc) + 3) / 4 * 4)
