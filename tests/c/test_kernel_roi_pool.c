@@ -378,13 +378,15 @@ static void ps_roi_pool_same_bits_for_any_thread_count(void **state)
  * forward's, and the backward's for float32 and float64), forced and by the cost model, on one and
  * two threads, to the reference's bits: output channels 5 (one block, lanes past them computed and
  * dropped), 17 (a block of 16 and a tail of 1) and 1, dense and channels-last maps (whose columns
- * are not unit-stride), every dtype. */
+ * are not unit-stride), every dtype; the blocks' copy with AVX2 and without (ps_roi_pool.isa),
+ * rows of 13 pixels: one 8-pixel AVX2 span, one of 4, one left. */
 static void ps_roi_pool_every_path(void **state)
 {
     (void)state;
     for (int64_t layout = -1; layout <= 1; layout++)
         for (int t = 1; t <= 2; t++) {
             assert_ok(dk_tunable_set("ps_roi_pool.layout", layout, NULL));
+            assert_ok(dk_tunable_set("ps_roi_pool.isa", t == 1, NULL)); /* both, on one thread and on two */
             assert_ok(dk_set_num_threads(t));
             dkk_rng r = {0x9007};
             for (size_t d = 0; d < DK_COUNTOF(DTYPES); d++) {
@@ -394,6 +396,7 @@ static void ps_roi_pool_every_path(void **state)
             }
         }
     assert_ok(dk_tunable_set("ps_roi_pool.layout", -1, NULL));
+    assert_ok(dk_tunable_set("ps_roi_pool.isa", 1, NULL));
     assert_ok(dk_set_num_threads(0));
 }
 

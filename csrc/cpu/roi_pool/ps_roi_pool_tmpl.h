@@ -69,7 +69,8 @@ static inline DK_SFN(dk__ps_task)
  * (h, w), L = DK__PSA_LANES(nc) lanes, those past nc a copy of plane nc - 1 (no branch per plane;
  * never stored: the tasks compute them and drop them). A row at a time (its part of the block
  * stays in L1), four planes' rows at a time, read as streams and transposed four pixels at a time
- * where the storage is the compute type and the columns are dense. */
+ * (eight with AVX2 for float32: dk__ps_row_load_avx2) where the storage is the compute type and
+ * the columns are dense. */
 static void DK_SFN(dk__ps_block_load)(const dk__rp_ctx *cx, const DK_S *img, const int64_t xs[4],
                                       const DK_SFN(dk__ps_task) *a, DK_T *buf)
 {
@@ -81,6 +82,10 @@ static void DK_SFN(dk__ps_block_load)(const dk__rp_ctx *cx, const DK_S *img, con
             const DK_S *src[4];
             for (int i = 0; i < 4; i++) src[i] = img + (u + i < a->nc ? u + i : a->nc - 1) * a->cstep + h * xs[2];
             int64_t w = 0;
+#if DK__RP_AVX2
+            if (vec && cx->ps_avx2 && sizeof(DK_T) == sizeof(float))
+                w = dk__ps_row_load_avx2((const float *const *)(const void *)src, (float *)(void *)(row + u), L, cx->W);
+#endif
             if (vec)
                 for (; w + 4 <= cx->W; w += 4) {
                     DK_TFN(dk_v4) v[4];

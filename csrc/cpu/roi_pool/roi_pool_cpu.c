@@ -20,6 +20,9 @@ DK_TUNABLE(dk__psa_layout, "ps_roi_align.layout", -1, -1, 1,
 DK_TUNABLE(dk__psp_layout, "ps_roi_pool.layout", -1, -1, 1,
            "ps_roi_pool: -1 the cost model, 0 channel planes, 1 channels-last blocks (float32 and float64's backward "
            "only; Note [Position-sensitive RoIPool on a CPU])")
+DK_TUNABLE(dk__ps_isa, "ps_roi_pool.isa", 1, 0, 1,
+           "ps_roi_pool's and ps_roi_align's channels-last copy of float32 planes: 1 AVX2 where the CPU has it, 0 "
+           "the baseline (Note [AVX2 spans])")
 DK_TUNABLE(dk__psa_tables, "ps_roi_align.tap_tables", 1, 0, 1,
            "ps_roi_align: 1 each RoI's taps tabled once per call, 0 found by every task (the same values)")
 
@@ -35,11 +38,23 @@ DK_TUNABLE(dk__psa_tables, "ps_roi_align.tap_tables", 1, 0, 1,
 #define DK_TEMPLATE_TYPES DK_TYPES_FLOAT
 #include "kernels/dk_instantiate.h"
 
+/* Whether the CPU has AVX2 (the position-sensitive blocks' copy, dk__ps_row_load_avx2). */
+static bool dk__ps_cpu_avx2(void)
+{
+#if DK__RP_AVX2
+    return __builtin_cpu_supports("avx2");
+#else
+    return false;
+#endif
+}
+
 /* One call's tensors and sizes: `img` is input or grad_input, `bins` output or grad_output. */
 static dk__rp_ctx dk__rp_ctx_of(const dk_tensor *img, const dk_tensor *bins, const dk_tensor *rois,
                                 const dk_tensor *argmax, double scale, int bins_kind)
 {
     return (dk__rp_ctx){.img = img,
+                        .ps_avx2 = bins_kind == DK_ROI_POOL_BINS_PS && DK__RP_AVX2 && dk_tunable(&dk__ps_isa) == 1 &&
+                                   dk__ps_cpu_avx2(),
                         .bins = bins,
                         .rois = rois,
                         .argmax = argmax,

@@ -132,6 +132,7 @@ typedef struct {
     int ps_layout;   /* ps_roi_align, ps_roi_pool: its layout tunable (-1 cost model, 0 planes, 1 blocks) */
     bool stream;               /* ps_roi_align's, ps_roi_pool's backward: blocks stream grad_input (Note [Streaming stores]) */
     bool psa_tables;           /* ps_roi_align: keep each RoI's taps in tables (its tunable) */
+    bool ps_avx2;              /* the position-sensitive blocks: copy float32 planes with AVX2 (dk__ps_row_load_avx2) */
     dk_parallel_counter counter;
 } dk__rp_ctx;
 
@@ -438,6 +439,34 @@ static inline void dk__ps_prepare_grad_input(dk__rp_ctx *cx, size_t elem)
 /* ps_roi_pool's cost model: channels-last blocks when a bin's pixels over the RoIs number at least
  * one per DK__PSP_PIXELS_PER_PIXEL pixels of the map (Note [Position-sensitive RoIPool on a CPU]). */
 #define DK__PSP_PIXELS_PER_PIXEL 4
+
+#if DK__RP_AVX2
+/* Part of dk__ps_block_load's row for float32 planes, with 8-lane AVX2 vectors (Note [AVX2 spans]
+ * in box_iou_cpu.h; ps_roi_pool.isa picks): pixels w .. w + 7 of the four planes' rows src[i]
+ * to row[w L + i], 4 x 4 transposes in both 128-bit halves at once, half the shuffles of the 4-lane
+ * ones. Elements moved, not computed. Returns the pixels done, a multiple of 8; the caller does
+ * the rest. */
+__attribute__((target("avx2"))) static int64_t dk__ps_row_load_avx2(const float *const src[4], float *row, int64_t L,
+                                                                    int64_t W)
+{
+    int64_t w = 0;
+    for (; w + 8 <= W; w += 8) {
+        const __m256 r0 = _mm256_loadu_ps(src[0] + w), r1 = _mm256_loadu_ps(src[1] + w);
+        const __m256 r2 = _mm256_loadu_ps(src[2] + w), r3 = _mm256_loadu_ps(src[3] + w);
+        const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+        const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+        const __m256 v[4] = {_mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2)),
+                             _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2))}; /* pixels i | 4 + i */
+        float *p = row + w * L;
+        for (int i = 0; i < 4; i++)
+            _mm_storeu_ps(p + i * L, _mm256_castps256_ps128(v[i])),
+                _mm_storeu_ps(p + (4 + i) * L, _mm256_extractf128_ps(v[i], 1));
+    }
+    return w;
+}
+#endif
 
 /* The pixels of one axis of a ps_roi_pool bin, e = {lo, hi}: none when empty. */
 static inline int64_t dk__psp_len(const int64_t e[2]) { return e[1] > e[0] ? e[1] - e[0] : 0; }
