@@ -155,7 +155,7 @@ static void DK_SFN(dk__psa_forward_block)(const dk__rp_ctx *cx, const DK_SFN(dk_
     const int64_t *xs = v->xs, *ys = v->ys;
     const int L = DK__PSA_LANES(a->nc), nv = L / 4;
     DK_SFN(dk__ps_block_load)(cx, v->x + a->n * xs[0] + ((a->c0 * cx->PH + a->ph) * cx->PW + a->pw) * xs[1], xs, a,
-                               buf);
+                              buf);
     for (int64_t i = cx->image_rois[a->n]; i < cx->image_rois[a->n + 1]; i++) {
         const int64_t k = cx->image_rois[cx->N + 1 + i];
         const DK_SFN(dk__psa_roi_entry) *e = &table[k];

@@ -32,8 +32,8 @@ static inline DK_SFN(dk__rp_ps_view) DK_SFN(dk__rp_ps_view_of)(const dk__rp_ctx 
 static dk_status DK_SFN(dk__ps_blocks)(dk__rp_ctx *cx, dk_arena *ar, int nthreads, int64_t per_pixel, const char *what)
 {
     const bool fits = cx->H * cx->W <= DK__RP_BLOCK_MAX_BYTES / ((int64_t)sizeof(DK_T) * DK__RP_CHANNELS);
-    const bool blocks = cx->ps_layout == 1 || (cx->ps_layout == -1 && fits &&
-                                                cx->ps_work >= cx->N * cx->H * cx->W / per_pixel);
+    const bool blocks = cx->ps_layout == 1 ||
+                        (cx->ps_layout == -1 && fits && cx->ps_work >= cx->N * cx->H * cx->W / per_pixel);
     cx->block = NULL;
     if (!blocks) return DK_OK;
     cx->block = dk_arena_take_n(ar, dk_sat_mul((size_t)nthreads, dk_sat_mul((size_t)(cx->H * cx->W), DK__RP_CHANNELS)),
@@ -314,8 +314,7 @@ static dk_status DK_SFN(dk__rp_ps_forward)(dk__rp_ctx *cx, int nthreads)
                         for (int64_t pw = 0; pw < cx->PW; pw++)
                             v.y[k * v.ys[0] + c * v.ys[1] + ph * v.ys[2] + pw * v.ys[3]] = DK_STORE((DK_T)0);
         dk_parallel_run(nthreads, &cx->counter, DK_SFN(dk__psp_forward_blocks_worker), cx);
-    } else if (st == DK_OK)
-        dk_parallel_run(nthreads, &cx->counter, DK_SFN(dk__rp_ps_forward_worker), cx);
+    } else if (st == DK_OK) dk_parallel_run(nthreads, &cx->counter, DK_SFN(dk__rp_ps_forward_worker), cx);
     dk_arena_free(&ar);
     return st;
 }
@@ -440,7 +439,8 @@ static dk_status DK_SFN(dk__rp_ps_backward)(dk__rp_ctx *cx, int nthreads)
     cx->block = NULL;
     cx->stream = false;
     const dk_status st = sizeof(DK_S) == sizeof(DK_T) && cx->ps_layout == 1
-                             ? DK_SFN(dk__ps_blocks)(cx, &ar, nthreads, DK__PSP_PIXELS_PER_PIXEL, "ps_roi_pool_backward")
+                             ? DK_SFN(dk__ps_blocks)(cx, &ar, nthreads, DK__PSP_PIXELS_PER_PIXEL,
+                                                     "ps_roi_pool_backward")
                              : DK_OK;
     if (st == DK_OK)
         dk_parallel_run(nthreads, &cx->counter,

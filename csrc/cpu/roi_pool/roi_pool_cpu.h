@@ -124,15 +124,15 @@ typedef struct {
     int64_t *roi_batch;     /* ps_roi_pool: each RoI's image, or -1 (dk__psp_table) */
     int64_t roi_block;      /* ps_roi_pool's forward: RoIs per task (dk__psp_roi_block) */
     int64_t sampling_ratio; /* ps_roi_align */
-    float *scratch;    /* ps_roi_align's 16-bit backward on planes: DK__RP_CHANNELS float H x W planes per thread */
-    const void *table; /* ps_roi_align's backward: every RoI's geometry (dk__psa_roi_entry) */
-    int64_t *image_rois;       /* the position-sensitive ops: each image's RoIs (dk__rp_image_rois) */
-    int64_t ps_work; /* the position-sensitive ops' cost models: a bin's samples (ps_roi_align) or pixels
+    float *scratch;      /* ps_roi_align's 16-bit backward on planes: DK__RP_CHANNELS float H x W planes per thread */
+    const void *table;   /* ps_roi_align's backward: every RoI's geometry (dk__psa_roi_entry) */
+    int64_t *image_rois; /* the position-sensitive ops: each image's RoIs (dk__rp_image_rois) */
+    int64_t ps_work;     /* the position-sensitive ops' cost models: a bin's samples (ps_roi_align) or pixels
                       * (ps_roi_pool), summed over the RoIs with an image */
-    int ps_layout;   /* ps_roi_align, ps_roi_pool: its layout tunable (-1 cost model, 0 planes, 1 blocks) */
-    bool stream;               /* ps_roi_align's, ps_roi_pool's backward: blocks stream grad_input (Note [Streaming stores]) */
-    bool psa_tables;           /* ps_roi_align: keep each RoI's taps in tables (its tunable) */
-    bool ps_avx2;              /* the position-sensitive blocks: copy float32 planes with AVX2 (dk__ps_row_load_avx2) */
+    int ps_layout;       /* ps_roi_align, ps_roi_pool: its layout tunable (-1 cost model, 0 planes, 1 blocks) */
+    bool stream;     /* ps_roi_align's, ps_roi_pool's backward: blocks stream grad_input (Note [Streaming stores]) */
+    bool psa_tables; /* ps_roi_align: keep each RoI's taps in tables (its tunable) */
+    bool ps_avx2;    /* the position-sensitive blocks: copy float32 planes with AVX2 (dk__ps_row_load_avx2) */
     dk_parallel_counter counter;
 } dk__rp_ctx;
 
@@ -149,7 +149,7 @@ static inline int64_t dk__rp_batch(double b, int64_t n)
  * (in no list). */
 static inline void dk__rp_image_rois(const int64_t *n, size_t stride, int64_t K, int64_t N, int64_t *lists)
 {
-#define DK__RP_IMAGE_OF(k) (*(const int64_t *)(const void *)((const char *)n + (size_t)(k) * stride))
+#define DK__RP_IMAGE_OF(k) (*(const int64_t *)(const void *)((const char *)n + (size_t)(k)*stride))
     for (int64_t i = 0; i <= N; i++) lists[i] = 0;
     for (int64_t k = 0; k < K; k++)
         if (DK__RP_IMAGE_OF(k) >= 0) lists[DK__RP_IMAGE_OF(k) + 1]++;
