@@ -33,30 +33,51 @@
  *
  * Note [Position-sensitive RoIPool on a CPU]
  * ps_roi_pool's output channel c at bin (ph, pw) reads input channel (c PH + ph) PW + pw: every
- * bin of a RoI is on a plane of its own. Walked per RoI (a task per RoI and 16 output channels),
- * each bin row was a cache miss on a 13 MB map, and the forward waited on memory. Both directions
- * now walk the planes instead, with every RoI's axes found once per call (dk__psp_table: its
- * image, the rows of each ph and the columns of each pw, laid out [PH][K] and [PW][K] so that a
- * plane's task reads them in order of k; dk_roi_pool_bin's bounds, one axis at a time):
- *  - forward: a task per output channel c and block of RoIs (DK__PSP_ROIS, fewer where that would
- *    leave threads without work) sweeps the PH PW input
- *    planes of c and pools every RoI of the block from each (dk_roi_pool_avg, its sum in its
- *    order), while it prefetches the next plane of every image a line or two per RoI, so that
- *    the sweep reads the map once at streaming speed; the output's stores are PH PW apart and
- *    stay in cache for a block of RoIs. Each output element is computed by one task alone: the
- *    same values on any thread count.
- *  - backward: a task per output channel c and bin row ph owns input channels (c PH + ph) PW + pw
- *    for every pw: it zeroes them in every image (one memset per image for contiguous planes:
- *    all-zero bits are +0 in every dtype), then adds each RoI's share, g / area, over its PW bins,
- *    RoIs in order: every element receives torchvision's additions in torchvision's order (its
- *    backward walks the output in order of k), on any thread count, with no two tasks on one
- *    element. A RoI's PW gradients are one run of grad_output, read once for its PW bins.
- * What bounds it on the bench's problem (2 x 490 x 50 x 68, 512 RoIs, 7 x 7 bins, about 6.5
- * pixels per bin): the forward is neither memory- nor branch-bound any more (the same time on a
- * map that fits in L2; bins summed without a branch per pixel came within the noise) but bound by its
- * 250k sums, each a chain of dependent additions in torchvision's order and a division; the
- * backward by writing grad_input (13 MB, whose zeroing alone takes 0.6-2 ms) and its 1.3 million
- * read-modify-write additions.
+ * bin of a RoI is on a plane of its own, and output channels c .. c + 15 at one bin read planes
+ * that sit at the same pixels. Walked per RoI (a task per RoI and 16 output channels), each bin
+ * row was a cache miss on a 13 MB map. Every RoI's axes are found once per call (dk__psp_table:
+ * its image, the rows of each ph and the columns of each pw, laid out [PH][K] and [PW][K] so that
+ * a task reads them in order of k; dk_roi_pool_bin's bounds, one axis at a time), with each
+ * image's RoIs in order (dk__rp_image_rois). Two ways (ps_roi_pool.layout, a tunable: -1 the cost
+ * model, 0 planes, 1 blocks):
+ *  - channels-last blocks (the forward's usual way): ps_roi_align's task split, a task per (image,
+ *    bin, block of DK__RP_CHANNELS output channels) whose planes no other task reads or writes.
+ *    It copies them channels-last into a per-thread buffer (dk__ps_block_load, shared with
+ *    ps_roi_align; float32 rows in 8-pixel AVX2 spans where the CPU has them, ps_roi_pool.isa)
+ *    and sums every RoI of the image from it, one vector addition per pixel per four output
+ *    channels: each lane adds dk_roi_pool_avg's terms in its order (rows, then columns, from +0)
+ *    and divides by the same area (a vector division rounds each lane as the scalar one does), so
+ *    the same bits. The vectors break the chains of dependent additions that bound the planes'
+ *    forward (one chain per output element). The backward has the same way (zeroed block, each
+ *    RoI's g / area added over its bin in order of k, the block stored once), for float32 and
+ *    float64 only: 16-bit storage rounds after every addition (torchvision's sums and the planes'),
+ *    which a float block would not. The cost model takes blocks for the forward when a bin's
+ *    pixels over all RoIs number at least one per DK__PSP_PIXELS_PER_PIXEL pixels of the map (the
+ *    copy is a pass over the planes; the bench has about one per 2 pixels) and the block fits in
+ *    DK__RP_BLOCK_MAX_BYTES; the backward takes blocks only when forced (below).
+ *  - planes: the forward a task per output channel c and block of RoIs (DK__PSP_ROIS, fewer where
+ *    that would leave threads without work), sweeping the PH PW input planes of c and pooling
+ *    every RoI of the block from each (dk_roi_pool_avg), prefetching the next plane of every image
+ *    a line or two per RoI: it reads only the lines under the RoIs. The backward a task per output
+ *    channel c and bin row ph, which owns input channels (c PH + ph) PW + pw for every pw: it zeroes
+ *    them in every image (one memset per image for contiguous planes: all-zero bits are +0 in
+ *    every dtype), then adds each RoI's share, g / area, over its PW bins, RoIs in order.
+ * Either way every output element is computed by one task, and every grad_input element receives
+ * torchvision's additions in torchvision's order (its backward walks the output in order of k),
+ * on any thread count, with no two tasks on one element: the same bits.
+ * Measured on bench_roi_pool.py's case (2 x 490 x 50 x 68, 512 RoIs, 7 x 7 bins, 10 output
+ * channels, one thread; callgrind instructions of one call, and thread CPU time at a load average
+ * of 3.6-5 from other sessions): the forward took 33.5M instructions on the planes, 14.0M on
+ * blocks with the 4-lane copy and 12.1M with the AVX2 copy (the copy 5.6M, the sums 5.8M, the
+ * tables 0.6M); 1.5-1.6 ms of CPU time, of which the copy alone (the sums skipped) takes
+ * 0.75-0.8 ms, about half: it reads the 13 MB map once and writes 16 MB into L2, which with the
+ * sums' branches (about 3 mispredicted per RoI and task: bins of 1-4 rows of 1-4 pixels) bounds
+ * it. The planes' forward took 4.6-7.7 ms in the same runs. The backward on blocks took 13.1M
+ * instructions against the planes' 25.6M (and a 13-16 MB memset each), but no less time: 4.1-4.6
+ * ms against 3.6-4.2 ms, streamed or not (the planes' memset of grad_input avoids reading the
+ * lines it writes; the block's store back does not, and streaming it measured no better): the
+ * cost model keeps the planes for the backward, whose time is writing grad_input and its 1.3
+ * million read-modify-write additions.
  *
  * Note [RoIAlign's position-sensitive form on a CPU]
  * Output channel c's bin (ph, pw) reads input plane (c PH + ph) PW + pw only, so a RoI's 7 x 7
@@ -64,8 +85,9 @@
  * time (torchvision's order, and dkit's until issue 22) every bin is a cache miss. Both passes
  * are instead a task per (image, bin, block of DK__RP_CHANNELS output channels), which serves
  * every RoI of the image in order: its planes are the block's, and no other task's.
- *  - Channels-last blocks (the usual way): the task copies its planes, four rows of four at a
- *    time (dk_transpose4), into a per-thread [H][W][L] buffer in the compute type (L, the
+ *  - Channels-last blocks (the usual way): the task copies its planes (dk__ps_block_load, shared
+ *    with ps_roi_pool), four rows of four at a time (dk_transpose4; float32 in 8-pixel AVX2
+ *    spans where the CPU has them, ps_roi_pool.isa), into a per-thread [H][W][L] buffer in the compute type (L, the
  *    channels rounded up to whole 4-lane vectors; 163 KB for the bench's 10 channels of 50 x
  *    68, held in L2), and each sample's four taps are then four vector loads per four channels.
  *    The forward sums w1 v1 + w2 v2 + w3 v3 + w4 v4 per lane and adds it to the lane's sum,
