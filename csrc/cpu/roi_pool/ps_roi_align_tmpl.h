@@ -269,37 +269,66 @@ static void DK_SFN(dk__psa_backward_planes)(const dk__rp_ctx *cx, DK_S *img, con
 /* Backward on a channels-last block: the same additions per element, in the same order, in a
  * zeroed block (so every dtype adds in the compute type), four channels to a vector; the block
  * then stored into its planes. */
-static void DK_SFN(dk__psa_backward_block)(const dk__rp_ctx *cx, DK_S *img, const int64_t xs[4], const DK_S *g,
-                                           const int64_t gs[4], const DK_SFN(dk__ps_task) *a,
-                                           DK_TFN(dk_roi_align_bilinear) *b, DK_T *buf)
+/* One sample's four taps into the block: p[r] += (g w[r]) scaled per lane, tap by tap as
+ * torchvision adds them (two taps may be one element, at an edge); each lane's share is
+ * dk_ps_roi_align_share's g w / count, or (g w) 2^-k where inv is exact (`exact`). */
+__attribute__((always_inline)) static inline void DK_SFN(dk__psa_add_taps)(DK_T *const p[4], const DK_T w[4],
+                                                                           const DK_TFN(dk_v4) gv[4], int nv,
+                                                                           bool exact, DK_T inv, DK_T count)
+{
+    for (int r = 0; r < 4; r++)
+        for (int u = 0; u < nv; u++) {
+            DK_TFN(dk_v4) x;
+            DK_TFN(dk_ld4)(&x, p[r] + 4 * u);
+            x += exact ? gv[u] * w[r] * inv : gv[u] * w[r] / count;
+            DK_TFN(dk_st4)(p[r] + 4 * u, &x);
+        }
+}
+
+/* dk__psa_backward_block's additions, nv vectors of four channels (a constant in each caller, so
+ * the lanes' loop unrolls and the gradients stay in registers). */
+__attribute__((always_inline)) static inline void DK_SFN(dk__psa_grad_block)(const dk__rp_ctx *cx, const DK_S *g,
+                                                                             const int64_t gs[4],
+                                                                             const DK_SFN(dk__ps_task) *a,
+                                                                             DK_TFN(dk_roi_align_bilinear) *b,
+                                                                             DK_T *buf, int nv)
 {
     const DK_SFN(dk__psa_roi_entry) *table = (const DK_SFN(dk__psa_roi_entry) *)cx->table;
-    const int L = DK__PSA_LANES(a->nc), nv = L / 4;
-    memset(buf, 0, (size_t)(cx->H * cx->W * L) * sizeof(DK_T));
+    const int64_t L = 4 * nv, W = cx->W;
     for (int64_t i = cx->image_rois[a->n]; i < cx->image_rois[a->n + 1]; i++) {
         const int64_t k = cx->image_rois[cx->N + 1 + i];
         const DK_SFN(dk__psa_roi_entry) *e = &table[k];
         const DK_S *gk = g + k * gs[0] + a->c0 * gs[1] + a->ph * gs[2] + a->pw * gs[3];
         DK_T gl[DK__RP_CHANNELS];
         for (int j = 0; j < L; j++) gl[j] = j < a->nc ? DK_LOAD(gk[j * gs[1]]) : (DK_T)0;
+        DK_TFN(dk_v4) gv[4];
+        for (int u = 0; u < nv; u++) DK_TFN(dk_ld4)(&gv[u], gl + 4 * u);
+        const bool exact = e->inv != (DK_T)0;
         for (int64_t iy = 0, ix = 0; iy < e->ay.grid;) {
             const int m = DK_SFN(dk__psa_samples)(e, a->ph, a->pw, cx->H, cx->W, &iy, &ix, b);
             for (int q = 0; q < m; q++) {
                 const DK_TFN(dk_roi_align_bilinear) *t = &b[q];
-                DK_T *p[4] = {buf + (t->y_low * cx->W + t->x_low) * L, buf + (t->y_low * cx->W + t->x_high) * L,
-                              buf + (t->y_high * cx->W + t->x_low) * L, buf + (t->y_high * cx->W + t->x_high) * L};
+                DK_T *const p[4] = {buf + (t->y_low * W + t->x_low) * L, buf + (t->y_low * W + t->x_high) * L,
+                                    buf + (t->y_high * W + t->x_low) * L, buf + (t->y_high * W + t->x_high) * L};
                 const DK_T w[4] = {t->w1, t->w2, t->w3, t->w4};
-                /* tap by tap, as torchvision adds them (two taps may be one element, at an edge);
-                 * each lane's share is dk_ps_roi_align_share's g w / count, or (g w) 2^-k */
-                for (int r = 0; r < 4; r++)
-                    for (int u = 0; u < nv; u++) {
-                        DK_TFN(dk_v4) gv, x;
-                        DK_TFN(dk_ld4)(&gv, gl + 4 * u), DK_TFN(dk_ld4)(&x, p[r] + 4 * u);
-                        x += e->inv != (DK_T)0 ? gv * w[r] * e->inv : gv * w[r] / e->count;
-                        DK_TFN(dk_st4)(p[r] + 4 * u, &x);
-                    }
+                if (exact) DK_SFN(dk__psa_add_taps)(p, w, gv, nv, true, e->inv, e->count);
+                else DK_SFN(dk__psa_add_taps)(p, w, gv, nv, false, e->inv, e->count);
             }
         }
+    }
+}
+
+static void DK_SFN(dk__psa_backward_block)(const dk__rp_ctx *cx, DK_S *img, const int64_t xs[4], const DK_S *g,
+                                           const int64_t gs[4], const DK_SFN(dk__ps_task) *a,
+                                           DK_TFN(dk_roi_align_bilinear) *b, DK_T *buf)
+{
+    const int L = DK__PSA_LANES(a->nc);
+    memset(buf, 0, (size_t)(cx->H * cx->W * L) * sizeof(DK_T));
+    switch (L / 4) {
+    case 1: DK_SFN(dk__psa_grad_block)(cx, g, gs, a, b, buf, 1); break;
+    case 2: DK_SFN(dk__psa_grad_block)(cx, g, gs, a, b, buf, 2); break;
+    case 3: DK_SFN(dk__psa_grad_block)(cx, g, gs, a, b, buf, 3); break;
+    default: DK_SFN(dk__psa_grad_block)(cx, g, gs, a, b, buf, 4); break;
     }
     DK_SFN(dk__ps_block_store)(cx, img, xs, a, buf);
 }
