@@ -285,12 +285,14 @@ static void ref_ps_axis(double c1, double c2, double scale, int p, int pooled, i
     *hi = b < 0 ? 0 : b > size - 1 ? size - 1 : b;
 }
 
-static void check_ps_case_k(dk_dtype dt, double scale, int PH, int PW, bool nhwc, int64_t K, dkk_rng *r)
+static void check_ps_case_co(dk_dtype dt, double scale, int PH, int PW, bool nhwc, int64_t K, int64_t CO, dkk_rng *r)
 {
-    char what[160];
-    snprintf(what, sizeof what, "ps_roi_pool %s scale %g %dx%d %s %lld RoIs", dk_dtype_name(dt), scale, PH, PW,
-             nhwc ? "NHWC" : "NCHW", (long long)K);
-    const int64_t N = 2, CO = 2, C = CO * PH * PW, H = 11, W = 13;
+    char what[200];
+    int64_t layout = 0;
+    assert_ok(dk_tunable_get("ps_roi_pool.layout", &layout));
+    snprintf(what, sizeof what, "ps_roi_pool %s scale %g %dx%d %s %lld RoIs, %lld channels, layout %lld",
+             dk_dtype_name(dt), scale, PH, PW, nhwc ? "NHWC" : "NCHW", (long long)K, (long long)CO, (long long)layout);
+    const int64_t N = 2, C = CO * PH * PW, H = 11, W = 13;
     const bool f32 = dt != DK_FLOAT64;
     dkk_tensor *x = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, nhwc ? (int[]){0, 2, 3, 1} : NULL, 1);
     dkk_fill_uniform(x, r, -5, 5);
@@ -341,6 +343,11 @@ static void check_ps_case_k(dk_dtype dt, double scale, int PH, int PW, bool nhwc
     dkk_free(x), dkk_free(rois), dkk_free(out), dkk_free(go), dkk_free(gi), dkk_free(gw);
 }
 
+static void check_ps_case_k(dk_dtype dt, double scale, int PH, int PW, bool nhwc, int64_t K, dkk_rng *r)
+{
+    check_ps_case_co(dt, scale, PH, PW, nhwc, K, 2, r);
+}
+
 static void check_ps_case(dk_dtype dt, double scale, int PH, int PW, bool nhwc, dkk_rng *r)
 {
     check_ps_case_k(dt, scale, PH, PW, nhwc, 19, r);
@@ -370,6 +377,32 @@ static void ps_roi_pool_same_bits_for_any_thread_count(void **state)
         check_ps_case_k(DK_FLOAT16, 1.0, 2, 3, true, 1030, &r);
         check_ps_case_k(DK_FLOAT64, 0.7, 7, 7, false, 40, &r);
     }
+    assert_ok(dk_set_num_threads(0));
+}
+
+/* Note [Position-sensitive RoIPool on a CPU]: channel planes and channels-last blocks (the
+ * forward's, and the backward's for float32 and float64), forced and by the cost model, on one and
+ * two threads, to the reference's bits: output channels 5 (one block, lanes past them computed and
+ * dropped), 17 (a block of 16 and a tail of 1) and 1, dense and channels-last maps (whose columns
+ * are not unit-stride), every dtype; the blocks' copy with AVX2 and without (ps_roi_pool.isa),
+ * rows of 13 pixels: one 8-pixel AVX2 span, one of 4, one left. */
+static void ps_roi_pool_every_path(void **state)
+{
+    (void)state;
+    for (int64_t layout = -1; layout <= 1; layout++)
+        for (int t = 1; t <= 2; t++) {
+            assert_ok(dk_tunable_set("ps_roi_pool.layout", layout, NULL));
+            assert_ok(dk_tunable_set("ps_roi_pool.isa", t == 1, NULL)); /* both, on one thread and on two */
+            assert_ok(dk_set_num_threads(t));
+            dkk_rng r = {0x9007};
+            for (size_t d = 0; d < DK_COUNTOF(DTYPES); d++) {
+                check_ps_case_co(DTYPES[d], 0.5, 3, 2, false, 23, 5, &r);
+                check_ps_case_co(DTYPES[d], 0.7, 2, 3, true, 31, 17, &r);
+                check_ps_case_co(DTYPES[d], 1.0, 7, 7, false, 9, 1, &r);
+            }
+        }
+    assert_ok(dk_tunable_set("ps_roi_pool.layout", -1, NULL));
+    assert_ok(dk_tunable_set("ps_roi_pool.isa", 1, NULL));
     assert_ok(dk_set_num_threads(0));
 }
 
@@ -661,6 +694,7 @@ int main(void)
         cmocka_unit_test(mmcv_published_vectors),
         cmocka_unit_test(ps_roi_pool_every_dtype),
         cmocka_unit_test(ps_roi_pool_same_bits_for_any_thread_count),
+        cmocka_unit_test(ps_roi_pool_every_path),
         cmocka_unit_test(ps_roi_align_every_dtype),
         cmocka_unit_test(ps_roi_align_same_bits_for_any_thread_count),
         cmocka_unit_test(ps_roi_align_beyond_the_tap_table),

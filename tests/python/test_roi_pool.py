@@ -322,6 +322,42 @@ def test_ps_roi_pool_gradients():
     assert (xc.grad[0, :, -1, :] == 0).all() and (xc.grad[0, :, :, -1] == 0).all()
 
 
+@pytest.mark.parametrize("layout", [0, 1, -1])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_ps_roi_pool_every_path_equal_to_torchvision(layout, threads):
+    """Note [Position-sensitive RoIPool on a CPU]: channel planes or channels-last blocks (the
+    forward's, and float32 and float64's backward), on one and two threads: 18 output channels (a
+    block of 16 and a tail of 2), on a dense map, a channels-last one and a strided view, to
+    torchvision's bits forward, and backward where no bin reaches the last row or column (which
+    torchvision's backward reaches and its forward does not); 16-bit maps computed in float32."""
+    from dkit import _C
+
+    g = torch.Generator().manual_seed(31)
+    base = torch.randn(3, 18 * 6 + 5, 21, 17, generator=g, dtype=torch.float64)
+    rois = _rois(3, 70, 17 / 0.6, 37)
+    inner = torch.cat([rois[:, :1], (rois[:, 1:] * 0.6).clamp(0, 14) / 0.6], 1)  # bins inside rows, columns < 16
+    prev = (_C.tunable("ps_roi_pool.layout"), dkit.get_num_threads())
+    try:
+        _C.tunable("ps_roi_pool.layout", layout)
+        dkit.set_num_threads(threads)
+        for dtype in (torch.float32, torch.float64):
+            x = base.to(dtype)[:, 5:]
+            for xin in (x.contiguous(), x.contiguous(memory_format=torch.channels_last), x):
+                want = tvops.ps_roi_pool(xin, rois.to(dtype), (2, 3), 0.6)
+                assert torch.equal(dkit.ops.ps_roi_pool(xin, rois.to(dtype), (2, 3), 0.6), want)
+                gout = torch.randn(want.shape, generator=g, dtype=dtype)
+                xa, xb = xin.detach().clone().requires_grad_(), xin.detach().clone().requires_grad_()
+                tvops.ps_roi_pool(xa, inner.to(dtype), (2, 3), 0.6).backward(gout)
+                dkit.ops.ps_roi_pool(xb, inner.to(dtype), (2, 3), 0.6).backward(gout)
+                assert torch.equal(xb.grad, xa.grad)
+        xh, rh = base[:, 5:].to(torch.bfloat16), rois.to(torch.bfloat16)
+        want = dkit.ops.ps_roi_pool(xh.float(), rh.float(), (2, 3), 0.6)
+        assert torch.equal(dkit.ops.ps_roi_pool(xh, rh, (2, 3), 0.6), want.to(torch.bfloat16))
+    finally:
+        _C.tunable("ps_roi_pool.layout", prev[0])
+        dkit.set_num_threads(prev[1])
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_ps_roi_pool_sixteen_bit(dtype):
     x = torch.randn(1, 8, 12, 12)

@@ -2,7 +2,7 @@
  * roi_pool/ps_roi_align_tmpl.h — ps_roi_align (position-sensitive RoIAlign) on the CPU, for one
  * storage type (Note [Templates in C] in kernels/dk_template.h). roi_pool_cpu.c instantiates it
  * after the templates whose helpers it uses: roi_pool_tmpl.h's RoI readers and ps_roi_pool_tmpl.h's
- * view. Note [RoIAlign's position-sensitive form on a CPU] in roi_pool_cpu.h says how the work
+ * view, tasks and channels-last blocks. Note [RoIAlign's position-sensitive form on a CPU] in roi_pool_cpu.h says how the work
  * is split.
  */
 #if DK_TMPL_PASS == DK_TMPL_FLOAT
@@ -51,19 +51,13 @@ static dk_status DK_SFN(dk__psa_plan)(dk__rp_ctx *cx, dk_arena *ar, const char *
         e->n = e->ay.grid > 0 && e->ax.grid > 0 ? dk__rp_batch((double)DK_SFN(dk__rp_roi_value)(cx->rois, k, 0), cx->N)
                                                 : -1;
     }
-    for (int64_t i = 0; i <= cx->N; i++) lists[i] = 0;
     int64_t samples = 0; /* per bin, of every RoI with an image (saturating: the grids may be huge) */
     for (int64_t k = 0; k < cx->K; k++)
         if (table[k].n >= 0) {
-            lists[table[k].n + 1]++;
             const int64_t gh = table[k].ay.grid, gw = table[k].ax.grid;
             samples = gh > INT64_MAX / 4 / gw || samples > INT64_MAX / 2 - gh * gw ? INT64_MAX / 2 : samples + gh * gw;
         }
-    for (int64_t i = 0; i < cx->N; i++) lists[i + 1] += lists[i];
-    for (int64_t k = 0, *fill = lists + cx->N + 1; k < cx->K; k++)
-        if (table[k].n >= 0) fill[lists[table[k].n]++] = k;
-    for (int64_t i = cx->N; i > 0; i--) lists[i] = lists[i - 1]; /* the fill moved each start to the next's */
-    lists[0] = 0;
+    dk__rp_image_rois(table ? &table[0].n : NULL, sizeof *table, cx->K, cx->N, lists);
     /* the tables of taps, where they take at most DK__PSA_TABLE_TAPS (a grid that large is an
      * explicit sampling_ratio's; past it, without memory for them, or with the tunable
      * ps_roi_align.tap_tables 0, every task finds its taps itself: the same values) */
@@ -83,46 +77,8 @@ static dk_status DK_SFN(dk__psa_plan)(dk__rp_ctx *cx, dk_arena *ar, const char *
     }
     cx->table = table;
     cx->image_rois = lists;
-    cx->psa_samples = samples;
+    cx->ps_work = samples;
     return DK_OK;
-}
-
-/* Whether to work on channels-last blocks (cx->psa_layout, or the cost model of Note [RoIAlign's
- * position-sensitive form on a CPU]), and if so a block per thread (cx->block), in `ar`. */
-static dk_status DK_SFN(dk__psa_blocks)(dk__rp_ctx *cx, dk_arena *ar, int nthreads, const char *what)
-{
-    const bool fits = cx->H * cx->W <= DK__RP_BLOCK_MAX_BYTES / ((int64_t)sizeof(DK_T) * DK__RP_CHANNELS);
-    const bool blocks = cx->psa_layout == 1 || (cx->psa_layout == -1 && fits &&
-                                                cx->psa_samples >= cx->N * cx->H * cx->W / DK__PSA_SAMPLES_PER_PIXEL);
-    cx->block = NULL;
-    if (!blocks) return DK_OK;
-    cx->block = dk_arena_take_n(ar, dk_sat_mul((size_t)nthreads, dk_sat_mul((size_t)(cx->H * cx->W), DK__RP_CHANNELS)),
-                                sizeof(DK_T));
-    /* the cost model's choice falls back to the planes; a forced one says why it cannot */
-    return cx->block || cx->psa_layout == -1
-               ? DK_OK
-               : dk_error(DK_ENOMEM, "%s: out of memory for %d channels-last blocks of %lld x %lld x %d", what,
-                          nthreads, (long long)cx->H, (long long)cx->W, DK__RP_CHANNELS);
-}
-
-/* A task's share of the work: image n, bin (ph, pw), output channels [c0, c0 + nc), so input
- * channels (c PH + ph) PW + pw, planes `cstep` elements apart (of a tensor with strides s). */
-typedef struct {
-    int64_t n, ph, pw, c0, cstep;
-    int nc;
-} DK_SFN(dk__psa_task);
-
-static inline DK_SFN(dk__psa_task)
-    DK_SFN(dk__psa_task_of)(const dk__rp_ctx *cx, int64_t t, int64_t cout, const int64_t s[4])
-{
-    const int64_t chunks = (cout + DK__RP_CHANNELS - 1) / DK__RP_CHANNELS, bins = cx->PH * cx->PW;
-    DK_SFN(dk__psa_task) a;
-    a.c0 = t % chunks * DK__RP_CHANNELS;
-    a.nc = (int)(a.c0 + DK__RP_CHANNELS < cout ? DK__RP_CHANNELS : cout - a.c0);
-    const int64_t b = t / chunks % bins;
-    a.n = t / chunks / bins, a.ph = b / cx->PW, a.pw = b % cx->PW;
-    a.cstep = bins * s[1];
-    return a;
 }
 
 /* Sample i's 1-D taps along axis a, bin p, from the table where there is one; false when it
@@ -163,7 +119,7 @@ static int DK_SFN(dk__psa_samples)(const DK_SFN(dk__psa_roi_entry) *e, int64_t p
  * every RoI of the image: each RoI's samples in the bin found once for the block, then each
  * channel's sum in dk_roi_align_forward_avg's order (samples by rows, then columns): its bits. */
 static void DK_SFN(dk__psa_forward_planes)(const dk__rp_ctx *cx, const DK_SFN(dk__rp_ps_view) *v,
-                                           const DK_SFN(dk__psa_task) *a, DK_TFN(dk_roi_align_bilinear) *b)
+                                           const DK_SFN(dk__ps_task) *a, DK_TFN(dk_roi_align_bilinear) *b)
 {
     const DK_SFN(dk__psa_roi_entry) *table = (const DK_SFN(dk__psa_roi_entry) *)cx->table;
     const int64_t *xs = v->xs, *ys = v->ys;
@@ -190,47 +146,16 @@ static void DK_SFN(dk__psa_forward_planes)(const dk__rp_ctx *cx, const DK_SFN(dk
     }
 }
 
-/* The block's planes, channels last in the compute type: buf[(h W + w) L + j] is plane j's
- * (h, w), L = DK__PSA_LANES(nc) lanes, those past nc zero. A row at a time (its part of the
- * block stays in L1), four planes' rows at a time, read as streams and transposed four pixels
- * at a time where the storage is the compute type and the columns are dense. */
-static void DK_SFN(dk__psa_block_load)(const dk__rp_ctx *cx, const DK_S *img, const int64_t xs[4],
-                                       const DK_SFN(dk__psa_task) *a, DK_T *buf)
-{
-    const int L = DK__PSA_LANES(a->nc);
-    const bool vec = xs[3] == 1 && sizeof(DK_S) == sizeof(DK_T);
-    for (int64_t h = 0; h < cx->H; h++) {
-        DK_T *row = buf + h * cx->W * L;
-        for (int u = 0; u < L; u += 4) {
-            const DK_S *src[4];
-            for (int i = 0; i < 4; i++) src[i] = u + i < a->nc ? img + (u + i) * a->cstep + h * xs[2] : NULL;
-            int64_t w = 0;
-            if (vec)
-                for (; w + 4 <= cx->W; w += 4) {
-                    DK_TFN(dk_v4) v[4];
-                    for (int i = 0; i < 4; i++) {
-                        v[i] = (DK_TFN(dk_v4)){0, 0, 0, 0};
-                        if (src[i]) DK_TFN(dk_ld4)(&v[i], (const DK_T *)(const void *)(src[i] + w));
-                    }
-                    DK_TFN(dk_transpose4)(v);
-                    for (int i = 0; i < 4; i++) DK_TFN(dk_st4)(row + (w + i) * L + u, &v[i]);
-                }
-            for (; w < cx->W; w++)
-                for (int i = 0; i < 4; i++) row[w * L + u + i] = src[i] ? DK_LOAD(src[i][w * xs[3]]) : (DK_T)0;
-        }
-    }
-}
-
 /* Forward on a channels-last block (Note [RoIAlign's position-sensitive form on a CPU]): the
  * same terms in the same order per channel, four channels to a vector. */
 static void DK_SFN(dk__psa_forward_block)(const dk__rp_ctx *cx, const DK_SFN(dk__rp_ps_view) *v,
-                                          const DK_SFN(dk__psa_task) *a, DK_TFN(dk_roi_align_bilinear) *b, DK_T *buf)
+                                          const DK_SFN(dk__ps_task) *a, DK_TFN(dk_roi_align_bilinear) *b, DK_T *buf)
 {
     const DK_SFN(dk__psa_roi_entry) *table = (const DK_SFN(dk__psa_roi_entry) *)cx->table;
     const int64_t *xs = v->xs, *ys = v->ys;
     const int L = DK__PSA_LANES(a->nc), nv = L / 4;
-    DK_SFN(dk__psa_block_load)(cx, v->x + a->n * xs[0] + ((a->c0 * cx->PH + a->ph) * cx->PW + a->pw) * xs[1], xs, a,
-                               buf);
+    DK_SFN(dk__ps_block_load)(cx, v->x + a->n * xs[0] + ((a->c0 * cx->PH + a->ph) * cx->PW + a->pw) * xs[1], xs, a,
+                              buf);
     for (int64_t i = cx->image_rois[a->n]; i < cx->image_rois[a->n + 1]; i++) {
         const int64_t k = cx->image_rois[cx->N + 1 + i];
         const DK_SFN(dk__psa_roi_entry) *e = &table[k];
@@ -265,7 +190,7 @@ static void DK_SFN(dk__psa_forward_worker)(void *p, int tid)
     DK_T *buf = cx->block ? (DK_T *)cx->block + (size_t)tid * (size_t)(cx->H * cx->W * DK__RP_CHANNELS) : NULL;
     DK_TFN(dk_roi_align_bilinear) b[DK__PSA_SAMPLES];
     for (int64_t t; (t = dk_parallel_claim(&cx->counter)) < cx->N * cx->PH * cx->PW * v.chunks;) {
-        const DK_SFN(dk__psa_task) a = DK_SFN(dk__psa_task_of)(cx, t, v.cout, v.xs);
+        const DK_SFN(dk__ps_task) a = DK_SFN(dk__ps_task_of)(cx, t, v.cout, v.xs);
         if (cx->image_rois[a.n] == cx->image_rois[a.n + 1]) continue; /* no RoI on this image */
         if (buf) DK_SFN(dk__psa_forward_block)(cx, &v, &a, b, buf);
         else DK_SFN(dk__psa_forward_planes)(cx, &v, &a, b);
@@ -276,7 +201,7 @@ static dk_status DK_SFN(dk__psa_forward)(dk__rp_ctx *cx, int nthreads)
 {
     DK_ARENA_ON_STACK(ar); /* Note [Scratch arena] */
     dk_status st = DK_SFN(dk__psa_plan)(cx, &ar, "ps_roi_align_forward");
-    if (st == DK_OK) st = DK_SFN(dk__psa_blocks)(cx, &ar, nthreads, "ps_roi_align_forward");
+    if (st == DK_OK) st = DK_SFN(dk__ps_blocks)(cx, &ar, nthreads, DK__PSA_SAMPLES_PER_PIXEL, "ps_roi_align_forward");
     if (st != DK_OK) {
         dk_arena_free(&ar);
         return st;
@@ -300,7 +225,7 @@ static dk_status DK_SFN(dk__psa_forward)(dk__rp_ctx *cx, int nthreads)
  * and float64 add in grad_input itself; 16-bit storage adds in the thread's float planes
  * (cx->scratch) and stores once. */
 static void DK_SFN(dk__psa_backward_planes)(const dk__rp_ctx *cx, DK_S *img, const int64_t xs[4], const DK_S *g,
-                                            const int64_t gs[4], const DK_SFN(dk__psa_task) *a,
+                                            const int64_t gs[4], const DK_SFN(dk__ps_task) *a,
                                             DK_TFN(dk_roi_align_bilinear) *b, DK_T *scratch)
 {
     const DK_SFN(dk__psa_roi_entry) *table = (const DK_SFN(dk__psa_roi_entry) *)cx->table;
@@ -344,67 +269,68 @@ static void DK_SFN(dk__psa_backward_planes)(const dk__rp_ctx *cx, DK_S *img, con
 /* Backward on a channels-last block: the same additions per element, in the same order, in a
  * zeroed block (so every dtype adds in the compute type), four channels to a vector; the block
  * then stored into its planes. */
-static void DK_SFN(dk__psa_backward_block)(const dk__rp_ctx *cx, DK_S *img, const int64_t xs[4], const DK_S *g,
-                                           const int64_t gs[4], const DK_SFN(dk__psa_task) *a,
-                                           DK_TFN(dk_roi_align_bilinear) *b, DK_T *buf)
+/* One sample's four taps into the block: p[r] += (g w[r]) scaled per lane, tap by tap as
+ * torchvision adds them (two taps may be one element, at an edge); each lane's share is
+ * dk_ps_roi_align_share's g w / count, or (g w) 2^-k where inv is exact (`exact`). */
+__attribute__((always_inline)) static inline void DK_SFN(dk__psa_add_taps)(DK_T *const p[4], const DK_T w[4],
+                                                                           const DK_TFN(dk_v4) gv[4], int nv,
+                                                                           bool exact, DK_T inv, DK_T count)
+{
+    for (int r = 0; r < 4; r++)
+        for (int u = 0; u < nv; u++) {
+            DK_TFN(dk_v4) x;
+            DK_TFN(dk_ld4)(&x, p[r] + 4 * u);
+            x += exact ? gv[u] * w[r] * inv : gv[u] * w[r] / count;
+            DK_TFN(dk_st4)(p[r] + 4 * u, &x);
+        }
+}
+
+/* dk__psa_backward_block's additions, nv vectors of four channels (a constant in each caller, so
+ * the lanes' loop unrolls and the gradients stay in registers). */
+__attribute__((always_inline)) static inline void DK_SFN(dk__psa_grad_block)(const dk__rp_ctx *cx, const DK_S *g,
+                                                                             const int64_t gs[4],
+                                                                             const DK_SFN(dk__ps_task) *a,
+                                                                             DK_TFN(dk_roi_align_bilinear) *b,
+                                                                             DK_T *buf, int nv)
 {
     const DK_SFN(dk__psa_roi_entry) *table = (const DK_SFN(dk__psa_roi_entry) *)cx->table;
-    const int L = DK__PSA_LANES(a->nc), nv = L / 4;
-    memset(buf, 0, (size_t)(cx->H * cx->W * L) * sizeof(DK_T));
+    const int64_t L = 4 * nv, W = cx->W;
     for (int64_t i = cx->image_rois[a->n]; i < cx->image_rois[a->n + 1]; i++) {
         const int64_t k = cx->image_rois[cx->N + 1 + i];
         const DK_SFN(dk__psa_roi_entry) *e = &table[k];
         const DK_S *gk = g + k * gs[0] + a->c0 * gs[1] + a->ph * gs[2] + a->pw * gs[3];
         DK_T gl[DK__RP_CHANNELS];
         for (int j = 0; j < L; j++) gl[j] = j < a->nc ? DK_LOAD(gk[j * gs[1]]) : (DK_T)0;
+        DK_TFN(dk_v4) gv[4];
+        for (int u = 0; u < nv; u++) DK_TFN(dk_ld4)(&gv[u], gl + 4 * u);
+        const bool exact = e->inv != (DK_T)0;
         for (int64_t iy = 0, ix = 0; iy < e->ay.grid;) {
             const int m = DK_SFN(dk__psa_samples)(e, a->ph, a->pw, cx->H, cx->W, &iy, &ix, b);
             for (int q = 0; q < m; q++) {
                 const DK_TFN(dk_roi_align_bilinear) *t = &b[q];
-                DK_T *p[4] = {buf + (t->y_low * cx->W + t->x_low) * L, buf + (t->y_low * cx->W + t->x_high) * L,
-                              buf + (t->y_high * cx->W + t->x_low) * L, buf + (t->y_high * cx->W + t->x_high) * L};
+                DK_T *const p[4] = {buf + (t->y_low * W + t->x_low) * L, buf + (t->y_low * W + t->x_high) * L,
+                                    buf + (t->y_high * W + t->x_low) * L, buf + (t->y_high * W + t->x_high) * L};
                 const DK_T w[4] = {t->w1, t->w2, t->w3, t->w4};
-                /* tap by tap, as torchvision adds them (two taps may be one element, at an edge);
-                 * each lane's share is dk_ps_roi_align_share's g w / count, or (g w) 2^-k */
-                for (int r = 0; r < 4; r++)
-                    for (int u = 0; u < nv; u++) {
-                        DK_TFN(dk_v4) gv, x;
-                        DK_TFN(dk_ld4)(&gv, gl + 4 * u), DK_TFN(dk_ld4)(&x, p[r] + 4 * u);
-                        x += e->inv != (DK_T)0 ? gv * w[r] * e->inv : gv * w[r] / e->count;
-                        DK_TFN(dk_st4)(p[r] + 4 * u, &x);
-                    }
+                if (exact) DK_SFN(dk__psa_add_taps)(p, w, gv, nv, true, e->inv, e->count);
+                else DK_SFN(dk__psa_add_taps)(p, w, gv, nv, false, e->inv, e->count);
             }
         }
     }
-    /* back a row at a time, four planes at a time, as dk__psa_block_load reads them; streamed
-     * (Note [Streaming stores]) where the planes are aligned alike */
-    const bool vec = xs[3] == 1 && sizeof(DK_S) == sizeof(DK_T);
-    const bool stream = cx->stream && vec && a->cstep * (int64_t)sizeof(DK_S) % 16 == 0;
-    for (int64_t h = 0; h < cx->H; h++) {
-        const DK_T *row = buf + h * cx->W * L;
-        for (int u = 0; u < a->nc; u += 4) {
-            const int n4 = a->nc - u < 4 ? a->nc - u : 4;
-            DK_S *dst[4];
-            for (int i = 0; i < n4; i++) dst[i] = img + (u + i) * a->cstep + h * xs[2];
-            int64_t w = 0;
-            if (stream) /* to the first 16-byte boundary, the same in every plane */
-                for (; w < cx->W && (uintptr_t)(dst[0] + w) % 16 != 0; w++)
-                    for (int i = 0; i < n4; i++) dst[i][w] = DK_STORE(row[w * L + u + i]);
-            if (vec)
-                for (; w + 4 <= cx->W; w += 4) {
-                    DK_TFN(dk_v4) v[4];
-                    for (int i = 0; i < 4; i++) DK_TFN(dk_ld4)(&v[i], row + (w + i) * L + u);
-                    DK_TFN(dk_transpose4)(v);
-                    for (int i = 0; i < n4; i++) {
-                        DK_T *to = (DK_T *)(void *)(dst[i] + w);
-                        if (stream) DK_TFN(dk_stream4)(to, &v[i]);
-                        else DK_TFN(dk_st4)(to, &v[i]);
-                    }
-                }
-            for (; w < cx->W; w++)
-                for (int i = 0; i < n4; i++) dst[i][w * xs[3]] = DK_STORE(row[w * L + u + i]);
-        }
+}
+
+static void DK_SFN(dk__psa_backward_block)(const dk__rp_ctx *cx, DK_S *img, const int64_t xs[4], const DK_S *g,
+                                           const int64_t gs[4], const DK_SFN(dk__ps_task) *a,
+                                           DK_TFN(dk_roi_align_bilinear) *b, DK_T *buf)
+{
+    const int L = DK__PSA_LANES(a->nc);
+    memset(buf, 0, (size_t)(cx->H * cx->W * L) * sizeof(DK_T));
+    switch (L / 4) {
+    case 1: DK_SFN(dk__psa_grad_block)(cx, g, gs, a, b, buf, 1); break;
+    case 2: DK_SFN(dk__psa_grad_block)(cx, g, gs, a, b, buf, 2); break;
+    case 3: DK_SFN(dk__psa_grad_block)(cx, g, gs, a, b, buf, 3); break;
+    default: DK_SFN(dk__psa_grad_block)(cx, g, gs, a, b, buf, 4); break;
     }
+    DK_SFN(dk__ps_block_store)(cx, img, xs, a, buf);
 }
 
 /* Backward: a task per (image, bin, block of output channels), so per block of input planes,
@@ -423,7 +349,7 @@ static void DK_SFN(dk__psa_backward_worker)(void *p, int tid)
     DK_T *scratch = cx->scratch ? (DK_T *)cx->scratch + (size_t)tid * per_thread : NULL;
     DK_TFN(dk_roi_align_bilinear) b[DK__PSA_SAMPLES];
     for (int64_t t; (t = dk_parallel_claim(&cx->counter)) < cx->N * cx->PH * cx->PW * chunks;) {
-        const DK_SFN(dk__psa_task) a = DK_SFN(dk__psa_task_of)(cx, t, cout, xs);
+        const DK_SFN(dk__ps_task) a = DK_SFN(dk__ps_task_of)(cx, t, cout, xs);
         DK_S *img = x + a.n * xs[0] + ((a.c0 * cx->PH + a.ph) * cx->PW + a.pw) * xs[1];
         if (buf) DK_SFN(dk__psa_backward_block)(cx, img, xs, g, gs, &a, b, buf);
         else DK_SFN(dk__psa_backward_planes)(cx, img, xs, g, gs, &a, b, scratch);
@@ -436,14 +362,8 @@ static dk_status DK_SFN(dk__psa_backward)(dk__rp_ctx *cx, int nthreads)
     DK_ARENA_ON_STACK(ar); /* Note [Scratch arena] */
     dk_status st = DK_SFN(dk__psa_plan)(cx, &ar, "ps_roi_align_backward");
     const char *what = "ps_roi_align_backward";
-    if (st == DK_OK) st = DK_SFN(dk__psa_blocks)(cx, &ar, nthreads, what);
-    /* grad_input is written whole, once: huge pages, and the blocks stream it when it is large
-     * (Note [Huge pages for large outputs], Note [Streaming stores] in dk_large_output.h) */
-    int64_t xs[4];
-    dk__rp_strides(cx->img, xs);
-    dk_large_output gl;
-    cx->stream = dk_large_output_prepare(&gl, dk_tensor_data(cx->img), 4, cx->img->shape, xs, sizeof(DK_S), false) &&
-                 cx->block;
+    if (st == DK_OK) st = DK_SFN(dk__ps_blocks)(cx, &ar, nthreads, DK__PSA_SAMPLES_PER_PIXEL, what);
+    dk__ps_prepare_grad_input(cx, sizeof(DK_S));
     if (st == DK_OK && !cx->block && sizeof(DK_S) != sizeof(DK_T)) /* 16-bit planes add in float */
         st = (cx->scratch = (float *)dk_arena_take_n(
                   &ar, dk_sat_mul((size_t)nthreads, (size_t)(cx->H * cx->W * DK__RP_CHANNELS)), sizeof(float)))

@@ -26,11 +26,132 @@ static inline DK_SFN(dk__rp_ps_view) DK_SFN(dk__rp_ps_view_of)(const dk__rp_ctx 
     return v;
 }
 
+/* Whether to work on channels-last blocks (cx->ps_layout, or the cost model: cx->ps_work at least
+ * one per `per_pixel` pixels of the map, Notes [Position-sensitive RoIPool on a CPU] and [RoIAlign's
+ * position-sensitive form on a CPU]), and if so a block per thread (cx->block), in `ar`. */
+static dk_status DK_SFN(dk__ps_blocks)(dk__rp_ctx *cx, dk_arena *ar, int nthreads, int64_t per_pixel, const char *what)
+{
+    const bool fits = cx->H * cx->W <= DK__RP_BLOCK_MAX_BYTES / ((int64_t)sizeof(DK_T) * DK__RP_CHANNELS);
+    const bool blocks = cx->ps_layout == 1 ||
+                        (cx->ps_layout == -1 && fits && cx->ps_work >= cx->N * cx->H * cx->W / per_pixel);
+    cx->block = NULL;
+    if (!blocks) return DK_OK;
+    cx->block = dk_arena_take_n(ar, dk_sat_mul((size_t)nthreads, dk_sat_mul((size_t)(cx->H * cx->W), DK__RP_CHANNELS)),
+                                sizeof(DK_T));
+    /* the cost model's choice falls back to the planes; a forced one says why it cannot */
+    return cx->block || cx->ps_layout == -1
+               ? DK_OK
+               : dk_error(DK_ENOMEM, "%s: out of memory for %d channels-last blocks of %lld x %lld x %d", what,
+                          nthreads, (long long)cx->H, (long long)cx->W, DK__RP_CHANNELS);
+}
+
+/* A task's share of the work: image n, bin (ph, pw), output channels [c0, c0 + nc), so input
+ * channels (c PH + ph) PW + pw, planes `cstep` elements apart (of a tensor with strides s). */
+typedef struct {
+    int64_t n, ph, pw, c0, cstep;
+    int nc;
+} DK_SFN(dk__ps_task);
+
+static inline DK_SFN(dk__ps_task)
+    DK_SFN(dk__ps_task_of)(const dk__rp_ctx *cx, int64_t t, int64_t cout, const int64_t s[4])
+{
+    const int64_t chunks = (cout + DK__RP_CHANNELS - 1) / DK__RP_CHANNELS, bins = cx->PH * cx->PW;
+    DK_SFN(dk__ps_task) a;
+    a.c0 = t % chunks * DK__RP_CHANNELS;
+    a.nc = (int)(a.c0 + DK__RP_CHANNELS < cout ? DK__RP_CHANNELS : cout - a.c0);
+    const int64_t b = t / chunks % bins;
+    a.n = t / chunks / bins, a.ph = b / cx->PW, a.pw = b % cx->PW;
+    a.cstep = bins * s[1];
+    return a;
+}
+
+/* The block's planes, channels last in the compute type: buf[(h W + w) L + j] is plane j's
+ * (h, w), L = DK__PSA_LANES(nc) lanes, those past nc a copy of plane nc - 1 (no branch per plane;
+ * never stored: the tasks compute them and drop them). A row at a time (its part of the block
+ * stays in L1), four planes' rows at a time, read as streams and transposed four pixels at a time
+ * (eight with AVX2 for float32: dk__ps_row_load_avx2) where the storage is the compute type and
+ * the columns are dense. */
+static void DK_SFN(dk__ps_block_load)(const dk__rp_ctx *cx, const DK_S *img, const int64_t xs[4],
+                                      const DK_SFN(dk__ps_task) *a, DK_T *buf)
+{
+    const int L = DK__PSA_LANES(a->nc);
+    const bool vec = xs[3] == 1 && sizeof(DK_S) == sizeof(DK_T);
+    for (int64_t h = 0; h < cx->H; h++) {
+        DK_T *row = buf + h * cx->W * L;
+        for (int u = 0; u < L; u += 4) {
+            const DK_S *src[4];
+            for (int i = 0; i < 4; i++) src[i] = img + (u + i < a->nc ? u + i : a->nc - 1) * a->cstep + h * xs[2];
+            int64_t w = 0;
+#if DK__RP_AVX2
+            if (vec && cx->ps_avx2 && sizeof(DK_T) == sizeof(float))
+                w = dk__ps_row_load_avx2((const float *const *)(const void *)src, (float *)(void *)(row + u), L, cx->W);
+#endif
+            if (vec)
+                for (; w + 4 <= cx->W; w += 4) {
+                    DK_TFN(dk_v4) v[4];
+                    for (int i = 0; i < 4; i++) DK_TFN(dk_ld4)(&v[i], (const DK_T *)(const void *)(src[i] + w));
+                    DK_TFN(dk_transpose4)(v);
+                    for (int i = 0; i < 4; i++) DK_TFN(dk_st4)(row + (w + i) * L + u, &v[i]);
+                }
+            for (; w < cx->W; w++)
+                for (int i = 0; i < 4; i++) row[w * L + u + i] = DK_LOAD(src[i][w * xs[3]]);
+        }
+    }
+}
+
+/* Four pixels of four planes from a channels-last row (lanes u .. u + 3 of row[(w + i) L]) to
+ * dst[0 .. n4)[w ..], transposed; streamed where `stream` (16-byte aligned stores). */
+__attribute__((always_inline)) static inline void DK_SFN(dk__ps_store4)(const DK_T *row, int L, int u, int64_t w,
+                                                                        DK_S *const dst[4], int n4, bool stream)
+{
+    DK_TFN(dk_v4) v[4];
+    for (int i = 0; i < 4; i++) DK_TFN(dk_ld4)(&v[i], row + (w + i) * L + u);
+    DK_TFN(dk_transpose4)(v);
+    for (int i = 0; i < n4; i++) {
+        DK_T *to = (DK_T *)(void *)(dst[i] + w);
+        if (stream) DK_TFN(dk_stream4)(to, &v[i]);
+        else DK_TFN(dk_st4)(to, &v[i]);
+    }
+}
+
+/* The block back into its planes (dk__ps_block_load's inverse): a row at a time, four planes at a
+ * time, streamed (Note [Streaming stores]) where cx->stream asks and the planes are aligned alike.
+ * Whole groups of four planes, streamed or not, each a loop of its own with no branch per store. */
+static void DK_SFN(dk__ps_block_store)(const dk__rp_ctx *cx, DK_S *img, const int64_t xs[4],
+                                       const DK_SFN(dk__ps_task) *a, const DK_T *buf)
+{
+    const int L = DK__PSA_LANES(a->nc);
+    const bool vec = xs[3] == 1 && sizeof(DK_S) == sizeof(DK_T);
+    const bool stream = cx->stream && vec && a->cstep * (int64_t)sizeof(DK_S) % 16 == 0;
+    for (int64_t h = 0; h < cx->H; h++) {
+        const DK_T *row = buf + h * cx->W * L;
+        for (int u = 0; u < a->nc; u += 4) {
+            const int n4 = a->nc - u < 4 ? a->nc - u : 4;
+            DK_S *dst[4];
+            for (int i = 0; i < 4; i++) dst[i] = img + (u + (i < n4 ? i : 0)) * a->cstep + h * xs[2];
+            int64_t w = 0;
+            if (stream) /* to the first 16-byte boundary, the same in every plane */
+                for (; w < cx->W && (uintptr_t)(dst[0] + w) % 16 != 0; w++)
+                    for (int i = 0; i < n4; i++) dst[i][w] = DK_STORE(row[w * L + u + i]);
+            if (vec && n4 == 4 && stream)
+                for (; w + 4 <= cx->W; w += 4) DK_SFN(dk__ps_store4)(row, L, u, w, dst, 4, true);
+            else if (vec && n4 == 4)
+                for (; w + 4 <= cx->W; w += 4) DK_SFN(dk__ps_store4)(row, L, u, w, dst, 4, false);
+            else if (vec)
+                for (; w + 4 <= cx->W; w += 4) DK_SFN(dk__ps_store4)(row, L, u, w, dst, n4, stream);
+            for (; w < cx->W; w++)
+                for (int i = 0; i < n4; i++) dst[i][w * xs[3]] = DK_STORE(row[w * L + u + i]);
+        }
+    }
+}
+
 /* Every RoI's axes, found once per call for the tasks that all read them (Note [Position-sensitive
  * RoIPool on a CPU]): cx->roi_batch[k] (its image, or -1), and in cx->bin_table the rows of
  * [PH][K] x (h0, h1) followed by the columns of [PW][K] x (w0, w1), so that the task of bin
  * (ph, pw) reads its two rows of bounds in order of k. dk_roi_pool_bin's bounds, one axis at a
- * time (what it computes per axis: a bin is (rows of ph) x (columns of pw), empty when either is). */
+ * time (what it computes per axis: a bin is (rows of ph) x (columns of pw), empty when either is).
+ * Also each image's RoIs (cx->image_rois) and the cost model's pixels of a bin (cx->ps_work: over
+ * the RoIs with an image, their bins' pixels over PH PW). */
 static void DK_SFN(dk__psp_table)(dk__rp_ctx *cx)
 {
     const int64_t K = cx->K;
@@ -44,6 +165,17 @@ static void DK_SFN(dk__psp_table)(dk__rp_ctx *cx)
             DK_TFN(dk__roi_pool_axis)(&r, false, pw, cx->W, cols + (pw * K + k) * 2, cols + (pw * K + k) * 2 + 1);
         if (r.none) batch[k] = -1; /* dk_roi_pool_bin's every bin empty (MMCV's kind only) */
     }
+    double pixels = 0; /* in double: PH H x PW W per RoI may pass int64 */
+    for (int64_t k = 0; k < K; k++) {
+        if (batch[k] < 0) continue;
+        int64_t hs = 0, ws = 0;
+        for (int64_t ph = 0; ph < cx->PH; ph++) hs += dk__psp_len(rows + (ph * K + k) * 2);
+        for (int64_t pw = 0; pw < cx->PW; pw++) ws += dk__psp_len(cols + (pw * K + k) * 2);
+        pixels += (double)hs * (double)ws;
+    }
+    pixels /= (double)(cx->PH * cx->PW);
+    cx->ps_work = pixels < (double)(INT64_MAX / 2) ? (int64_t)pixels : INT64_MAX / 2;
+    dk__rp_image_rois(batch, sizeof *batch, K, cx->N, cx->image_rois);
 }
 
 /* The first and last RoI (k0, k1) of forward task t, and its output channel. */
@@ -105,11 +237,86 @@ static void DK_SFN(dk__rp_ps_forward_worker)(void *p, int tid)
     }
 }
 
+/* Forward on a channels-last block (Note [Position-sensitive RoIPool on a CPU]): task a's planes
+ * copied into buf, then every RoI of its image pooled from it, nv vectors of four output channels
+ * per pixel: each lane's sum is dk_roi_pool_avg's, the same terms in the same order, divided by the
+ * same area (a vector division rounds each lane as the scalar one does). nv a constant in each
+ * caller (dk__psp_forward_block), so the lanes' loop unrolls. */
+__attribute__((always_inline)) static inline void DK_SFN(dk__psp_pool_block)(const dk__rp_ctx *cx,
+                                                                             const DK_SFN(dk__rp_ps_view) *v,
+                                                                             const DK_SFN(dk__ps_task) *a,
+                                                                             const DK_T *buf, int nv)
+{
+    const int64_t K = cx->K, W = cx->W, L = 4 * nv, *list = cx->image_rois + cx->N + 1;
+    const int64_t *hb = cx->bin_table + a->ph * K * 2, *wb = cx->bin_table + (cx->PH + a->pw) * K * 2;
+    for (int64_t i = cx->image_rois[a->n]; i < cx->image_rois[a->n + 1]; i++) {
+        const int64_t k = list[i], h0 = hb[2 * k], h1 = hb[2 * k + 1], w0 = wb[2 * k], w1 = wb[2 * k + 1];
+        DK_TFN(dk_v4) acc[4];
+        for (int u = 0; u < nv; u++) acc[u] = (DK_TFN(dk_v4)){0, 0, 0, 0};
+        if (h1 > h0 && w1 > w0) { /* else 0, as dk_roi_pool_avg gives an empty bin */
+            for (int64_t h = h0; h < h1; h++) {
+                const DK_T *px = buf + (h * W + w0) * L;
+                for (int64_t w = w0; w < w1; w++, px += L)
+                    for (int u = 0; u < nv; u++) {
+                        DK_TFN(dk_v4) x;
+                        DK_TFN(dk_ld4)(&x, px + 4 * u);
+                        acc[u] += x;
+                    }
+            }
+            const DK_T area = (DK_T)((h1 - h0) * (w1 - w0));
+            for (int u = 0; u < nv; u++) acc[u] = acc[u] / area;
+        }
+        DK_S *out = v->y + k * v->ys[0] + a->c0 * v->ys[1] + a->ph * v->ys[2] + a->pw * v->ys[3];
+        for (int j = 0; j < a->nc; j++) out[j * v->ys[1]] = DK_STORE(acc[j / 4][j % 4]);
+    }
+}
+
+static void DK_SFN(dk__psp_forward_block)(const dk__rp_ctx *cx, const DK_SFN(dk__rp_ps_view) *v,
+                                          const DK_SFN(dk__ps_task) *a, DK_T *buf)
+{
+    const int64_t *xs = v->xs;
+    DK_SFN(dk__ps_block_load)(cx, v->x + a->n * xs[0] + ((a->c0 * cx->PH + a->ph) * cx->PW + a->pw) * xs[1], xs, a,
+                              buf);
+    switch (DK__PSA_LANES(a->nc) / 4) {
+    case 1: DK_SFN(dk__psp_pool_block)(cx, v, a, buf, 1); break;
+    case 2: DK_SFN(dk__psp_pool_block)(cx, v, a, buf, 2); break;
+    case 3: DK_SFN(dk__psp_pool_block)(cx, v, a, buf, 3); break;
+    default: DK_SFN(dk__psp_pool_block)(cx, v, a, buf, 4); break;
+    }
+}
+
+/* Forward on channels-last blocks: a task per (image, bin, block of DK__RP_CHANNELS output
+ * channels), as ps_roi_align's (dk__ps_task). */
+static void DK_SFN(dk__psp_forward_blocks_worker)(void *p, int tid)
+{
+    dk__rp_ctx *cx = (dk__rp_ctx *)p;
+    const DK_SFN(dk__rp_ps_view) v = DK_SFN(dk__rp_ps_view_of)(cx);
+    DK_T *buf = (DK_T *)cx->block + (size_t)tid * (size_t)(cx->H * cx->W * DK__RP_CHANNELS);
+    for (int64_t t; (t = dk_parallel_claim(&cx->counter)) < cx->N * cx->PH * cx->PW * v.chunks;) {
+        const DK_SFN(dk__ps_task) a = DK_SFN(dk__ps_task_of)(cx, t, v.cout, v.xs);
+        if (cx->image_rois[a.n] == cx->image_rois[a.n + 1]) continue; /* no RoI on this image */
+        DK_SFN(dk__psp_forward_block)(cx, &v, &a, buf);
+    }
+}
+
 static dk_status DK_SFN(dk__rp_ps_forward)(dk__rp_ctx *cx, int nthreads)
 {
     DK_SFN(dk__psp_table)(cx);
-    dk_parallel_run(nthreads, &cx->counter, DK_SFN(dk__rp_ps_forward_worker), cx);
-    return DK_OK;
+    DK_ARENA_ON_STACK(ar); /* Note [Scratch arena] */
+    const dk_status st = DK_SFN(dk__ps_blocks)(cx, &ar, nthreads, DK__PSP_PIXELS_PER_PIXEL, "ps_roi_pool_forward");
+    if (st == DK_OK && cx->block) {
+        /* the RoIs no task serves (no image) pool to 0 */
+        const DK_SFN(dk__rp_ps_view) v = DK_SFN(dk__rp_ps_view_of)(cx);
+        for (int64_t k = 0; k < cx->K; k++)
+            if (cx->roi_batch[k] < 0)
+                for (int64_t c = 0; c < v.cout; c++)
+                    for (int64_t ph = 0; ph < cx->PH; ph++)
+                        for (int64_t pw = 0; pw < cx->PW; pw++)
+                            v.y[k * v.ys[0] + c * v.ys[1] + ph * v.ys[2] + pw * v.ys[3]] = DK_STORE((DK_T)0);
+        dk_parallel_run(nthreads, &cx->counter, DK_SFN(dk__psp_forward_blocks_worker), cx);
+    } else if (st == DK_OK) dk_parallel_run(nthreads, &cx->counter, DK_SFN(dk__rp_ps_forward_worker), cx);
+    dk_arena_free(&ar);
+    return st;
 }
 
 /* Backward: a task per output channel c and bin row ph, which owns the PW input channels
@@ -164,11 +371,82 @@ static void DK_SFN(dk__rp_ps_backward_worker)(void *p, int tid)
     }
 }
 
+/* Backward on a channels-last block: every RoI of task a's image, in order of k, adds its bin's
+ * g / area per lane to each of the bin's pixels of the zeroed block (the planes' additions in the
+ * same order; the vector division rounds each lane as the scalar one does), and the block is stored
+ * into its planes once. float32 and float64 only: 16-bit storage rounds after every addition
+ * (torchvision's and the planes' sums), which the block would not. nv a constant in each caller. */
+__attribute__((always_inline)) static inline void DK_SFN(dk__psp_grad_block)(const dk__rp_ctx *cx, const DK_S *g,
+                                                                             const int64_t gs[4],
+                                                                             const DK_SFN(dk__ps_task) *a, DK_T *buf,
+                                                                             int nv)
+{
+    const int64_t K = cx->K, W = cx->W, L = 4 * nv, *list = cx->image_rois + cx->N + 1;
+    const int64_t *hb = cx->bin_table + a->ph * K * 2, *wb = cx->bin_table + (cx->PH + a->pw) * K * 2;
+    for (int64_t i = cx->image_rois[a->n]; i < cx->image_rois[a->n + 1]; i++) {
+        const int64_t k = list[i], h0 = hb[2 * k], h1 = hb[2 * k + 1], w0 = wb[2 * k], w1 = wb[2 * k + 1];
+        if (h1 <= h0 || w1 <= w0) continue;
+        const DK_S *gk = g + k * gs[0] + a->c0 * gs[1] + a->ph * gs[2] + a->pw * gs[3];
+        DK_T gl[DK__RP_CHANNELS];
+        for (int j = 0; j < L; j++) gl[j] = j < a->nc ? DK_LOAD(gk[j * gs[1]]) : (DK_T)0;
+        const DK_T area = (DK_T)((h1 - h0) * (w1 - w0));
+        DK_TFN(dk_v4) d[4];
+        for (int u = 0; u < nv; u++) DK_TFN(dk_ld4)(&d[u], gl + 4 * u), d[u] = d[u] / area;
+        for (int64_t h = h0; h < h1; h++) {
+            DK_T *px = buf + (h * W + w0) * L;
+            for (int64_t w = w0; w < w1; w++, px += L)
+                for (int u = 0; u < nv; u++) {
+                    DK_TFN(dk_v4) x;
+                    DK_TFN(dk_ld4)(&x, px + 4 * u);
+                    x += d[u];
+                    DK_TFN(dk_st4)(px + 4 * u, &x);
+                }
+        }
+    }
+}
+
+static void DK_SFN(dk__psp_backward_blocks_worker)(void *p, int tid)
+{
+    dk__rp_ctx *cx = (dk__rp_ctx *)p;
+    DK_S *x = (DK_S *)dk_tensor_data(cx->img);
+    const DK_S *g = (const DK_S *)dk_tensor_data(cx->bins);
+    int64_t xs[4], gs[4];
+    dk__rp_strides(cx->img, xs), dk__rp_strides(cx->bins, gs);
+    const int64_t cout = cx->bins->shape[1], chunks = (cout + DK__RP_CHANNELS - 1) / DK__RP_CHANNELS;
+    DK_T *buf = (DK_T *)cx->block + (size_t)tid * (size_t)(cx->H * cx->W * DK__RP_CHANNELS);
+    for (int64_t t; (t = dk_parallel_claim(&cx->counter)) < cx->N * cx->PH * cx->PW * chunks;) {
+        const DK_SFN(dk__ps_task) a = DK_SFN(dk__ps_task_of)(cx, t, cout, xs);
+        const int L = DK__PSA_LANES(a.nc);
+        memset(buf, 0, (size_t)(cx->H * cx->W * L) * sizeof(DK_T)); /* 0 bits: +0 */
+        switch (L / 4) {
+        case 1: DK_SFN(dk__psp_grad_block)(cx, g, gs, &a, buf, 1); break;
+        case 2: DK_SFN(dk__psp_grad_block)(cx, g, gs, &a, buf, 2); break;
+        case 3: DK_SFN(dk__psp_grad_block)(cx, g, gs, &a, buf, 3); break;
+        default: DK_SFN(dk__psp_grad_block)(cx, g, gs, &a, buf, 4); break;
+        }
+        DK_SFN(dk__ps_block_store)(cx, x + a.n * xs[0] + ((a.c0 * cx->PH + a.ph) * cx->PW + a.pw) * xs[1], xs, &a, buf);
+    }
+    if (cx->stream) dk_sfence();
+}
+
 static dk_status DK_SFN(dk__rp_ps_backward)(dk__rp_ctx *cx, int nthreads)
 {
     DK_SFN(dk__psp_table)(cx);
-    dk_parallel_run(nthreads, &cx->counter, DK_SFN(dk__rp_ps_backward_worker), cx);
-    return DK_OK;
+    DK_ARENA_ON_STACK(ar); /* Note [Scratch arena] */
+    /* blocks only where ps_roi_pool.layout forces them (float32 and float64): the cost model keeps
+     * the planes, which measured as fast or faster on bench_roi_pool.py's case (Note
+     * [Position-sensitive RoIPool on a CPU]); plain stores, as streaming grad_input measured slower */
+    cx->block = NULL;
+    cx->stream = false;
+    const dk_status st = sizeof(DK_S) == sizeof(DK_T) && cx->ps_layout == 1
+                             ? DK_SFN(dk__ps_blocks)(cx, &ar, nthreads, DK__PSP_PIXELS_PER_PIXEL,
+                                                     "ps_roi_pool_backward")
+                             : DK_OK;
+    if (st == DK_OK)
+        dk_parallel_run(nthreads, &cx->counter,
+                        cx->block ? DK_SFN(dk__psp_backward_blocks_worker) : DK_SFN(dk__rp_ps_backward_worker), cx);
+    dk_arena_free(&ar);
+    return st;
 }
 
 #endif

@@ -18,6 +18,12 @@ DK_TUNABLE(dk__rp_layout, "roi_pool.layout", -1, -1, 1,
 DK_TUNABLE(dk__psa_layout, "ps_roi_align.layout", -1, -1, 1,
            "ps_roi_align: -1 the cost model, 0 channel planes, 1 channels-last blocks (Note [RoIAlign's "
            "position-sensitive form on a CPU])")
+DK_TUNABLE(dk__psp_layout, "ps_roi_pool.layout", -1, -1, 1,
+           "ps_roi_pool: -1 the cost model, 0 channel planes, 1 channels-last blocks (float32 and float64's backward "
+           "only; Note [Position-sensitive RoIPool on a CPU])")
+DK_TUNABLE(dk__ps_isa, "ps_roi_pool.isa", 1, 0, 1,
+           "ps_roi_pool's and ps_roi_align's channels-last copy of float32 planes: 1 AVX2 where the CPU has it, 0 "
+           "the baseline (Note [AVX2 spans])")
 DK_TUNABLE(dk__psa_tables, "ps_roi_align.tap_tables", 1, 0, 1,
            "ps_roi_align: 1 each RoI's taps tabled once per call, 0 found by every task (the same values)")
 
@@ -33,11 +39,23 @@ DK_TUNABLE(dk__psa_tables, "ps_roi_align.tap_tables", 1, 0, 1,
 #define DK_TEMPLATE_TYPES DK_TYPES_FLOAT
 #include "kernels/dk_instantiate.h"
 
+/* Whether the CPU has AVX2 (the position-sensitive blocks' copy, dk__ps_row_load_avx2). */
+static bool dk__ps_cpu_avx2(void)
+{
+#if DK__RP_AVX2
+    return __builtin_cpu_supports("avx2");
+#else
+    return false;
+#endif
+}
+
 /* One call's tensors and sizes: `img` is input or grad_input, `bins` output or grad_output. */
 static dk__rp_ctx dk__rp_ctx_of(const dk_tensor *img, const dk_tensor *bins, const dk_tensor *rois,
                                 const dk_tensor *argmax, double scale, int bins_kind)
 {
     return (dk__rp_ctx){.img = img,
+                        .ps_avx2 = bins_kind == DK_ROI_POOL_BINS_PS && DK__RP_AVX2 && dk_tunable(&dk__ps_isa) == 1 &&
+                                   dk__ps_cpu_avx2(),
                         .bins = bins,
                         .rois = rois,
                         .argmax = argmax,
@@ -85,14 +103,17 @@ dk_status dk_roi_pool_backward_cpu(const dk_tensor *grad_output, const dk_tensor
     return st;
 }
 
-/* ps_roi_pool's tables (dk__psp_table) in `ar`: the axes of every RoI, [PH + PW][K] x 2, and their
- * images, K; false when they do not fit in memory. */
+/* ps_roi_pool's tables (dk__psp_table) in `ar`: the axes of every RoI, [PH + PW][K] x 2, their
+ * images, K, and each image's RoIs, N + 1 + K; false when they do not fit in memory. Also the
+ * layout tunable's value. */
 static bool dk__psp_take_table(dk__rp_ctx *cx, dk_arena *ar)
 {
     const size_t k = (size_t)cx->K, axes = dk_sat_mul(dk_sat_mul(k, (size_t)cx->PH + (size_t)cx->PW), 2);
     cx->bin_table = (int64_t *)dk_arena_take_n(ar, axes, sizeof(int64_t));
     cx->roi_batch = (int64_t *)dk_arena_take_n(ar, k, sizeof(int64_t));
-    return (cx->bin_table && cx->roi_batch) || k == 0;
+    cx->image_rois = (int64_t *)dk_arena_take_n(ar, (size_t)cx->N + 1 + k, sizeof(int64_t));
+    cx->ps_layout = (int)dk_tunable(&dk__psp_layout);
+    return ((cx->bin_table && cx->roi_batch) || k == 0) && cx->image_rois;
 }
 
 /* RoIs per ps_roi_pool forward task: DK__PSP_ROIS, or fewer where a task per output channel and
@@ -150,7 +171,7 @@ dk_status dk_ps_roi_align_forward_cpu(const dk_tensor *input, const dk_tensor *r
     if (dk_tensor_numel(output) == 0) return DK_OK; /* nothing to write */
     /* work: about 4 x 4 samples of 4 taps per output element, and a RoI's geometry */
     const int nthreads = dk_parallel_threads_for(dk_tensor_numel(output) * 64 + cx.K * 64);
-    cx.psa_layout = (int)dk_tunable(&dk__psa_layout);
+    cx.ps_layout = (int)dk_tunable(&dk__psa_layout);
     cx.psa_tables = dk_tunable(&dk__psa_tables) == 1;
     dk_status st = DK_OK;
     DK_SWITCH_FLOAT(dk_tensor_dtype(input), st, dk__psa_forward, (&cx, nthreads),
@@ -165,7 +186,7 @@ dk_status dk_ps_roi_align_backward_cpu(const dk_tensor *grad_output, const dk_te
     cx.sampling_ratio = sampling_ratio;
     if (cx.N == 0 || cx.C == 0 || cx.H == 0 || cx.W == 0) return DK_OK; /* nothing to write */
     const int nthreads = dk_parallel_threads_for(cx.N * cx.C * (cx.H * cx.W + 1) + dk_tensor_numel(grad_output) * 64);
-    cx.psa_layout = (int)dk_tunable(&dk__psa_layout);
+    cx.ps_layout = (int)dk_tunable(&dk__psa_layout);
     cx.psa_tables = dk_tunable(&dk__psa_tables) == 1;
     dk_status st = DK_OK;
     DK_SWITCH_FLOAT(dk_tensor_dtype(grad_output), st, dk__psa_backward, (&cx, nthreads),

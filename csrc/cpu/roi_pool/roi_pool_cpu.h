@@ -52,30 +52,51 @@
  *
  * Note [Position-sensitive RoIPool on a CPU]
  * ps_roi_pool's output channel c at bin (ph, pw) reads input channel (c PH + ph) PW + pw: every
- * bin of a RoI is on a plane of its own. Walked per RoI (a task per RoI and 16 output channels),
- * each bin row was a cache miss on a 13 MB map, and the forward waited on memory. Both directions
- * now walk the planes instead, with every RoI's axes found once per call (dk__psp_table: its
- * image, the rows of each ph and the columns of each pw, laid out [PH][K] and [PW][K] so that a
- * plane's task reads them in order of k; dk_roi_pool_bin's bounds, one axis at a time):
- *  - forward: a task per output channel c and block of RoIs (DK__PSP_ROIS, fewer where that would
- *    leave threads without work) sweeps the PH PW input
- *    planes of c and pools every RoI of the block from each (dk_roi_pool_avg, its sum in its
- *    order), while it prefetches the next plane of every image a line or two per RoI, so that
- *    the sweep reads the map once at streaming speed; the output's stores are PH PW apart and
- *    stay in cache for a block of RoIs. Each output element is computed by one task alone: the
- *    same values on any thread count.
- *  - backward: a task per output channel c and bin row ph owns input channels (c PH + ph) PW + pw
- *    for every pw: it zeroes them in every image (one memset per image for contiguous planes:
- *    all-zero bits are +0 in every dtype), then adds each RoI's share, g / area, over its PW bins,
- *    RoIs in order: every element receives torchvision's additions in torchvision's order (its
- *    backward walks the output in order of k), on any thread count, with no two tasks on one
- *    element. A RoI's PW gradients are one run of grad_output, read once for its PW bins.
- * What bounds it on the bench's problem (2 x 490 x 50 x 68, 512 RoIs, 7 x 7 bins, about 6.5
- * pixels per bin): the forward is neither memory- nor branch-bound any more (the same time on a
- * map that fits in L2; bins summed without a branch per pixel came within the noise) but bound by its
- * 250k sums, each a chain of dependent additions in torchvision's order and a division; the
- * backward by writing grad_input (13 MB, whose zeroing alone takes 0.6-2 ms) and its 1.3 million
- * read-modify-write additions.
+ * bin of a RoI is on a plane of its own, and output channels c .. c + 15 at one bin read planes
+ * that sit at the same pixels. Walked per RoI (a task per RoI and 16 output channels), each bin
+ * row was a cache miss on a 13 MB map. Every RoI's axes are found once per call (dk__psp_table:
+ * its image, the rows of each ph and the columns of each pw, laid out [PH][K] and [PW][K] so that
+ * a task reads them in order of k; dk_roi_pool_bin's bounds, one axis at a time), with each
+ * image's RoIs in order (dk__rp_image_rois). Two ways (ps_roi_pool.layout, a tunable: -1 the cost
+ * model, 0 planes, 1 blocks):
+ *  - channels-last blocks (the forward's usual way): ps_roi_align's task split, a task per (image,
+ *    bin, block of DK__RP_CHANNELS output channels) whose planes no other task reads or writes.
+ *    It copies them channels-last into a per-thread buffer (dk__ps_block_load, shared with
+ *    ps_roi_align; float32 rows in 8-pixel AVX2 spans where the CPU has them, ps_roi_pool.isa)
+ *    and sums every RoI of the image from it, one vector addition per pixel per four output
+ *    channels: each lane adds dk_roi_pool_avg's terms in its order (rows, then columns, from +0)
+ *    and divides by the same area (a vector division rounds each lane as the scalar one does), so
+ *    the same bits. The vectors break the chains of dependent additions that bound the planes'
+ *    forward (one chain per output element). The backward has the same way (zeroed block, each
+ *    RoI's g / area added over its bin in order of k, the block stored once), for float32 and
+ *    float64 only: 16-bit storage rounds after every addition (torchvision's sums and the planes'),
+ *    which a float block would not. The cost model takes blocks for the forward when a bin's
+ *    pixels over all RoIs number at least one per DK__PSP_PIXELS_PER_PIXEL pixels of the map (the
+ *    copy is a pass over the planes; the bench has about one per 2 pixels) and the block fits in
+ *    DK__RP_BLOCK_MAX_BYTES; the backward takes blocks only when forced (below).
+ *  - planes: the forward a task per output channel c and block of RoIs (DK__PSP_ROIS, fewer where
+ *    that would leave threads without work), sweeping the PH PW input planes of c and pooling
+ *    every RoI of the block from each (dk_roi_pool_avg), prefetching the next plane of every image
+ *    a line or two per RoI: it reads only the lines under the RoIs. The backward a task per output
+ *    channel c and bin row ph, which owns input channels (c PH + ph) PW + pw for every pw: it zeroes
+ *    them in every image (one memset per image for contiguous planes: all-zero bits are +0 in
+ *    every dtype), then adds each RoI's share, g / area, over its PW bins, RoIs in order.
+ * Either way every output element is computed by one task, and every grad_input element receives
+ * torchvision's additions in torchvision's order (its backward walks the output in order of k),
+ * on any thread count, with no two tasks on one element: the same bits.
+ * Measured on bench_roi_pool.py's case (2 x 490 x 50 x 68, 512 RoIs, 7 x 7 bins, 10 output
+ * channels, one thread; callgrind instructions of one call, and thread CPU time at a load average
+ * of 3.6-5 from other sessions): the forward took 33.5M instructions on the planes, 14.0M on
+ * blocks with the 4-lane copy and 12.1M with the AVX2 copy (the copy 5.6M, the sums 5.8M, the
+ * tables 0.6M); 1.5-1.6 ms of CPU time, of which the copy alone (the sums skipped) takes
+ * 0.75-0.8 ms, about half: it reads the 13 MB map once and writes 16 MB into L2, which with the
+ * sums' branches (about 3 mispredicted per RoI and task: bins of 1-4 rows of 1-4 pixels) bounds
+ * it. The planes' forward took 4.6-7.7 ms in the same runs. The backward on blocks took 13.1M
+ * instructions against the planes' 25.6M (and a 13-16 MB memset each), but no less time: 4.1-4.6
+ * ms against 3.6-4.2 ms, streamed or not (the planes' memset of grad_input avoids reading the
+ * lines it writes; the block's store back does not, and streaming it measured no better): the
+ * cost model keeps the planes for the backward, whose time is writing grad_input and its 1.3
+ * million read-modify-write additions.
  *
  * Note [RoIAlign's position-sensitive form on a CPU]
  * Output channel c's bin (ph, pw) reads input plane (c PH + ph) PW + pw only, so a RoI's 7 x 7
@@ -83,8 +104,9 @@
  * time (torchvision's order, and dkit's until issue 22) every bin is a cache miss. Both passes
  * are instead a task per (image, bin, block of DK__RP_CHANNELS output channels), which serves
  * every RoI of the image in order: its planes are the block's, and no other task's.
- *  - Channels-last blocks (the usual way): the task copies its planes, four rows of four at a
- *    time (dk_transpose4), into a per-thread [H][W][L] buffer in the compute type (L, the
+ *  - Channels-last blocks (the usual way): the task copies its planes (dk__ps_block_load, shared
+ *    with ps_roi_pool), four rows of four at a time (dk_transpose4; float32 in 8-pixel AVX2
+ *    spans where the CPU has them, ps_roi_pool.isa), into a per-thread [H][W][L] buffer in the compute type (L, the
  *    channels rounded up to whole 4-lane vectors; 163 KB for the bench's 10 channels of 50 x
  *    68, held in L2), and each sample's four taps are then four vector loads per four channels.
  *    The forward sums w1 v1 + w2 v2 + w3 v3 + w4 v4 per lane and adds it to the lane's sum,
@@ -111,6 +133,11 @@
  * forward 10 ms before, 2.4-2.6 ms now, torchvision 30-41 ms; backward 13-15 ms before,
  * 6.3-6.8 ms now (torchvision 30-37 ms), where a third is writing the 13 MB grad_input and much
  * of the rest the divisions by a count that is no power of two (four per sample and channel).
+ * Since (branch ps-speed): the backward block's additions specialized by the number of 4-lane
+ * vectors (the gradients held in registers, the power-of-two test once per RoI): its worker's
+ * instructions 27.2M to 15.8M (callgrind), forward + backward CPU time 13.1 ms to 12.1-12.4 ms
+ * at a load average of 3.0-3.4; the divisions are unchanged (each is one lane's g w / count,
+ * whose bits a multiplication by a reciprocal would not keep).
  */
 #ifndef DK_ROI_POOL_CPU_H
 #define DK_ROI_POOL_CPU_H
@@ -145,13 +172,15 @@ typedef struct {
     int64_t *roi_batch;     /* ps_roi_pool: each RoI's image, or -1 (dk__psp_table) */
     int64_t roi_block;      /* ps_roi_pool's forward: RoIs per task (dk__psp_roi_block) */
     int64_t sampling_ratio; /* ps_roi_align */
-    float *scratch;    /* ps_roi_align's 16-bit backward on planes: DK__RP_CHANNELS float H x W planes per thread */
-    const void *table; /* ps_roi_align's backward: every RoI's geometry (dk__psa_roi_entry) */
-    const int64_t *image_rois; /* and each image's RoIs: N + 1 offsets into the K RoI numbers after them */
-    int64_t psa_samples;       /* ps_roi_align: the samples of a bin, summed over the RoIs with an image */
-    int psa_layout;            /* ps_roi_align: its tunable's value (-1 cost model, 0 planes, 1 blocks) */
-    bool stream;               /* ps_roi_align's backward: blocks stream grad_input (Note [Streaming stores]) */
-    bool psa_tables;           /* ps_roi_align: keep each RoI's taps in tables (its tunable) */
+    float *scratch;      /* ps_roi_align's 16-bit backward on planes: DK__RP_CHANNELS float H x W planes per thread */
+    const void *table;   /* ps_roi_align's backward: every RoI's geometry (dk__psa_roi_entry) */
+    int64_t *image_rois; /* the position-sensitive ops: each image's RoIs (dk__rp_image_rois) */
+    int64_t ps_work;     /* the position-sensitive ops' cost models: a bin's samples (ps_roi_align) or pixels
+                      * (ps_roi_pool), summed over the RoIs with an image */
+    int ps_layout;       /* ps_roi_align, ps_roi_pool: its layout tunable (-1 cost model, 0 planes, 1 blocks) */
+    bool stream;     /* ps_roi_align's, ps_roi_pool's backward: blocks stream grad_input (Note [Streaming stores]) */
+    bool psa_tables; /* ps_roi_align: keep each RoI's taps in tables (its tunable) */
+    bool ps_avx2;    /* the position-sensitive blocks: copy float32 planes with AVX2 (dk__ps_row_load_avx2) */
     dk_parallel_counter counter;
 } dk__rp_ctx;
 
@@ -160,6 +189,24 @@ typedef struct {
 static inline int64_t dk__rp_batch(double b, int64_t n)
 {
     return b >= 0 && b < (double)n && b == (double)(int64_t)b ? (int64_t)b : -1;
+}
+
+/* Each image's RoIs in order of k, for the position-sensitive tasks that serve one image: lists[0
+ * .. N] the offsets of each image's run in lists[N + 1 ..], which holds the RoI numbers (a stable
+ * counting sort). RoI k's image is *(const int64_t *)((const char *)n + k stride), -1 for none
+ * (in no list). */
+static inline void dk__rp_image_rois(const int64_t *n, size_t stride, int64_t K, int64_t N, int64_t *lists)
+{
+#define DK__RP_IMAGE_OF(k) (*(const int64_t *)(const void *)((const char *)n + (size_t)(k)*stride))
+    for (int64_t i = 0; i <= N; i++) lists[i] = 0;
+    for (int64_t k = 0; k < K; k++)
+        if (DK__RP_IMAGE_OF(k) >= 0) lists[DK__RP_IMAGE_OF(k) + 1]++;
+    for (int64_t i = 0; i < N; i++) lists[i + 1] += lists[i];
+    for (int64_t k = 0, *fill = lists + N + 1; k < K; k++)
+        if (DK__RP_IMAGE_OF(k) >= 0) fill[lists[DK__RP_IMAGE_OF(k)]++] = k;
+    for (int64_t i = N; i > 0; i--) lists[i] = lists[i - 1]; /* the fill moved each start to the next's */
+    lists[0] = 0;
+#undef DK__RP_IMAGE_OF
 }
 
 /* argmax element i (an offset in elements), either width. */
@@ -497,6 +544,18 @@ static inline void dk__rp_strides(const dk_tensor *t, int64_t s[4])
     for (int d = 0; d < 4; d++) s[d] = dk_tensor_stride(t, d);
 }
 
+/* The position-sensitive backwards: grad_input (cx->img, of `elem`-byte elements) is about to be
+ * written whole, once: huge pages hinted where it is large, and the channels-last blocks (where the
+ * call has them) then stream it (Note [Huge pages for large outputs], Note [Streaming stores] in
+ * dk_large_output.h): cx->stream. */
+static inline void dk__ps_prepare_grad_input(dk__rp_ctx *cx, size_t elem)
+{
+    int64_t xs[4];
+    dk__rp_strides(cx->img, xs);
+    dk_large_output gl;
+    cx->stream = dk_large_output_prepare(&gl, dk_tensor_data(cx->img), 4, cx->img->shape, xs, elem, false) && cx->block;
+}
+
 /* ps_roi_align: the samples of a bin a task finds at a time (Note [RoIAlign's position-sensitive
  * form on a CPU]); an adaptive grid of 8 x 8 (a bin over 7 pixels each way) fits. */
 #define DK__PSA_SAMPLES 64
@@ -508,6 +567,41 @@ static inline void dk__rp_strides(const dk_tensor *t, int64_t s[4])
  * least one per DK__PSA_SAMPLES_PER_PIXEL pixels of the map (Note [RoIAlign's position-sensitive
  * form on a CPU]). */
 #define DK__PSA_SAMPLES_PER_PIXEL 4
+
+/* ps_roi_pool's cost model: channels-last blocks when a bin's pixels over the RoIs number at least
+ * one per DK__PSP_PIXELS_PER_PIXEL pixels of the map (Note [Position-sensitive RoIPool on a CPU]). */
+#define DK__PSP_PIXELS_PER_PIXEL 4
+
+#if DK__RP_AVX2
+/* Part of dk__ps_block_load's row for float32 planes, with 8-lane AVX2 vectors (Note [AVX2 spans]
+ * in box_iou_cpu.h; ps_roi_pool.isa picks): pixels w .. w + 7 of the four planes' rows src[i]
+ * to row[w L + i], 4 x 4 transposes in both 128-bit halves at once, half the shuffles of the 4-lane
+ * ones. Elements moved, not computed. Returns the pixels done, a multiple of 8; the caller does
+ * the rest. */
+__attribute__((target("avx2"))) static int64_t dk__ps_row_load_avx2(const float *const src[4], float *row, int64_t L,
+                                                                    int64_t W)
+{
+    int64_t w = 0;
+    for (; w + 8 <= W; w += 8) {
+        const __m256 r0 = _mm256_loadu_ps(src[0] + w), r1 = _mm256_loadu_ps(src[1] + w);
+        const __m256 r2 = _mm256_loadu_ps(src[2] + w), r3 = _mm256_loadu_ps(src[3] + w);
+        const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+        const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+        const __m256 v[4] = {_mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2)),
+                             _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2))}; /* pixels i | 4 + i */
+        float *p = row + w * L;
+        for (int i = 0; i < 4; i++)
+            _mm_storeu_ps(p + i * L, _mm256_castps256_ps128(v[i])),
+                _mm_storeu_ps(p + (4 + i) * L, _mm256_extractf128_ps(v[i], 1));
+    }
+    return w;
+}
+#endif
+
+/* The pixels of one axis of a ps_roi_pool bin, e = {lo, hi}: none when empty. */
+static inline int64_t dk__psp_len(const int64_t e[2]) { return e[1] > e[0] ? e[1] - e[0] : 0; }
 
 /* ps_roi_align's lanes in a channels-last block of nc channels: whole 4-lane vectors. */
 #define DK__PSA_LANES(nc) (((nc) + 3) / 4 * 4)
