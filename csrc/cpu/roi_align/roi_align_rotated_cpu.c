@@ -57,6 +57,7 @@
 #include <string.h>
 
 #include "dk_arena.h"
+#include "dk_channels_last.h"
 #include "dk_parallel.h"
 #include "dk_registry.h"
 #include "dk_tensor.h"
@@ -99,6 +100,13 @@ static size_t dk__rar_table_bytes(size_t w)
     return (size_t)DK__RAR_TABLE * 4 * (sizeof(int64_t) + w) + DK__RAR_RUN * sizeof(int64_t);
 }
 
+/* Whether bins b0..b1 - 1 of a tensor of strides s ([K, C, PH, PW]) are consecutive elements, a
+ * channel's run that the AVX2 tiles move (Note [Channels-last copies] in dk_channels_last.h). */
+static bool dk__rar_dense(const dk__rar_ctx *cx, int64_t b0, int64_t b1, const int64_t s[4])
+{
+    return s[3] == 1 && (s[2] == cx->PW || b0 / cx->PW == (b1 - 1) / cx->PW);
+}
+
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #define DK__RAR_AVX2 1
 #else
@@ -122,10 +130,10 @@ static size_t dk__rar_table_bytes(size_t w)
  * roi_align_rotated_tmpl.h, lane for lane ("avx2" has no FMA to contract them into). */
 __attribute__((target("avx2"))) static void dk__rar_forward16_avx2(const float *rows, const int64_t *o, const float *w,
                                                                    const int64_t *nb, int64_t bins, float count,
-                                                                   float *res)
+                                                                   float *res, int64_t rs)
 {
     const __m256 c = _mm256_set1_ps(count);
-    for (int64_t b = 0; b < bins; b++, res += DK__RAR_LANES) {
+    for (int64_t b = 0; b < bins; b++, res += rs) {
         __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
         for (int64_t i = 0, m = nb[b]; i < m; i++, o += 4, w += 4) {
             const float *v0 = rows + o[0], *v1 = rows + o[1], *v2 = rows + o[2], *v3 = rows + o[3];
@@ -228,7 +236,8 @@ static dk_status dk_roi_align_rotated_forward_cpu(const dk_tensor *input, const 
     void (*worker)(void *, int) = NULL;
     DK_SWITCH_FLOAT(dt, worker, dk__rar_forward_worker, , worker = NULL)
     if (!worker) return dk_error(DK_ETYPE, "roi_align_rotated_forward: unsupported dtype");
-    return dk__rar_run(&cx, nthreads, dk__rar_table_bytes((size_t)tsize) + (size_t)(cx.cblock * cx.H * cx.W * tsize),
+    return dk__rar_run(&cx, nthreads,
+                       dk__rar_table_bytes((size_t)tsize) + (size_t)((cx.H * cx.W + DK__RAR_RUN) * cx.cblock * tsize),
                        worker, "roi_align_rotated_forward");
 }
 

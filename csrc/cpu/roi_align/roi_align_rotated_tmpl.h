@@ -21,13 +21,14 @@ static int64_t DK_SFN(dk__rar_roi)(const dk__rar_ctx *cx, int64_t k, DK_TFN(dk_r
 
 /* One thread's scratch (Note [Rotated RoIAlign on a CPU]): per sample inside the map its taps'
  * offsets in the rows (pixel * cblock) and weights; per bin of the run, its count of them; the
- * task's channel rows, [H * W][cblock] (Note [Rotated RoIAlign's channel rows]); and for the
- * backward a run's gradients divided by the count, [DK__RAR_RUN][cblock]. */
+ * task's channel rows, [H * W][cblock] (Note [Rotated RoIAlign's channel rows]); and a run's
+ * values divided by the count, [DK__RAR_RUN][cblock]: the backward's gradients, the AVX2
+ * forward's outputs on their way to the planes. */
 typedef struct {
     int64_t *off;
     DK_T *w;
     int64_t *n;
-    DK_T *rows, *grad;
+    DK_T *rows, *bins;
 } DK_SFN(dk__rar_table);
 
 static DK_SFN(dk__rar_table) DK_SFN(dk__rar_table_of)(const dk__rar_ctx *cx, int tid)
@@ -38,7 +39,7 @@ static DK_SFN(dk__rar_table) DK_SFN(dk__rar_table_of)(const dk__rar_ctx *cx, int
     t.n = t.off + 4 * DK__RAR_TABLE;
     t.w = (DK_T *)(t.n + DK__RAR_RUN);
     t.rows = (DK_T *)(p + dk__rar_table_bytes(sizeof(DK_T)));
-    t.grad = t.rows + cx->cblock * cx->H * cx->W;
+    t.bins = t.rows + cx->cblock * cx->H * cx->W;
     return t;
 }
 
@@ -158,21 +159,25 @@ static void DK_SFN(dk__rar_backward_run)(DK_T *rows, int64_t nc, const DK_SFN(dk
 __attribute__((target("avx2"))) static void DK_SFN(dk__rar_forward_run_avx2)(const DK_T *rows, int64_t nc,
                                                                              const DK_SFN(dk__rar_table) *t,
                                                                              int64_t bins, DK_T count, DK_S *y,
-                                                                             const int64_t *bo, int64_t ycs)
+                                                                             const int64_t *bo, int64_t ycs,
+                                                                             int64_t cblock, bool dense)
 {
     if (sizeof(DK_T) != sizeof(float)) {
         DK_SFN(dk__rar_forward_run_body)(rows, nc, t, bins, count, y, bo, ycs);
         return;
     }
-    float res[DK__RAR_RUN * DK__RAR_LANES];
-    int64_t j = 0;
-    for (; j + DK__RAR_LANES <= nc; j += DK__RAR_LANES) {
-        dk__rar_forward16_avx2((const float *)(rows + j), t->off, (const float *)t->w, t->n, bins, (float)count, res);
-        DK_S *yj = y + j * ycs;
-        for (int64_t b = 0; b < bins; b++)
-            for (int l = 0; l < DK__RAR_LANES; l++) yj[bo[b] + l * ycs] = DK_STORE((DK_T)res[b * DK__RAR_LANES + l]);
-    }
-    if (j < nc) DK_SFN(dk__rar_forward_lanes)(rows + j, t, bins, count, y + j * ycs, bo, ycs, (int)(nc - j));
+    /* the full chunks' results, [bin][channel] in t->bins, then to the output's [channel][bin] */
+    const int64_t full = nc / DK__RAR_LANES * DK__RAR_LANES;
+    float *res = (float *)t->bins;
+    for (int64_t j = 0; j < full; j += DK__RAR_LANES)
+        dk__rar_forward16_avx2((const float *)(rows + j), t->off, (const float *)t->w, t->n, bins, (float)count,
+                               res + j, cblock);
+    if (DK_DTYPE == DK_FLOAT32 && dense)
+        dk_cl_scatter32(res, cblock, bins, full, (float *)(y + bo[0]), ycs, true);
+    else
+        for (int64_t j = 0; j < full; j++)
+            for (int64_t b = 0; b < bins; b++) y[j * ycs + bo[b]] = DK_STORE((DK_T)res[b * cblock + j]);
+    if (full < nc) DK_SFN(dk__rar_forward_lanes)(rows + full, t, bins, count, y + full * ycs, bo, ycs, (int)(nc - full));
 }
 
 __attribute__((target("avx2"))) static void DK_SFN(dk__rar_backward_run_avx2)(DK_T *rows, int64_t nc,
@@ -203,10 +208,18 @@ static void DK_SFN(dk__rar_bin_offsets)(const dk__rar_ctx *cx, int64_t b0, int64
  * DK__RAR_LANES channels at a time, pixel by pixel: that many planes are read in order, which
  * the hardware prefetches (a tile of pixels across all the block's channels read as many
  * streams as channels, and was slower on a cold map), and each pixel's lanes are one line of
- * the rows; and back (dk__rar_put_rows). */
+ * the rows; and back (dk__rar_put_rows). float32 planes whose pixels have unit stride move in
+ * AVX2 tiles, a plane or a row at a time (Note [Channels-last copies] in dk_channels_last.h). */
 static void DK_SFN(dk__rar_get_rows)(const dk__rar_ctx *cx, const DK_S *p, const int64_t *s, int64_t nc, DK_T *rows)
 {
     const int64_t cb = cx->cblock;
+    if (DK_DTYPE == DK_FLOAT32 && cx->avx2 && s[3] == 1) {
+        const bool whole = s[2] == cx->W; /* rows of the plane back to back: one run of H W pixels */
+        for (int64_t h = 0; h < (whole ? 1 : cx->H); h++)
+            dk_cl_gather32((const float *)(p + h * s[2]), s[1], nc, whole ? cx->H * cx->W : cx->W,
+                           (float *)(rows + h * cx->W * cb), cb, true);
+        return;
+    }
     for (int64_t j0 = 0; j0 < nc; j0 += DK__RAR_LANES) {
         const int64_t n = j0 + DK__RAR_LANES < nc ? DK__RAR_LANES : nc - j0;
         for (int64_t h = 0; h < cx->H; h++)
@@ -221,6 +234,13 @@ static void DK_SFN(dk__rar_get_rows)(const dk__rar_ctx *cx, const DK_S *p, const
 static void DK_SFN(dk__rar_put_rows)(const dk__rar_ctx *cx, const DK_T *rows, int64_t nc, DK_S *p, const int64_t *s)
 {
     const int64_t cb = cx->cblock;
+    if (DK_DTYPE == DK_FLOAT32 && cx->avx2 && s[3] == 1) {
+        const bool whole = s[2] == cx->W;
+        for (int64_t h = 0; h < (whole ? 1 : cx->H); h++)
+            dk_cl_scatter32((const float *)(rows + h * cx->W * cb), cb, whole ? cx->H * cx->W : cx->W, nc,
+                            (float *)(p + h * s[2]), s[1], true);
+        return;
+    }
     for (int64_t j0 = 0; j0 < nc; j0 += DK__RAR_LANES) {
         const int64_t n = j0 + DK__RAR_LANES < nc ? DK__RAR_LANES : nc - j0;
         for (int64_t h = 0; h < cx->H; h++)
@@ -279,7 +299,9 @@ static void DK_SFN(dk__rar_forward_worker)(void *p, int tid)
                 DK_SFN(dk__rar_bin_offsets)(cx, b0, b1, ys[2], ys[3], bo);
                 DK_S *yb = yk + b0 / cx->PW * ys[2] + b0 % cx->PW * ys[3];
 #if DK__RAR_AVX2
-                if (cx->avx2) DK_SFN(dk__rar_forward_run_avx2)(t.rows, nc, &t, b1 - b0, count, yb - bo[0], bo, ys[1]);
+                if (cx->avx2)
+                    DK_SFN(dk__rar_forward_run_avx2)(t.rows, nc, &t, b1 - b0, count, yb - bo[0], bo, ys[1], cx->cblock,
+                                                     dk__rar_dense(cx, b0, b1, ys));
                 else
 #endif
                     DK_SFN(dk__rar_forward_run)(t.rows, nc, &t, b1 - b0, count, yb - bo[0], bo, ys[1]);
@@ -334,19 +356,23 @@ static void DK_SFN(dk__rar_backward_worker)(void *p, int tid)
                     b0++;
                     continue;
                 }
-                /* the run's gradients of the task's channels, divided by count, a row per bin */
+                /* the run's gradients of the task's channels, divided by count, a row per bin: float32
+                 * runs of contiguous bins in AVX2 tiles (Note [Channels-last copies]) */
                 DK_SFN(dk__rar_bin_offsets)(cx, b0, b1, gs[2], gs[3], bo);
+                const bool tiles = DK_DTYPE == DK_FLOAT32 && cx->avx2 && dk__rar_dense(cx, b0, b1, gs);
+                if (tiles) dk_cl_gather32((const float *)(gk + bo[0]), gs[1], nc, b1 - b0, (float *)t.bins, cb, true);
                 for (int64_t b = 0; b < b1 - b0; b++) {
-                    DK_T *gr = t.grad + b * cb;
+                    DK_T *gr = t.bins + b * cb;
                     const DK_S *gj = gk + bo[b];
-                    for (int64_t j = 0; j < nc; j++, gj += gs[1]) gr[j] = DK_LOAD(*gj);
+                    if (!tiles)
+                        for (int64_t j = 0; j < nc; j++, gj += gs[1]) gr[j] = DK_LOAD(*gj);
                     for (int64_t j = 0; j < nc; j++) gr[j] /= count; /* a pass of its own: vectors */
                 }
 #if DK__RAR_AVX2
-                if (cx->avx2) DK_SFN(dk__rar_backward_run_avx2)(t.rows, nc, &t, b1 - b0, t.grad, cb);
+                if (cx->avx2) DK_SFN(dk__rar_backward_run_avx2)(t.rows, nc, &t, b1 - b0, t.bins, cb);
                 else
 #endif
-                    DK_SFN(dk__rar_backward_run)(t.rows, nc, &t, b1 - b0, t.grad, cb);
+                    DK_SFN(dk__rar_backward_run)(t.rows, nc, &t, b1 - b0, t.bins, cb);
                 b0 = b1;
             }
         }
