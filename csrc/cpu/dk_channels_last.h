@@ -54,8 +54,8 @@ __attribute__((target("avx2"), always_inline)) static inline void dk_cl_transpos
 
 /* Eight planes' pixels p0.. p0 + 7 (plane i at a + i as, pixel p at p) into eight rows of eight
  * channels (row p at b + p bs): one tile. Both directions are this move with the roles swapped. */
-__attribute__((target("avx2"), always_inline)) static inline void dk_cl_tile8_avx2(const float *a, int64_t as,
-                                                                                   float *b, int64_t bs)
+__attribute__((target("avx2"), always_inline)) static inline void dk_cl_tile8_avx2(const float *a, int64_t as, float *b,
+                                                                                   int64_t bs)
 {
     __m256 r[8];
     for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(a + i * as);
@@ -64,7 +64,7 @@ __attribute__((target("avx2"), always_inline)) static inline void dk_cl_tile8_av
 }
 
 __attribute__((target("avx2"))) static inline void dk_cl_gather32_avx2(const float *planes, int64_t cs, int64_t nc,
-                                                                int64_t npix, float *rows, int64_t ld)
+                                                                       int64_t npix, float *rows, int64_t ld)
 {
     int64_t c = 0;
     for (; c + 8 <= nc; c += 8) {
@@ -80,7 +80,7 @@ __attribute__((target("avx2"))) static inline void dk_cl_gather32_avx2(const flo
 }
 
 __attribute__((target("avx2"))) static inline void dk_cl_scatter32_avx2(const float *rows, int64_t ld, int64_t npix,
-                                                                 int64_t nc, float *planes, int64_t cs)
+                                                                        int64_t nc, float *planes, int64_t cs)
 {
     int64_t c = 0;
     for (; c + 8 <= nc; c += 8) {

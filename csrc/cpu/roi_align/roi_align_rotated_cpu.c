@@ -71,8 +71,15 @@
 #define DK__RAR_TABLE 4096
 #define DK__RAR_RUN 64
 
-/* Channels a pass over a run's table serves (Note [Rotated RoIAlign's channel rows]). */
+/* Rows (PH x grid) and columns (PW x grid) of samples whose coordinates' products with the
+ * angle's cosine and sine a thread tabulates per RoI (dk_roi_align_rotated_turn): 16 KB for float;
+ * an RoI with more takes each sample's coordinates from dk_roi_align_rotated_sample. */
+#define DK__RAR_AXIS 1024
+
+/* Channels a pass over a run's table serves (Note [Rotated RoIAlign's channel rows]): the loops'
+ * and the AVX2 runs' narrow chunks, and the AVX2 runs' wide chunks. */
 #define DK__RAR_LANES 16
+#define DK__RAR_WIDE 32
 
 /* Channel rows' bytes per task at most: its channel block shrinks (to 1) to fit; and the most
  * channels per block (Note [Rotated RoIAlign's channel rows]). */
@@ -93,11 +100,12 @@ typedef struct {
     dk_parallel_counter counter;
 } dk__rar_ctx;
 
-/* Bytes of one thread's table for weights of `w` bytes: 4 offsets and 4 weights per sample, and a
- * count per bin of the run; a multiple of 64. */
+/* Bytes of one thread's table for weights of `w` bytes: 4 offsets and 4 weights per sample, a
+ * count per bin of the run, and 2 products per row and per column of samples; a multiple of 64. */
 static size_t dk__rar_table_bytes(size_t w)
 {
-    return (size_t)DK__RAR_TABLE * 4 * (sizeof(int64_t) + w) + DK__RAR_RUN * sizeof(int64_t);
+    return (size_t)DK__RAR_TABLE * 4 * (sizeof(int64_t) + w) + DK__RAR_RUN * sizeof(int64_t) +
+           (size_t)DK__RAR_AXIS * 4 * w;
 }
 
 /* Whether bins b0..b1 - 1 of a tensor of strides s ([K, C, PH, PW]) are consecutive elements, a
@@ -124,47 +132,76 @@ static bool dk__rar_dense(const dk__rar_ctx *cx, int64_t b0, int64_t b1, const i
 #if DK__RAR_AVX2
 #include <immintrin.h>
 
-/* The float runs' full chunks of DK__RAR_LANES lanes on AVX2 (Note [Rotated RoIAlign's channel
- * rows]): two registers of sums or gradients stay in registers across a bin's samples, where
- * the loops' arrays go through memory. The same operations in the same order as the loops of
- * roi_align_rotated_tmpl.h, lane for lane ("avx2" has no FMA to contract them into). */
-__attribute__((target("avx2"))) static void dk__rar_forward16_avx2(const float *rows, const int64_t *o, const float *w,
-                                                                   const int64_t *nb, int64_t bins, float count,
-                                                                   float *res, int64_t rs)
+/* The float runs' full chunks on AVX2 (Note [Rotated RoIAlign's channel rows]): nv registers
+ * of sums or gradients (nv 8-lane vectors: 16 or DK__RAR_WIDE lanes) stay in registers across
+ * a bin's samples, where the loops' arrays go through memory. The same operations in the same
+ * order as the loops of roi_align_rotated_tmpl.h, lane for lane ("avx2" has no FMA to contract
+ * them into). */
+__attribute__((target("avx2"), always_inline)) static inline void
+dk__rar_forward_avx2_body(const float *rows, const int64_t *o, const float *w, const int64_t *nb, int64_t bins,
+                          float count, float *res, int64_t rs, const int nv)
 {
     const __m256 c = _mm256_set1_ps(count);
     for (int64_t b = 0; b < bins; b++, res += rs) {
-        __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+        __m256 s[DK__RAR_WIDE / 8];
+        for (int v = 0; v < nv; v++) s[v] = _mm256_setzero_ps();
         for (int64_t i = 0, m = nb[b]; i < m; i++, o += 4, w += 4) {
             const float *v0 = rows + o[0], *v1 = rows + o[1], *v2 = rows + o[2], *v3 = rows + o[3];
             const __m256 w0 = _mm256_set1_ps(w[0]), w1 = _mm256_set1_ps(w[1]);
             const __m256 w2 = _mm256_set1_ps(w[2]), w3 = _mm256_set1_ps(w[3]);
-            __m256 t = _mm256_add_ps(_mm256_mul_ps(w0, _mm256_loadu_ps(v0)), _mm256_mul_ps(w1, _mm256_loadu_ps(v1)));
-            t = _mm256_add_ps(t, _mm256_mul_ps(w2, _mm256_loadu_ps(v2)));
-            s0 = _mm256_add_ps(s0, _mm256_add_ps(t, _mm256_mul_ps(w3, _mm256_loadu_ps(v3))));
-            t = _mm256_add_ps(_mm256_mul_ps(w0, _mm256_loadu_ps(v0 + 8)), _mm256_mul_ps(w1, _mm256_loadu_ps(v1 + 8)));
-            t = _mm256_add_ps(t, _mm256_mul_ps(w2, _mm256_loadu_ps(v2 + 8)));
-            s1 = _mm256_add_ps(s1, _mm256_add_ps(t, _mm256_mul_ps(w3, _mm256_loadu_ps(v3 + 8))));
+            for (int v = 0; v < nv; v++) {
+                __m256 t = _mm256_add_ps(_mm256_mul_ps(w0, _mm256_loadu_ps(v0 + 8 * v)),
+                                         _mm256_mul_ps(w1, _mm256_loadu_ps(v1 + 8 * v)));
+                t = _mm256_add_ps(t, _mm256_mul_ps(w2, _mm256_loadu_ps(v2 + 8 * v)));
+                s[v] = _mm256_add_ps(s[v], _mm256_add_ps(t, _mm256_mul_ps(w3, _mm256_loadu_ps(v3 + 8 * v))));
+            }
         }
-        _mm256_storeu_ps(res, _mm256_div_ps(s0, c));
-        _mm256_storeu_ps(res + 8, _mm256_div_ps(s1, c));
+        for (int v = 0; v < nv; v++) _mm256_storeu_ps(res + 8 * v, _mm256_div_ps(s[v], c));
     }
 }
 
-__attribute__((target("avx2"))) static void dk__rar_backward16_avx2(float *rows, const int64_t *o, const float *w,
-                                                                    const int64_t *nb, int64_t bins, const float *g,
-                                                                    int64_t cblock)
+__attribute__((target("avx2"), always_inline)) static inline void
+dk__rar_backward_avx2_body(float *rows, const int64_t *o, const float *w, const int64_t *nb, int64_t bins,
+                           const float *g, int64_t cblock, const int nv)
 {
     for (int64_t b = 0; b < bins; b++, g += cblock) {
-        const __m256 g0 = _mm256_loadu_ps(g), g1 = _mm256_loadu_ps(g + 8);
+        __m256 gv[DK__RAR_WIDE / 8];
+        for (int v = 0; v < nv; v++) gv[v] = _mm256_loadu_ps(g + 8 * v);
         for (int64_t i = 0, m = nb[b]; i < m; i++, o += 4, w += 4)
             for (int q = 0; q < 4; q++) { /* in order: two taps may be the same pixel */
                 float *a = rows + o[q];
                 const __m256 wq = _mm256_set1_ps(w[q]);
-                _mm256_storeu_ps(a, _mm256_add_ps(_mm256_loadu_ps(a), _mm256_mul_ps(g0, wq)));
-                _mm256_storeu_ps(a + 8, _mm256_add_ps(_mm256_loadu_ps(a + 8), _mm256_mul_ps(g1, wq)));
+                for (int v = 0; v < nv; v++)
+                    _mm256_storeu_ps(a + 8 * v, _mm256_add_ps(_mm256_loadu_ps(a + 8 * v), _mm256_mul_ps(gv[v], wq)));
             }
     }
+}
+
+/* The runs' chunks of DK__RAR_LANES and of DK__RAR_WIDE lanes: rows, o, w and nb as the loops';
+ * res gets a row of sums per bin, rs apart; g has a row of gradients per bin, cblock apart. */
+__attribute__((target("avx2"))) static void dk__rar_forward16_avx2(const float *rows, const int64_t *o, const float *w,
+                                                                   const int64_t *nb, int64_t bins, float count,
+                                                                   float *res, int64_t rs)
+{
+    dk__rar_forward_avx2_body(rows, o, w, nb, bins, count, res, rs, DK__RAR_LANES / 8);
+}
+__attribute__((target("avx2"))) static void dk__rar_forward32_avx2(const float *rows, const int64_t *o, const float *w,
+                                                                   const int64_t *nb, int64_t bins, float count,
+                                                                   float *res, int64_t rs)
+{
+    dk__rar_forward_avx2_body(rows, o, w, nb, bins, count, res, rs, DK__RAR_WIDE / 8);
+}
+__attribute__((target("avx2"))) static void dk__rar_backward16_avx2(float *rows, const int64_t *o, const float *w,
+                                                                    const int64_t *nb, int64_t bins, const float *g,
+                                                                    int64_t cblock)
+{
+    dk__rar_backward_avx2_body(rows, o, w, nb, bins, g, cblock, DK__RAR_LANES / 8);
+}
+__attribute__((target("avx2"))) static void dk__rar_backward32_avx2(float *rows, const int64_t *o, const float *w,
+                                                                    const int64_t *nb, int64_t bins, const float *g,
+                                                                    int64_t cblock)
+{
+    dk__rar_backward_avx2_body(rows, o, w, nb, bins, g, cblock, DK__RAR_WIDE / 8);
 }
 #endif
 
