@@ -239,8 +239,8 @@ def test_channel_rows_paths_agree(dtype):
             for isa, threads, layout in ((0, 1, 0), (1, 1, 0), (1, 2, 0), (1, 1, 1), (0, 2, 1)):
                 _C.tunable("roi_align_rotated.isa", isa)
                 dkit.set_num_threads(threads)
-                xi = torch.empty(2, c, 9, 16, dtype=dtype)[..., :11] if layout else torch.empty(2, c, 9, 11, dtype=dtype)
-                xi = xi.copy_(x).detach().requires_grad_()  # layout 1: the map's rows 16 apart
+                xi = torch.empty(2, c, 9, 16 if layout else 11, dtype=dtype)[..., :11]  # layout 1: rows 16 apart
+                xi = xi.copy_(x).detach().requires_grad_()
                 o = dkit.ops.roi_align_rotated(xi, rois.to(dtype), size, 1.0, ratio, True, clockwise)
                 o.backward(go.to(dtype) if layout else go.to(dtype).contiguous())
                 results.append((o.detach(), xi.grad))
