@@ -32,25 +32,49 @@
  * Note [Rotated RoIAlign's channel rows]
  * A task keeps its block of channels channels-last, [H * W][cblock] in the compute type (16-bit
  * storage converted once): a tap is then a row of contiguous channels, and one pass over a run's
- * table serves DK__RAR_LANES (16) channels as vector operations: the forward's
+ * table serves a chunk of channels as vector operations: the forward's
  * s += w1 v1 + w2 v2 + w3 v3 + w4 v4 and the backward's row += g w, a few vector operations per
- * tap instead of 16 scalar ones through 16 planes. Each lane is one channel's per-element
- * arithmetic, operation for operation (ISO C contracts nothing into FMAs, and target("avx2")
- * has none), so the bits are those of the planar loops this replaced, on either ISA build
- * (roi_align_rotated.isa, Note [AVX2 spans] in box_iou/box_iou_cpu.h). Full chunks of float
- * rows (float32 and the 16-bit types) run dk__rar_forward16_avx2 / dk__rar_backward16_avx2,
- * whose sums and gradients stay in two registers (GCC keeps the loops' 16-lane arrays in
- * memory, and unrolls a plain 16-lane loop into scalars, hence DK__RAR_LANE_LOOP); double rows,
- * partial chunks and the baseline ISA run the loops. The forward's copy in and the backward's
- * copy out go a tile of DK__RAR_LANES pixels of a row at a time.
+ * tap instead of one scalar one per channel through as many planes. Each lane is one channel's
+ * per-element arithmetic, operation for operation (ISO C contracts nothing into FMAs, and
+ * target("avx2") has none), so the bits are those of the planar loops this replaced, on either
+ * ISA build (roi_align_rotated.isa, Note [AVX2 spans] in box_iou/box_iou_cpu.h). Float rows
+ * (float32 and the 16-bit types) run chunks of DK__RAR_WIDE (32) lanes, then of DK__RAR_LANES
+ * (16), in dk__rar_{forward,backward}{32,16}_avx2, whose sums and gradients stay in 4 or 2
+ * registers (GCC keeps the loops' 16-lane arrays in memory, and unrolls a plain 16-lane loop
+ * into scalars, hence DK__RAR_LANE_LOOP); 32 lanes load each sample's offsets and broadcast its
+ * weights once for twice the channels (the forward's runs 56M -> 38M instructions). Double
+ * rows, the rest of a block and the baseline ISA run the loops of DK__RAR_LANES.
+ * float32 with AVX2 moves between planes and rows in 8 x 8 tiles (Note [Channels-last copies]
+ * in dk_channels_last.h): the forward's copy in, its outputs (a run's [bin][channel] sums into
+ * the output's [channel][bin] runs, where the run's bins are contiguous: dk__rar_dense), the
+ * backward's grad_output runs into [bin][channel] rows, and its copy out; the other dtypes,
+ * strides and the baseline ISA move element by element, DK__RAR_LANES channels of a pixel at a
+ * time. The tiles move bits and compute nothing, so either way gives the same result.
+ * The table of a run of bins needs each sample's (y, x): the products of the RoI's rows of
+ * sample coordinates (yy cos, yy sin) and columns (xx sin, xx cos) are found once per RoI
+ * (dk__rar_turns, at most DK__RAR_AXIS rows and columns) and turned onto the map per sample by
+ * dk_roi_align_rotated_turn, the expression that dk_roi_align_rotated_sample (the GPU's)
+ * evaluates: the same bits, without the per-sample divisions of dk_roi_align_axis_sample.
  * Measured with callgrind on this 2-core host, one thread, the benchmark's problem ([2, 256, 50,
- * 68] float32, 512 RoIs, sampling_ratio 2, AVX2): the backward went from 656M instructions to
- * about 170M (the runs 66M; reading grad_output into rows and dividing by count 68M; the
- * tables 25M; zeroing 7M; the copy out 11M), the forward to about 125M (the runs 56M, their
- * stores 30M, the tables 25M, the copy in 11M). Blocks grew from 64 to 128 channels (1.7 MB of
- * rows for a 50 x 68 map, in a 2 MB L2), which halved the tabulation. Memory: a thread's rows
- * are a block's planes (at least one plane: a 4,000 x 4,000 map takes 64 MB per thread in
- * float32), as the backward's accumulator always did; the forward now takes them too.
+ * 68] float32, 512 RoIs, sampling_ratio 2, AVX2), instructions of one call:
+ *   forward   125M -> 66M: runs 56M -> 38M, their stores 30M -> 5.4M, tables 25M -> 19M, copy
+ *             in 11M -> 1.2M
+ *   backward  170M -> 108M: runs 66M -> 63M, grad_output into rows and divided by count 68M ->
+ *             about 11M (the tiles 5M, the division passes), tables 25M -> 19M, zeroing 7M,
+ *             copy out 11M -> 1.2M
+ *   adaptive forward (sampling_ratio 0) 155M -> 87M
+ * (the history: 656M for the backward before the channel rows). In time, one thread, dkit's
+ * own medians of 21 calls taking turns with the merged tree's build in the same minutes (load
+ * average 3.3-3.6): forward 18.5-19.0 -> 13.6-14.3 ms, forward + backward 41.9-49.5 ->
+ * 31.8-35.0 ms, adaptive forward 21.7-22.2 -> 16.6-17.4 ms. What is left is the runs: per
+ * sample and 32 channels the forward loads 4 offsets, broadcasts 4 weights and does 16 vector
+ * multiplies and 16 adds (about 48 instructions), the backward a read-modify-write of 4 rows
+ * (4 vectors each); and the tables (about 95 instructions a sample, once per RoI and block:
+ * the bilinear rule's branches and the stores of 4 offsets and 4 weights). Blocks grew from 64
+ * to 128 channels (1.7 MB of rows for a 50 x 68 map, in a 2 MB L2), which halved the
+ * tabulation. Memory: a thread's rows are a block's planes (at least one plane: a 4,000 x 4,000
+ * map takes 64 MB per thread in float32), as the backward's accumulator always did; the
+ * forward now takes them too, and a run's [DK__RAR_RUN][cblock] outputs.
  */
 #include <stdbool.h>
 #include <stdint.h>
