@@ -66,7 +66,9 @@
  * (the history: 656M for the backward before the channel rows). In time, one thread, dkit's
  * own medians of 21 calls taking turns with the merged tree's build in the same minutes (load
  * average 3.3-3.6): forward 18.5-19.0 -> 13.6-14.3 ms, forward + backward 41.9-49.5 ->
- * 31.8-35.0 ms, adaptive forward 21.7-22.2 -> 16.6-17.4 ms. What is left is the runs: per
+ * 31.8-35.0 ms, adaptive forward 21.7-22.2 -> 16.6-17.4 ms; bench_roi_align_rotated.py at load
+ * 1.2-2.1, 10.2-12.5x the reference forward and 10.9-12.5x forward + backward (the merged tree
+ * in the same minutes 9.7-10.2x and 8.3-9.5x: bench/README.md). What is left is the runs: per
  * sample and 32 channels the forward loads 4 offsets, broadcasts 4 weights and does 16 vector
  * multiplies and 16 adds (about 48 instructions), the backward a read-modify-write of 4 rows
  * (4 vectors each); and the tables (about 95 instructions a sample, once per RoI and block:
