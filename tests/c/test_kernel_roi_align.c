@@ -590,50 +590,60 @@ static void rotated_large_bins_and_threads(void **state)
 }
 
 /* The channel rows' paths (Note [Rotated RoIAlign's channel rows]): the baseline and the AVX2
- * runs (roi_align_rotated.isa), channel blocks of whole chunks of 16 lanes and a partial one
- * (150 channels on one thread: blocks of 75 = 4 x 16 + 11), of a partial chunk only (37 on
- * three threads: blocks of 6; 3 channels), more bins than one run of the table (9 x 8 = 72 >
- * 64), each dtype's compute type: the reference's values, and the same bits on every path. */
+ * runs (roi_align_rotated.isa), channel blocks of whole chunks and a partial one (150 channels:
+ * on one thread blocks of 75 = 2 x 32 + 11, on three blocks of 25 = 16 + 9), of a partial chunk
+ * only (37 on three threads: blocks of 6; 3 channels), more bins than one run of the table (9 x 8 = 72 >
+ * 64), each dtype's compute type: the reference's values, and the same bits on every path.
+ * With AVX2, float32 moves between planes and rows in 8 x 8 tiles (Note [Channels-last copies]):
+ * a whole plane of 11 x 13 pixels (17 tiles and 7 pixels), rows of 13 pixels where the map's
+ * rows are 3 apart (layout 1), outputs and gradients of 9 x 8 bins in runs of 64 and 8 (and
+ * where rows are apart, element by element), of 1 x 20 bins (one row: 2 tiles and 4 bins even
+ * where rows are apart); the channels past the last group of 8 one by one. */
 static void rotated_lanes_runs_and_isas(void **state)
 {
     (void)state;
     char what[256];
     dkk_rng rng = {0x707c};
-    const int64_t ph = 9, pw = 8, channels[3] = {150, 37, 3};
+    const int64_t bins[2][2] = {{9, 8}, {1, 20}}, channels[3] = {150, 37, 3};
     for (size_t di = 0; di < DK_COUNTOF(DTYPES); di++)
-        for (int ci = 0; ci < 3; ci++) {
-            const dk_dtype dt = DTYPES[di].dt;
-            const double atol = DTYPES[di].atol;
-            const int64_t cc = channels[ci];
-            dkk_tensor *rois = make_rotated_rois(dt, &rng, K);
-            dkk_tensor *x = dkk_new(dt, 4, (int64_t[]){N, cc, H, W}, NULL, 0);
-            dkk_fill_uniform(x, &rng, -1, 1);
-            dkk_tensor *g = dkk_new(dt, 4, (int64_t[]){K, cc, ph, pw}, NULL, 0);
-            dkk_fill_uniform(g, &rng, -1, 1);
-            dkk_tensor *rout = ref4(K, cc, ph, pw), *rgin = ref4(N, cc, H, W);
-            rotated_reference(x, rois, NULL, ph, pw, 0, true, true, rout);
-            rotated_reference(x, rois, g, ph, pw, 0, true, true, rgin);
-            dkk_tensor *out[4], *gin[4];
-            for (int run = 0; run < 4; run++) {
-                assert_ok(dk_tunable_set("roi_align_rotated.isa", run & 1, NULL));
-                assert_ok(dk_set_num_threads(run & 2 ? 3 : 1));
-                out[run] = dkk_new(dt, 4, (int64_t[]){K, cc, ph, pw}, NULL, 0);
-                gin[run] = dkk_new(dt, 4, (int64_t[]){N, cc, H, W}, NULL, 0);
-                assert_ok(dk_roi_align_rotated_forward(&x->t, &rois->t, &out[run]->t, ph, pw, SCALE, 0, true, true));
-                assert_ok(dk_roi_align_rotated_backward(&g->t, &rois->t, &gin[run]->t, SCALE, 0, true, true));
-                snprintf(what, sizeof what, "roi_align_rotated %s, %lld channels, isa %d, %d threads",
-                         dk_dtype_name(dt), (long long)cc, run & 1, run & 2 ? 3 : 1);
-                if (run == 0) {
-                    dkk_assert_close(out[0], rout, atol, atol, what);
-                    dkk_assert_close(gin[0], rgin, 4 * atol, 4 * atol, what);
-                } else {
-                    dkk_assert_identical(out[run], out[0], what);
-                    dkk_assert_identical(gin[run], gin[0], what);
+        for (int ci = 0; ci < 3; ci++)
+            for (int layout = 0; layout < 4; layout++) {
+                const dk_dtype dt = DTYPES[di].dt;
+                const double atol = DTYPES[di].atol;
+                const int64_t cc = channels[ci], ph = bins[layout >> 1][0], pw = bins[layout >> 1][1],
+                              gap = (layout & 1) * 3;
+                dkk_tensor *rois = make_rotated_rois(dt, &rng, K);
+                dkk_tensor *x = dkk_new(dt, 4, (int64_t[]){N, cc, H, W}, NULL, gap);
+                dkk_fill_uniform(x, &rng, -1, 1);
+                dkk_tensor *g = dkk_new(dt, 4, (int64_t[]){K, cc, ph, pw}, NULL, gap);
+                dkk_fill_uniform(g, &rng, -1, 1);
+                dkk_tensor *rout = ref4(K, cc, ph, pw), *rgin = ref4(N, cc, H, W);
+                rotated_reference(x, rois, NULL, ph, pw, 0, true, true, rout);
+                rotated_reference(x, rois, g, ph, pw, 0, true, true, rgin);
+                dkk_tensor *out[4], *gin[4];
+                for (int run = 0; run < 4; run++) {
+                    assert_ok(dk_tunable_set("roi_align_rotated.isa", run & 1, NULL));
+                    assert_ok(dk_set_num_threads(run & 2 ? 3 : 1));
+                    out[run] = dkk_new(dt, 4, (int64_t[]){K, cc, ph, pw}, NULL, gap);
+                    gin[run] = dkk_new(dt, 4, (int64_t[]){N, cc, H, W}, NULL, gap);
+                    assert_ok(
+                        dk_roi_align_rotated_forward(&x->t, &rois->t, &out[run]->t, ph, pw, SCALE, 0, true, true));
+                    assert_ok(dk_roi_align_rotated_backward(&g->t, &rois->t, &gin[run]->t, SCALE, 0, true, true));
+                    snprintf(what, sizeof what,
+                             "roi_align_rotated %s, %lld channels, %lld x %lld bins, layout %d, isa %d, %d threads",
+                             dk_dtype_name(dt), (long long)cc, (long long)ph, (long long)pw, layout & 1, run & 1,
+                             run & 2 ? 3 : 1);
+                    if (run == 0) {
+                        dkk_assert_close(out[0], rout, atol, atol, what);
+                        dkk_assert_close(gin[0], rgin, 4 * atol, 4 * atol, what);
+                    } else {
+                        dkk_assert_identical(out[run], out[0], what);
+                        dkk_assert_identical(gin[run], gin[0], what);
+                    }
                 }
+                for (int run = 0; run < 4; run++) dkk_free(out[run]), dkk_free(gin[run]);
+                dkk_free(rout), dkk_free(rgin), dkk_free(x), dkk_free(g), dkk_free(rois);
             }
-            for (int run = 0; run < 4; run++) dkk_free(out[run]), dkk_free(gin[run]);
-            dkk_free(rout), dkk_free(rgin), dkk_free(x), dkk_free(g), dkk_free(rois);
-        }
 }
 
 int main(void)

@@ -216,6 +216,45 @@ def test_strides_and_threads():
     assert torch.equal(o.detach(), results[0][0]) and torch.equal(xi.grad, results[0][1])
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_channel_rows_paths_agree(dtype):
+    """The CPU kernel's paths between channel planes and its channels-last rows (Note
+    [Channels-last copies]): float32 with AVX2 moves them in 8 x 8 tiles (a whole map, or a row
+    at a time where the map's rows are apart; output and gradient runs of contiguous bins), the
+    baseline ISA (roi_align_rotated.isa 0) and the other dtypes element by element. Odd channel
+    counts (tiles and their tails; the AVX2 runs' chunks of 32 and 16 lanes and the loops' rest),
+    maps of 9 x 11 and rows 16 apart, 7 x 7 and 1 x 20 bins (one row, dense even where rows are
+    apart), sampling_ratio 0 and 2, clockwise or not, 1 and 2 threads: the same bits on every
+    path, and the reference's values (float32 and float64)."""
+    g = torch.Generator().manual_seed(11)
+    prev = _C.tunable("roi_align_rotated.isa")
+    try:
+        for c, size, ratio, clockwise in ((53, (7, 7), 2, True), (21, (1, 20), 0, False), (6, (7, 7), 0, True)):
+            x = torch.randn(2, c, 9, 11, generator=g, dtype=torch.float64)
+            rois = _rois(2, 9, 9, 11, seed=c)
+            go = torch.randn(9, c, size[0], size[1] + 5, generator=g, dtype=torch.float64)[..., : size[1]]
+            want = reference(x, rois, size, 1.0, ratio, True, clockwise)
+            want_grad = reference(x, rois, size, 1.0, ratio, True, clockwise, grad=go.numpy())
+            results = []
+            for isa, threads, layout in ((0, 1, 0), (1, 1, 0), (1, 2, 0), (1, 1, 1), (0, 2, 1)):
+                _C.tunable("roi_align_rotated.isa", isa)
+                dkit.set_num_threads(threads)
+                xi = torch.empty(2, c, 9, 16 if layout else 11, dtype=dtype)[..., :11]  # layout 1: rows 16 apart
+                xi = xi.copy_(x).detach().requires_grad_()
+                o = dkit.ops.roi_align_rotated(xi, rois.to(dtype), size, 1.0, ratio, True, clockwise)
+                o.backward(go.to(dtype) if layout else go.to(dtype).contiguous())
+                results.append((o.detach(), xi.grad))
+            for o, gr in results[1:]:
+                assert torch.equal(o, results[0][0]) and torch.equal(gr, results[0][1])
+            if dtype in (torch.float32, torch.float64):  # 16-bit RoIs are other boxes (test_16_bit_...)
+                tol = 1e-12 if dtype == torch.float64 else 1e-4
+                np.testing.assert_allclose(results[0][0].double().numpy(), want, atol=tol, rtol=tol)
+                np.testing.assert_allclose(results[0][1].double().numpy(), want_grad, atol=tol, rtol=tol)
+    finally:
+        _C.tunable("roi_align_rotated.isa", prev)
+        dkit.set_num_threads(0)
+
+
 def test_clockwise_is_the_negated_angle():
     x = torch.randn(1, 2, 12, 12)
     rois = _rois(1, 10, 12, 12, seed=11, dtype=torch.float32)

@@ -38,8 +38,10 @@
  *   dk_roi_align_axis_make_*     one axis from its start and length (both above, and rotated boxes)
  *   dk_roi_align_rotated_*       roi_align_rotated (ops/roi_align.h): a rotated RoI's centre,
  *                                angle and axes in its own frame (_init), sample (iy, ix) of bin
- *                                (ph, pw) rotated onto the input (_sample), and the samples that
- *                                can reach a pixel (_window, for the GPU's gather)
+ *                                (ph, pw) rotated onto the input (_sample; _turn from its
+ *                                coordinates' products with cos and sin, for the CPU's tables),
+ *                                and the samples that can reach a pixel (_window, for the GPU's
+ *                                gather)
  * The separable CPU kernel builds its per-RoI weight tables from the 1-D functions; a GPU
  * thread computes one output element with the per-element functions below.
  *

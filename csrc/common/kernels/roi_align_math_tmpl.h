@@ -209,14 +209,24 @@ DK_HD DK_INLINE void DK_TFN(dk_roi_align_rotated_init)(DK_T cx, DK_T cy, DK_T w,
     r->ax = DK_TFN(dk_roi_align_axis_make)(-rw / (DK_T)2, rw, pooled_width, sampling_ratio, span);
 }
 
+/* A sample rotated and moved onto the input, (*y, *x), from the products of its coordinates in
+ * the box's frame (yy, xx) with the angle's cosine and sine: yc = yy cos, ys = yy sin, xs = xx
+ * sin, xc = xx cos. A kernel that tabulates the products once per row and column of samples
+ * turns them with this, and so to dk_roi_align_rotated_sample's bits. */
+DK_HD DK_INLINE void DK_TFN(dk_roi_align_rotated_turn)(const DK_TFN(dk_roi_align_rotated) *r, DK_T yc, DK_T ys, DK_T xs,
+                                                       DK_T xc, DK_T *y, DK_T *x)
+{
+    *y = yc - xs + r->cy;
+    *x = ys + xc + r->cx;
+}
+
 /* Sample (iy, ix) of bin (ph, pw), rotated and moved onto the input: (*y, *x). */
 DK_HD DK_INLINE void DK_TFN(dk_roi_align_rotated_sample)(const DK_TFN(dk_roi_align_rotated) *r, int64_t ph, int64_t pw,
                                                          int64_t iy, int64_t ix, DK_T *y, DK_T *x)
 {
     const DK_T yy = DK_TFN(dk_roi_align_axis_sample)(&r->ay, ph, iy);
     const DK_T xx = DK_TFN(dk_roi_align_axis_sample)(&r->ax, pw, ix);
-    *y = yy * r->cos_t - xx * r->sin_t + r->cy;
-    *x = yy * r->sin_t + xx * r->cos_t + r->cx;
+    DK_TFN(dk_roi_align_rotated_turn)(r, yy * r->cos_t, yy * r->sin_t, xx * r->sin_t, xx * r->cos_t, y, x);
 }
 
 /* The samples of a rotated RoI whose taps may land on pixel (py, px), as ranges of sample numbers

@@ -32,31 +32,58 @@
  * Note [Rotated RoIAlign's channel rows]
  * A task keeps its block of channels channels-last, [H * W][cblock] in the compute type (16-bit
  * storage converted once): a tap is then a row of contiguous channels, and one pass over a run's
- * table serves DK__RAR_LANES (16) channels as vector operations: the forward's
+ * table serves a chunk of channels as vector operations: the forward's
  * s += w1 v1 + w2 v2 + w3 v3 + w4 v4 and the backward's row += g w, a few vector operations per
- * tap instead of 16 scalar ones through 16 planes. Each lane is one channel's per-element
- * arithmetic, operation for operation (ISO C contracts nothing into FMAs, and target("avx2")
- * has none), so the bits are those of the planar loops this replaced, on either ISA build
- * (roi_align_rotated.isa, Note [AVX2 spans] in box_iou/box_iou_cpu.h). Full chunks of float
- * rows (float32 and the 16-bit types) run dk__rar_forward16_avx2 / dk__rar_backward16_avx2,
- * whose sums and gradients stay in two registers (GCC keeps the loops' 16-lane arrays in
- * memory, and unrolls a plain 16-lane loop into scalars, hence DK__RAR_LANE_LOOP); double rows,
- * partial chunks and the baseline ISA run the loops. The forward's copy in and the backward's
- * copy out go a tile of DK__RAR_LANES pixels of a row at a time.
+ * tap instead of one scalar one per channel through as many planes. Each lane is one channel's
+ * per-element arithmetic, operation for operation (ISO C contracts nothing into FMAs, and
+ * target("avx2") has none), so the bits are those of the planar loops this replaced, on either
+ * ISA build (roi_align_rotated.isa, Note [AVX2 spans] in box_iou/box_iou_cpu.h). Float rows
+ * (float32 and the 16-bit types) run chunks of DK__RAR_WIDE (32) lanes, then of DK__RAR_LANES
+ * (16), in dk__rar_{forward,backward}{32,16}_avx2, whose sums and gradients stay in 4 or 2
+ * registers (GCC keeps the loops' 16-lane arrays in memory, and unrolls a plain 16-lane loop
+ * into scalars, hence DK__RAR_LANE_LOOP); 32 lanes load each sample's offsets and broadcast its
+ * weights once for twice the channels (the forward's runs 56M -> 38M instructions). Double
+ * rows, the rest of a block and the baseline ISA run the loops of DK__RAR_LANES.
+ * float32 with AVX2 moves between planes and rows in 8 x 8 tiles (Note [Channels-last copies]
+ * in dk_channels_last.h): the forward's copy in, its outputs (a run's [bin][channel] sums into
+ * the output's [channel][bin] runs, where the run's bins are contiguous: dk__rar_dense), the
+ * backward's grad_output runs into [bin][channel] rows, and its copy out; the other dtypes,
+ * strides and the baseline ISA move element by element, DK__RAR_LANES channels of a pixel at a
+ * time. The tiles move bits and compute nothing, so either way gives the same result.
+ * The table of a run of bins needs each sample's (y, x): the products of the RoI's rows of
+ * sample coordinates (yy cos, yy sin) and columns (xx sin, xx cos) are found once per RoI
+ * (dk__rar_turns, at most DK__RAR_AXIS rows and columns) and turned onto the map per sample by
+ * dk_roi_align_rotated_turn, the expression that dk_roi_align_rotated_sample (the GPU's)
+ * evaluates: the same bits, without the per-sample divisions of dk_roi_align_axis_sample.
  * Measured with callgrind on this 2-core host, one thread, the benchmark's problem ([2, 256, 50,
- * 68] float32, 512 RoIs, sampling_ratio 2, AVX2): the backward went from 656M instructions to
- * about 170M (the runs 66M; reading grad_output into rows and dividing by count 68M; the
- * tables 25M; zeroing 7M; the copy out 11M), the forward to about 125M (the runs 56M, their
- * stores 30M, the tables 25M, the copy in 11M). Blocks grew from 64 to 128 channels (1.7 MB of
- * rows for a 50 x 68 map, in a 2 MB L2), which halved the tabulation. Memory: a thread's rows
- * are a block's planes (at least one plane: a 4,000 x 4,000 map takes 64 MB per thread in
- * float32), as the backward's accumulator always did; the forward now takes them too.
+ * 68] float32, 512 RoIs, sampling_ratio 2, AVX2), instructions of one call:
+ *   forward   125M -> 66M: runs 56M -> 38M, their stores 30M -> 5.4M, tables 25M -> 19M, copy
+ *             in 11M -> 1.2M
+ *   backward  170M -> 108M: runs 66M -> 63M, grad_output into rows and divided by count 68M ->
+ *             about 11M (the tiles 5M, the division passes), tables 25M -> 19M, zeroing 7M,
+ *             copy out 11M -> 1.2M
+ *   adaptive forward (sampling_ratio 0) 155M -> 87M
+ * (the history: 656M for the backward before the channel rows). In time, one thread, dkit's
+ * own medians of 21 calls taking turns with the merged tree's build in the same minutes (load
+ * average 3.3-3.6): forward 18.5-19.0 -> 13.6-14.3 ms, forward + backward 41.9-49.5 ->
+ * 31.8-35.0 ms, adaptive forward 21.7-22.2 -> 16.6-17.4 ms; bench_roi_align_rotated.py at load
+ * 1.2-2.1, 10.2-12.5x the reference forward and 10.9-12.5x forward + backward (the merged tree
+ * in the same minutes 9.7-10.2x and 8.3-9.5x: bench/README.md). What is left is the runs: per
+ * sample and 32 channels the forward loads 4 offsets, broadcasts 4 weights and does 16 vector
+ * multiplies and 16 adds (about 48 instructions), the backward a read-modify-write of 4 rows
+ * (4 vectors each); and the tables (about 95 instructions a sample, once per RoI and block:
+ * the bilinear rule's branches and the stores of 4 offsets and 4 weights). Blocks grew from 64
+ * to 128 channels (1.7 MB of rows for a 50 x 68 map, in a 2 MB L2), which halved the
+ * tabulation. Memory: a thread's rows are a block's planes (at least one plane: a 4,000 x 4,000
+ * map takes 64 MB per thread in float32), as the backward's accumulator always did; the
+ * forward now takes them too, and a run's [DK__RAR_RUN][cblock] outputs.
  */
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "dk_arena.h"
+#include "dk_channels_last.h"
 #include "dk_parallel.h"
 #include "dk_registry.h"
 #include "dk_tensor.h"
@@ -70,8 +97,15 @@
 #define DK__RAR_TABLE 4096
 #define DK__RAR_RUN 64
 
-/* Channels a pass over a run's table serves (Note [Rotated RoIAlign's channel rows]). */
+/* Rows (PH x grid) and columns (PW x grid) of samples whose coordinates' products with the
+ * angle's cosine and sine a thread tabulates per RoI (dk_roi_align_rotated_turn): 16 KB for float;
+ * an RoI with more takes each sample's coordinates from dk_roi_align_rotated_sample. */
+#define DK__RAR_AXIS 1024
+
+/* Channels a pass over a run's table serves (Note [Rotated RoIAlign's channel rows]): the loops'
+ * and the AVX2 runs' narrow chunks, and the AVX2 runs' wide chunks. */
 #define DK__RAR_LANES 16
+#define DK__RAR_WIDE 32
 
 /* Channel rows' bytes per task at most: its channel block shrinks (to 1) to fit; and the most
  * channels per block (Note [Rotated RoIAlign's channel rows]). */
@@ -92,11 +126,19 @@ typedef struct {
     dk_parallel_counter counter;
 } dk__rar_ctx;
 
-/* Bytes of one thread's table for weights of `w` bytes: 4 offsets and 4 weights per sample, and a
- * count per bin of the run; a multiple of 64. */
+/* Bytes of one thread's table for weights of `w` bytes: 4 offsets and 4 weights per sample, a
+ * count per bin of the run, and 2 products per row and per column of samples; a multiple of 64. */
 static size_t dk__rar_table_bytes(size_t w)
 {
-    return (size_t)DK__RAR_TABLE * 4 * (sizeof(int64_t) + w) + DK__RAR_RUN * sizeof(int64_t);
+    return (size_t)DK__RAR_TABLE * 4 * (sizeof(int64_t) + w) + DK__RAR_RUN * sizeof(int64_t) +
+           (size_t)DK__RAR_AXIS * 4 * w;
+}
+
+/* Whether bins b0..b1 - 1 of a tensor of strides s ([K, C, PH, PW]) are consecutive elements, a
+ * channel's run that the AVX2 tiles move (Note [Channels-last copies] in dk_channels_last.h). */
+static bool dk__rar_dense(const dk__rar_ctx *cx, int64_t b0, int64_t b1, const int64_t s[4])
+{
+    return s[3] == 1 && (s[2] == cx->PW || b0 / cx->PW == (b1 - 1) / cx->PW);
 }
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
@@ -116,47 +158,76 @@ static size_t dk__rar_table_bytes(size_t w)
 #if DK__RAR_AVX2
 #include <immintrin.h>
 
-/* The float runs' full chunks of DK__RAR_LANES lanes on AVX2 (Note [Rotated RoIAlign's channel
- * rows]): two registers of sums or gradients stay in registers across a bin's samples, where
- * the loops' arrays go through memory. The same operations in the same order as the loops of
- * roi_align_rotated_tmpl.h, lane for lane ("avx2" has no FMA to contract them into). */
-__attribute__((target("avx2"))) static void dk__rar_forward16_avx2(const float *rows, const int64_t *o, const float *w,
-                                                                   const int64_t *nb, int64_t bins, float count,
-                                                                   float *res)
+/* The float runs' full chunks on AVX2 (Note [Rotated RoIAlign's channel rows]): nv registers
+ * of sums or gradients (nv 8-lane vectors: 16 or DK__RAR_WIDE lanes) stay in registers across
+ * a bin's samples, where the loops' arrays go through memory. The same operations in the same
+ * order as the loops of roi_align_rotated_tmpl.h, lane for lane ("avx2" has no FMA to contract
+ * them into). */
+__attribute__((target("avx2"), always_inline)) static inline void
+dk__rar_forward_avx2_body(const float *rows, const int64_t *o, const float *w, const int64_t *nb, int64_t bins,
+                          float count, float *res, int64_t rs, const int nv)
 {
     const __m256 c = _mm256_set1_ps(count);
-    for (int64_t b = 0; b < bins; b++, res += DK__RAR_LANES) {
-        __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    for (int64_t b = 0; b < bins; b++, res += rs) {
+        __m256 s[DK__RAR_WIDE / 8];
+        for (int v = 0; v < nv; v++) s[v] = _mm256_setzero_ps();
         for (int64_t i = 0, m = nb[b]; i < m; i++, o += 4, w += 4) {
             const float *v0 = rows + o[0], *v1 = rows + o[1], *v2 = rows + o[2], *v3 = rows + o[3];
             const __m256 w0 = _mm256_set1_ps(w[0]), w1 = _mm256_set1_ps(w[1]);
             const __m256 w2 = _mm256_set1_ps(w[2]), w3 = _mm256_set1_ps(w[3]);
-            __m256 t = _mm256_add_ps(_mm256_mul_ps(w0, _mm256_loadu_ps(v0)), _mm256_mul_ps(w1, _mm256_loadu_ps(v1)));
-            t = _mm256_add_ps(t, _mm256_mul_ps(w2, _mm256_loadu_ps(v2)));
-            s0 = _mm256_add_ps(s0, _mm256_add_ps(t, _mm256_mul_ps(w3, _mm256_loadu_ps(v3))));
-            t = _mm256_add_ps(_mm256_mul_ps(w0, _mm256_loadu_ps(v0 + 8)), _mm256_mul_ps(w1, _mm256_loadu_ps(v1 + 8)));
-            t = _mm256_add_ps(t, _mm256_mul_ps(w2, _mm256_loadu_ps(v2 + 8)));
-            s1 = _mm256_add_ps(s1, _mm256_add_ps(t, _mm256_mul_ps(w3, _mm256_loadu_ps(v3 + 8))));
+            for (int v = 0; v < nv; v++) {
+                __m256 t = _mm256_add_ps(_mm256_mul_ps(w0, _mm256_loadu_ps(v0 + 8 * v)),
+                                         _mm256_mul_ps(w1, _mm256_loadu_ps(v1 + 8 * v)));
+                t = _mm256_add_ps(t, _mm256_mul_ps(w2, _mm256_loadu_ps(v2 + 8 * v)));
+                s[v] = _mm256_add_ps(s[v], _mm256_add_ps(t, _mm256_mul_ps(w3, _mm256_loadu_ps(v3 + 8 * v))));
+            }
         }
-        _mm256_storeu_ps(res, _mm256_div_ps(s0, c));
-        _mm256_storeu_ps(res + 8, _mm256_div_ps(s1, c));
+        for (int v = 0; v < nv; v++) _mm256_storeu_ps(res + 8 * v, _mm256_div_ps(s[v], c));
     }
 }
 
-__attribute__((target("avx2"))) static void dk__rar_backward16_avx2(float *rows, const int64_t *o, const float *w,
-                                                                    const int64_t *nb, int64_t bins, const float *g,
-                                                                    int64_t cblock)
+__attribute__((target("avx2"), always_inline)) static inline void
+dk__rar_backward_avx2_body(float *rows, const int64_t *o, const float *w, const int64_t *nb, int64_t bins,
+                           const float *g, int64_t cblock, const int nv)
 {
     for (int64_t b = 0; b < bins; b++, g += cblock) {
-        const __m256 g0 = _mm256_loadu_ps(g), g1 = _mm256_loadu_ps(g + 8);
+        __m256 gv[DK__RAR_WIDE / 8];
+        for (int v = 0; v < nv; v++) gv[v] = _mm256_loadu_ps(g + 8 * v);
         for (int64_t i = 0, m = nb[b]; i < m; i++, o += 4, w += 4)
             for (int q = 0; q < 4; q++) { /* in order: two taps may be the same pixel */
                 float *a = rows + o[q];
                 const __m256 wq = _mm256_set1_ps(w[q]);
-                _mm256_storeu_ps(a, _mm256_add_ps(_mm256_loadu_ps(a), _mm256_mul_ps(g0, wq)));
-                _mm256_storeu_ps(a + 8, _mm256_add_ps(_mm256_loadu_ps(a + 8), _mm256_mul_ps(g1, wq)));
+                for (int v = 0; v < nv; v++)
+                    _mm256_storeu_ps(a + 8 * v, _mm256_add_ps(_mm256_loadu_ps(a + 8 * v), _mm256_mul_ps(gv[v], wq)));
             }
     }
+}
+
+/* The runs' chunks of DK__RAR_LANES and of DK__RAR_WIDE lanes: rows, o, w and nb as the loops';
+ * res gets a row of sums per bin, rs apart; g has a row of gradients per bin, cblock apart. */
+__attribute__((target("avx2"))) static void dk__rar_forward16_avx2(const float *rows, const int64_t *o, const float *w,
+                                                                   const int64_t *nb, int64_t bins, float count,
+                                                                   float *res, int64_t rs)
+{
+    dk__rar_forward_avx2_body(rows, o, w, nb, bins, count, res, rs, DK__RAR_LANES / 8);
+}
+__attribute__((target("avx2"))) static void dk__rar_forward32_avx2(const float *rows, const int64_t *o, const float *w,
+                                                                   const int64_t *nb, int64_t bins, float count,
+                                                                   float *res, int64_t rs)
+{
+    dk__rar_forward_avx2_body(rows, o, w, nb, bins, count, res, rs, DK__RAR_WIDE / 8);
+}
+__attribute__((target("avx2"))) static void dk__rar_backward16_avx2(float *rows, const int64_t *o, const float *w,
+                                                                    const int64_t *nb, int64_t bins, const float *g,
+                                                                    int64_t cblock)
+{
+    dk__rar_backward_avx2_body(rows, o, w, nb, bins, g, cblock, DK__RAR_LANES / 8);
+}
+__attribute__((target("avx2"))) static void dk__rar_backward32_avx2(float *rows, const int64_t *o, const float *w,
+                                                                    const int64_t *nb, int64_t bins, const float *g,
+                                                                    int64_t cblock)
+{
+    dk__rar_backward_avx2_body(rows, o, w, nb, bins, g, cblock, DK__RAR_WIDE / 8);
 }
 #endif
 
@@ -228,7 +299,8 @@ static dk_status dk_roi_align_rotated_forward_cpu(const dk_tensor *input, const 
     void (*worker)(void *, int) = NULL;
     DK_SWITCH_FLOAT(dt, worker, dk__rar_forward_worker, , worker = NULL)
     if (!worker) return dk_error(DK_ETYPE, "roi_align_rotated_forward: unsupported dtype");
-    return dk__rar_run(&cx, nthreads, dk__rar_table_bytes((size_t)tsize) + (size_t)(cx.cblock * cx.H * cx.W * tsize),
+    return dk__rar_run(&cx, nthreads,
+                       dk__rar_table_bytes((size_t)tsize) + (size_t)((cx.H * cx.W + DK__RAR_RUN) * cx.cblock * tsize),
                        worker, "roi_align_rotated_forward");
 }
 

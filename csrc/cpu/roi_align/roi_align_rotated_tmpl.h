@@ -21,13 +21,17 @@ static int64_t DK_SFN(dk__rar_roi)(const dk__rar_ctx *cx, int64_t k, DK_TFN(dk_r
 
 /* One thread's scratch (Note [Rotated RoIAlign on a CPU]): per sample inside the map its taps'
  * offsets in the rows (pixel * cblock) and weights; per bin of the run, its count of them; the
- * task's channel rows, [H * W][cblock] (Note [Rotated RoIAlign's channel rows]); and for the
- * backward a run's gradients divided by the count, [DK__RAR_RUN][cblock]. */
+ * RoI's rows of samples' (yy cos, yy sin) and columns' (xx sin, xx cos), where `turned`; the
+ * task's channel rows, [H * W][cblock] (Note [Rotated RoIAlign's channel rows]); and a run's
+ * values divided by the count, [DK__RAR_RUN][cblock]: the backward's gradients, the AVX2
+ * forward's outputs on their way to the planes. */
 typedef struct {
     int64_t *off;
     DK_T *w;
     int64_t *n;
-    DK_T *rows, *grad;
+    DK_T *ty, *tx;
+    bool turned;
+    DK_T *rows, *bins;
 } DK_SFN(dk__rar_table);
 
 static DK_SFN(dk__rar_table) DK_SFN(dk__rar_table_of)(const dk__rar_ctx *cx, int tid)
@@ -37,9 +41,32 @@ static DK_SFN(dk__rar_table) DK_SFN(dk__rar_table_of)(const dk__rar_ctx *cx, int
     t.off = (int64_t *)p;
     t.n = t.off + 4 * DK__RAR_TABLE;
     t.w = (DK_T *)(t.n + DK__RAR_RUN);
+    t.ty = t.w + 4 * DK__RAR_TABLE;
+    t.tx = t.ty + 2 * DK__RAR_AXIS;
+    t.turned = false;
     t.rows = (DK_T *)(p + dk__rar_table_bytes(sizeof(DK_T)));
-    t.grad = t.rows + cx->cblock * cx->H * cx->W;
+    t.bins = t.rows + cx->cblock * cx->H * cx->W;
     return t;
+}
+
+/* The RoI's products of its samples' coordinates with the angle's cosine and sine, once for all
+ * its bins (dk_roi_align_rotated_turn): t->turned says whether they fit. */
+static void DK_SFN(dk__rar_turns)(const dk__rar_ctx *cx, const DK_TFN(dk_roi_align_rotated) *r,
+                                  DK_SFN(dk__rar_table) *t)
+{
+    const int64_t ny = cx->PH * r->ay.grid, nx = cx->PW * r->ax.grid;
+    t->turned = ny <= DK__RAR_AXIS && nx <= DK__RAR_AXIS;
+    if (!t->turned) return;
+    for (int64_t j = 0; j < ny; j++) {
+        const DK_T yy = DK_TFN(dk_roi_align_axis_sample)(&r->ay, j / r->ay.grid, j % r->ay.grid);
+        t->ty[2 * j] = yy * r->cos_t;
+        t->ty[2 * j + 1] = yy * r->sin_t;
+    }
+    for (int64_t j = 0; j < nx; j++) {
+        const DK_T xx = DK_TFN(dk_roi_align_axis_sample)(&r->ax, j / r->ax.grid, j % r->ax.grid);
+        t->tx[2 * j] = xx * r->sin_t;
+        t->tx[2 * j + 1] = xx * r->cos_t;
+    }
 }
 
 /* Tabulates bins b0, b0 + 1, ... (bin b is (b / PW, b % PW)), at most DK__RAR_RUN of them, while
@@ -47,19 +74,29 @@ static DK_SFN(dk__rar_table) DK_SFN(dk__rar_table_of)(const dk__rar_ctx *cx, int
 static int64_t DK_SFN(dk__rar_tabulate)(const dk__rar_ctx *cx, const DK_TFN(dk_roi_align_rotated) *r, int64_t b0,
                                         DK_SFN(dk__rar_table) *t)
 {
-    const int64_t per_bin = r->ay.grid * r->ax.grid, nbins = cx->PH * cx->PW;
-    const int64_t sx = cx->cblock, sy = cx->W * sx;
+    /* locals, which the table's stores cannot alias: the compiler keeps them in registers */
+    const DK_TFN(dk_roi_align_rotated) rr = *r;
+    const int64_t gy = rr.ay.grid, gx = rr.ax.grid, H = cx->H, W = cx->W, PW = cx->PW;
+    const int64_t per_bin = gy * gx, nbins = cx->PH * PW, sx = cx->cblock, sy = W * sx;
+    const bool turned = t->turned;
+    int64_t *restrict off = t->off, *restrict n = t->n;
+    DK_T *restrict wt = t->w;
+    const DK_T *restrict ty0 = t->ty, *restrict tx0 = t->tx;
     int64_t used = 0, b = b0;
     for (; b < nbins && b - b0 < DK__RAR_RUN && used + per_bin <= DK__RAR_TABLE; ++b) {
-        const int64_t ph = b / cx->PW, pw = b % cx->PW, first = used;
-        for (int64_t iy = 0; iy < r->ay.grid; ++iy)
-            for (int64_t ix = 0; ix < r->ax.grid; ++ix) {
+        const int64_t ph = b / PW, pw = b % PW, first = used;
+        const DK_T *ty = ty0 + 2 * ph * gy, *tx = tx0 + 2 * pw * gx;
+        for (int64_t iy = 0; iy < gy; ++iy)
+            for (int64_t ix = 0; ix < gx; ++ix) {
                 DK_T y, x;
-                DK_TFN(dk_roi_align_rotated_sample)(r, ph, pw, iy, ix, &y, &x);
+                if (turned)
+                    DK_TFN(dk_roi_align_rotated_turn)(&rr, ty[2 * iy], ty[2 * iy + 1], tx[2 * ix], tx[2 * ix + 1], &y,
+                                                      &x);
+                else DK_TFN(dk_roi_align_rotated_sample)(&rr, ph, pw, iy, ix, &y, &x);
                 DK_TFN(dk_roi_align_bilinear) q;
-                if (!DK_TFN(dk_roi_align_bilinear_init)(y, x, cx->H, cx->W, &q)) continue;
-                int64_t *o = t->off + 4 * used;
-                DK_T *w = t->w + 4 * used;
+                if (!DK_TFN(dk_roi_align_bilinear_init)(y, x, H, W, &q)) continue;
+                int64_t *o = off + 4 * used;
+                DK_T *w = wt + 4 * used;
                 o[0] = q.y_low * sy + q.x_low * sx;
                 o[1] = q.y_low * sy + q.x_high * sx;
                 o[2] = q.y_high * sy + q.x_low * sx;
@@ -70,7 +107,7 @@ static int64_t DK_SFN(dk__rar_tabulate)(const dk__rar_ctx *cx, const DK_TFN(dk_r
                 w[3] = q.w4;
                 used++;
             }
-        t->n[b - b0] = used - first;
+        n[b - b0] = used - first;
     }
     return b;
 }
@@ -158,21 +195,28 @@ static void DK_SFN(dk__rar_backward_run)(DK_T *rows, int64_t nc, const DK_SFN(dk
 __attribute__((target("avx2"))) static void DK_SFN(dk__rar_forward_run_avx2)(const DK_T *rows, int64_t nc,
                                                                              const DK_SFN(dk__rar_table) *t,
                                                                              int64_t bins, DK_T count, DK_S *y,
-                                                                             const int64_t *bo, int64_t ycs)
+                                                                             const int64_t *bo, int64_t ycs,
+                                                                             int64_t cblock, bool dense)
 {
     if (sizeof(DK_T) != sizeof(float)) {
         DK_SFN(dk__rar_forward_run_body)(rows, nc, t, bins, count, y, bo, ycs);
         return;
     }
-    float res[DK__RAR_RUN * DK__RAR_LANES];
-    int64_t j = 0;
-    for (; j + DK__RAR_LANES <= nc; j += DK__RAR_LANES) {
-        dk__rar_forward16_avx2((const float *)(rows + j), t->off, (const float *)t->w, t->n, bins, (float)count, res);
-        DK_S *yj = y + j * ycs;
-        for (int64_t b = 0; b < bins; b++)
-            for (int l = 0; l < DK__RAR_LANES; l++) yj[bo[b] + l * ycs] = DK_STORE((DK_T)res[b * DK__RAR_LANES + l]);
-    }
-    if (j < nc) DK_SFN(dk__rar_forward_lanes)(rows + j, t, bins, count, y + j * ycs, bo, ycs, (int)(nc - j));
+    /* the full chunks' results, [bin][channel] in t->bins, then to the output's [channel][bin] */
+    float *res = (float *)t->bins;
+    int64_t full = 0;
+    for (; full + DK__RAR_WIDE <= nc; full += DK__RAR_WIDE)
+        dk__rar_forward32_avx2((const float *)(rows + full), t->off, (const float *)t->w, t->n, bins, (float)count,
+                               res + full, cblock);
+    for (; full + DK__RAR_LANES <= nc; full += DK__RAR_LANES)
+        dk__rar_forward16_avx2((const float *)(rows + full), t->off, (const float *)t->w, t->n, bins, (float)count,
+                               res + full, cblock);
+    if (DK_DTYPE == DK_FLOAT32 && dense) dk_cl_scatter32(res, cblock, bins, full, (float *)(y + bo[0]), ycs, true);
+    else
+        for (int64_t j = 0; j < full; j++)
+            for (int64_t b = 0; b < bins; b++) y[j * ycs + bo[b]] = DK_STORE((DK_T)res[b * cblock + j]);
+    if (full < nc)
+        DK_SFN(dk__rar_forward_lanes)(rows + full, t, bins, count, y + full * ycs, bo, ycs, (int)(nc - full));
 }
 
 __attribute__((target("avx2"))) static void DK_SFN(dk__rar_backward_run_avx2)(DK_T *rows, int64_t nc,
@@ -185,6 +229,9 @@ __attribute__((target("avx2"))) static void DK_SFN(dk__rar_backward_run_avx2)(DK
         return;
     }
     int64_t j = 0;
+    for (; j + DK__RAR_WIDE <= nc; j += DK__RAR_WIDE)
+        dk__rar_backward32_avx2((float *)(rows + j), t->off, (const float *)t->w, t->n, bins, (const float *)(g + j),
+                                cblock);
     for (; j + DK__RAR_LANES <= nc; j += DK__RAR_LANES)
         dk__rar_backward16_avx2((float *)(rows + j), t->off, (const float *)t->w, t->n, bins, (const float *)(g + j),
                                 cblock);
@@ -203,10 +250,18 @@ static void DK_SFN(dk__rar_bin_offsets)(const dk__rar_ctx *cx, int64_t b0, int64
  * DK__RAR_LANES channels at a time, pixel by pixel: that many planes are read in order, which
  * the hardware prefetches (a tile of pixels across all the block's channels read as many
  * streams as channels, and was slower on a cold map), and each pixel's lanes are one line of
- * the rows; and back (dk__rar_put_rows). */
+ * the rows; and back (dk__rar_put_rows). float32 planes whose pixels have unit stride move in
+ * AVX2 tiles, a plane or a row at a time (Note [Channels-last copies] in dk_channels_last.h). */
 static void DK_SFN(dk__rar_get_rows)(const dk__rar_ctx *cx, const DK_S *p, const int64_t *s, int64_t nc, DK_T *rows)
 {
     const int64_t cb = cx->cblock;
+    if (DK_DTYPE == DK_FLOAT32 && cx->avx2 && s[3] == 1) {
+        const bool whole = s[2] == cx->W; /* rows of the plane back to back: one run of H W pixels */
+        for (int64_t h = 0; h < (whole ? 1 : cx->H); h++)
+            dk_cl_gather32((const float *)(p + h * s[2]), s[1], nc, whole ? cx->H * cx->W : cx->W,
+                           (float *)(rows + h * cx->W * cb), cb, true);
+        return;
+    }
     for (int64_t j0 = 0; j0 < nc; j0 += DK__RAR_LANES) {
         const int64_t n = j0 + DK__RAR_LANES < nc ? DK__RAR_LANES : nc - j0;
         for (int64_t h = 0; h < cx->H; h++)
@@ -221,6 +276,13 @@ static void DK_SFN(dk__rar_get_rows)(const dk__rar_ctx *cx, const DK_S *p, const
 static void DK_SFN(dk__rar_put_rows)(const dk__rar_ctx *cx, const DK_T *rows, int64_t nc, DK_S *p, const int64_t *s)
 {
     const int64_t cb = cx->cblock;
+    if (DK_DTYPE == DK_FLOAT32 && cx->avx2 && s[3] == 1) {
+        const bool whole = s[2] == cx->W;
+        for (int64_t h = 0; h < (whole ? 1 : cx->H); h++)
+            dk_cl_scatter32((const float *)(rows + h * cx->W * cb), cb, whole ? cx->H * cx->W : cx->W, nc,
+                            (float *)(p + h * s[2]), s[1], true);
+        return;
+    }
     for (int64_t j0 = 0; j0 < nc; j0 += DK__RAR_LANES) {
         const int64_t n = j0 + DK__RAR_LANES < nc ? DK__RAR_LANES : nc - j0;
         for (int64_t h = 0; h < cx->H; h++)
@@ -265,6 +327,7 @@ static void DK_SFN(dk__rar_forward_worker)(void *p, int tid)
             if (!have_rows) DK_SFN(dk__rar_get_rows)(cx, x + n * xs[0] + c0 * xs[1], xs, nc, t.rows);
             have_rows = true;
             const DK_T count = DK_TFN(dk_roi_align_count)(&r.ay, &r.ax);
+            DK_SFN(dk__rar_turns)(cx, &r, &t);
             for (int64_t b0 = 0; b0 < nbins;) {
                 const int64_t b1 = DK_SFN(dk__rar_tabulate)(cx, &r, b0, &t);
                 if (b1 == b0) { /* one bin with more samples than the table: the per-element math */
@@ -279,7 +342,9 @@ static void DK_SFN(dk__rar_forward_worker)(void *p, int tid)
                 DK_SFN(dk__rar_bin_offsets)(cx, b0, b1, ys[2], ys[3], bo);
                 DK_S *yb = yk + b0 / cx->PW * ys[2] + b0 % cx->PW * ys[3];
 #if DK__RAR_AVX2
-                if (cx->avx2) DK_SFN(dk__rar_forward_run_avx2)(t.rows, nc, &t, b1 - b0, count, yb - bo[0], bo, ys[1]);
+                if (cx->avx2)
+                    DK_SFN(dk__rar_forward_run_avx2)(t.rows, nc, &t, b1 - b0, count, yb - bo[0], bo, ys[1], cx->cblock,
+                                                     dk__rar_dense(cx, b0, b1, ys));
                 else
 #endif
                     DK_SFN(dk__rar_forward_run)(t.rows, nc, &t, b1 - b0, count, yb - bo[0], bo, ys[1]);
@@ -312,6 +377,7 @@ static void DK_SFN(dk__rar_backward_worker)(void *p, int tid)
             if (DK_SFN(dk__rar_roi)(cx, k, &r) != n || r.ay.grid <= 0 || r.ax.grid <= 0) continue;
             const DK_T count = DK_TFN(dk_roi_align_count)(&r.ay, &r.ax);
             const DK_S *gk = g + k * gs[0] + c0 * gs[1];
+            DK_SFN(dk__rar_turns)(cx, &r, &t);
             for (int64_t b0 = 0; b0 < nbins;) {
                 const int64_t b1 = DK_SFN(dk__rar_tabulate)(cx, &r, b0, &t);
                 if (b1 == b0) { /* one bin with more samples than the table: its samples one by one */
@@ -334,19 +400,23 @@ static void DK_SFN(dk__rar_backward_worker)(void *p, int tid)
                     b0++;
                     continue;
                 }
-                /* the run's gradients of the task's channels, divided by count, a row per bin */
+                /* the run's gradients of the task's channels, divided by count, a row per bin: float32
+                 * runs of contiguous bins in AVX2 tiles (Note [Channels-last copies]) */
                 DK_SFN(dk__rar_bin_offsets)(cx, b0, b1, gs[2], gs[3], bo);
+                const bool tiles = DK_DTYPE == DK_FLOAT32 && cx->avx2 && dk__rar_dense(cx, b0, b1, gs);
+                if (tiles) dk_cl_gather32((const float *)(gk + bo[0]), gs[1], nc, b1 - b0, (float *)t.bins, cb, true);
                 for (int64_t b = 0; b < b1 - b0; b++) {
-                    DK_T *gr = t.grad + b * cb;
+                    DK_T *gr = t.bins + b * cb;
                     const DK_S *gj = gk + bo[b];
-                    for (int64_t j = 0; j < nc; j++, gj += gs[1]) gr[j] = DK_LOAD(*gj);
+                    if (!tiles)
+                        for (int64_t j = 0; j < nc; j++, gj += gs[1]) gr[j] = DK_LOAD(*gj);
                     for (int64_t j = 0; j < nc; j++) gr[j] /= count; /* a pass of its own: vectors */
                 }
 #if DK__RAR_AVX2
-                if (cx->avx2) DK_SFN(dk__rar_backward_run_avx2)(t.rows, nc, &t, b1 - b0, t.grad, cb);
+                if (cx->avx2) DK_SFN(dk__rar_backward_run_avx2)(t.rows, nc, &t, b1 - b0, t.bins, cb);
                 else
 #endif
-                    DK_SFN(dk__rar_backward_run)(t.rows, nc, &t, b1 - b0, t.grad, cb);
+                    DK_SFN(dk__rar_backward_run)(t.rows, nc, &t, b1 - b0, t.bins, cb);
                 b0 = b1;
             }
         }
