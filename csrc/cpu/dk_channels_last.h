@@ -63,7 +63,10 @@ __attribute__((target("avx2"), always_inline)) static inline void dk_cl_tile8_av
     for (int i = 0; i < 8; i++) _mm256_storeu_ps(b + i * bs, r[i]);
 }
 
-__attribute__((target("avx2"))) static inline void dk_cl_gather32_avx2(const float *planes, int64_t cs, int64_t nc,
+/* noipa: fed one caller's constant counts (roi_pool's 16 channels), GCC's interprocedural value
+ * ranges made -Waggressive-loop-optimizations fire on the channel tail those calls never enter;
+ * a call per row or run of pixels costs nothing measurable. */
+__attribute__((target("avx2"), noipa)) static void dk_cl_gather32_avx2(const float *planes, int64_t cs, int64_t nc,
                                                                        int64_t npix, float *rows, int64_t ld)
 {
     int64_t c = 0;
@@ -79,7 +82,7 @@ __attribute__((target("avx2"))) static inline void dk_cl_gather32_avx2(const flo
         for (int64_t p = 0; p < npix; p++) rows[p * ld + c] = planes[c * cs + p];
 }
 
-__attribute__((target("avx2"))) static inline void dk_cl_scatter32_avx2(const float *rows, int64_t ld, int64_t npix,
+__attribute__((target("avx2"), noipa)) static void dk_cl_scatter32_avx2(const float *rows, int64_t ld, int64_t npix,
                                                                         int64_t nc, float *planes, int64_t cs)
 {
     int64_t c = 0;

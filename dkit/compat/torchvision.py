@@ -376,8 +376,9 @@ def batched_nms(boxes: Tensor, scores: Tensor, idxs: Tensor, iou_threshold: floa
 # computes it from dkit's result without sorting (Note [torch's order of equal scores] in
 # csrc/cpu/dk_std_sort.h; tests/python/test_compat.py checks it against torch.sort on every
 # stack): one pass over the kept scores, and where two are equal a few more over the ranges that
-# hold equal ones, 0.2-0.3 ms against dkit's 2.1-2.4 ms on 20,000 boxes in 80 classes
-# (bench/bench_compat.py), where running torch's sort cost a third to a half of it. None comes
+# hold equal ones, 0.15-0.16 ms against dkit's 2.2-2.3 ms on 20,000 boxes in 80 classes with 10
+# equal kept scores (bench/bench_compat.py), where running torch's sort cost a third to a half
+# of it. None comes
 # back when no two kept scores are equal, and dkit's order is then torchvision's as it stands.
 # Elsewhere (a GPU's sort is another algorithm) and under TorchScript (torch_sort_ties is not a
 # torch op), torchvision's own steps run: a mask, the ascending indices, the sort, and only when a

@@ -146,6 +146,7 @@
 #include <string.h>
 
 #include "dk_arena.h"
+#include "dk_channels_last.h"
 #include "dk_large_output.h"
 #include "dk_parallel.h"
 #include "dk_tensor.h"
@@ -422,42 +423,13 @@ dk__rp_block_tile_f32_avx512(const float *buf, int64_t W, const int64_t *e, int6
     else dk__rp_block_tile_f32_avx512_body(buf, W, e, nbins, m, NULL, false);
 }
 
-/* An 8 x 8 block of 32-bit lanes transposed: r[i][j] becomes r[j][i]. */
-__attribute__((target("avx2"), always_inline)) static inline void dk__rp_transpose8_avx2(__m256 r[8])
-{
-    __m256 t[8], u[8];
-    for (int i = 0; i < 4; i++)
-        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]),
-              t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    for (int i = 0; i < 2; i++) {
-        u[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-        u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-        u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-        u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-    }
-    for (int i = 0; i < 4; i++)
-        r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20), r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
-}
-
 /* DK__RP_TILE_STORE's contiguous run for 32-bit elements (float outputs, int32 argmax) and a whole
- * block, in 8 x 8 transposes: t [bin][channel] (nbins x DK__RP_BLOCK) to dst[c P + b0 + b]. The
- * same elements, moved, not computed. */
+ * block: t [bin][channel] (nbins x DK__RP_BLOCK) to dst[c P + b0 + b], in the 8 x 8 tiles of
+ * Note [Channels-last copies] (32-bit lanes moved, not computed: the int32 argmax as well). */
 __attribute__((target("avx2"))) static void dk__rp_tile_store32_avx2(void *dst, int64_t P, int64_t b0, const void *t,
                                                                      int64_t nbins)
 {
-    char *d = (char *)dst + b0 * 4;
-    const char *s = (const char *)t;
-    int64_t b = 0;
-    for (; b + 8 <= nbins; b += 8)
-        for (int j = 0; j < DK__RP_BLOCK / 8; j++) {
-            __m256 r[8];
-            for (int i = 0; i < 8; i++)
-                r[i] = _mm256_loadu_ps((const float *)(s + ((b + i) * DK__RP_BLOCK + 8 * j) * 4));
-            dk__rp_transpose8_avx2(r);
-            for (int c = 0; c < 8; c++) _mm256_storeu_ps((float *)(d + ((8 * j + c) * P + b) * 4), r[c]);
-        }
-    for (; b < nbins; b++)
-        for (int c = 0; c < DK__RP_BLOCK; c++) memcpy(d + (c * P + b) * 4, s + (b * DK__RP_BLOCK + c) * 4, 4);
+    dk_cl_scatter32_avx2((const float *)t, DK__RP_BLOCK, nbins, DK__RP_BLOCK, (float *)dst + b0, P);
 }
 
 /* n 32-bit elements from src to dst with non-temporal stores (Note [Streaming stores] in
@@ -489,26 +461,6 @@ __attribute__((target("avx2"))) static void dk__rp_tile_stream32_avx2(void *dst,
     dk__rp_stream_run32_avx2(dst, run, DK__RP_BLOCK * P);
 }
 
-/* The copy of a channels-last block from 16 float planes with rows of unit stride: pixels in
- * runs of 8, each run's 8 x 8 halves transposed (the scalar copy's elements, in place of its
- * 16-apart stores). planes[c] is channel c's plane, row stride sy; buf [H][W][DK__RP_BLOCK]. */
-__attribute__((target("avx2"))) static void dk__rp_block_copy_f32_avx2(const float *const planes[DK__RP_BLOCK],
-                                                                       int64_t sy, int64_t H, int64_t W, float *buf)
-{
-    for (int64_t h = 0; h < H; h++) {
-        float *row = buf + h * W * DK__RP_BLOCK;
-        int64_t w = 0;
-        for (; w + 8 <= W; w += 8)
-            for (int j = 0; j < DK__RP_BLOCK / 8; j++) {
-                __m256 r[8];
-                for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(planes[8 * j + i] + h * sy + w);
-                dk__rp_transpose8_avx2(r);
-                for (int p = 0; p < 8; p++) _mm256_storeu_ps(row + (w + p) * DK__RP_BLOCK + 8 * j, r[p]);
-            }
-        for (; w < W; w++)
-            for (int c = 0; c < DK__RP_BLOCK; c++) row[w * DK__RP_BLOCK + c] = planes[c][h * sy + w];
-    }
-}
 #else
 #define DK__RP_AVX2 0
 #endif

@@ -118,10 +118,10 @@ static void DK_SFN(dk__rp_forward_blocks_worker)(void *p, int tid)
         if (first[n] == first[n + 1]) continue; /* no RoI on this image */
                                                 /* the copy: lanes past the last channel read 0, and are never stored */
 #if DK__RP_AVX2
-        if (fast32 && nb == B && xs[3] == 1) {
-            const float *planes[DK__RP_BLOCK];
-            for (int64_t c = 0; c < B; c++) planes[c] = (const float *)(x + n * xs[0] + (c0 + c) * xs[1]);
-            dk__rp_block_copy_f32_avx2(planes, xs[2], H, W, (float *)buf);
+        if (fast32 && nb == B && xs[3] == 1) { /* a row at a time, in the tiles of Note [Channels-last copies] */
+            const float *plane0 = (const float *)(x + n * xs[0] + c0 * xs[1]);
+            for (int64_t h = 0; h < H; h++)
+                dk_cl_gather32_avx2(plane0 + h * xs[2], xs[1], B, W, (float *)buf + h * W * B, B);
         } else
 #endif
             for (int64_t c = 0; c < B; c++) {
