@@ -49,9 +49,11 @@ DK_HD DK_INLINE DK_TFN(dk_roi_pool_roi)
     return r;
 }
 
-/* The pixel bounds [lo, hi) of bin p along one axis of `size` pixels. */
-DK_HD DK_INLINE void DK_TFN(dk__roi_pool_axis)(const DK_TFN(dk_roi_pool_roi) *r, bool rows, int64_t p, int64_t size,
-                                               int64_t *lo, int64_t *hi)
+/* The pixel bounds [lo, hi) of bin p along one axis of `size` pixels: dk_roi_pool_bin's, one axis
+ * at a time, for a caller that tabulates a RoI's rows and columns once (ps_roi_pool's CPU tables,
+ * Note [Position-sensitive RoIPool on a CPU]); a `none` RoI's bins are empty whatever this gives. */
+DK_HD DK_INLINE void DK_TFN(dk_roi_pool_axis)(const DK_TFN(dk_roi_pool_roi) *r, bool rows, int64_t p, int64_t size,
+                                              int64_t *lo, int64_t *hi)
 {
     const DK_T bin = rows ? r->bin_h : r->bin_w;
     if (r->mmcv) {
@@ -78,8 +80,8 @@ DK_HD DK_INLINE bool DK_TFN(dk_roi_pool_bin)(const DK_TFN(dk_roi_pool_roi) *r, i
         *h0 = *h1 = *w0 = *w1 = 0;
         return false;
     }
-    DK_TFN(dk__roi_pool_axis)(r, true, ph, H, h0, h1);
-    DK_TFN(dk__roi_pool_axis)(r, false, pw, W, w0, w1);
+    DK_TFN(dk_roi_pool_axis)(r, true, ph, H, h0, h1);
+    DK_TFN(dk_roi_pool_axis)(r, false, pw, W, w0, w1);
     return *h1 > *h0 && *w1 > *w0;
 }
 

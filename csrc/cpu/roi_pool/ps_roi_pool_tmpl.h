@@ -160,9 +160,9 @@ static void DK_SFN(dk__psp_table)(dk__rp_ctx *cx)
         batch[k] = dk__rp_batch((double)DK_SFN(dk__rp_roi_value)(cx->rois, k, 0), cx->N);
         const DK_TFN(dk_roi_pool_roi) r = DK_SFN(dk__rp_roi)(cx, k);
         for (int64_t ph = 0; ph < cx->PH; ph++)
-            DK_TFN(dk__roi_pool_axis)(&r, true, ph, cx->H, rows + (ph * K + k) * 2, rows + (ph * K + k) * 2 + 1);
+            DK_TFN(dk_roi_pool_axis)(&r, true, ph, cx->H, rows + (ph * K + k) * 2, rows + (ph * K + k) * 2 + 1);
         for (int64_t pw = 0; pw < cx->PW; pw++)
-            DK_TFN(dk__roi_pool_axis)(&r, false, pw, cx->W, cols + (pw * K + k) * 2, cols + (pw * K + k) * 2 + 1);
+            DK_TFN(dk_roi_pool_axis)(&r, false, pw, cx->W, cols + (pw * K + k) * 2, cols + (pw * K + k) * 2 + 1);
         if (r.none) batch[k] = -1; /* dk_roi_pool_bin's every bin empty (MMCV's kind only) */
     }
     double pixels = 0; /* in double: PH H x PW W per RoI may pass int64 */
