@@ -2,11 +2,15 @@
  * dk_std_sort.c — std::sort's order of equal keys (Note [torch's order of equal scores] in
  * dk_std_sort.h).
  *
- * An item is one uint64_t: its rank in the high 32 bits, its index in the low 31, and bit 31 set
- * when another item has the same rank (a "tied" item). std::sort's comparison (rank alone) is then
- * one shift, and moves are single words. The positions of the tied items are kept up to date as
- * they move, so whether a range holds two tied items of one rank is a look at the tied items
+ * An item is one uint32_t: its rank shifted left by one, and bit 0 set when another item has the
+ * same rank (a "tied" item). std::sort's comparison (rank alone) is then one shift, moves are
+ * single words, and a scan compares eight items per AVX2 vector. Only tied items need an
+ * identity (an untied item's place follows from its rank): which tied item sits at a position is
+ * kept beside the items (who), and where each tied item is (pos), both updated only when a tied
+ * item moves, so whether a range holds two tied items of one rank is a look at the tied items
  * (usually a few dozen) rather than at the range; with many tied items, the range is scanned.
+ * Items of 32 bits took 0.6x the instructions of the 64-bit items (rank and index) that came
+ * before, and half the memory (bench/README.md, "compat batched_nms").
  * The helpers are named after the libstdc++ steps they replay, so that the two read side by side.
  */
 #include "dk_std_sort.h"
@@ -24,32 +28,36 @@
 #endif
 
 DK_TUNABLE(dk__std_sort_isa, "std_sort.isa", 1, 0, 1,
-           "dk_std_sort_order's partition scans: 1 AVX2 where the CPU has it, 0 the baseline (Note [Stops four at a "
+           "dk_std_sort_order's partition scans: 1 AVX2 where the CPU has it, 0 the baseline (Note [Stops eight at a "
            "time])")
 
 #define DK__THRESHOLD 16 /* libstdc++'s _S_threshold: ranges this small are left to the insertion sort */
 
-typedef uint64_t dk__item;
-#define DK__TIED ((uint64_t)1 << 31)
+typedef uint32_t dk__item;
+#define DK__TIED 1u
 
-static inline uint32_t dk__rank(dk__item x) { return (uint32_t)(x >> 32); }
-static inline uint32_t dk__index(dk__item x) { return (uint32_t)x & 0x7fffffffu; }
+static inline uint32_t dk__rank(dk__item x) { return x >> 1; }
 static inline bool dk__less(dk__item a, dk__item b) { return dk__rank(a) < dk__rank(b); }
 
 typedef struct {
     dk__item *base;
-    uint32_t *pos;        /* pos[i]: where tied item i is now (in base) */
-    const dk__item *tied; /* the tied items, as they were at the start */
+    uint32_t *who;        /* who[q]: the number j of the tied item at position q (read only where tied) */
+    uint32_t *pos;        /* pos[j]: where tied item j is now */
+    const uint32_t *rank; /* the callers' ranks; tied item j's is rank[tied[j]] */
+    const uint32_t *tied; /* the tied items' indices */
     int64_t ntied;
     uint32_t *seen; /* seen[r] == tick: rank r met in the range being looked at */
     uint32_t tick;
     int64_t nranks;
-    bool avx2;      /* dk__partition finds its stops four at a time (Note [Stops four at a time]) */
-    bool heap_sort; /* a range ran out of depth: pos is stale for the items it heap-sorted */
-    /* for the AVX2 scans: the lanes set in a 4-bit mask, in increasing (up) and decreasing (down)
-     * order, as offsets from the first (up) and the last (down) of the four positions */
-    int32_t up[16][4], down[16][4];
+    bool avx2; /* dk__partition finds its stops eight at a time (Note [Stops eight at a time]) */
 } dk__state;
+
+/* A tied item moved to position q: where it is, and who is there, follow. */
+static inline void dk__moved(dk__state *t, int64_t q, uint32_t j)
+{
+    t->who[q] = j;
+    t->pos[j] = (uint32_t)q;
+}
 
 static inline void dk__swap(dk__state *t, dk__item *a, dk__item *b)
 {
@@ -57,8 +65,10 @@ static inline void dk__swap(dk__state *t, dk__item *a, dk__item *b)
     *a = y;
     *b = x;
     if ((x | y) & DK__TIED) {
-        if (x & DK__TIED) t->pos[dk__index(x)] = (uint32_t)(b - t->base);
-        if (y & DK__TIED) t->pos[dk__index(y)] = (uint32_t)(a - t->base);
+        const int64_t qa = a - t->base, qb = b - t->base;
+        const uint32_t wa = x & DK__TIED ? t->who[qa] : 0, wb = y & DK__TIED ? t->who[qb] : 0;
+        if (x & DK__TIED) dk__moved(t, qb, wa);
+        if (y & DK__TIED) dk__moved(t, qa, wb);
     }
 }
 
@@ -79,9 +89,9 @@ static bool dk__holds_a_tie(dk__state *t, const dk__item *first, const dk__item 
     }
     if (t->ntied <= (last - first) / 4) {
         const uint32_t lo = (uint32_t)(first - t->base), hi = (uint32_t)(last - t->base);
-        for (int64_t i = 0; i < t->ntied; i++) {
-            const uint32_t p = t->pos[dk__index(t->tied[i])];
-            if (p >= lo && p < hi && dk__seen_before(t, dk__rank(t->tied[i]))) return true;
+        for (int64_t j = 0; j < t->ntied; j++) {
+            const uint32_t p = t->pos[j];
+            if (p >= lo && p < hi && dk__seen_before(t, t->rank[t->tied[j]])) return true;
         }
         return false;
     }
@@ -102,22 +112,10 @@ static void dk__median_to_first(dk__state *t, dk__item *result, dk__item *a, dk_
     else dk__swap(t, result, b);
 }
 
-/*
- * __unguarded_partition of [first, last) around *pivot (which sits just before first), computed
- * without its data-dependent scans (half their branches mispredict on scores). Its left scan
- * stops at the items of rank >= the pivot's, its right scan at those of rank <= it, and step i
- * swaps the i-th stop of each, counted in the range as it was, until the scans meet: libstdc++
- * returns hi (the right stop step i - 1 swapped, where the left scan now stops) once the next
- * left stop lies at or past it, and the left stop once the next right stop lies at or before it.
- * So the stops are found in blocks, branch-free, from each end (as BlockQuicksort does), and the
- * swaps replayed from them; a block reads only positions no swap has written yet (left of the
- * last right stop, right of the current left stop), so every stop is one of the range as it
- * was. The median of three guarantees a left stop; the pivot at first[-1] guards the right scan.
- */
 #define DK__BLOCK 256 /* positions a scan reads at a time: 256 took 7% fewer instructions than 64 (fewer refills) */
 
 /* The left scan's stops among the positions [from, end) of first: those of rank >= p, in
- * increasing order, into buf (DK__BLOCK + 4 slots); returns how many. */
+ * increasing order, into buf (DK__BLOCK + 8 slots); returns how many. */
 static int dk__left_stops(const dk__item *first, int64_t from, int64_t end, uint32_t p, int32_t *buf)
 {
     int n = 0;
@@ -141,44 +139,63 @@ static int dk__right_stops(const dk__item *first, int64_t from, int64_t end, uin
 }
 
 /*
- * Note [Stops four at a time]
- * With AVX2 the scans compare four items at once: rank >= p is item >= p << 32 and rank <= p is
- * item < (p + 1) << 32, one 64-bit comparison each (items are below 2^63: ranks below 2^31), whose
- * 4-bit mask selects a row of offsets (dk__state's up and down) that, added to the first
- * position, are the stops in order; the row is stored whole (four slots, hence buf's 4 spare
- * ones) and the count advances by the mask's population. The same stops in the same order as
- * the scalar scans, so the same partitions: the tests run both (dk_std_sort_order_isa).
+ * Note [Stops eight at a time]
+ * With AVX2 the scans compare eight items at once: rank >= p is item >= p << 1 and rank <= p is
+ * item <= p << 1 | 1, unsigned (max and min against the bound, then equality). The comparison's
+ * 8-bit mask indexes dk__lanes, which packs the mask's set lanes in increasing order, one byte
+ * each; widened and added to the first position (or, for the right scan, which reads its eight
+ * reversed, taken from the last), they are the stops in order. All eight are stored (hence buf's
+ * 8 spare slots) and the count advances by the mask's population. The same stops in the same
+ * order as the scalar scans, so the same partitions: the tests run both (std_sort.isa).
  */
 #if DK__STOPS_AVX2
-__attribute__((target("avx2,popcnt"))) static int
-dk__left_stops_avx2(const dk__state *t, const dk__item *first, int64_t from, int64_t end, uint32_t p, int32_t *buf)
+/* the set lanes of mask m, packed from the low byte up: a constant table (2 KB), no instruction */
+#define DK__PC8(m)                                                                                                   \
+    (((m)&1) + ((m) >> 1 & 1) + ((m) >> 2 & 1) + ((m) >> 3 & 1) + ((m) >> 4 & 1) + ((m) >> 5 & 1) + ((m) >> 6 & 1) + \
+     ((m) >> 7 & 1))
+#define DK__LANE(m, l) ((m) >> (l)&1 ? (uint64_t)(l) << (8 * DK__PC8((m) & ((1u << (l)) - 1))) : 0)
+#define DK__LANES(m)                                                                                       \
+    (DK__LANE(m, 0) | DK__LANE(m, 1) | DK__LANE(m, 2) | DK__LANE(m, 3) | DK__LANE(m, 4) | DK__LANE(m, 5) | \
+     DK__LANE(m, 6) | DK__LANE(m, 7))
+#define DK__LANES4(m) DK__LANES(m), DK__LANES((m) + 1u), DK__LANES((m) + 2u), DK__LANES((m) + 3u)
+#define DK__LANES16(m) DK__LANES4(m), DK__LANES4((m) + 4u), DK__LANES4((m) + 8u), DK__LANES4((m) + 12u)
+#define DK__LANES64(m) DK__LANES16(m), DK__LANES16((m) + 16u), DK__LANES16((m) + 32u), DK__LANES16((m) + 48u)
+static const uint64_t dk__lanes[256] = {DK__LANES64(0u), DK__LANES64(64u), DK__LANES64(128u), DK__LANES64(192u)};
+
+__attribute__((target("avx2,popcnt"))) static inline __m256i dk__lanes_of(int m)
 {
-    const __m256i below = _mm256_set1_epi64x((int64_t)((uint64_t)p << 32) - 1);
+    return _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)dk__lanes[m]));
+}
+
+__attribute__((target("avx2,popcnt"))) static int dk__left_stops_avx2(const dk__item *first, int64_t from, int64_t end,
+                                                                      uint32_t p, int32_t *buf)
+{
+    const __m256i bound = _mm256_set1_epi32((int32_t)(p << 1));
     int n = 0;
     int64_t q = from;
-    for (; q + 4 <= end; q += 4) {
+    for (; q + 8 <= end; q += 8) {
         const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(first + q));
-        const int m = _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(v, below)));
-        const __m128i at = _mm_add_epi32(_mm_loadu_si128((const __m128i *)(const void *)t->up[m]),
-                                         _mm_set1_epi32((int32_t)q));
-        _mm_storeu_si128((__m128i *)(void *)(buf + n), at);
+        const int m = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_max_epu32(v, bound), v)));
+        _mm256_storeu_si256((__m256i *)(void *)(buf + n),
+                            _mm256_add_epi32(dk__lanes_of(m), _mm256_set1_epi32((int32_t)q)));
         n += __builtin_popcount((unsigned)m);
     }
     return n + dk__left_stops(first, q, end, p, buf + n);
 }
 
-__attribute__((target("avx2,popcnt"))) static int
-dk__right_stops_avx2(const dk__state *t, const dk__item *first, int64_t from, int64_t end, uint32_t p, int32_t *buf)
+__attribute__((target("avx2,popcnt"))) static int dk__right_stops_avx2(const dk__item *first, int64_t from, int64_t end,
+                                                                       uint32_t p, int32_t *buf)
 {
-    const __m256i above = _mm256_set1_epi64x((int64_t)((uint64_t)(p + 1) << 32) - 1);
+    const __m256i bound = _mm256_set1_epi32((int32_t)(p << 1 | 1));
+    const __m256i reverse = _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0);
     int n = 0;
     int64_t q = from;
-    for (; q - 3 > end; q -= 4) { /* positions q - 3 .. q */
-        const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(first + q - 3));
-        const int m = ~_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(v, above))) & 15;
-        const __m128i at = _mm_add_epi32(_mm_loadu_si128((const __m128i *)(const void *)t->down[m]),
-                                         _mm_set1_epi32((int32_t)q));
-        _mm_storeu_si128((__m128i *)(void *)(buf + n), at);
+    for (; q - 7 > end; q -= 8) { /* positions q - 7 .. q, lane l holding q - l */
+        const __m256i v = _mm256_permutevar8x32_epi32(
+            _mm256_loadu_si256((const __m256i *)(const void *)(first + q - 7)), reverse);
+        const int m = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_min_epu32(v, bound), v)));
+        _mm256_storeu_si256((__m256i *)(void *)(buf + n),
+                            _mm256_sub_epi32(_mm256_set1_epi32((int32_t)q), dk__lanes_of(m)));
         n += __builtin_popcount((unsigned)m);
     }
     return n + dk__right_stops(first, q, end, p, buf + n);
@@ -206,7 +223,7 @@ static inline bool dk__steps_before(const int32_t *ls, const int32_t *rs, int64_
 static dk__item *dk__partition(dk__state *t, dk__item *first, dk__item *last, const dk__item *pivot)
 {
     const uint32_t p = dk__rank(*pivot);
-    int32_t lbuf[DK__BLOCK + 4], rbuf[DK__BLOCK + 4];
+    int32_t lbuf[DK__BLOCK + 8], rbuf[DK__BLOCK + 8];
     int nl = 0, il = 0, nr = 0, ir = 0;
     int64_t lscan = 0, rscan = (last - first) - 1; /* next positions each side reads */
     int64_t hi = last - first;                     /* the last right stop swapped: written from here on */
@@ -215,8 +232,7 @@ static dk__item *dk__partition(dk__state *t, dk__item *first, dk__item *last, co
             const int64_t end = lscan + DK__BLOCK < hi ? lscan + DK__BLOCK : hi;
             if (lscan >= end) return first + hi;
 #if DK__STOPS_AVX2
-            nl = t->avx2 ? dk__left_stops_avx2(t, first, lscan, end, p, lbuf)
-                         : dk__left_stops(first, lscan, end, p, lbuf);
+            nl = t->avx2 ? dk__left_stops_avx2(first, lscan, end, p, lbuf) : dk__left_stops(first, lscan, end, p, lbuf);
 #else
             nl = dk__left_stops(first, lscan, end, p, lbuf);
 #endif
@@ -230,7 +246,7 @@ static dk__item *dk__partition(dk__state *t, dk__item *first, dk__item *last, co
             const int64_t end = rscan - DK__BLOCK > l ? rscan - DK__BLOCK : l;
             if (rscan <= end) return first + l;
 #if DK__STOPS_AVX2
-            nr = t->avx2 ? dk__right_stops_avx2(t, first, rscan, end, p, rbuf)
+            nr = t->avx2 ? dk__right_stops_avx2(first, rscan, end, p, rbuf)
                          : dk__right_stops(first, rscan, end, p, rbuf);
 #else
             nr = dk__right_stops(first, rscan, end, p, rbuf);
@@ -264,46 +280,58 @@ static dk__item *dk__partition(dk__state *t, dk__item *first, dk__item *last, co
     }
 }
 
-/* __adjust_heap followed by __push_heap, on the heap first[0 .. len). Positions of tied items
- * are not kept from here on: a heap-sorted range is never looked at again, and no item leaves it. */
-static void dk__adjust_heap(dk__item *first, int64_t hole, int64_t len, dk__item value)
+/* An item put at first[dst] by the heap sort: a tied one carries who it is (w) along. */
+static inline void dk__heap_put(dk__state *t, dk__item *first, int64_t dst, dk__item v, uint32_t w)
+{
+    first[dst] = v;
+    if (v & DK__TIED) dk__moved(t, first + dst - t->base, w);
+}
+static inline uint32_t dk__who_at(const dk__state *t, const dk__item *first, int64_t q)
+{
+    return first[q] & DK__TIED ? t->who[first + q - t->base] : 0;
+}
+
+/* __adjust_heap followed by __push_heap, on the heap first[0 .. len); value, tied item w if tied. */
+static void dk__adjust_heap(dk__state *t, dk__item *first, int64_t hole, int64_t len, dk__item value, uint32_t w)
 {
     const int64_t top = hole;
     int64_t child = hole;
     while (child < (len - 1) / 2) {
         child = 2 * (child + 1);
         if (dk__less(first[child], first[child - 1])) child--;
-        first[hole] = first[child];
+        dk__heap_put(t, first, hole, first[child], dk__who_at(t, first, child));
         hole = child;
     }
     if ((len & 1) == 0 && child == (len - 2) / 2) {
         child = 2 * (child + 1);
-        first[hole] = first[child - 1];
+        dk__heap_put(t, first, hole, first[child - 1], dk__who_at(t, first, child - 1));
         hole = child - 1;
     }
     int64_t parent = (hole - 1) / 2;
     while (hole > top && dk__less(first[parent], value)) {
-        first[hole] = first[parent];
+        dk__heap_put(t, first, hole, first[parent], dk__who_at(t, first, parent));
         hole = parent;
         parent = (hole - 1) / 2;
     }
-    first[hole] = value;
+    dk__heap_put(t, first, hole, value, w);
 }
 
-/* __partial_sort(first, last, last): __make_heap, then __sort_heap */
-static void dk__heap_sort(dk__item *first, dk__item *last)
+/* __partial_sort(first, last, last): __make_heap, then __sort_heap. Rare (a range out of depth),
+ * so its moves keep who and pos the simple way, one test per move. */
+static void dk__heap_sort(dk__state *t, dk__item *first, dk__item *last)
 {
     const int64_t len = last - first;
     if (len >= 2)
         for (int64_t parent = (len - 2) / 2;; parent--) {
-            dk__adjust_heap(first, parent, len, first[parent]);
+            dk__adjust_heap(t, first, parent, len, first[parent], dk__who_at(t, first, parent));
             if (parent == 0) break;
         }
     while (last - first > 1) {
         --last;
         const dk__item value = *last;
-        *last = *first;
-        dk__adjust_heap(first, 0, last - first, value);
+        const uint32_t w = dk__who_at(t, first, last - first);
+        dk__heap_put(t, first, last - first, *first, dk__who_at(t, first, 0));
+        dk__adjust_heap(t, first, 0, last - first, value, w);
     }
 }
 
@@ -313,8 +341,7 @@ static void dk__introsort(dk__state *t, dk__item *first, dk__item *last, int dep
     while (last - first > DK__THRESHOLD) {
         if (!dk__holds_a_tie(t, first, last)) return;
         if (depth == 0) {
-            t->heap_sort = true;
-            dk__heap_sort(first, last);
+            dk__heap_sort(t, first, last);
             return;
         }
         --depth;
@@ -335,7 +362,7 @@ static int dk__floor_log2(uint64_t n)
 size_t dk_std_sort_ties_scratch_bytes(int64_t n)
 {
     const size_t m = n > 0 ? (size_t)n : 0;
-    return 2 * m * sizeof(dk__item) + 3 * m * sizeof(uint32_t); /* items, the tied items; pos, seen, count */
+    return 5 * m * sizeof(uint32_t); /* items, who, pos, seen, count */
 }
 
 size_t dk_std_sort_scratch_bytes(int64_t n)
@@ -350,52 +377,46 @@ dk_status dk_std_sort_ties(uint32_t *within, const uint32_t *rank, int64_t n, co
     if (n < 0 || (uint64_t)n >= ((uint64_t)1 << 31) || ntied < 0 || ntied > n) return DK_EINVAL;
     if (ntied == 0) return DK_OK;
 
-    dk__item *items = scratch, *tied_items = items + n;
-    uint32_t *pos = (uint32_t *)(tied_items + n), *seen = pos + n, *count = seen + n;
+    dk__item *items = scratch;
+    uint32_t *who = items + n, *pos = who + n, *seen = pos + n, *count = seen + n;
     /* one branch-free pass (the compiler's vectors), the ranks checked once at its end */
     uint32_t top = 0;
     for (int64_t i = 0; i < n; i++) {
         top = rank[i] > top ? rank[i] : top;
-        items[i] = (dk__item)rank[i] << 32 | (uint64_t)i;
+        items[i] = rank[i] << 1;
     }
     if (top >= (uint64_t)n) return DK_EINVAL;
     for (int64_t j = 0; j < ntied; j++) {
         const uint32_t i = tied[j];
         if (i >= (uint64_t)n || (j > 0 && i <= tied[j - 1])) return DK_EINVAL;
         items[i] |= DK__TIED;
-        tied_items[j] = items[i];
-        pos[i] = i;
+        who[i] = (uint32_t)j;
+        pos[j] = i;
         seen[rank[i]] = 0; /* the tie test marks only tied items' ranks (dk__holds_a_tie) */
         count[rank[i]] = 0;
     }
 
-    dk__state t = {.base = items, .pos = pos, .tied = tied_items, .ntied = ntied, .seen = seen, .nranks = n};
+    dk__state t = {
+        .base = items, .who = who, .pos = pos, .rank = rank, .tied = tied, .ntied = ntied, .seen = seen, .nranks = n};
 #if DK__STOPS_AVX2
     t.avx2 = dk_tunable(&dk__std_sort_isa) == 1 && __builtin_cpu_supports("avx2");
-    for (int m = 0; t.avx2 && m < 16; m++)
-        for (int lane = 0, u = 0, d = 0; lane < 4; lane++) {
-            t.up[m][lane] = t.down[m][lane] = 0; /* past the count: stored, then written over or not read */
-            if (m >> lane & 1) t.up[m][u++] = lane;
-            if (m >> (3 - lane) & 1) t.down[m][d++] = -lane;
-        }
 #endif
     dk__introsort(&t, items, items + n, 2 * dk__floor_log2((uint64_t)n));
     /* The final insertion sort moves no item past an equal one: each rank's items keep the order
      * they now have, so a tied item's place among its equals is how many of them lie before it.
-     * pos holds where every tied item now is unless a heap sort moved some (it does not keep
-     * pos); then, or when pairs of tied items outnumber the items, one pass over all n counts. */
-    if (!t.heap_sort && ntied * ntied <= n) {
+     * pos holds where every tied item now is: with few tied items they are compared among
+     * themselves, and when pairs of tied items outnumber the items one pass over all n counts. */
+    if (ntied * ntied <= n) {
         for (int64_t j = 0; j < ntied; j++) {
-            const uint32_t r = dk__rank(tied_items[j]), p = pos[tied[j]];
+            const uint32_t r = rank[tied[j]], p = pos[j];
             uint32_t before = 0;
-            for (int64_t i = 0; i < ntied; i++) before += dk__rank(tied_items[i]) == r && pos[tied[i]] < p;
+            for (int64_t i = 0; i < ntied; i++) before += rank[tied[i]] == r && pos[i] < p;
             within[j] = before;
         }
         return DK_OK;
     }
     for (int64_t q = 0; q < n; q++)
-        if (items[q] & DK__TIED) pos[dk__index(items[q])] = count[dk__rank(items[q])]++;
-    for (int64_t j = 0; j < ntied; j++) within[j] = pos[tied[j]];
+        if (items[q] & DK__TIED) within[who[q]] = count[dk__rank(items[q])]++;
     return DK_OK;
 }
 

@@ -7,7 +7,7 @@
  * equal to +0.0. Items with equal values come out in whatever order its partitions leave them,
  * which depends on every other value. torchvision's batched_nms returns that order for many
  * boxes (dkit/compat/torchvision.py), so a drop-in replacement has to reproduce it, bit for bit:
- * tests/python/test_compat.py checks it against torch.sort itself on torch 1.13, 2.6 and 2.14,
+ * tests/python/test_nms.py checks it against torch.sort itself on torch 1.13, 2.6 and 2.14,
  * whose sorts agree.
  *
  * Sorting again with std::sort's steps would cost n log n moves. What decides the order of equal
@@ -57,7 +57,7 @@ DK_API dk_status dk_std_sort_ties(uint32_t *within, const uint32_t *rank, int64_
                                   int64_t ntied, void *scratch);
 
 /* The bytes of scratch memory each function needs for n items (8-byte aligned; its contents
- * are not read): 40 per item for dk_std_sort_order, 28 for dk_std_sort_ties. The caller provides
+ * are not read): 32 per item for dk_std_sort_order, 20 for dk_std_sort_ties. The caller provides
  * it, so that a caller that runs every step of a training loop can keep it mapped (a fresh block
  * of this size is faulted in page by page). */
 DK_API size_t dk_std_sort_scratch_bytes(int64_t n);

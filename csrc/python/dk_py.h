@@ -10,7 +10,7 @@
  *   dk_pyintrospect.c  op_names, schema, table, dump, keys, TLS, profile, backends, config
  *   dk_pychecked.c     dlpack_checked: a foreign tensor validated before NumPy or torch reads it
  *   dk_pybackends_at_import.c  the GPU backends and DKIT_BACKENDS, loaded at import
- *   dk_pytorch_order.c torch_sort_ties: torch.sort's order of equal scores, for dkit.compat
+ *   dk_pytorch_order.c torch_sort_ties_: torch.sort's order of equal scores, for dkit.compat
  *   dk_pykernel.c      Python kernels: a Python function as an op's kernel at a device's key
  *   dk_pykernel_tensor.c  KernelTensor: a Python kernel's tensor argument, viewed in place
  *
@@ -95,7 +95,7 @@ typedef struct {
     PyObject *stream_getters;
     /* tunable name -> a callable told each new value set through tunable() (dk_pytunables.c) */
     PyObject *tunable_watchers;
-    /* torch_sort_ties' scratch, kept between calls up to a bound (dk_pytorch_order.c); every
+    /* torch_sort_ties_' scratch, kept between calls up to a bound (dk_pytorch_order.c); every
      * use holds the GIL */
     void *order_scratch;
     size_t order_scratch_bytes;

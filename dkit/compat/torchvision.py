@@ -372,15 +372,13 @@ def batched_nms(boxes: Tensor, scores: Tensor, idxs: Tensor, iou_threshold: floa
 # (CPU; 5000 elsewhere) it gathers the kept indices in ascending order and orders them with
 # torch.sort(descending=True), which is not stable: equal scores then come in the order torch's
 # sort leaves them, which depends on every kept score. On the CPU that sort is libstdc++'s
-# std::sort, whose order of equal items follows from the values alone, so _C.torch_sort_ties
-# computes it from dkit's result without sorting (Note [torch's order of equal scores] in
-# csrc/cpu/dk_std_sort.h; tests/python/test_compat.py checks it against torch.sort on every
-# stack): one pass over the kept scores, and where two are equal a few more over the ranges that
-# hold equal ones, 0.15-0.16 ms against dkit's 2.2-2.3 ms on 20,000 boxes in 80 classes with 10
-# equal kept scores (bench/bench_compat.py), where running torch's sort cost a third to a half
-# of it. None comes
-# back when no two kept scores are equal, and dkit's order is then torchvision's as it stands.
-# Elsewhere (a GPU's sort is another algorithm) and under TorchScript (torch_sort_ties is not a
+# std::sort, whose order of equal items follows from the values alone, so _C.torch_sort_ties_
+# computes it from dkit's result without sorting and moves only the equal ones, in place (Note
+# [torch's order of equal scores] in csrc/cpu/dk_std_sort.h; tests/python/test_nms.py checks it
+# against torch.sort on every stack): one pass over the kept scores, and where two are equal a
+# few more over the ranges that hold equal ones (bench/bench_compat.py has its cost). When no two
+# kept scores are equal, dkit's order is torchvision's as it stands.
+# Elsewhere (a GPU's sort is another algorithm) and under TorchScript (torch_sort_ties_ is not a
 # torch op), torchvision's own steps run: a mask, the ascending indices, the sort, and only when a
 # comparison over the kept scores finds two that are not strictly decreasing (NaN scores, which
 # dkit puts first and which no comparison finds greater, count as equal: the check can only err
@@ -392,8 +390,8 @@ def _order_of_equal_scores(keep: Tensor, scores: Tensor) -> Tensor:
     many boxes (Note [torchvision's order of equal scores])."""
     if not _is_scripting():
         if keep.device.type == "cpu":
-            order = _C.torch_sort_ties(keep, scores.detach())
-            return keep if order is None else torch.frombuffer(order, dtype=torch.int64)
+            _C.torch_sort_ties_(keep, scores.detach())  # keep is ours: reordered in place
+            return keep
     # index_select and index_fill_ where torchvision indexes tensors: the same results, from
     # torch's cheapest gather (a third of indexing's time on 20,000 scores) and scatter
     kept = scores.index_select(0, keep)

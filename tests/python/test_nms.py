@@ -222,7 +222,7 @@ def _dkit_order(scores, kept):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
 def test_torch_sort_ties_is_torch_sort(dtype):
-    # Note [torch's order of equal scores] (csrc/cpu/dk_std_sort.h): _C.torch_sort_ties gives
+    # Note [torch's order of equal scores] (csrc/cpu/dk_std_sort.h): _C.torch_sort_ties_ gives
     # the order torch.sort(descending=True) itself gives, on every stack the suite runs on;
     # sizes across the insertion sort's 16 and up to 100,000, few ties to all equal, NaN and
     # signed zeros, sorted, reversed and organ-pipe inputs (other partitions), among scores
@@ -256,19 +256,24 @@ def test_torch_sort_ties_is_torch_sort(dtype):
             scores[kept] = v
             scores = scores.to(dtype)  # rounding makes more ties in float16 and bfloat16
             keep = _dkit_order(scores, kept)
-            order = _C.torch_sort_ties(keep, scores)
-            got = keep if order is None else torch.frombuffer(order, dtype=torch.int64)
+            got = keep.clone()
+            moved = _C.torch_sort_ties_(got, scores)
             want = _torch_order(scores, kept)
             assert torch.equal(got, want), (n, kind, dtype)
-            if dtype == torch.float32:  # unit stride reads eight at a time (AVX2); any other, one
+            if dtype == torch.float32:
+                # unit stride reads eight at a time (AVX2); any other, one; a strided keep is
+                # read and written through its stride, its neighbours untouched
                 strided = torch.stack([scores, scores], 1)[:, 0]
-                order1 = _C.torch_sort_ties(keep, strided)
-                assert (order is None) == (order1 is None) and (order is None or order == order1), (n, kind)
+                got1 = keep.clone()
+                assert _C.torch_sort_ties_(got1, strided) is moved and torch.equal(got1, got), (n, kind)
+                pair = torch.stack([keep, keep], 1)
+                assert _C.torch_sort_ties_(pair[:, 0], scores) is moved, (n, kind)
+                assert torch.equal(pair[:, 0], want) and torch.equal(pair[:, 1], keep), (n, kind)
             reordered += not torch.equal(keep, want)
-            # None exactly when no two kept scores are equal
+            # False, keep untouched, exactly when no two kept scores are equal
             kept_scores = scores[keep].double()
             equal = (kept_scores[1:] == kept_scores[:-1]) | (kept_scores[1:].isnan() & kept_scores[:-1].isnan())
-            assert (order is None) == (not bool(equal.any())), (n, kind, dtype)
+            assert moved is bool(equal.any()), (n, kind, dtype)
             cases += 1
     assert cases == 74 and reordered >= 40  # most cases differ from dkit's own order
 
@@ -277,7 +282,8 @@ def test_torch_sort_ties_bad_input():
     # a private helper of dkit.compat, yet never a crash: the core's DLPack checks, then its own
     scores = torch.tensor([0.5, 0.5, 0.25, 0.75])
     keep = torch.tensor([3, 0, 1, 2])
-    assert torch.frombuffer(_C.torch_sort_ties(keep, scores), dtype=torch.int64).tolist() == [3, 0, 1, 2]
+    k = keep.clone()
+    assert _C.torch_sort_ties_(k, scores) is True and k.tolist() == [3, 0, 1, 2]
     bad = [
         ((keep, scores, scores), TypeError, "takes two tensors"),
         ((keep.int(), scores), ValueError, "1-D int64"),
@@ -290,11 +296,28 @@ def test_torch_sort_ties_bad_input():
         ((torch.tensor([0, 3]), scores), ValueError, "not in decreasing score order"),
         ((torch.tensor([3, 0, 0]), scores), ValueError, "kept twice"),
         ((keep, "scores"), TypeError, ""),
+        ((torch.empty(4, dtype=torch.int64, device="meta"), scores), ValueError, "meta tensor"),
     ]
     for args, exc, message in bad:
         with pytest.raises(exc, match=message):
-            _C.torch_sort_ties(*args)
-    assert _C.torch_sort_ties(torch.empty(0, dtype=torch.int64), scores) is None
+            _C.torch_sort_ties_(*args)
+    assert keep.tolist() == [3, 0, 1, 2]  # a refused call writes nothing
+    assert _C.torch_sort_ties_(torch.empty(0, dtype=torch.int64), scores) is False
+    # keep is written in place, so a read-only one is refused (NumPy without a read-only flag
+    # in its DLPack refuses to export it; with one, dkit refuses it)
+    frozen = keep.numpy().copy()
+    frozen.flags.writeable = False
+    with pytest.raises((ValueError, BufferError, TypeError), match="(?i)read.?only"):
+        _C.torch_sort_ties_(frozen, scores)
+    # any DLPack producer, not only torch (whose tensors are read directly): NumPy's, written
+    # through the protocol
+    mixed = torch.tensor([0.5, 0.5, 0.5] + [0.25] * 20 + [0.75])  # > 16 kept: equal ones move
+    kept = torch.tensor([23] + list(range(23)))
+    want = _torch_order(mixed, kept)
+    assert not torch.equal(want, kept)
+    as_numpy = kept.numpy().copy()
+    assert _C.torch_sort_ties_(as_numpy, mixed.numpy()) is True
+    assert as_numpy.tolist() == want.tolist()
     # the same checks where float32 scores are read eight at a time (every flaw inside a block
     # of eight, in the first pass and, after a tie, in the second)
     many = torch.arange(24, 0, -1).float()  # distinct, decreasing with the index
@@ -307,12 +330,14 @@ def test_torch_sort_ties_bad_input():
                                    (12, 5, "decreasing score order at 12"), (11, 10, "index 10 is kept twice")):
             k2 = k.clone()
             k2[at] = value
+            before = k2.clone()
             with pytest.raises(ValueError, match=message):
-                _C.torch_sort_ties(k2, s)
+                _C.torch_sort_ties_(k2, s)
+            assert torch.equal(k2, before)
     # a strided keep and strided scores are read through their strides
     wide = torch.stack([scores, torch.zeros(4)], 1)[:, 0]
     k2 = torch.stack([keep, keep], 1)[:, 0]
-    assert torch.frombuffer(_C.torch_sort_ties(k2, wide), dtype=torch.int64).tolist() == [3, 0, 1, 2]
+    assert _C.torch_sort_ties_(k2, wide) is True and k2.tolist() == [3, 0, 1, 2]
 
 
 def test_batched_nms_categories_of_any_dtype_and_empty():
