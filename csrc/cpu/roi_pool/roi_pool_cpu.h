@@ -42,13 +42,65 @@
  * change), one vectorised test of a run's indices so that the run adds without a branch (no
  * change: 64M instructions either way, the third of runs that hold a -1 take the tested loop),
  * a branch-free add (an off-plane index redirected to a dummy: slower, the dummy chains the
- * additions), two or four channels' runs walked side by side (within the noise, 0-10%), and
+ * additions), two or four channels' runs walked side by side (within the noise then, 0-10%; two
+ * are now the loop, below), and
  * AVX-512, 16 channels' gradients gathered, added and scattered per bin (their 16 pixels lie on
  * 16 planes, so one scatter never writes an element twice: the same bits, but twice as slow as
  * the scalar loop on this CPU). Adding into a per-thread channels-last block instead
  * (as ps_roi_align's backward does) would not shorten it either: a bin's 16 channels still add at
  * 16 different pixels, one scalar read-modify-write each, and its saving (the memset, and
  * grad_input written back streamed) is the 0.3 ms above.
+ * Since (branch rpb, 2026-11-27, bench_roi_pool.py's case, one thread, thread CPU time after 128 MB
+ * written elsewhere, load average 0.7-3.9 from other sessions) the loop walks two channels' runs
+ * side by side, element j of channel c and then of c + 1 (their planes do not overlap; each
+ * channel's additions keep their order: the same bits). Measured with the variant switched per
+ * call in one process (41 calls each, alternating, so that the load falls on both): the backward's
+ * minimum / first quartile / median 7.7-9.6 / 8.5-12.0 / 9.4-12.6 ms against 8.4-11.4 / 9.2-13.2
+ * / 11.3-13.8 ms one channel at a time, in five runs; four channels side by side 9.3-9.7 /
+ * 9.8-12.5 / 10.3-12.8 ms, in between. The two builds alternating in separate processes: the
+ * backward 8.3-8.5 ms (minimum of 11) against 8.7-10.0 ms, the training step 16.0-16.2 ms against
+ * 16.7-22.3 ms. Why two help and four help less was not pinned down (this VM has no performance
+ * counters); a likely reading: the 16.6% of additions that hit the pixel of the bin before (below)
+ * wait on that store, and a second channel's independent additions fill the wait.
+ * Measured at the same time and dropped, each against the loop one channel at a time:
+ *  - channels-last blocks with vector adds: a task per (image, 16 channels), a zeroed [H][W][16]
+ *    float block in L2, each RoI's two runs turned [bin][channel] (dk_cl_gather32's 8 x 8 AVX2
+ *    tiles), and per bin one AVX-512 masked addition per pixel of the window that the bin's 16
+ *    argmax span (rows from their least and greatest index, columns from their remainders by W;
+ *    an exact test per lane, so any argmax is served, in the same order: the same bits, checked
+ *    against torchvision), the block stored once with dk_cl_scatter32. 13.5-15.5 ms against the
+ *    planes' 7.4-9.0 ms. Its parts: the two transpositions alone take 7.0-7.3 ms (4.9-5.5 ms with
+ *    the next RoI's runs prefetched: a RoI's 3 KB runs, 50 KB apart, are latency-bound once the
+ *    reading no longer hides behind the adds), which leaves the adds under 3.5 ms to win; they take
+ *    5.2 ms as scalar adds into the block (10.4-10.7 ms in all, prefetched) and about 7.5 ms as
+ *    masked windows (12.6-13.2 ms): a bin's 16 channels fall on 5.2 distinct pixels on average,
+ *    but each bin pays four horizontal reductions and a window loop whose trip counts vary with
+ *    the data (its exits mispredict), which costs more than the 16 scalar additions it replaces.
+ *    Storing argmax channels-last in the forward would save one of the two transpositions, not
+ *    the adds (and it is the forward's output, [K, C, PH, PW], which autograd saves).
+ *  - store-to-load forwarding chains: 16.6% of the additions go to the pixel of the bin before in
+ *    the same channel (20% of the bins are -1, off the map). Summing runs of equal consecutive
+ *    indices in a register (one load and one store per run, the same additions in the same order:
+ *    the same bits) took 18-25 ms against 8.7-11 ms: the run test mispredicts more than the
+ *    chains cost.
+ *  - the -1 test: redirecting an off-plane index to a per-bin scratch element (dummy[j], so that
+ *    no chain forms) 9.7-10.1 ms against 8.3-8.8 ms; compressing each
+ *    run's valid (index, gradient) pairs with AVX-512 (vpcompressd) and adding them untested
+ *    10.6-13.9 ms against 9.4-11.1 ms. The branch predicts well (a RoI's -1 pattern repeats for
+ *    its 16 channels).
+ *  - prefetching RoI k + 1 .. k + 4's runs in this loop (no change, as before), and tasks of 32 or
+ *    64 channels (within the noise).
+ *  - fewer instructions: the run's loop in a function of restrict pointers with a 32-bit index,
+ *    7 instructions an element where GCC's four-fold unroll of the loop here takes 8 (movslq,
+ *    cmp, jae, add, lea, movss, addss, movss): 9.5-9.6 ms against 8.8-9.6 ms, no faster.
+ * So neither the instructions, the branch nor the reading alone bound the backward: it moves
+ * 51 MB (its reading, 2.1-3.9 ms, overlapped with the adds) and makes 6.4 million
+ * read-modify-writes at data-dependent addresses of a 435 KB block of grad_input (the 16
+ * channels' planes of both images: in L2, not L1), and every rearrangement measured, but the
+ * pairs, added more work than it saved. What the Python step adds beyond the two
+ * kernels is 0.3-0.5 ms (autograd, the output allocations: out and argmax come from the host
+ * output cache, Note [Host output cache]; grad_input, 7.0 MB, is below large_output.min_bytes,
+ * and serving it from the cache measured no faster: 8.98 against 9.03 ms).
  *
  * Note [Position-sensitive RoIPool on a CPU]
  * ps_roi_pool's output channel c at bin (ph, pw) reads input channel (c PH + ph) PW + pw: every

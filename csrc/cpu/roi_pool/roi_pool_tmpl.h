@@ -275,6 +275,9 @@ static void DK_SFN(dk__rp_backward_worker)(void *p, int tid)
     /* the usual layouts (NCHW grad_input, [K, C, PH, PW] int32 argmax and grad_output): planes
      * zeroed as runs, and each RoI's block read as one run, an index a plane offset */
     const bool runs = rows && xs[3] == 1 && !cx->arg64 && dk__rp_runs(as, cx->PW, P) && dk__rp_runs(gs, cx->PW, P);
+    /* and whether two channels' planes never share an element, so that a pair's runs may be walked
+     * side by side (a grad_input of overlapping planes would see their additions interleaved) */
+    const bool pairs = xs[1] >= plane;
     const int64_t blocks = (cx->C + DK__RP_CHANNELS - 1) / DK__RP_CHANNELS;
     for (int64_t t; (t = dk_parallel_claim(&cx->counter)) < blocks;) {
         const int64_t c0 = t * DK__RP_CHANNELS, c1 = c0 + DK__RP_CHANNELS < cx->C ? c0 + DK__RP_CHANNELS : cx->C;
@@ -291,12 +294,24 @@ static void DK_SFN(dk__rp_backward_worker)(void *p, int tid)
             if (runs) {
                 const int32_t *ar = (const int32_t *)cx->arg + k * as[0] + c0 * as[1];
                 const DK_S *gr = g + k * gs[0] + c0 * gs[1];
-                for (int64_t c = c0; c < c1; c++, ar += P, gr += P) {
+                int64_t c = c0;
+                /* two channels' runs side by side (Note [RoIPool on a CPU]): each channel's
+                 * additions in its own order, on planes that do not overlap */
+                for (; pairs && c + 1 < c1; c += 2, ar += 2 * P, gr += 2 * P) {
+                    DK_S *img = x + n * xs[0] + c * xs[1], *img2 = img + xs[1];
+#pragma GCC unroll 2
+                    for (int64_t j = 0; j < P; j++) {
+                        const int64_t a = ar[j], b = ar[P + j];
+                        /* -1 (nothing was pooled: ops/roi_pool.c), or any index off the plane, wraps high */
+                        if ((uint64_t)a < (uint64_t)plane) img[a] = DK_STORE(DK_LOAD(img[a]) + DK_LOAD(gr[j]));
+                        if ((uint64_t)b < (uint64_t)plane) img2[b] = DK_STORE(DK_LOAD(img2[b]) + DK_LOAD(gr[P + j]));
+                    }
+                }
+                for (; c < c1; c++, ar += P, gr += P) {
                     DK_S *img = x + n * xs[0] + c * xs[1];
 #pragma GCC unroll 4
                     for (int64_t j = 0; j < P; j++) {
                         const int64_t a = ar[j];
-                        /* -1 (nothing was pooled: ops/roi_pool.c), or any index off the plane, wraps high */
                         if ((uint64_t)a < (uint64_t)plane) img[a] = DK_STORE(DK_LOAD(img[a]) + DK_LOAD(gr[j]));
                     }
                 }
