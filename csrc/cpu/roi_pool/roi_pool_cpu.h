@@ -147,6 +147,7 @@
 
 #include "dk_arena.h"
 #include "dk_channels_last.h"
+#include "dk_host_cache.h"
 #include "dk_large_output.h"
 #include "dk_parallel.h"
 #include "dk_tensor.h"
@@ -179,9 +180,13 @@ typedef struct {
     int64_t ps_work;     /* the position-sensitive ops' cost models: a bin's samples (ps_roi_align) or pixels
                       * (ps_roi_pool), summed over the RoIs with an image */
     int ps_layout;       /* ps_roi_align, ps_roi_pool: its layout tunable (-1 cost model, 0 planes, 1 blocks) */
-    bool stream;     /* ps_roi_align's, ps_roi_pool's backward: blocks stream grad_input (Note [Streaming stores]) */
-    bool psa_tables; /* ps_roi_align: keep each RoI's taps in tables (its tunable) */
-    bool ps_avx2;    /* the position-sensitive blocks: copy float32 planes with AVX2 (dk__ps_row_load_avx2) */
+    bool stream;       /* ps_roi_align's, ps_roi_pool's backward: blocks stream grad_input (Note [Streaming stores]) */
+    bool psa_tables;   /* ps_roi_align: keep each RoI's taps in tables (its tunable) */
+    bool ps_avx2;      /* the position-sensitive blocks: copy float32 planes with AVX2 (dk__ps_row_load_avx2) */
+    bool ps_avx512;    /* ps_roi_pool's plane-major forward: float32 bins gathered with AVX-512 (dk__psp_gather) */
+    int64_t *ps_order; /* ps_roi_pool's plane-major forward: each image's RoIs by their bins' size */
+    void *ps_groups;   /* and its per-thread groups (dk__psp_group), DK__PSP_GROUPS(K, N) each */
+    dk_host_block *block_owner; /* the position-sensitive blocks' memory (dk__ps_blocks), or NULL */
     dk_parallel_counter counter;
 } dk__rp_ctx;
 
@@ -497,15 +502,14 @@ static inline void dk__rp_strides(const dk_tensor *t, int64_t s[4])
 }
 
 /* The position-sensitive backwards: grad_input (cx->img, of `elem`-byte elements) is about to be
- * written whole, once: huge pages hinted where it is large, and the channels-last blocks (where the
- * call has them) then stream it (Note [Huge pages for large outputs], Note [Streaming stores] in
- * dk_large_output.h): cx->stream. */
-static inline void dk__ps_prepare_grad_input(dk__rp_ctx *cx, size_t elem)
+ * written whole, once: huge pages hinted where it is large, and then worth streaming (Note [Huge
+ * pages for large outputs], Note [Streaming stores] in dk_large_output.h): returns whether. */
+static inline bool dk__ps_prepare_grad_input(dk__rp_ctx *cx, size_t elem)
 {
     int64_t xs[4];
     dk__rp_strides(cx->img, xs);
     dk_large_output gl;
-    cx->stream = dk_large_output_prepare(&gl, dk_tensor_data(cx->img), 4, cx->img->shape, xs, elem, false) && cx->block;
+    return dk_large_output_prepare(&gl, dk_tensor_data(cx->img), 4, cx->img->shape, xs, elem, false);
 }
 
 /* ps_roi_align: the samples of a bin a task finds at a time (Note [RoIAlign's position-sensitive
@@ -555,8 +559,87 @@ __attribute__((target("avx2"))) static int64_t dk__ps_row_load_avx2(const float 
 /* The pixels of one axis of a ps_roi_pool bin, e = {lo, hi}: none when empty. */
 static inline int64_t dk__psp_len(const int64_t e[2]) { return e[1] > e[0] ? e[1] - e[0] : 0; }
 
+/* ps_roi_pool's plane-major forward (AVX-512): each image's RoIs (cx->image_rois's lists) into
+ * cx->ps_order, by the rows, then the columns of their largest bins (a stable counting sort of keys
+ * up to 15 x 15), so that 16 consecutive ones make a group whose window (dk__psp_group) is close to
+ * each of its bins. The order is free: every output element is one RoI's, on its own. */
+static inline void dk__psp_order(dk__rp_ctx *cx)
+{
+    const int64_t K = cx->K, *rows = cx->bin_table, *cols = cx->bin_table + cx->PH * K * 2;
+    const int64_t *list = cx->image_rois + cx->N + 1;
+    for (int64_t n = 0; n < cx->N; n++) {
+        int64_t count[257] = {0};
+        const int64_t first = cx->image_rois[n], last = cx->image_rois[n + 1];
+        for (int pass = 0; pass < 2; pass++) {
+            for (int64_t i = first; i < last; i++) {
+                const int64_t k = list[i];
+                int64_t r = 0, c = 0;
+                for (int64_t ph = 0; ph < cx->PH; ph++) {
+                    const int64_t len = dk__psp_len(rows + (ph * K + k) * 2);
+                    r = len > r ? len : r;
+                }
+                for (int64_t pw = 0; pw < cx->PW; pw++) {
+                    const int64_t len = dk__psp_len(cols + (pw * K + k) * 2);
+                    c = len > c ? len : c;
+                }
+                const int64_t key = (r < 15 ? r : 15) * 16 + (c < 15 ? c : 15);
+                if (pass == 0) count[key + 1]++;
+                else cx->ps_order[first + count[key]++] = k;
+            }
+            if (pass == 0)
+                for (int b = 0; b < 256; b++) count[b + 1] += count[b];
+        }
+    }
+}
+
+/* ps_roi_pool's backward on buffered planes: the most bytes of a thread's PW planes (Note
+ * [Position-sensitive RoIPool on a CPU]); a larger map takes the in-place planes. */
+#define DK__PSP_PLANES_MAX_BYTES ((int64_t)1 << 20)
+
 /* ps_roi_align's lanes in a channels-last block of nc channels: whole 4-lane vectors. */
 #define DK__PSA_LANES(nc) (((nc) + 3) / 4 * 4)
+
+/* ps_roi_pool's plane-major forward (Note [Position-sensitive RoIPool on a CPU]): a group of up
+ * to 16 RoIs of one image, one lane each, and their bins at one (ph, pw): the offset of each bin's
+ * first pixel in its plane, its rows and columns (0 for a lane with no bin: nothing is loaded), the
+ * divisor (its area; 1 where there is no bin, so that the lane's +0 stays +0), and the window that
+ * covers every lane's bin. */
+typedef struct {
+    _Alignas(64) int32_t off[16];
+    int32_t rows[16], cols[16];
+    float area[16];
+    int32_t max_rows, max_cols, n;
+    const int64_t *k; /* the lanes' RoIs (n of them) */
+} dk__psp_group;
+
+/* The most groups one image's RoIs make, K RoIs over N images. */
+#define DK__PSP_GROUPS(K, N) ((K) / 16 + (N) + 1)
+
+#if DK__RP_AVX2
+/* The group's sums on two float32 planes (p1 may be p0: the same sums twice), one 16-lane gather
+ * per pixel of the window, masked to each lane's bin: each lane adds dk_roi_pool_avg's terms in its
+ * order (rows, then columns) from +0, and +0 where its bin has no such pixel (+0 added to a sum
+ * that started at +0 never changes it), then divides by the same area: the same bits. Offsets in
+ * int32: the caller checked that the plane's span fits. */
+__attribute__((target("avx512f"))) static void dk__psp_gather(const float *p0, const float *p1, int64_t sy, int64_t sx,
+                                                              const dk__psp_group *g, float *r0, float *r1)
+{
+    const __m512i off = _mm512_load_si512(g->off), nr = _mm512_load_si512(g->rows);
+    const __m512i nc = _mm512_load_si512(g->cols);
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0;
+    for (int32_t i = 0; i < g->max_rows; i++) {
+        const __mmask16 rm = _mm512_cmpgt_epi32_mask(nr, _mm512_set1_epi32(i));
+        for (int32_t j = 0; j < g->max_cols; j++) {
+            const __mmask16 m = rm & _mm512_cmpgt_epi32_mask(nc, _mm512_set1_epi32(j));
+            const __m512i at = _mm512_add_epi32(off, _mm512_set1_epi32((int32_t)(i * sy + j * sx)));
+            a0 = _mm512_add_ps(a0, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, at, p0, 4));
+            a1 = _mm512_add_ps(a1, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, at, p1, 4));
+        }
+    }
+    const __m512 area = _mm512_load_ps(g->area);
+    _mm512_storeu_ps(r0, _mm512_div_ps(a0, area)), _mm512_storeu_ps(r1, _mm512_div_ps(a1, area));
+}
+#endif
 
 /* ps_roi_pool's forward: RoIs per task; their outputs (PH PW elements apart for each plane) stay in
  * cache while the task sweeps its planes (Note [Position-sensitive RoIPool on a CPU]). */
