@@ -489,6 +489,26 @@ static void DK_SFN(dk__rp_ps_backward_worker)(void *p, int tid)
     }
 }
 
+/* dk__psp_grad_image (roi_pool_cpu.h) for every storage type, pixel by pixel, each addition rounded
+ * to the storage type as in place. */
+static void DK_SFN(dk__psp_grad_image)(DK_S *buf, int64_t H, int64_t W, int64_t K, int64_t PW, const int64_t *list,
+                                       int64_t first, int64_t last, const int64_t *hb, const int64_t *cols,
+                                       const DK_S *grow, int64_t gk, int64_t gw)
+{
+    for (int64_t i = first; i < last; i++) {
+        const int64_t k = list[i], h0 = hb[2 * k], h1 = hb[2 * k + 1];
+        if (h1 <= h0) continue;
+        for (int64_t pw = 0; pw < PW; pw++) {
+            const int64_t w0 = cols[(pw * K + k) * 2], w1 = cols[(pw * K + k) * 2 + 1];
+            if (w1 <= w0) continue;
+            const DK_T d = DK_LOAD(grow[k * gk + pw * gw]) / (DK_T)((h1 - h0) * (w1 - w0));
+            DK_S *img = buf + pw * H * W;
+            for (int64_t h = h0; h < h1; h++)
+                for (int64_t w = w0; w < w1; w++) img[h * W + w] = DK_STORE(DK_LOAD(img[h * W + w]) + d);
+        }
+    }
+}
+
 /* Backward on planes built in a buffer (Note [Position-sensitive RoIPool on a CPU]): the tasks of
  * dk__rp_ps_backward_worker, a task per output channel c and bin row ph, which owns the PW input
  * planes (c PH + ph) PW + pw; for each image they are zeroed in the thread's buffer (cx->block: PW
@@ -513,18 +533,14 @@ static void DK_SFN(dk__psp_backward_buffered_worker)(void *p, int tid)
         const DK_S *grow = g + c * gs[1] + ph * gs[2];
         for (int64_t n = 0; n < cx->N; n++) {
             memset(buf, 0, (size_t)(PW * HW) * sizeof(DK_S)); /* 0 bits: +0, every dtype */
-            for (int64_t i = cx->image_rois[n]; i < cx->image_rois[n + 1]; i++) {
-                const int64_t k = list[i], h0 = hb[2 * k], h1 = hb[2 * k + 1];
-                if (h1 <= h0) continue;
-                for (int64_t pw = 0; pw < PW; pw++) {
-                    const int64_t w0 = cols[(pw * K + k) * 2], w1 = cols[(pw * K + k) * 2 + 1];
-                    if (w1 <= w0) continue;
-                    const DK_T d = DK_LOAD(grow[k * gs[0] + pw * gs[3]]) / (DK_T)((h1 - h0) * (w1 - w0));
-                    DK_S *img = buf + pw * HW;
-                    for (int64_t h = h0; h < h1; h++)
-                        for (int64_t w = w0; w < w1; w++) img[h * W + w] = DK_STORE(DK_LOAD(img[h * W + w]) + d);
-                }
-            }
+#if DK__RP_AVX2
+            if (DK_S_IS_T && sizeof(DK_T) == sizeof(float) && cx->ps_avx512)
+                dk__psp_grad_image((float *)(void *)buf, H, W, K, PW, list, cx->image_rois[n], cx->image_rois[n + 1],
+                                   hb, cols, (const float *)(const void *)grow, gs[0], gs[3]);
+            else
+#endif
+                DK_SFN(dk__psp_grad_image)(buf, H, W, K, PW, list, cx->image_rois[n], cx->image_rois[n + 1], hb, cols,
+                                           grow, gs[0], gs[3]);
             DK_S *planes = x + n * xs[0] + t * PW * xs[1]; /* input channel t PW + pw = (c PH + ph) PW + pw */
             if (dense && DK_S_IS_T && cx->stream) DK_SFN(dk__ps_stream_run)(planes, buf, PW * HW);
             else if (dense) memcpy(planes, buf, (size_t)(PW * HW) * sizeof(DK_S));

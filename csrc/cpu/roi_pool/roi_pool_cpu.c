@@ -166,6 +166,8 @@ dk_status dk_ps_roi_pool_backward_cpu(const dk_tensor *grad_output, const dk_ten
     dk__rp_ctx cx = dk__rp_ctx_of(grad_input, grad_output, rois, NULL, spatial_scale, DK_ROI_POOL_BINS_PS);
     if (cx.N == 0 || cx.C == 0 || cx.H == 0 || cx.W == 0) return DK_OK; /* nothing to write */
     const int nthreads = dk_parallel_threads_for(cx.C * (cx.N * cx.H * cx.W + cx.K * 4));
+    /* the buffered planes' masked additions (dk__psp_grad_image) */
+    cx.ps_avx512 = dk_tensor_dtype(grad_input) == DK_FLOAT32 && dk_tunable(&dk__ps_isa) == 2 && dk__ps_cpu_avx512();
     DK_ARENA_ON_STACK(ar); /* Note [Scratch arena] */
     if (!dk__psp_take_table(&cx, &ar)) {
         dk_arena_free(&ar);
