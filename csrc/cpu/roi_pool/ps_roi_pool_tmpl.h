@@ -495,18 +495,12 @@ static void DK_SFN(dk__psp_grad_image)(DK_S *buf, int64_t H, int64_t W, int64_t 
                                        int64_t first, int64_t last, const int64_t *hb, const int64_t *cols,
                                        const DK_S *grow, int64_t gk, int64_t gw)
 {
-    for (int64_t i = first; i < last; i++) {
-        const int64_t k = list[i], h0 = hb[2 * k], h1 = hb[2 * k + 1];
-        if (h1 <= h0) continue;
-        for (int64_t pw = 0; pw < PW; pw++) {
-            const int64_t w0 = cols[(pw * K + k) * 2], w1 = cols[(pw * K + k) * 2 + 1];
-            if (w1 <= w0) continue;
-            const DK_T d = DK_LOAD(grow[k * gk + pw * gw]) / (DK_T)((h1 - h0) * (w1 - w0));
-            DK_S *img = buf + pw * H * W;
-            for (int64_t h = h0; h < h1; h++)
-                for (int64_t w = w0; w < w1; w++) img[h * W + w] = DK_STORE(DK_LOAD(img[h * W + w]) + d);
-        }
-    }
+    DK__PSP_GRAD_BINS({
+        const DK_T d = DK_LOAD(grow[k * gk + pw * gw]) / (DK_T)((h1 - h0) * (w1 - w0));
+        DK_S *img = buf + pw * H * W;
+        for (int64_t h = h0; h < h1; h++)
+            for (int64_t w = w0; w < w1; w++) img[h * W + w] = DK_STORE(DK_LOAD(img[h * W + w]) + d);
+    });
 }
 
 /* Backward on planes built in a buffer (Note [Position-sensitive RoIPool on a CPU]): the tasks of

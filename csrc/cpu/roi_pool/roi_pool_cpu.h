@@ -636,6 +636,23 @@ typedef struct {
 /* The most groups one image's RoIs make, K RoIs over N images. */
 #define DK__PSP_GROUPS(K, N) ((K) / 16 + (N) + 1)
 
+/* ps_roi_pool's buffered backward (Note [Position-sensitive RoIPool on a CPU]): BODY for each bin of
+ * row ph of image n's RoIs list[first .. last), RoIs in order, then pw: k, pw and the bin's rows
+ * [h0, h1) and columns [w0, w1) in scope, empty bins skipped. hb: the rows of ph, cols the columns
+ * of every pw (dk__psp_table). BODY adds the RoI's share, grow[k gk + pw gw] / area, to the task's
+ * plane pw in buf (dense H x W each). A macro: the same walk for every storage type and for the
+ * AVX-512 additions. */
+#define DK__PSP_GRAD_BINS(BODY)                                                         \
+    for (int64_t i = first; i < last; i++) {                                            \
+        const int64_t k = list[i], h0 = hb[2 * k], h1 = hb[2 * k + 1];                  \
+        if (h1 <= h0) continue;                                                         \
+        for (int64_t pw = 0; pw < PW; pw++) {                                           \
+            const int64_t w0 = cols[(pw * K + k) * 2], w1 = cols[(pw * K + k) * 2 + 1]; \
+            if (w1 <= w0) continue;                                                     \
+            BODY                                                                        \
+        }                                                                               \
+    }
+
 #if DK__RP_AVX2
 /* The group's sums on two float32 planes (p1 may be p0: the same sums twice), one 16-lane gather
  * per pixel of the window, masked to each lane's bin: each lane adds dk_roi_pool_avg's terms in its
@@ -662,34 +679,26 @@ __attribute__((target("avx512f"))) static void dk__psp_gather(const float *p0, c
 }
 
 /* ps_roi_pool's buffered backward for float32 (Note [Position-sensitive RoIPool on a CPU]): image
- * n's RoIs list[first .. last) in order, each adding g / area over its PW bins of row ph to the
- * task's PW planes in buf (dense H x W each), one masked 16-lane addition per bin row where the bin
- * is at most 16 pixels wide (each pixel still gets its one addition, in the same order; no branch
- * per pixel), pixel by pixel where it is wider. hb: the rows of ph, cols the columns of every pw
- * (dk__psp_table); grow: grad_output at (0, c, ph, 0), strides gk and gw. */
+ * n's RoIs in order (DK__PSP_GRAD_BINS), one masked 16-lane addition per bin row where the bin is
+ * at most 16 pixels wide (each pixel still gets its one addition, in the same order; no branch per
+ * pixel), pixel by pixel where it is wider. */
 __attribute__((target("avx512f"))) static void dk__psp_grad_image(float *buf, int64_t H, int64_t W, int64_t K,
                                                                   int64_t PW, const int64_t *list, int64_t first,
                                                                   int64_t last, const int64_t *hb, const int64_t *cols,
                                                                   const float *grow, int64_t gk, int64_t gw)
 {
-    for (int64_t i = first; i < last; i++) {
-        const int64_t k = list[i], h0 = hb[2 * k], h1 = hb[2 * k + 1];
-        if (h1 <= h0) continue;
-        for (int64_t pw = 0; pw < PW; pw++) {
-            const int64_t w0 = cols[(pw * K + k) * 2], w1 = cols[(pw * K + k) * 2 + 1];
-            if (w1 <= w0) continue;
-            const float d = grow[k * gk + pw * gw] / (float)((h1 - h0) * (w1 - w0));
-            float *p = buf + pw * H * W + h0 * W + w0;
-            if (w1 - w0 <= 16) {
-                const __mmask16 m = (__mmask16)((1u << (w1 - w0)) - 1);
-                const __m512 dv = _mm512_set1_ps(d);
-                for (int64_t h = h0; h < h1; h++, p += W)
-                    _mm512_mask_storeu_ps(p, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, p), dv));
-            } else
-                for (int64_t h = h0; h < h1; h++, p += W)
-                    for (int64_t w = 0; w < w1 - w0; w++) p[w] += d;
-        }
-    }
+    DK__PSP_GRAD_BINS({
+        const float d = grow[k * gk + pw * gw] / (float)((h1 - h0) * (w1 - w0));
+        float *p = buf + pw * H * W + h0 * W + w0;
+        if (w1 - w0 <= 16) {
+            const __mmask16 m = (__mmask16)((1u << (w1 - w0)) - 1);
+            const __m512 dv = _mm512_set1_ps(d);
+            for (int64_t h = h0; h < h1; h++, p += W)
+                _mm512_mask_storeu_ps(p, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, p), dv));
+        } else
+            for (int64_t h = h0; h < h1; h++, p += W)
+                for (int64_t w = 0; w < w1 - w0; w++) p[w] += d;
+    });
 }
 #endif
 
