@@ -392,18 +392,20 @@ static dk_status DK_SFN(dk__rp_ps_forward)(dk__rp_ctx *cx, int nthreads)
     DK_SFN(dk__psp_table)(cx);
     DK_ARENA_ON_STACK(ar); /* Note [Scratch arena] */
     /* plane-major where forced, or where the gathers serve it (the cost model's first choice) */
-    const bool planes = cx->ps_layout == 2 || (cx->ps_layout == -1 && DK_S_IS_T && cx->ps_avx512);
+    bool planes = cx->ps_layout == 2 || (cx->ps_layout == -1 && DK_S_IS_T && cx->ps_avx512);
     dk_status st = DK_OK;
     cx->block = NULL, cx->block_owner = NULL;
     if (planes) {
         cx->ps_order = (int64_t *)dk_arena_take_n(&ar, (size_t)cx->K, sizeof(int64_t));
         cx->ps_groups = dk_arena_take_n(&ar, dk_sat_mul((size_t)nthreads, (size_t)DK__PSP_GROUPS(cx->K, cx->N)),
                                         sizeof(dk__psp_group));
-        if (!cx->ps_order || !cx->ps_groups)
+        if (cx->ps_order && cx->ps_groups) dk__psp_order(cx);
+        else if (cx->ps_layout == 2) /* forced: say why it cannot; the cost model's choice falls back */
             st = dk_error(DK_ENOMEM, "ps_roi_pool_forward: out of memory for the groups of %lld RoIs",
                           (long long)cx->K);
-        else dk__psp_order(cx);
-    } else st = DK_SFN(dk__ps_blocks)(cx, &ar, nthreads, DK__PSP_PIXELS_PER_PIXEL, "ps_roi_pool_forward");
+        else planes = false;
+    }
+    if (!planes) st = DK_SFN(dk__ps_blocks)(cx, &ar, nthreads, DK__PSP_PIXELS_PER_PIXEL, "ps_roi_pool_forward");
     if (st == DK_OK && (planes || cx->block)) {
         /* the RoIs no task serves (no image) pool to 0 */
         const DK_SFN(dk__rp_ps_view) v = DK_SFN(dk__rp_ps_view_of)(cx);
