@@ -11,10 +11,10 @@ Cases (float32): a Faster R-CNN head's feature map [2, 256, 50, 68] (quick: [1, 
                    gradient
   interleaved      the forward after 64 MB written and 64 MB read elsewhere and a few
                    allocations, as a training step's other ops leave the caches and the allocator
-  ps forward, ps forward+backward
+  ps forward, ps forward+backward, ps interleaved
                    ps_roi_pool (R-FCN) on the same RoIs, 7 x 7 bins over a map of 10 x 49 channels
-                   (quick: 2 x 49)
-  psa forward, psa forward+backward
+                   (quick: 2 x 49); interleaved as above
+  psa forward, psa forward+backward, psa interleaved
                    ps_roi_align on the same map and RoIs, adaptive grid (sampling_ratio -1)
 Each rep runs every (thread count, library) once, in turn; the median of --reps is printed as
 time and as the ratio dkit / torchvision (below 1: dkit is faster). torch.set_num_threads and
@@ -118,7 +118,9 @@ def main():
 
     cases = [("forward", forward, False), ("forward+backward", training, False), ("interleaved", forward, True),
              ("ps forward", ps_forward, False), ("ps forward+backward", ps_training, False),
-             ("psa forward", psa_forward, False), ("psa forward+backward", psa_training, False)]  # fmt: skip
+             ("ps interleaved", ps_forward, True),
+             ("psa forward", psa_forward, False), ("psa forward+backward", psa_training, False),
+             ("psa interleaved", psa_forward, True)]  # fmt: skip
     threads = [int(t) for t in args.threads.split(",")]
     times = {}
     for _name, make, _disturb in cases:

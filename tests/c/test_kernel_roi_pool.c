@@ -406,6 +406,35 @@ static void ps_roi_pool_every_path(void **state)
     assert_ok(dk_set_num_threads(0));
 }
 
+/* Note [Position-sensitive RoIPool on a CPU]: the plane-major forward (ps_roi_pool.layout 2, and the
+ * cost model's choice for float32 with AVX-512), its bins gathered 16 RoIs at a time (ps_roi_pool.isa
+ * 2: whole groups and a tail, windows up to the whole 11 x 13 map, empty bins, RoIs off the map, maps
+ * whose columns are not unit-stride) or pooled one RoI at a time (isa 0), and the backward on planes
+ * built in a buffer (every layout but 0) against the in-place one (0), on one and two threads, to the
+ * reference's bits: every dtype, output channels 1, 3, 5 and 17 (a block of 16 and a tail of 1). */
+static void ps_roi_pool_plane_major(void **state)
+{
+    (void)state;
+    const int64_t layouts[] = {2, -1, 0};
+    for (size_t l = 0; l < DK_COUNTOF(layouts); l++)
+        for (int64_t isa = 0; isa <= 2; isa += 2)
+            for (int t = 1; t <= 2; t++) {
+                assert_ok(dk_tunable_set("ps_roi_pool.layout", layouts[l], NULL));
+                assert_ok(dk_tunable_set("ps_roi_pool.isa", isa, NULL));
+                assert_ok(dk_set_num_threads(t));
+                dkk_rng r = {0x9011};
+                for (size_t d = 0; d < DK_COUNTOF(DTYPES); d++) {
+                    check_ps_case_co(DTYPES[d], 0.5, 3, 2, false, 41, 5, &r);
+                    check_ps_case_co(DTYPES[d], 0.7, 2, 3, true, 37, 17, &r);
+                    check_ps_case_co(DTYPES[d], 1.0, 7, 7, false, 16, 1, &r);
+                    check_ps_case_co(DTYPES[d], 0.9, 1, 4, false, 53, 3, &r);
+                }
+            }
+    assert_ok(dk_tunable_set("ps_roi_pool.layout", -1, NULL));
+    assert_ok(dk_tunable_set("ps_roi_pool.isa", 2, NULL));
+    assert_ok(dk_set_num_threads(0));
+}
+
 /* ---- ps_roi_align -------------------------------------------------------------------------- */
 
 /*
@@ -695,6 +724,7 @@ int main(void)
         cmocka_unit_test(ps_roi_pool_every_dtype),
         cmocka_unit_test(ps_roi_pool_same_bits_for_any_thread_count),
         cmocka_unit_test(ps_roi_pool_every_path),
+        cmocka_unit_test(ps_roi_pool_plane_major),
         cmocka_unit_test(ps_roi_align_every_dtype),
         cmocka_unit_test(ps_roi_align_same_bits_for_any_thread_count),
         cmocka_unit_test(ps_roi_align_beyond_the_tap_table),

@@ -15,7 +15,8 @@ from conftest import ROOT
 pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 
-_CASE = r"(forward|forward\+backward|interleaved|ps forward|ps forward\+backward|psa forward|psa forward\+backward)"
+_CASE = (r"(forward|forward\+backward|interleaved|ps forward|ps forward\+backward|ps interleaved|psa forward"
+         r"|psa forward\+backward|psa interleaved)")
 _ROW = r"^" + _CASE + r"\s+(\d+)\s+(\d+\.\d+) ms\s+(\d+\.\d+) ms\s+(\d+\.\d+)x"
 
 
@@ -26,7 +27,7 @@ def test_bench_roi_pool_quick():
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     rows = re.findall(_ROW, r.stdout, re.M)
-    assert len(rows) == 14, r.stdout  # 7 cases at 1 and 2 threads
+    assert len(rows) == 18, r.stdout  # 9 cases at 1 and 2 threads
     for case, _threads, tv_ms, dk_ms, ratio in rows:
         numbers = [float(tv_ms), float(dk_ms)]
         assert all(math.isfinite(v) and v > 0 for v in numbers) and float(ratio) >= 0, (case, numbers)

@@ -358,6 +358,22 @@ def test_ps_roi_pool_every_path_equal_to_torchvision(layout, threads):
         dkit.set_num_threads(prev[1])
 
 
+@pytest.mark.parametrize("isa", [0, 2])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_ps_roi_pool_plane_major_equal_to_torchvision(isa, threads):
+    """Note [Position-sensitive RoIPool on a CPU]: the plane-major forward (ps_roi_pool.layout 2),
+    its bins gathered with AVX-512 (ps_roi_pool.isa 2, where the CPU has it) or pooled one RoI at a
+    time (0), and the backward on buffered planes, through the cases of the test above."""
+    from dkit import _C
+
+    prev = _C.tunable("ps_roi_pool.isa")
+    try:
+        _C.tunable("ps_roi_pool.isa", isa)
+        test_ps_roi_pool_every_path_equal_to_torchvision(2, threads)
+    finally:
+        _C.tunable("ps_roi_pool.isa", prev)
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_ps_roi_pool_sixteen_bit(dtype):
     x = torch.randn(1, 8, 12, 12)

@@ -216,6 +216,7 @@ static dk_status DK_SFN(dk__psa_forward)(dk__rp_ctx *cx, int nthreads)
                     for (int64_t pw = 0; pw < cx->PW; pw++)
                         v.y[k * v.ys[0] + c * v.ys[1] + ph * v.ys[2] + pw * v.ys[3]] = DK_STORE((DK_T)0);
     dk_parallel_run(nthreads, &cx->counter, DK_SFN(dk__psa_forward_worker), cx);
+    dk_host_cache_release(cx->block_owner);
     dk_arena_free(&ar);
     return DK_OK;
 }
@@ -363,13 +364,14 @@ static dk_status DK_SFN(dk__psa_backward)(dk__rp_ctx *cx, int nthreads)
     dk_status st = DK_SFN(dk__psa_plan)(cx, &ar, "ps_roi_align_backward");
     const char *what = "ps_roi_align_backward";
     if (st == DK_OK) st = DK_SFN(dk__ps_blocks)(cx, &ar, nthreads, DK__PSA_SAMPLES_PER_PIXEL, what);
-    dk__ps_prepare_grad_input(cx, sizeof(DK_S));
+    cx->stream = dk__ps_prepare_grad_input(cx, sizeof(DK_S)) && cx->block;
     if (st == DK_OK && !cx->block && sizeof(DK_S) != sizeof(DK_T)) /* 16-bit planes add in float */
         st = (cx->scratch = (float *)dk_arena_take_n(
                   &ar, dk_sat_mul((size_t)nthreads, (size_t)(cx->H * cx->W * DK__RP_CHANNELS)), sizeof(float)))
                  ? DK_OK
                  : dk_error(DK_ENOMEM, "%s: out of memory for %d threads' float planes", what, nthreads);
     if (st == DK_OK) dk_parallel_run(nthreads, &cx->counter, DK_SFN(dk__psa_backward_worker), cx);
+    dk_host_cache_release(cx->block_owner);
     dk_arena_free(&ar);
     return st;
 }

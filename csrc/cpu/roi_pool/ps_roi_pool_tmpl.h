@@ -28,16 +28,23 @@ static inline DK_SFN(dk__rp_ps_view) DK_SFN(dk__rp_ps_view_of)(const dk__rp_ctx 
 
 /* Whether to work on channels-last blocks (cx->ps_layout, or the cost model: cx->ps_work at least
  * one per `per_pixel` pixels of the map, Notes [Position-sensitive RoIPool on a CPU] and [RoIAlign's
- * position-sensitive form on a CPU]), and if so a block per thread (cx->block), in `ar`. */
+ * position-sensitive form on a CPU]), and if so a block per thread (cx->block). The blocks come
+ * from the host cache (Note [Host output cache]), not the arena: a call's arena is new memory each
+ * time, whose pages the threads fault in (on two threads glibc returned the blocks to the system
+ * after every call: some 290 faults a call), where the cache's stay mapped; the arena holds them
+ * only when the cache has none. dk__ps_blocks_release gives them back. */
 static dk_status DK_SFN(dk__ps_blocks)(dk__rp_ctx *cx, dk_arena *ar, int nthreads, int64_t per_pixel, const char *what)
 {
     const bool fits = cx->H * cx->W <= DK__RP_BLOCK_MAX_BYTES / ((int64_t)sizeof(DK_T) * DK__RP_CHANNELS);
     const bool blocks = cx->ps_layout == 1 ||
                         (cx->ps_layout == -1 && fits && cx->ps_work >= cx->N * cx->H * cx->W / per_pixel);
     cx->block = NULL;
+    cx->block_owner = NULL;
     if (!blocks) return DK_OK;
-    cx->block = dk_arena_take_n(ar, dk_sat_mul((size_t)nthreads, dk_sat_mul((size_t)(cx->H * cx->W), DK__RP_CHANNELS)),
-                                sizeof(DK_T));
+    const size_t n = dk_sat_mul((size_t)nthreads, dk_sat_mul((size_t)(cx->H * cx->W), DK__RP_CHANNELS));
+    if (n < SIZE_MAX / sizeof(DK_T) && dk_host_cache_alloc(n * sizeof(DK_T), &cx->block, &cx->block_owner) != DK_OK)
+        cx->block = NULL, cx->block_owner = NULL;
+    if (!cx->block) cx->block = dk_arena_take_n(ar, n, sizeof(DK_T));
     /* the cost model's choice falls back to the planes; a forced one says why it cannot */
     return cx->block || cx->ps_layout == -1
                ? DK_OK
@@ -299,12 +306,107 @@ static void DK_SFN(dk__psp_forward_blocks_worker)(void *p, int tid)
     }
 }
 
+/* Forward, plane-major (Note [Position-sensitive RoIPool on a CPU]): task a's planes read in place
+ * in their own layout, one at a time (two with AVX-512), each serving bin (ph, pw) of every RoI of
+ * the image; no copy. With AVX-512 for float32 (cx->ps_avx512) the RoIs go 16 to a vector in the
+ * order of cx->ps_order, their bins gathered (dk__psp_gather), while the next planes are read
+ * ahead a few lines per group; else each RoI's bin is dk_roi_pool_avg on the plane. */
+static void DK_SFN(dk__psp_forward_plane_task)(const dk__rp_ctx *cx, const DK_SFN(dk__rp_ps_view) *v,
+                                               const DK_SFN(dk__ps_task) *a, dk__psp_group *groups)
+{
+    const int64_t K = cx->K, *xs = v->xs, *ys = v->ys, first = cx->image_rois[a->n], last = cx->image_rois[a->n + 1];
+    const int64_t *hb = cx->bin_table + a->ph * K * 2, *wb = cx->bin_table + (cx->PH + a->pw) * K * 2;
+    const DK_S *base = v->x + a->n * xs[0] + ((a->c0 * cx->PH + a->ph) * cx->PW + a->pw) * xs[1];
+    DK_S *out = v->y + a->c0 * ys[1] + a->ph * ys[2] + a->pw * ys[3];
+#if DK__RP_AVX2
+    if (DK_S_IS_T && sizeof(DK_T) == sizeof(float) && cx->ps_avx512) {
+        int64_t ng = 0;
+        for (int64_t i = first; i < last; i += 16) {
+            dk__psp_group *g = &groups[ng++];
+            g->n = (int32_t)(last - i < 16 ? last - i : 16), g->k = cx->ps_order + i;
+            g->max_rows = g->max_cols = 0;
+            for (int l = 0; l < 16; l++) {
+                const int64_t k = l < g->n ? g->k[l] : 0, h0 = hb[2 * k], h1 = hb[2 * k + 1];
+                const int64_t w0 = wb[2 * k], w1 = wb[2 * k + 1];
+                const bool some = l < g->n && h1 > h0 && w1 > w0;
+                g->rows[l] = some ? (int32_t)(h1 - h0) : 0, g->cols[l] = some ? (int32_t)(w1 - w0) : 0;
+                g->off[l] = some ? (int32_t)(h0 * xs[2] + w0 * xs[3]) : 0;
+                g->area[l] = some ? (float)((h1 - h0) * (w1 - w0)) : 1.0f; /* dk_roi_pool_avg's divisor */
+                g->max_rows = g->rows[l] > g->max_rows ? g->rows[l] : g->max_rows;
+                g->max_cols = g->cols[l] > g->max_cols ? g->cols[l] : g->max_cols;
+            }
+        }
+        /* the next two planes read ahead where each is one run of whole rows */
+        const int64_t lines = xs[2] == cx->W && xs[3] == 1 && ng > 0 ? (cx->H * cx->W * 4 + 63) / 64 : 0;
+        const int64_t per = (lines + ng - 1) / (ng > 0 ? ng : 1);
+        for (int j = 0; j < a->nc; j += 2) {
+            const float *p0 = (const float *)(const void *)(base + j * a->cstep);
+            const float *p1 = j + 1 < a->nc ? p0 + a->cstep : p0;
+            const char *pf0 = j + 2 < a->nc ? (const char *)(p0 + 2 * a->cstep) : NULL;
+            const char *pf1 = j + 3 < a->nc ? (const char *)(p0 + 3 * a->cstep) : NULL;
+            for (int64_t gi = 0; gi < ng; gi++) {
+                const dk__psp_group *g = &groups[gi];
+                for (int64_t q = gi * per; pf0 && q < (gi + 1) * per && q < lines; q++) {
+                    __builtin_prefetch(pf0 + q * 64);
+                    if (pf1) __builtin_prefetch(pf1 + q * 64);
+                }
+                _Alignas(64) float r0[16], r1[16];
+                dk__psp_gather(p0, p1, xs[2], xs[3], g, r0, r1);
+                DK_S *o = out + j * ys[1];
+                for (int l = 0; l < g->n; l++) o[g->k[l] * ys[0]] = DK_STORE(r0[l]);
+                if (j + 1 < a->nc)
+                    for (int l = 0; l < g->n; l++) o[g->k[l] * ys[0] + ys[1]] = DK_STORE(r1[l]);
+            }
+        }
+        return;
+    }
+#endif
+    (void)groups;
+    const int64_t *list = cx->image_rois + cx->N + 1;
+    for (int j = 0; j < a->nc; j++) {
+        const DK_S *plane = base + j * a->cstep;
+        for (int64_t i = first; i < last; i++) {
+            const int64_t k = list[i], h0 = hb[2 * k], h1 = hb[2 * k + 1], w0 = wb[2 * k], w1 = wb[2 * k + 1];
+            const bool some = h1 > h0 && w1 > w0;
+            const DK_T r = xs[3] == 1 ? DK_SFN(dk_roi_pool_avg)(plane, xs[2], 1, some, h0, h1, w0, w1)
+                                      : DK_SFN(dk_roi_pool_avg)(plane, xs[2], xs[3], some, h0, h1, w0, w1);
+            out[k * ys[0] + j * ys[1]] = DK_STORE(r);
+        }
+    }
+}
+
+static void DK_SFN(dk__psp_forward_planes_worker)(void *p, int tid)
+{
+    dk__rp_ctx *cx = (dk__rp_ctx *)p;
+    const DK_SFN(dk__rp_ps_view) v = DK_SFN(dk__rp_ps_view_of)(cx);
+    dk__psp_group *groups = (dk__psp_group *)cx->ps_groups + (size_t)tid * (size_t)DK__PSP_GROUPS(cx->K, cx->N);
+    for (int64_t t; (t = dk_parallel_claim(&cx->counter)) < cx->N * cx->PH * cx->PW * v.chunks;) {
+        const DK_SFN(dk__ps_task) a = DK_SFN(dk__ps_task_of)(cx, t, v.cout, v.xs);
+        if (cx->image_rois[a.n] == cx->image_rois[a.n + 1]) continue; /* no RoI on this image */
+        DK_SFN(dk__psp_forward_plane_task)(cx, &v, &a, groups);
+    }
+}
+
 static dk_status DK_SFN(dk__rp_ps_forward)(dk__rp_ctx *cx, int nthreads)
 {
     DK_SFN(dk__psp_table)(cx);
     DK_ARENA_ON_STACK(ar); /* Note [Scratch arena] */
-    const dk_status st = DK_SFN(dk__ps_blocks)(cx, &ar, nthreads, DK__PSP_PIXELS_PER_PIXEL, "ps_roi_pool_forward");
-    if (st == DK_OK && cx->block) {
+    /* plane-major where forced, or where the gathers serve it (the cost model's first choice) */
+    bool planes = cx->ps_layout == 2 || (cx->ps_layout == -1 && DK_S_IS_T && cx->ps_avx512);
+    dk_status st = DK_OK;
+    cx->block = NULL, cx->block_owner = NULL;
+    if (planes) {
+        cx->ps_order = (int64_t *)dk_arena_take_n(&ar, (size_t)cx->K, sizeof(int64_t));
+        cx->ps_groups = dk_arena_take_n(&ar, dk_sat_mul((size_t)nthreads, (size_t)DK__PSP_GROUPS(cx->K, cx->N)),
+                                        sizeof(dk__psp_group));
+        if (cx->ps_order && cx->ps_groups) dk__psp_order(cx);
+        else if (cx->ps_layout == 2) /* forced: say why it cannot; the cost model's choice falls back */
+            st = dk_error(DK_ENOMEM, "ps_roi_pool_forward: out of memory for the groups of %lld RoIs",
+                          (long long)cx->K);
+        else planes = false;
+    }
+    if (!planes) st = DK_SFN(dk__ps_blocks)(cx, &ar, nthreads, DK__PSP_PIXELS_PER_PIXEL, "ps_roi_pool_forward");
+    if (st == DK_OK && (planes || cx->block)) {
         /* the RoIs no task serves (no image) pool to 0 */
         const DK_SFN(dk__rp_ps_view) v = DK_SFN(dk__rp_ps_view_of)(cx);
         for (int64_t k = 0; k < cx->K; k++)
@@ -313,10 +415,28 @@ static dk_status DK_SFN(dk__rp_ps_forward)(dk__rp_ctx *cx, int nthreads)
                     for (int64_t ph = 0; ph < cx->PH; ph++)
                         for (int64_t pw = 0; pw < cx->PW; pw++)
                             v.y[k * v.ys[0] + c * v.ys[1] + ph * v.ys[2] + pw * v.ys[3]] = DK_STORE((DK_T)0);
-        dk_parallel_run(nthreads, &cx->counter, DK_SFN(dk__psp_forward_blocks_worker), cx);
+        dk_parallel_run(nthreads, &cx->counter,
+                        planes ? DK_SFN(dk__psp_forward_planes_worker) : DK_SFN(dk__psp_forward_blocks_worker), cx);
     } else if (st == DK_OK) dk_parallel_run(nthreads, &cx->counter, DK_SFN(dk__rp_ps_forward_worker), cx);
+    dk_host_cache_release(cx->block_owner);
     dk_arena_free(&ar);
     return st;
+}
+
+/* n elements from src to dst (storage the compute type) with non-temporal stores where dst is
+ * 16-byte aligned (Note [Streaming stores] in dk_large_output.h), plain ones at an unaligned head
+ * and a tail. The caller ends the thread's stores with dk_sfence(). */
+static void DK_SFN(dk__ps_stream_run)(DK_S *dst, const DK_S *src, int64_t n)
+{
+    int64_t i = 0;
+    for (; i < n && (uintptr_t)(dst + i) % 16 != 0; i++) dst[i] = src[i];
+    if ((uintptr_t)(dst + i) % 16 == 0)
+        for (; i + 4 <= n; i += 4) {
+            DK_TFN(dk_v4) v;
+            DK_TFN(dk_ld4)(&v, (const DK_T *)(const void *)(src + i));
+            DK_TFN(dk_stream4)((DK_T *)(void *)(dst + i), &v);
+        }
+    for (; i < n; i++) dst[i] = src[i];
 }
 
 /* Backward: a task per output channel c and bin row ph, which owns the PW input channels
@@ -371,60 +491,61 @@ static void DK_SFN(dk__rp_ps_backward_worker)(void *p, int tid)
     }
 }
 
-/* Backward on a channels-last block: every RoI of task a's image, in order of k, adds its bin's
- * g / area per lane to each of the bin's pixels of the zeroed block (the planes' additions in the
- * same order; the vector division rounds each lane as the scalar one does), and the block is stored
- * into its planes once. float32 and float64 only: 16-bit storage rounds after every addition
- * (torchvision's and the planes' sums), which the block would not. nv a constant in each caller. */
-__attribute__((always_inline)) static inline void DK_SFN(dk__psp_grad_block)(const dk__rp_ctx *cx, const DK_S *g,
-                                                                             const int64_t gs[4],
-                                                                             const DK_SFN(dk__ps_task) *a, DK_T *buf,
-                                                                             int nv)
+/* dk__psp_grad_image (roi_pool_cpu.h) for every storage type, pixel by pixel, each addition rounded
+ * to the storage type as in place. */
+static void DK_SFN(dk__psp_grad_image)(DK_S *buf, int64_t H, int64_t W, int64_t K, int64_t PW, const int64_t *list,
+                                       int64_t first, int64_t last, const int64_t *hb, const int64_t *cols,
+                                       const DK_S *grow, int64_t gk, int64_t gw)
 {
-    const int64_t K = cx->K, W = cx->W, L = 4 * nv, *list = cx->image_rois + cx->N + 1;
-    const int64_t *hb = cx->bin_table + a->ph * K * 2, *wb = cx->bin_table + (cx->PH + a->pw) * K * 2;
-    for (int64_t i = cx->image_rois[a->n]; i < cx->image_rois[a->n + 1]; i++) {
-        const int64_t k = list[i], h0 = hb[2 * k], h1 = hb[2 * k + 1], w0 = wb[2 * k], w1 = wb[2 * k + 1];
-        if (h1 <= h0 || w1 <= w0) continue;
-        const DK_S *gk = g + k * gs[0] + a->c0 * gs[1] + a->ph * gs[2] + a->pw * gs[3];
-        DK_T gl[DK__RP_CHANNELS];
-        for (int j = 0; j < L; j++) gl[j] = j < a->nc ? DK_LOAD(gk[j * gs[1]]) : (DK_T)0;
-        const DK_T area = (DK_T)((h1 - h0) * (w1 - w0));
-        DK_TFN(dk_v4) d[4];
-        for (int u = 0; u < nv; u++) DK_TFN(dk_ld4)(&d[u], gl + 4 * u), d[u] = d[u] / area;
-        for (int64_t h = h0; h < h1; h++) {
-            DK_T *px = buf + (h * W + w0) * L;
-            for (int64_t w = w0; w < w1; w++, px += L)
-                for (int u = 0; u < nv; u++) {
-                    DK_TFN(dk_v4) x;
-                    DK_TFN(dk_ld4)(&x, px + 4 * u);
-                    x += d[u];
-                    DK_TFN(dk_st4)(px + 4 * u, &x);
-                }
-        }
-    }
+    DK__PSP_GRAD_BINS({
+        const DK_T d = DK_LOAD(grow[k * gk + pw * gw]) / (DK_T)((h1 - h0) * (w1 - w0));
+        DK_S *img = buf + pw * H * W;
+        for (int64_t h = h0; h < h1; h++)
+            for (int64_t w = w0; w < w1; w++) img[h * W + w] = DK_STORE(DK_LOAD(img[h * W + w]) + d);
+    });
 }
 
-static void DK_SFN(dk__psp_backward_blocks_worker)(void *p, int tid)
+/* Backward on planes built in a buffer (Note [Position-sensitive RoIPool on a CPU]): the tasks of
+ * dk__rp_ps_backward_worker, a task per output channel c and bin row ph, which owns the PW input
+ * planes (c PH + ph) PW + pw; for each image they are zeroed in the thread's buffer (cx->block: PW
+ * dense H x W planes in the storage type, in L2), each RoI of the image adds its share over its PW
+ * bins in order of k, rounded to the storage type after every addition as in place, and the planes
+ * are then written into grad_input once, streamed where it is large (cx->stream): no memset of
+ * grad_input, and no read of it. */
+static void DK_SFN(dk__psp_backward_buffered_worker)(void *p, int tid)
 {
     dk__rp_ctx *cx = (dk__rp_ctx *)p;
     DK_S *x = (DK_S *)dk_tensor_data(cx->img);
     const DK_S *g = (const DK_S *)dk_tensor_data(cx->bins);
     int64_t xs[4], gs[4];
     dk__rp_strides(cx->img, xs), dk__rp_strides(cx->bins, gs);
-    const int64_t cout = cx->bins->shape[1], chunks = (cout + DK__RP_CHANNELS - 1) / DK__RP_CHANNELS;
-    DK_T *buf = (DK_T *)cx->block + (size_t)tid * (size_t)(cx->H * cx->W * DK__RP_CHANNELS);
-    for (int64_t t; (t = dk_parallel_claim(&cx->counter)) < cx->N * cx->PH * cx->PW * chunks;) {
-        const DK_SFN(dk__ps_task) a = DK_SFN(dk__ps_task_of)(cx, t, cout, xs);
-        const int L = DK__PSA_LANES(a.nc);
-        memset(buf, 0, (size_t)(cx->H * cx->W * L) * sizeof(DK_T)); /* 0 bits: +0 */
-        switch (L / 4) {
-        case 1: DK_SFN(dk__psp_grad_block)(cx, g, gs, &a, buf, 1); break;
-        case 2: DK_SFN(dk__psp_grad_block)(cx, g, gs, &a, buf, 2); break;
-        case 3: DK_SFN(dk__psp_grad_block)(cx, g, gs, &a, buf, 3); break;
-        default: DK_SFN(dk__psp_grad_block)(cx, g, gs, &a, buf, 4); break;
+    const int64_t K = cx->K, PH = cx->PH, PW = cx->PW, H = cx->H, W = cx->W, HW = H * W;
+    const int64_t *list = cx->image_rois + cx->N + 1, *cols = cx->bin_table + PH * K * 2;
+    DK_S *buf = (DK_S *)cx->block + (size_t)tid * (size_t)(PW * HW);
+    /* the PW planes of a task, in every image, one run of whole rows */
+    const bool dense = xs[3] == 1 && xs[2] == W && xs[1] == HW;
+    for (int64_t t; (t = dk_parallel_claim(&cx->counter)) < cx->C / PW;) { /* C = C_out PH PW (ops/roi_pool.c) */
+        const int64_t ph = t % PH, c = t / PH, *hb = cx->bin_table + ph * K * 2;
+        const DK_S *grow = g + c * gs[1] + ph * gs[2];
+        for (int64_t n = 0; n < cx->N; n++) {
+            memset(buf, 0, (size_t)(PW * HW) * sizeof(DK_S)); /* 0 bits: +0, every dtype */
+#if DK__RP_AVX2
+            if (DK_S_IS_T && sizeof(DK_T) == sizeof(float) && cx->ps_avx512)
+                dk__psp_grad_image((float *)(void *)buf, H, W, K, PW, list, cx->image_rois[n], cx->image_rois[n + 1],
+                                   hb, cols, (const float *)(const void *)grow, gs[0], gs[3]);
+            else
+#endif
+                DK_SFN(dk__psp_grad_image)(buf, H, W, K, PW, list, cx->image_rois[n], cx->image_rois[n + 1], hb, cols,
+                                           grow, gs[0], gs[3]);
+            DK_S *planes = x + n * xs[0] + t * PW * xs[1]; /* input channel t PW + pw = (c PH + ph) PW + pw */
+            if (dense && DK_S_IS_T && cx->stream) DK_SFN(dk__ps_stream_run)(planes, buf, PW * HW);
+            else if (dense) memcpy(planes, buf, (size_t)(PW * HW) * sizeof(DK_S));
+            else
+                for (int64_t pw = 0; pw < PW; pw++)
+                    for (int64_t h = 0; h < H; h++)
+                        for (int64_t w = 0; w < W; w++)
+                            planes[pw * xs[1] + h * xs[2] + w * xs[3]] = buf[pw * HW + h * W + w];
         }
-        DK_SFN(dk__ps_block_store)(cx, x + a.n * xs[0] + ((a.c0 * cx->PH + a.ph) * cx->PW + a.pw) * xs[1], xs, &a, buf);
     }
     if (cx->stream) dk_sfence();
 }
@@ -433,20 +554,22 @@ static dk_status DK_SFN(dk__rp_ps_backward)(dk__rp_ctx *cx, int nthreads)
 {
     DK_SFN(dk__psp_table)(cx);
     DK_ARENA_ON_STACK(ar); /* Note [Scratch arena] */
-    /* blocks only where ps_roi_pool.layout forces them (float32 and float64): the cost model keeps
-     * the planes, which measured as fast or faster on bench_roi_pool.py's case (Note
-     * [Position-sensitive RoIPool on a CPU]); plain stores, as streaming grad_input measured slower */
-    cx->block = NULL;
-    cx->stream = false;
-    const dk_status st = sizeof(DK_S) == sizeof(DK_T) && cx->ps_layout == 1
-                             ? DK_SFN(dk__ps_blocks)(cx, &ar, nthreads, DK__PSP_PIXELS_PER_PIXEL,
-                                                     "ps_roi_pool_backward")
-                             : DK_OK;
-    if (st == DK_OK)
-        dk_parallel_run(nthreads, &cx->counter,
-                        cx->block ? DK_SFN(dk__psp_backward_blocks_worker) : DK_SFN(dk__rp_ps_backward_worker), cx);
+    /* the buffered planes unless the in-place ones are forced (ps_roi_pool.layout 0) or a thread's
+     * PW planes would pass DK__PSP_PLANES_MAX_BYTES (a map too large for the buffer's gain: it stays in
+     * cache) or not fit in memory */
+    const int64_t HW = cx->H * cx->W;
+    cx->block = NULL, cx->block_owner = NULL, cx->stream = false;
+    if (cx->ps_layout != 0 && HW <= DK__PSP_PLANES_MAX_BYTES / (cx->PW * (int64_t)sizeof(DK_S))) {
+        const size_t n = (size_t)(nthreads * cx->PW * HW) * sizeof(DK_S);
+        if (dk_host_cache_alloc(n, &cx->block, &cx->block_owner) != DK_OK) cx->block = NULL, cx->block_owner = NULL;
+        if (!cx->block) cx->block = dk_arena_take(&ar, n);
+    }
+    if (cx->block) cx->stream = dk__ps_prepare_grad_input(cx, sizeof(DK_S));
+    dk_parallel_run(nthreads, &cx->counter,
+                    cx->block ? DK_SFN(dk__psp_backward_buffered_worker) : DK_SFN(dk__rp_ps_backward_worker), cx);
+    dk_host_cache_release(cx->block_owner);
     dk_arena_free(&ar);
-    return st;
+    return DK_OK;
 }
 
 #endif

@@ -18,12 +18,14 @@ DK_TUNABLE(dk__rp_layout, "roi_pool.layout", -1, -1, 1,
 DK_TUNABLE(dk__psa_layout, "ps_roi_align.layout", -1, -1, 1,
            "ps_roi_align: -1 the cost model, 0 channel planes, 1 channels-last blocks (Note [RoIAlign's "
            "position-sensitive form on a CPU])")
-DK_TUNABLE(dk__psp_layout, "ps_roi_pool.layout", -1, -1, 1,
-           "ps_roi_pool: -1 the cost model, 0 channel planes, 1 channels-last blocks (float32 and float64's backward "
-           "only; Note [Position-sensitive RoIPool on a CPU])")
-DK_TUNABLE(dk__ps_isa, "ps_roi_pool.isa", 1, 0, 1,
-           "ps_roi_pool's and ps_roi_align's channels-last copy of float32 planes: 1 AVX2 where the CPU has it, 0 "
-           "the baseline (Note [AVX2 spans])")
+DK_TUNABLE(dk__psp_layout, "ps_roi_pool.layout", -1, -1, 2,
+           "ps_roi_pool: -1 the cost model, 0 channel planes in place, 1 channels-last blocks (the forward), 2 "
+           "plane-major (the forward; the backward takes its buffered planes unless 0) (Note [Position-sensitive "
+           "RoIPool on a CPU])")
+DK_TUNABLE(dk__ps_isa, "ps_roi_pool.isa", 2, 0, 2,
+           "ps_roi_pool's and ps_roi_align's float32 vectors: 2 ps_roi_pool's plane-major forward gathered with "
+           "AVX-512 and 1 the channels-last copy with AVX2 (each where the CPU has it), 0 the baseline (Note [AVX2 "
+           "spans])")
 DK_TUNABLE(dk__psa_tables, "ps_roi_align.tap_tables", 1, 0, 1,
            "ps_roi_align: 1 each RoI's taps tabled once per call, 0 found by every task (the same values)")
 
@@ -39,11 +41,20 @@ DK_TUNABLE(dk__psa_tables, "ps_roi_align.tap_tables", 1, 0, 1,
 #define DK_TEMPLATE_TYPES DK_TYPES_FLOAT
 #include "kernels/dk_instantiate.h"
 
-/* Whether the CPU has AVX2 (the position-sensitive blocks' copy, dk__ps_row_load_avx2). */
+/* Whether the CPU has AVX2 (the position-sensitive blocks' copy, dk__ps_row_load_avx2), and
+ * AVX-512 (ps_roi_pool's gathers, dk__psp_gather). */
 static bool dk__ps_cpu_avx2(void)
 {
 #if DK__RP_AVX2
     return __builtin_cpu_supports("avx2");
+#else
+    return false;
+#endif
+}
+static bool dk__ps_cpu_avx512(void)
+{
+#if DK__RP_AVX2
+    return __builtin_cpu_supports("avx512f");
 #else
     return false;
 #endif
@@ -54,7 +65,7 @@ static dk__rp_ctx dk__rp_ctx_of(const dk_tensor *img, const dk_tensor *bins, con
                                 const dk_tensor *argmax, double scale, int bins_kind)
 {
     return (dk__rp_ctx){.img = img,
-                        .ps_avx2 = bins_kind == DK_ROI_POOL_BINS_PS && DK__RP_AVX2 && dk_tunable(&dk__ps_isa) == 1 &&
+                        .ps_avx2 = bins_kind == DK_ROI_POOL_BINS_PS && DK__RP_AVX2 && dk_tunable(&dk__ps_isa) >= 1 &&
                                    dk__ps_cpu_avx2(),
                         .bins = bins,
                         .rois = rois,
@@ -133,6 +144,10 @@ dk_status dk_ps_roi_pool_forward_cpu(const dk_tensor *input, const dk_tensor *ro
     if (dk_tensor_numel(output) == 0) return DK_OK; /* nothing to write */
     const int nthreads = dk_parallel_threads_for(cx.K * (cx.C + cx.PH * cx.PW) * (cx.H * cx.W / (cx.PH * cx.PW) + 1));
     cx.roi_block = dk__psp_roi_block(cx.K, output->shape[1], nthreads);
+    /* the gathers: float32, and every pixel of a plane at an int32 offset (dk__psp_gather) */
+    const int64_t sy = dk_tensor_stride(input, 2), sx = dk_tensor_stride(input, 3);
+    cx.ps_avx512 = dk_tensor_dtype(input) == DK_FLOAT32 && dk_tunable(&dk__ps_isa) == 2 && dk__ps_cpu_avx512() &&
+                   sy >= 0 && sx >= 0 && (cx.H - 1) * sy + (cx.W - 1) * sx < INT32_MAX;
     DK_ARENA_ON_STACK(ar); /* Note [Scratch arena] */
     if (!dk__psp_take_table(&cx, &ar)) {
         dk_arena_free(&ar);
@@ -151,6 +166,8 @@ dk_status dk_ps_roi_pool_backward_cpu(const dk_tensor *grad_output, const dk_ten
     dk__rp_ctx cx = dk__rp_ctx_of(grad_input, grad_output, rois, NULL, spatial_scale, DK_ROI_POOL_BINS_PS);
     if (cx.N == 0 || cx.C == 0 || cx.H == 0 || cx.W == 0) return DK_OK; /* nothing to write */
     const int nthreads = dk_parallel_threads_for(cx.C * (cx.N * cx.H * cx.W + cx.K * 4));
+    /* the buffered planes' masked additions (dk__psp_grad_image) */
+    cx.ps_avx512 = dk_tensor_dtype(grad_input) == DK_FLOAT32 && dk_tunable(&dk__ps_isa) == 2 && dk__ps_cpu_avx512();
     DK_ARENA_ON_STACK(ar); /* Note [Scratch arena] */
     if (!dk__psp_take_table(&cx, &ar)) {
         dk_arena_free(&ar);

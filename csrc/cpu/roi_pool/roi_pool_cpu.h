@@ -109,46 +109,66 @@
  * row was a cache miss on a 13 MB map. Every RoI's axes are found once per call (dk__psp_table:
  * its image, the rows of each ph and the columns of each pw, laid out [PH][K] and [PW][K] so that
  * a task reads them in order of k; dk_roi_pool_bin's bounds, one axis at a time), with each
- * image's RoIs in order (dk__rp_image_rois). Two ways (ps_roi_pool.layout, a tunable: -1 the cost
- * model, 0 planes, 1 blocks):
- *  - channels-last blocks (the forward's usual way): ps_roi_align's task split, a task per (image,
- *    bin, block of DK__RP_CHANNELS output channels) whose planes no other task reads or writes.
- *    It copies them channels-last into a per-thread buffer (dk__ps_block_load, shared with
- *    ps_roi_align; float32 rows in 8-pixel AVX2 spans where the CPU has them, ps_roi_pool.isa)
- *    and sums every RoI of the image from it, one vector addition per pixel per four output
- *    channels: each lane adds dk_roi_pool_avg's terms in its order (rows, then columns, from +0)
- *    and divides by the same area (a vector division rounds each lane as the scalar one does), so
- *    the same bits. The vectors break the chains of dependent additions that bound the planes'
- *    forward (one chain per output element). The backward has the same way (zeroed block, each
- *    RoI's g / area added over its bin in order of k, the block stored once), for float32 and
- *    float64 only: 16-bit storage rounds after every addition (torchvision's sums and the planes'),
- *    which a float block would not. The cost model takes blocks for the forward when a bin's
- *    pixels over all RoIs number at least one per DK__PSP_PIXELS_PER_PIXEL pixels of the map (the
- *    copy is a pass over the planes; the bench has about one per 2 pixels) and the block fits in
- *    DK__RP_BLOCK_MAX_BYTES; the backward takes blocks only when forced (below).
- *  - planes: the forward a task per output channel c and block of RoIs (DK__PSP_ROIS, fewer where
- *    that would leave threads without work), sweeping the PH PW input planes of c and pooling
- *    every RoI of the block from each (dk_roi_pool_avg), prefetching the next plane of every image
- *    a line or two per RoI: it reads only the lines under the RoIs. The backward a task per output
- *    channel c and bin row ph, which owns input channels (c PH + ph) PW + pw for every pw: it zeroes
- *    them in every image (one memset per image for contiguous planes: all-zero bits are +0 in
- *    every dtype), then adds each RoI's share, g / area, over its PW bins, RoIs in order.
- * Either way every output element is computed by one task, and every grad_input element receives
- * torchvision's additions in torchvision's order (its backward walks the output in order of k),
- * on any thread count, with no two tasks on one element: the same bits.
+ * image's RoIs in order (dk__rp_image_rois). The forward has three ways (ps_roi_pool.layout, a
+ * tunable: -1 the cost model, 0 planes, 1 blocks, 2 plane-major):
+ *  - plane-major (the cost model's choice for float32 where the CPU has AVX-512, ps_roi_pool.isa 2):
+ *    ps_roi_align's task split, a task per (image, bin, block of DK__RP_CHANNELS output channels),
+ *    whose planes it reads in place, in their own layout, two at a time: no copy. Each plane serves
+ *    bin (ph, pw) of every RoI of the image, 16 RoIs to a vector (dk__psp_group, in the order of
+ *    dk__psp_order: by the size of their largest bins, so that a group's window is close to each
+ *    of its bins), one masked gather per pixel of the group's window (dk__psp_gather): each lane
+ *    adds dk_roi_pool_avg's terms in its order (rows, then columns, from +0), +0 where its bin has
+ *    no such pixel (+0 added to a sum that started at +0 never changes it), and divides by the same
+ *    area: the same bits, with no branch per bin (the blocks' sums mispredicted about 3 branches per
+ *    RoI and task on bins of 1-4 rows of 1-4 pixels). The next two planes are read ahead a few
+ *    lines per group. Without AVX-512 (isa 0 or 1, or another dtype where forced) each RoI's bin is
+ *    dk_roi_pool_avg on the plane, in the same tasks.
+ *  - channels-last blocks (the cost model's choice otherwise): the same tasks copy their planes
+ *    channels-last into a per-thread buffer (dk__ps_block_load, shared with ps_roi_align; float32
+ *    rows in 8-pixel AVX2 spans where the CPU has them, ps_roi_pool.isa 1 or 2) and sum every RoI
+ *    of the image from it, one vector addition per pixel per four output channels, each lane
+ *    dk_roi_pool_avg's terms in its order, divided by the same area (a vector division rounds each
+ *    lane as the scalar one does). The cost model takes blocks when a bin's pixels over all RoIs
+ *    number at least one per DK__PSP_PIXELS_PER_PIXEL pixels of the map (the copy is a pass over
+ *    the planes; the bench has about one per 2 pixels) and the block fits in
+ *    DK__RP_BLOCK_MAX_BYTES. The blocks (ps_roi_align's as well) come from the host cache (Note
+ *    [Host output cache]): from the call's arena they were new pages every call on two threads
+ *    (some 400 page faults per forward of the bench, which made two threads slower than one).
+ *  - planes: a task per output channel c and block of RoIs (DK__PSP_ROIS, fewer where that would
+ *    leave threads without work), sweeping the PH PW input planes of c and pooling every RoI of the
+ *    block from each (dk_roi_pool_avg), prefetching the next plane of every image a line or two per
+ *    RoI: it reads only the lines under the RoIs.
+ * The backward, a task per output channel c and bin row ph, which owns input channels
+ * (c PH + ph) PW + pw for every pw, two ways:
+ *  - buffered planes (every layout but 0, where a thread's PW planes take at most
+ *    DK__PSP_PLANES_MAX_BYTES): for each image its PW planes are zeroed in a per-thread buffer (95
+ *    KB for the bench, in L2), each RoI of the image adds its share, g / area, over its PW bins in
+ *    order of k, rounded to the storage type after every addition as in place (float32 with
+ *    AVX-512: one masked 16-lane addition per bin row, dk__psp_grad_image; each pixel still gets its
+ *    one addition), and the planes are written into grad_input once, streamed where it is large
+ *    (Note [Streaming stores]): grad_input is written once and never read, where the in-place
+ *    planes memset it and then read-modify-write the lines under the bins.
+ *  - in place (layout 0, and larger maps): the planes zeroed in every image (one memset per image
+ *    for contiguous planes: all-zero bits are +0 in every dtype), then each RoI's share added to
+ *    grad_input itself, RoIs in order.
+ * (A backward on channels-last blocks, forced-only, took half the planes' instructions but no less
+ * time, 4.1-4.6 ms against 3.6-4.2 ms, and was dropped for the buffered planes.)
+ * Every way computes every output element in one task, and every grad_input element receives
+ * torchvision's additions in torchvision's order (its backward walks the output in order of k), on
+ * any thread count, with no two tasks on one element: the same bits.
  * Measured on bench_roi_pool.py's case (2 x 490 x 50 x 68, 512 RoIs, 7 x 7 bins, 10 output
- * channels, one thread; callgrind instructions of one call, and thread CPU time at a load average
- * of 3.6-5 from other sessions): the forward took 33.5M instructions on the planes, 14.0M on
- * blocks with the 4-lane copy and 12.1M with the AVX2 copy (the copy 5.6M, the sums 5.8M, the
- * tables 0.6M); 1.5-1.6 ms of CPU time, of which the copy alone (the sums skipped) takes
- * 0.75-0.8 ms, about half: it reads the 13 MB map once and writes 16 MB into L2, which with the
- * sums' branches (about 3 mispredicted per RoI and task: bins of 1-4 rows of 1-4 pixels) bounds
- * it. The planes' forward took 4.6-7.7 ms in the same runs. The backward on blocks took 13.1M
- * instructions against the planes' 25.6M (and a 13-16 MB memset each), but no less time: 4.1-4.6
- * ms against 3.6-4.2 ms, streamed or not (the planes' memset of grad_input avoids reading the
- * lines it writes; the block's store back does not, and streaming it measured no better): the
- * cost model keeps the planes for the backward, whose time is writing grad_input and its 1.3
- * million read-modify-write additions.
+ * channels, one thread). Before the plane-major forward: 33.5M instructions on the planes, 12.1M on
+ * blocks with the AVX2 copy (the copy 5.6M, the sums 5.8M, the tables 0.6M), 1.5-2.1 ms, of which
+ * the copy about half. How much of the map must be read: a bin's pixels over all RoIs of an image
+ * cover 34% of its plane's pixels but 86% of its 64-byte lines, so the forward reads the map about
+ * whole either way. Plane-major (2026-11-27, load average 1.3-2.8 from other sessions, thread CPU
+ * time): 190,610 gathers a call (47% of their lanes used), 1.0-1.4 ms when the map is in cache and
+ * 2.0-2.2 ms after _disturb() (blocks: 1.7 / 2.4-2.6 ms). Its memory floor: 11.4 MB of lines at the
+ * 10-12.7 GB/s one thread reads here after the same _disturb() (a 13 MB torch sum, 1.05-1.3 ms),
+ * 0.9-1.1 ms, against torchvision's 9.6-10 ms: 10x is the floor itself. The backward on buffered
+ * planes: 2.7-3.0 ms against 3.7-4.7 ms in place (memset and read-modify-write); its floor is
+ * writing 13.3 MB (7-10 GB/s here), 1.3-1.9 ms, so forward + backward cannot pass about 2.3-3 ms,
+ * against torchvision's 17 ms: the floor forbids 10x there (it allows about 6-7x).
  *
  * Note [RoIAlign's position-sensitive form on a CPU]
  * Output channel c's bin (ph, pw) reads input plane (c PH + ph) PW + pw only, so a RoI's 7 x 7
@@ -172,7 +192,8 @@
  *    place, scalar; 16-bit gradients add in per-thread float planes (cx->scratch). It costs no
  *    copy, so it serves a map that few samples touch, and one whose block would pass
  *    DK__RP_BLOCK_MAX_BYTES.
- * The cost model (ps_roi_align.layout -1; 0 and 1 force a way, Note [Tunables]) takes blocks
+ * The blocks come from the host cache, as ps_roi_pool's (Note [Position-sensitive RoIPool on a
+ * CPU]). The cost model (ps_roi_align.layout -1; 0 and 1 force a way, Note [Tunables]) takes blocks
  * when a bin's samples over all RoIs number at least one per DK__PSA_SAMPLES_PER_PIXEL pixels of
  * the map (the copy is a pass over the planes; the bench has about one sample per 2.3 pixels).
  * Every RoI's axes, count and 1-D taps (rows[ph grid + iy], cols[pw grid + ix]) are found once
@@ -199,6 +220,7 @@
 
 #include "dk_arena.h"
 #include "dk_channels_last.h"
+#include "dk_host_cache.h"
 #include "dk_large_output.h"
 #include "dk_parallel.h"
 #include "dk_tensor.h"
@@ -231,9 +253,13 @@ typedef struct {
     int64_t ps_work;     /* the position-sensitive ops' cost models: a bin's samples (ps_roi_align) or pixels
                       * (ps_roi_pool), summed over the RoIs with an image */
     int ps_layout;       /* ps_roi_align, ps_roi_pool: its layout tunable (-1 cost model, 0 planes, 1 blocks) */
-    bool stream;     /* ps_roi_align's, ps_roi_pool's backward: blocks stream grad_input (Note [Streaming stores]) */
-    bool psa_tables; /* ps_roi_align: keep each RoI's taps in tables (its tunable) */
-    bool ps_avx2;    /* the position-sensitive blocks: copy float32 planes with AVX2 (dk__ps_row_load_avx2) */
+    bool stream;       /* ps_roi_align's, ps_roi_pool's backward: blocks stream grad_input (Note [Streaming stores]) */
+    bool psa_tables;   /* ps_roi_align: keep each RoI's taps in tables (its tunable) */
+    bool ps_avx2;      /* the position-sensitive blocks: copy float32 planes with AVX2 (dk__ps_row_load_avx2) */
+    bool ps_avx512;    /* ps_roi_pool's plane-major forward: float32 bins gathered with AVX-512 (dk__psp_gather) */
+    int64_t *ps_order; /* ps_roi_pool's plane-major forward: each image's RoIs by their bins' size */
+    void *ps_groups;   /* and its per-thread groups (dk__psp_group), DK__PSP_GROUPS(K, N) each */
+    dk_host_block *block_owner; /* the position-sensitive blocks' memory (dk__ps_blocks), or NULL */
     dk_parallel_counter counter;
 } dk__rp_ctx;
 
@@ -549,15 +575,14 @@ static inline void dk__rp_strides(const dk_tensor *t, int64_t s[4])
 }
 
 /* The position-sensitive backwards: grad_input (cx->img, of `elem`-byte elements) is about to be
- * written whole, once: huge pages hinted where it is large, and the channels-last blocks (where the
- * call has them) then stream it (Note [Huge pages for large outputs], Note [Streaming stores] in
- * dk_large_output.h): cx->stream. */
-static inline void dk__ps_prepare_grad_input(dk__rp_ctx *cx, size_t elem)
+ * written whole, once: huge pages hinted where it is large, and then worth streaming (Note [Huge
+ * pages for large outputs], Note [Streaming stores] in dk_large_output.h): returns whether. */
+static inline bool dk__ps_prepare_grad_input(dk__rp_ctx *cx, size_t elem)
 {
     int64_t xs[4];
     dk__rp_strides(cx->img, xs);
     dk_large_output gl;
-    cx->stream = dk_large_output_prepare(&gl, dk_tensor_data(cx->img), 4, cx->img->shape, xs, elem, false) && cx->block;
+    return dk_large_output_prepare(&gl, dk_tensor_data(cx->img), 4, cx->img->shape, xs, elem, false);
 }
 
 /* ps_roi_align: the samples of a bin a task finds at a time (Note [RoIAlign's position-sensitive
@@ -607,8 +632,127 @@ __attribute__((target("avx2"))) static int64_t dk__ps_row_load_avx2(const float 
 /* The pixels of one axis of a ps_roi_pool bin, e = {lo, hi}: none when empty. */
 static inline int64_t dk__psp_len(const int64_t e[2]) { return e[1] > e[0] ? e[1] - e[0] : 0; }
 
+/* ps_roi_pool's plane-major forward (AVX-512): each image's RoIs (cx->image_rois's lists) into
+ * cx->ps_order, by the rows, then the columns of their largest bins (a stable counting sort of keys
+ * up to 15 x 15), so that 16 consecutive ones make a group whose window (dk__psp_group) is close to
+ * each of its bins. The order is free: every output element is one RoI's, on its own. */
+static inline void dk__psp_order(dk__rp_ctx *cx)
+{
+    const int64_t K = cx->K, *rows = cx->bin_table, *cols = cx->bin_table + cx->PH * K * 2;
+    const int64_t *list = cx->image_rois + cx->N + 1;
+    for (int64_t n = 0; n < cx->N; n++) {
+        int64_t count[257] = {0};
+        const int64_t first = cx->image_rois[n], last = cx->image_rois[n + 1];
+        for (int pass = 0; pass < 2; pass++) {
+            for (int64_t i = first; i < last; i++) {
+                const int64_t k = list[i];
+                int64_t r = 0, c = 0;
+                for (int64_t ph = 0; ph < cx->PH; ph++) {
+                    const int64_t len = dk__psp_len(rows + (ph * K + k) * 2);
+                    r = len > r ? len : r;
+                }
+                for (int64_t pw = 0; pw < cx->PW; pw++) {
+                    const int64_t len = dk__psp_len(cols + (pw * K + k) * 2);
+                    c = len > c ? len : c;
+                }
+                const int64_t key = (r < 15 ? r : 15) * 16 + (c < 15 ? c : 15);
+                if (pass == 0) count[key + 1]++;
+                else cx->ps_order[first + count[key]++] = k;
+            }
+            if (pass == 0)
+                for (int b = 0; b < 256; b++) count[b + 1] += count[b];
+        }
+    }
+}
+
+/* ps_roi_pool's backward on buffered planes: the most bytes of a thread's PW planes (Note
+ * [Position-sensitive RoIPool on a CPU]); a larger map takes the in-place planes. */
+#define DK__PSP_PLANES_MAX_BYTES ((int64_t)1 << 20)
+
 /* ps_roi_align's lanes in a channels-last block of nc channels: whole 4-lane vectors. */
 #define DK__PSA_LANES(nc) (((nc) + 3) / 4 * 4)
+
+/* ps_roi_pool's plane-major forward (Note [Position-sensitive RoIPool on a CPU]): a group of up
+ * to 16 RoIs of one image, one lane each, and their bins at one (ph, pw): the offset of each bin's
+ * first pixel in its plane, its rows and columns (0 for a lane with no bin: nothing is loaded), the
+ * divisor (its area; 1 where there is no bin, so that the lane's +0 stays +0), and the window that
+ * covers every lane's bin. */
+typedef struct {
+    _Alignas(64) int32_t off[16];
+    int32_t rows[16], cols[16];
+    float area[16];
+    int32_t max_rows, max_cols, n;
+    const int64_t *k; /* the lanes' RoIs (n of them) */
+} dk__psp_group;
+
+/* The most groups one image's RoIs make, K RoIs over N images. */
+#define DK__PSP_GROUPS(K, N) ((K) / 16 + (N) + 1)
+
+/* ps_roi_pool's buffered backward (Note [Position-sensitive RoIPool on a CPU]): BODY for each bin of
+ * row ph of image n's RoIs list[first .. last), RoIs in order, then pw: k, pw and the bin's rows
+ * [h0, h1) and columns [w0, w1) in scope, empty bins skipped. hb: the rows of ph, cols the columns
+ * of every pw (dk__psp_table). BODY adds the RoI's share, grow[k gk + pw gw] / area, to the task's
+ * plane pw in buf (dense H x W each). A macro: the same walk for every storage type and for the
+ * AVX-512 additions. */
+#define DK__PSP_GRAD_BINS(BODY)                                                         \
+    for (int64_t i = first; i < last; i++) {                                            \
+        const int64_t k = list[i], h0 = hb[2 * k], h1 = hb[2 * k + 1];                  \
+        if (h1 <= h0) continue;                                                         \
+        for (int64_t pw = 0; pw < PW; pw++) {                                           \
+            const int64_t w0 = cols[(pw * K + k) * 2], w1 = cols[(pw * K + k) * 2 + 1]; \
+            if (w1 <= w0) continue;                                                     \
+            BODY                                                                        \
+        }                                                                               \
+    }
+
+#if DK__RP_AVX2
+/* The group's sums on two float32 planes (p1 may be p0: the same sums twice), one 16-lane gather
+ * per pixel of the window, masked to each lane's bin: each lane adds dk_roi_pool_avg's terms in its
+ * order (rows, then columns) from +0, and +0 where its bin has no such pixel (+0 added to a sum
+ * that started at +0 never changes it), then divides by the same area: the same bits. Offsets in
+ * int32: the caller checked that the plane's span fits. */
+__attribute__((target("avx512f"))) static void dk__psp_gather(const float *p0, const float *p1, int64_t sy, int64_t sx,
+                                                              const dk__psp_group *g, float *r0, float *r1)
+{
+    const __m512i off = _mm512_load_si512(g->off), nr = _mm512_load_si512(g->rows);
+    const __m512i nc = _mm512_load_si512(g->cols);
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0;
+    for (int32_t i = 0; i < g->max_rows; i++) {
+        const __mmask16 rm = _mm512_cmpgt_epi32_mask(nr, _mm512_set1_epi32(i));
+        for (int32_t j = 0; j < g->max_cols; j++) {
+            const __mmask16 m = rm & _mm512_cmpgt_epi32_mask(nc, _mm512_set1_epi32(j));
+            const __m512i at = _mm512_add_epi32(off, _mm512_set1_epi32((int32_t)(i * sy + j * sx)));
+            a0 = _mm512_add_ps(a0, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, at, p0, 4));
+            a1 = _mm512_add_ps(a1, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, at, p1, 4));
+        }
+    }
+    const __m512 area = _mm512_load_ps(g->area);
+    _mm512_storeu_ps(r0, _mm512_div_ps(a0, area)), _mm512_storeu_ps(r1, _mm512_div_ps(a1, area));
+}
+
+/* ps_roi_pool's buffered backward for float32 (Note [Position-sensitive RoIPool on a CPU]): image
+ * n's RoIs in order (DK__PSP_GRAD_BINS), one masked 16-lane addition per bin row where the bin is
+ * at most 16 pixels wide (each pixel still gets its one addition, in the same order; no branch per
+ * pixel), pixel by pixel where it is wider. */
+__attribute__((target("avx512f"))) static void dk__psp_grad_image(float *buf, int64_t H, int64_t W, int64_t K,
+                                                                  int64_t PW, const int64_t *list, int64_t first,
+                                                                  int64_t last, const int64_t *hb, const int64_t *cols,
+                                                                  const float *grow, int64_t gk, int64_t gw)
+{
+    DK__PSP_GRAD_BINS({
+        const float d = grow[k * gk + pw * gw] / (float)((h1 - h0) * (w1 - w0));
+        float *p = buf + pw * H * W + h0 * W + w0;
+        if (w1 - w0 <= 16) {
+            const __mmask16 m = (__mmask16)((1u << (w1 - w0)) - 1);
+            const __m512 dv = _mm512_set1_ps(d);
+            for (int64_t h = h0; h < h1; h++, p += W)
+                _mm512_mask_storeu_ps(p, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, p), dv));
+        } else
+            for (int64_t h = h0; h < h1; h++, p += W)
+                for (int64_t w = 0; w < w1 - w0; w++) p[w] += d;
+    });
+}
+#endif
 
 /* ps_roi_pool's forward: RoIs per task; their outputs (PH PW elements apart for each plane) stay in
  * cache while the task sweeps its planes (Note [Position-sensitive RoIPool on a CPU]). */
