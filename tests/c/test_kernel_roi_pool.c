@@ -529,15 +529,20 @@ static dkk_tensor *from_dense(dk_dtype dt, const dkk_tensor *like, const double 
     return t;
 }
 
-/* One case with CO output channels against the reference, forward and backward, to the bit. */
-static void check_psa_case_co(dk_dtype dt, double scale, int PH, int PW, int sr, bool nhwc, int CO, dkk_rng *r)
+/* One case with CO output channels against the reference, forward and backward, to the bit;
+ * grad_input's rows gi_gap elements longer than W (0: dense planes). */
+static void check_psa_case_gap(dk_dtype dt, double scale, int PH, int PW, int sr, bool nhwc, int CO, int64_t gi_gap,
+                               dkk_rng *r)
 {
     char what[200];
-    int64_t layout = 0, tables = 0;
+    int64_t layout = 0, tables = 0, planes = 0;
     assert_ok(dk_tunable_get("ps_roi_align.layout", &layout));
     assert_ok(dk_tunable_get("ps_roi_align.tap_tables", &tables));
-    snprintf(what, sizeof what, "ps_roi_align %s scale %g %dx%d sr %d %s, %d channels, layout %lld, tap tables %lld",
-             dk_dtype_name(dt), scale, PH, PW, sr, nhwc ? "NHWC" : "NCHW", CO, (long long)layout, (long long)tables);
+    assert_ok(dk_tunable_get("ps_roi_align.grad_planes", &planes));
+    snprintf(what, sizeof what,
+             "ps_roi_align %s scale %g %dx%d sr %d %s, %d channels, layout %lld, tap tables %lld, grad planes %lld",
+             dk_dtype_name(dt), scale, PH, PW, sr, nhwc ? "NHWC" : "NCHW", CO, (long long)layout, (long long)tables,
+             (long long)planes);
     const int N = 2, C = CO * PH * PW, H = 11, W = 13, K = 19;
     dkk_tensor *x = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, nhwc ? (int[]){0, 2, 3, 1} : NULL, 1);
     dkk_fill_uniform(x, r, -5, 5);
@@ -547,7 +552,7 @@ static void check_psa_case_co(dk_dtype dt, double scale, int PH, int PW, int sr,
     assert_ok(dk_ps_roi_align_forward(&x->t, &rois->t, &out->t, scale, sr));
     dkk_tensor *go = dkk_new(dt, 4, (int64_t[]){K, CO, PH, PW}, NULL, 0);
     dkk_fill_uniform(go, r, -1, 1);
-    dkk_tensor *gi = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, nhwc ? (int[]){0, 2, 3, 1} : NULL, 3);
+    dkk_tensor *gi = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, nhwc ? (int[]){0, 2, 3, 1} : NULL, gi_gap);
     dkk_fill_uniform(gi, r, 7, 8); /* overwritten */
     assert_ok(dk_ps_roi_align_backward(&go->t, &rois->t, &gi->t, scale, sr));
     double *xd = dense(x), *rd = dense(rois), *gd = dense(go);
@@ -571,6 +576,11 @@ static void check_psa_case_co(dk_dtype dt, double scale, int PH, int PW, int sr,
     dkk_assert_identical(gi, gwant, what);
     free(xd), free(rd), free(gd), free(od), free(gid);
     dkk_free(x), dkk_free(rois), dkk_free(out), dkk_free(go), dkk_free(gi), dkk_free(want), dkk_free(gwant);
+}
+
+static void check_psa_case_co(dk_dtype dt, double scale, int PH, int PW, int sr, bool nhwc, int CO, dkk_rng *r)
+{
+    check_psa_case_gap(dt, scale, PH, PW, sr, nhwc, CO, 3, r);
 }
 
 static void check_psa_case(dk_dtype dt, double scale, int PH, int PW, int sr, bool nhwc, dkk_rng *r)
@@ -614,6 +624,39 @@ static void ps_roi_align_every_path(void **state)
         }
     assert_ok(dk_tunable_set("ps_roi_align.layout", -1, NULL));
     assert_ok(dk_tunable_set("ps_roi_align.tap_tables", 1, NULL));
+}
+
+/* The backward on channels-last blocks stored through whole planes (ps_roi_align.grad_planes 1:
+ * dk__psa_grad_store, for dense planes) or a row of four planes at a time (0, and every
+ * channels-last map), streamed (large_output.min_bytes 0: planes of 11 x 13, so runs that start
+ * and end anywhere in a 16-byte group) or not, on one and two threads, to the reference's bits:
+ * every dtype, output channels 1, 3, 5, 7, 9 and 18 (lane tails, a block of 16 and a tail of 2),
+ * RoIs off the map and across it (make_rois); grad_input with dense planes (the whole planes' way)
+ * and with padded rows or channels last (the rows' way, whatever the tunable). */
+static void ps_roi_align_grad_planes(void **state)
+{
+    (void)state;
+    assert_ok(dk_tunable_set("ps_roi_align.layout", 1, NULL));
+    for (int64_t planes = 0; planes <= 1; planes++)
+        for (int stream = 0; stream <= 1; stream++)
+            for (int t = 1; t <= 2; t++) {
+                assert_ok(dk_tunable_set("ps_roi_align.grad_planes", planes, NULL));
+                assert_ok(dk_tunable_set("large_output.min_bytes", stream ? 0 : (int64_t)8 << 20, NULL));
+                assert_ok(dk_set_num_threads(t));
+                dkk_rng r = {0x9013};
+                for (size_t d = 0; d < DK_COUNTOF(DTYPES); d++) {
+                    check_psa_case_gap(DTYPES[d], 0.8, 2, 2, -1, false, 18, 0, &r);
+                    check_psa_case_gap(DTYPES[d], 1.3, 3, 2, 2, false, 7, 0, &r);
+                    check_psa_case_gap(DTYPES[d], 0.6, 1, 3, -1, false, 5, 0, &r);
+                    check_psa_case_gap(DTYPES[d], 0.7, 3, 3, 1, false, 1, 0, &r);
+                    check_psa_case_gap(DTYPES[d], 0.9, 2, 2, -1, false, 9, 1, &r); /* rows not dense */
+                    check_psa_case_gap(DTYPES[d], 1.1, 2, 1, 3, true, 3, 0, &r);   /* channels-last */
+                }
+            }
+    assert_ok(dk_tunable_set("ps_roi_align.layout", -1, NULL));
+    assert_ok(dk_tunable_set("ps_roi_align.grad_planes", 1, NULL));
+    assert_ok(dk_tunable_set("large_output.min_bytes", (int64_t)8 << 20, NULL));
+    assert_ok(dk_set_num_threads(0));
 }
 
 /* The backward's order is fixed per plane, whatever the number of threads; so is the forward. */
@@ -717,19 +760,13 @@ static void bad_input(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(both_geometries_every_dtype),
-        cmocka_unit_test(packed_tensors_take_the_runs),
-        cmocka_unit_test(same_bits_for_any_thread_count),
-        cmocka_unit_test(mmcv_published_vectors),
-        cmocka_unit_test(ps_roi_pool_every_dtype),
-        cmocka_unit_test(ps_roi_pool_same_bits_for_any_thread_count),
-        cmocka_unit_test(ps_roi_pool_every_path),
-        cmocka_unit_test(ps_roi_pool_plane_major),
-        cmocka_unit_test(ps_roi_align_every_dtype),
-        cmocka_unit_test(ps_roi_align_same_bits_for_any_thread_count),
-        cmocka_unit_test(ps_roi_align_beyond_the_tap_table),
-        cmocka_unit_test(ps_roi_align_every_path),
-        cmocka_unit_test(bad_input),
+        cmocka_unit_test(both_geometries_every_dtype),    cmocka_unit_test(packed_tensors_take_the_runs),
+        cmocka_unit_test(same_bits_for_any_thread_count), cmocka_unit_test(mmcv_published_vectors),
+        cmocka_unit_test(ps_roi_pool_every_dtype),        cmocka_unit_test(ps_roi_pool_same_bits_for_any_thread_count),
+        cmocka_unit_test(ps_roi_pool_every_path),         cmocka_unit_test(ps_roi_pool_plane_major),
+        cmocka_unit_test(ps_roi_align_every_dtype),       cmocka_unit_test(ps_roi_align_same_bits_for_any_thread_count),
+        cmocka_unit_test(ps_roi_align_grad_planes),       cmocka_unit_test(ps_roi_align_beyond_the_tap_table),
+        cmocka_unit_test(ps_roi_align_every_path),        cmocka_unit_test(bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

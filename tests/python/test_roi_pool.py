@@ -502,6 +502,52 @@ def test_ps_roi_align_every_path_equal_to_torchvision(layout, tables):
         _C.tunable("ps_roi_align.tap_tables", prev[1])
 
 
+@pytest.mark.parametrize("planes", [0, 1])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_ps_roi_align_grad_planes_equal_to_torchvision(planes, threads):
+    """Note [RoIAlign's position-sensitive form on a CPU]: the backward on channels-last blocks
+    stored through whole planes (ps_roi_align.grad_planes 1) or a row of four planes at a time
+    (0), streamed (large_output.min_bytes 0) or not, on one and two threads: output channels 7 and
+    18 (lane tails; a block of 16 and a tail of 2), planes of 19 x 15 (runs that start and end
+    anywhere in a 16-byte group), RoIs off the map and across it, to torchvision's bits; float64
+    and bfloat16 against float32's path as well."""
+    from dkit import _C
+
+    names = ("ps_roi_align.layout", "ps_roi_align.grad_planes", "large_output.min_bytes")
+    prev = [_C.tunable(n) for n in names] + [dkit.get_num_threads()]
+    g = torch.Generator().manual_seed(31)
+    try:
+        _C.tunable("ps_roi_align.layout", 1)
+        _C.tunable("ps_roi_align.grad_planes", planes)
+        dkit.set_num_threads(threads)
+        for min_bytes, co in ((0, 7), (8 << 20, 18), (0, 18)):
+            _C.tunable("large_output.min_bytes", min_bytes)
+            x = torch.randn(3, co * 6, 19, 15, generator=g)
+            rois = _rois(3, 50, 15 / 0.7, co)
+            want = tvops.ps_roi_align(x, rois, (2, 3), 0.7, -1).nan_to_num()
+            gout = torch.randn(want.shape, generator=g)
+            xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
+            tvops.ps_roi_align(xa, rois, (2, 3), 0.7, -1).backward(gout)
+            got = dkit.ops.ps_roi_align(xb, rois, (2, 3), 0.7, -1)
+            got.backward(gout)
+            assert torch.equal(got, want) and torch.equal(xb.grad, xa.grad)
+            xd = x.double().requires_grad_()
+            dkit.ops.ps_roi_align(xd, rois.double(), (2, 3), 0.7, 2).backward(gout.double())
+            xr = xd.detach().clone().requires_grad_()
+            tvops.ps_roi_align(xr, rois.double(), (2, 3), 0.7, 2).backward(gout.double())
+            assert torch.equal(xd.grad, xr.grad)
+            # bfloat16: summed in float32 as the float32 map is, rounded once
+            xh, rh, gh = x.to(torch.bfloat16), rois.to(torch.bfloat16), gout.to(torch.bfloat16)
+            xf, xhg = xh.float().requires_grad_(), xh.clone().requires_grad_()
+            dkit.ops.ps_roi_align(xf, rh.float(), (2, 3), 0.7, -1).backward(gh.float())
+            dkit.ops.ps_roi_align(xhg, rh, (2, 3), 0.7, -1).backward(gh)
+            assert torch.equal(xhg.grad, xf.grad.to(torch.bfloat16))
+    finally:
+        for n, v in zip(names, prev[:3]):
+            _C.tunable(n, v)
+        dkit.set_num_threads(prev[3])
+
+
 def test_ps_roi_align_gradcheck():
     g = torch.Generator().manual_seed(5)
     x = torch.rand(2, 12, 9, 8, generator=g, dtype=torch.float64, requires_grad=True)

@@ -319,9 +319,30 @@ __attribute__((always_inline)) static inline void DK_SFN(dk__psa_grad_block)(con
     }
 }
 
+/* The block into its planes through whole planes (Note [RoIAlign's position-sensitive form on a
+ * CPU]): its nc lanes turned into nc dense H x W planes of the storage type in `stage` (float32 in
+ * dk_cl_scatter32's AVX2 tiles; the others element by element, each rounded once as
+ * dk__ps_block_store rounds it: the same bits), then each plane written into grad_input as one run
+ * of whole rows (planes dense: the caller checked), streamed where cx->stream. */
+static void DK_SFN(dk__psa_grad_store)(const dk__rp_ctx *cx, DK_S *img, const DK_SFN(dk__ps_task) *a, const DK_T *buf,
+                                       DK_S *stage)
+{
+    const int L = DK__PSA_LANES(a->nc);
+    const int64_t HW = cx->H * cx->W;
+    if (DK_S_IS_T && sizeof(DK_T) == sizeof(float))
+        dk_cl_scatter32((const float *)(const void *)buf, L, HW, a->nc, (float *)(void *)stage, HW, cx->ps_avx2);
+    else
+        for (int j = 0; j < a->nc; j++)
+            for (int64_t p = 0; p < HW; p++) stage[j * HW + p] = DK_STORE(buf[p * L + j]);
+    for (int j = 0; j < a->nc; j++) {
+        if (DK_S_IS_T && cx->stream) DK_SFN(dk__ps_stream_run)(img + j * a->cstep, stage + j * HW, HW);
+        else memcpy(img + j * a->cstep, stage + j * HW, (size_t)HW * sizeof(DK_S));
+    }
+}
+
 static void DK_SFN(dk__psa_backward_block)(const dk__rp_ctx *cx, DK_S *img, const int64_t xs[4], const DK_S *g,
                                            const int64_t gs[4], const DK_SFN(dk__ps_task) *a,
-                                           DK_TFN(dk_roi_align_bilinear) *b, DK_T *buf)
+                                           DK_TFN(dk_roi_align_bilinear) *b, DK_T *buf, DK_S *stage)
 {
     const int L = DK__PSA_LANES(a->nc);
     memset(buf, 0, (size_t)(cx->H * cx->W * L) * sizeof(DK_T));
@@ -331,7 +352,8 @@ static void DK_SFN(dk__psa_backward_block)(const dk__rp_ctx *cx, DK_S *img, cons
     case 3: DK_SFN(dk__psa_grad_block)(cx, g, gs, a, b, buf, 3); break;
     default: DK_SFN(dk__psa_grad_block)(cx, g, gs, a, b, buf, 4); break;
     }
-    DK_SFN(dk__ps_block_store)(cx, img, xs, a, buf);
+    if (stage) DK_SFN(dk__psa_grad_store)(cx, img, a, buf, stage);
+    else DK_SFN(dk__ps_block_store)(cx, img, xs, a, buf);
 }
 
 /* Backward: a task per (image, bin, block of output channels), so per block of input planes,
@@ -348,11 +370,12 @@ static void DK_SFN(dk__psa_backward_worker)(void *p, int tid)
     const size_t per_thread = (size_t)(cx->H * cx->W * DK__RP_CHANNELS);
     DK_T *buf = cx->block ? (DK_T *)cx->block + (size_t)tid * per_thread : NULL;
     DK_T *scratch = cx->scratch ? (DK_T *)cx->scratch + (size_t)tid * per_thread : NULL;
+    DK_S *stage = cx->stage ? (DK_S *)cx->stage + (size_t)tid * per_thread : NULL;
     DK_TFN(dk_roi_align_bilinear) b[DK__PSA_SAMPLES];
     for (int64_t t; (t = dk_parallel_claim(&cx->counter)) < cx->N * cx->PH * cx->PW * chunks;) {
         const DK_SFN(dk__ps_task) a = DK_SFN(dk__ps_task_of)(cx, t, cout, xs);
         DK_S *img = x + a.n * xs[0] + ((a.c0 * cx->PH + a.ph) * cx->PW + a.pw) * xs[1];
-        if (buf) DK_SFN(dk__psa_backward_block)(cx, img, xs, g, gs, &a, b, buf);
+        if (buf) DK_SFN(dk__psa_backward_block)(cx, img, xs, g, gs, &a, b, buf, stage);
         else DK_SFN(dk__psa_backward_planes)(cx, img, xs, g, gs, &a, b, scratch);
     }
     if (cx->stream) dk_sfence();
@@ -365,6 +388,19 @@ static dk_status DK_SFN(dk__psa_backward)(dk__rp_ctx *cx, int nthreads)
     const char *what = "ps_roi_align_backward";
     if (st == DK_OK) st = DK_SFN(dk__ps_blocks)(cx, &ar, nthreads, DK__PSA_SAMPLES_PER_PIXEL, what);
     cx->stream = dk__ps_prepare_grad_input(cx, sizeof(DK_S)) && cx->block;
+    /* the blocks' whole planes (dk__psa_grad_store): ps_roi_align.grad_planes 1, dense planes, and
+     * a thread's DK__RP_CHANNELS planes within DK__PSP_PLANES_MAX_BYTES; else (or without memory
+     * for them) the rows of dk__ps_block_store */
+    int64_t xs[4];
+    dk__rp_strides(cx->img, xs);
+    const int64_t HW = cx->H * cx->W;
+    cx->stage = NULL, cx->stage_owner = NULL;
+    if (st == DK_OK && cx->block && cx->psa_grad_planes && xs[3] == 1 && xs[2] == cx->W &&
+        HW <= DK__PSP_PLANES_MAX_BYTES / (DK__RP_CHANNELS * (int64_t)sizeof(DK_S))) {
+        const size_t n = (size_t)(nthreads * DK__RP_CHANNELS * HW) * sizeof(DK_S);
+        if (dk_host_cache_alloc(n, &cx->stage, &cx->stage_owner) != DK_OK) cx->stage = NULL, cx->stage_owner = NULL;
+        if (!cx->stage) cx->stage = dk_arena_take(&ar, n);
+    }
     if (st == DK_OK && !cx->block && sizeof(DK_S) != sizeof(DK_T)) /* 16-bit planes add in float */
         st = (cx->scratch = (float *)dk_arena_take_n(
                   &ar, dk_sat_mul((size_t)nthreads, (size_t)(cx->H * cx->W * DK__RP_CHANNELS)), sizeof(float)))
@@ -372,6 +408,7 @@ static dk_status DK_SFN(dk__psa_backward)(dk__rp_ctx *cx, int nthreads)
                  : dk_error(DK_ENOMEM, "%s: out of memory for %d threads' float planes", what, nthreads);
     if (st == DK_OK) dk_parallel_run(nthreads, &cx->counter, DK_SFN(dk__psa_backward_worker), cx);
     dk_host_cache_release(cx->block_owner);
+    dk_host_cache_release(cx->stage_owner);
     dk_arena_free(&ar);
     return st;
 }

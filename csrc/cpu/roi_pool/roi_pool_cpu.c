@@ -26,6 +26,10 @@ DK_TUNABLE(dk__ps_isa, "ps_roi_pool.isa", 2, 0, 2,
            "ps_roi_pool's and ps_roi_align's float32 vectors: 2 ps_roi_pool's plane-major forward gathered with "
            "AVX-512 and 1 the channels-last copy with AVX2 (each where the CPU has it), 0 the baseline (Note [AVX2 "
            "spans])")
+DK_TUNABLE(dk__psa_grad_planes, "ps_roi_align.grad_planes", 1, 0, 1,
+           "ps_roi_align's backward on blocks: 1 each block's planes staged whole and written once as one run "
+           "(streamed where large), 0 written back a row of four planes at a time (the same values; Note "
+           "[RoIAlign's position-sensitive form on a CPU])")
 DK_TUNABLE(dk__psa_tables, "ps_roi_align.tap_tables", 1, 0, 1,
            "ps_roi_align: 1 each RoI's taps tabled once per call, 0 found by every task (the same values)")
 
@@ -205,6 +209,7 @@ dk_status dk_ps_roi_align_backward_cpu(const dk_tensor *grad_output, const dk_te
     const int nthreads = dk_parallel_threads_for(cx.N * cx.C * (cx.H * cx.W + 1) + dk_tensor_numel(grad_output) * 64);
     cx.ps_layout = (int)dk_tunable(&dk__psa_layout);
     cx.psa_tables = dk_tunable(&dk__psa_tables) == 1;
+    cx.psa_grad_planes = dk_tunable(&dk__psa_grad_planes) == 1;
     dk_status st = DK_OK;
     DK_SWITCH_FLOAT(dk_tensor_dtype(grad_output), st, dk__psa_backward, (&cx, nthreads),
                     st = dk_error(DK_ETYPE, "ps_roi_align_backward: unsupported dtype"))

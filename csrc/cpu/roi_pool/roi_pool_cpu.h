@@ -186,8 +186,14 @@
  *    count per lane (dk_ps_roi_align_share; (g w) 2^-k where count is 2^k, the same bits), tap
  *    by tap as torchvision does (two taps are one pixel at an edge), to a zeroed buffer, and
  *    writes the buffer back once, streamed when grad_input is large (Note [Streaming stores];
- *    it also gets huge pages, Note [Huge pages for large outputs]). 16-bit maps are computed in
- *    float32 in the buffer and rounded once when stored.
+ *    it also gets huge pages, Note [Huge pages for large outputs]): through whole planes where
+ *    grad_input's planes are dense (ps_roi_align.grad_planes 1, and a thread's DK__RP_CHANNELS
+ *    planes within DK__PSP_PLANES_MAX_BYTES, ps_roi_pool's bound for its buffered planes:
+ *    dk__psa_grad_store turns the block into dense planes of the storage type in a second
+ *    per-thread buffer from the host cache, float32 in dk_cl_scatter32's AVX2 tiles, and writes
+ *    each plane as one run, ps_roi_pool's dk__ps_stream_run), else a row of four planes at a
+ *    time (dk__ps_block_store). 16-bit maps are computed in float32 in the buffer and rounded
+ *    once when stored.
  *  - Channel planes: the same tasks, each channel's samples read from (or added to) its plane in
  *    place, scalar; 16-bit gradients add in per-thread float planes (cx->scratch). It costs no
  *    copy, so it serves a map that few samples touch, and one whose block would pass
@@ -211,6 +217,19 @@
  * instructions 27.2M to 15.8M (callgrind), forward + backward CPU time 13.1 ms to 12.1-12.4 ms
  * at a load average of 3.0-3.4; the divisions are unchanged (each is one lane's g w / count,
  * whose bits a multiplication by a reciprocal would not keep).
+ * Since (branch psab, 2026-11-27 15:57-16:09 UTC, load average 0.9-2.1 from other sessions, thread
+ * CPU time, the two stores switched per call in one process, 61 calls each, after 128 MB written
+ * and read elsewhere): the block's store through whole planes. A row of four planes at a time
+ * streamed the block's 10 planes side by side, a 272-byte row of each in turn, so the lines
+ * that straddle two rows (two of every four or five) left the write-combining buffers half
+ * full before the next row came to fill them: the store alone (the additions and the memset
+ * skipped) took 3.9-4.3 ms (medians of two runs; minimum 3.8 ms: 3.5 GB/s for 13.3 MB). Whole
+ * planes, each one run of whole lines, take 2.1-3.1 ms (minimum 2.0 ms), near the floor of
+ * writing 13.3 MB at the 7-10 GB/s one thread writes here (1.3-1.9 ms), for an extra pass over a
+ * 136 KB buffer in L2. The backward: medians 4.8-8.1 ms
+ * against 6.7-9.5 ms (1.4-1.9 ms less in every run). What is left: the additions and the
+ * memset 2.0-2.2 ms (the divisions by a count that is no power of two), the plan and the
+ * call 0.6-0.7 ms, and the store at its floor.
  */
 #ifndef DK_ROI_POOL_CPU_H
 #define DK_ROI_POOL_CPU_H
@@ -260,6 +279,9 @@ typedef struct {
     int64_t *ps_order; /* ps_roi_pool's plane-major forward: each image's RoIs by their bins' size */
     void *ps_groups;   /* and its per-thread groups (dk__psp_group), DK__PSP_GROUPS(K, N) each */
     dk_host_block *block_owner; /* the position-sensitive blocks' memory (dk__ps_blocks), or NULL */
+    bool psa_grad_planes;       /* ps_roi_align's backward: blocks stored through whole planes (its tunable) */
+    void *stage;                /* and then a thread's DK__RP_CHANNELS dense planes (dk__psa_grad_store), or NULL */
+    dk_host_block *stage_owner; /* their memory, or NULL */
     dk_parallel_counter counter;
 } dk__rp_ctx;
 
@@ -666,7 +688,9 @@ static inline void dk__psp_order(dk__rp_ctx *cx)
 }
 
 /* ps_roi_pool's backward on buffered planes: the most bytes of a thread's PW planes (Note
- * [Position-sensitive RoIPool on a CPU]); a larger map takes the in-place planes. */
+ * [Position-sensitive RoIPool on a CPU]); a larger map takes the in-place planes. Also the most of
+ * a thread's DK__RP_CHANNELS planes in ps_roi_align's backward through whole planes (Note
+ * [RoIAlign's position-sensitive form on a CPU]); a larger map is stored a row at a time. */
 #define DK__PSP_PLANES_MAX_BYTES ((int64_t)1 << 20)
 
 /* ps_roi_align's lanes in a channels-last block of nc channels: whole 4-lane vectors. */
