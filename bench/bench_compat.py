@@ -29,6 +29,7 @@ fails otherwise.
 """
 
 import argparse
+import itertools
 import statistics
 import sys
 import time
@@ -54,8 +55,11 @@ def _boxes(torch, n, seed, side):
 # within each rep. That untimed call does not absorb all of it: on 20,000 boxes with distinct
 # scores the entry that came right after torchvision's measured 0.3 ms slower all the same (the
 # compat entry 1.14x dkit.ops' time in that place, 0.98x when dkit.ops took it, one process,
-# 30 reps). So the turns rotate from rep to rep, and each entry follows each of the others
-# equally often.
+# 30 reps). So each entry must follow each of the others equally often. Rotating one order from
+# rep to rep does not do that: the cycle torchvision -> compat -> dkit.ops stays a cycle, and the
+# compat entry followed torchvision's call in every rep (measured 1.07-1.11x dkit.ops' time on
+# distinct scores, where its extra work is a pass of 10 us). The reps therefore take the orders
+# of the entries in turn, every permutation (each ordered pair is adjacent equally often).
 
 
 def _median_per_call(fns, reps, calls=1):
@@ -66,9 +70,9 @@ def _median_per_call(fns, reps, calls=1):
         for _ in range(max(1, calls // 10)):
             fn()
     times = [[] for _ in fns]
+    orders = list(itertools.permutations(range(len(fns))))  # Note [Each call after itself]
     for rep in range(reps):
-        for j in range(len(fns)):
-            i = (rep + j) % len(fns)  # the turns rotate (Note [Each call after itself])
+        for i in orders[rep % len(orders)]:
             fns[i]()
             t = time.perf_counter()
             for _ in range(calls):
