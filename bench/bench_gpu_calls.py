@@ -164,6 +164,68 @@ def rows(t, dev, small):
         else:
             fg, fc = (lambda: dkit.ops.nms_rotated(rbg, rsg, 0.5)), (lambda: dkit.ops.nms_rotated(rb, rs, 0.5))
         yield what.format(n=n), t.median_ms(fg), cpu.median_ms(fc), "dkit cpu"
+    yield from toolbox_rows(t, dev, small, x, r)
+
+
+def _training(f, *inputs):
+    """One training step's share of an op: its forward and autograd's backward into every input."""
+    leaves = [v.detach().requires_grad_() for v in inputs]
+    gout = torch.randn_like(f(*leaves))
+
+    def run():
+        leaves = [v.detach().requires_grad_() for v in inputs]
+        torch.autograd.grad(f(*leaves), leaves, gout)
+
+    return run
+
+
+def toolbox_rows(t, dev, small, x, r):
+    """The ops of the detection toolbox (issue 22's cases, on this device), against torchvision's
+    op on the same tensors; roi_align_rotated against bench_roi_align_rotated.reference (torch ops
+    written from MMCV's definition: the only other GPU implementation here)."""
+    import bench_roi_align_rotated as rar
+
+    g = torch.Generator().manual_seed(1)
+    desc = f"{list(x.shape)}, {r.shape[0]} boxes, 7x7"
+    xd = x.detach()
+    for name in ("roi_pool",):
+        fd, ft = (lambda a: dtv.roi_pool(a, r, 7, 0.25)), (lambda a: torchvision.ops.roi_pool(a, r, 7, 0.25))
+        with torch.no_grad():
+            yield f"roi_pool forward, {desc}", t.median_ms(lambda: fd(xd)), t.median_ms(lambda: ft(xd)), "tv"
+        yield "  roi_pool forward + backward", t.median_ms(_training(fd, xd)), t.median_ms(_training(ft, xd)), "tv"
+    shape = (2, 98, 50, 68) if small else (2, 490, 100, 136)
+    xps = torch.randn(*shape, generator=g).to(dev)
+    for name, extra in (("ps_roi_pool", ()), ("ps_roi_align", (2,))):
+        fd = lambda a, name=name, extra=extra: getattr(dtv, name)(a, r, 7, 0.125, *extra)  # noqa: E731
+        ft = lambda a, name=name, extra=extra: getattr(torchvision.ops, name)(a, r, 7, 0.125, *extra)  # noqa: E731
+        with torch.no_grad():
+            yield f"{name} forward, {list(shape)}", t.median_ms(lambda: fd(xps)), t.median_ms(lambda: ft(xps)), "tv"
+        yield f"  {name} forward + backward", t.median_ms(_training(fd, xps)), t.median_ms(_training(ft, xps)), "tv"
+    n, c, hw = (2, 16, 16) if small else (8, 64, 64)
+    xs = torch.randn(n, c, hw, hw, generator=g).to(dev)
+    off = (torch.randn(n, 18, hw, hw, generator=g) * 2).to(dev)
+    mask = torch.rand(n, 9, hw, hw, generator=g).to(dev)
+    w = (torch.randn(c, c, 3, 3, generator=g) * 0.1).to(dev)
+    b = torch.randn(c, generator=g).to(dev)
+    fd = lambda *a: dtv.deform_conv2d(a[0], a[1], a[2], a[3], padding=(1, 1), mask=a[4])  # noqa: E731
+    ft = lambda *a: torchvision.ops.deform_conv2d(a[0], a[1], a[2], a[3], padding=(1, 1), mask=a[4])  # noqa: E731
+    yield f"deform_conv2d fwd + bwd, [{n},{c},{hw},{hw}], 3x3, mask", \
+        t.median_ms(_training(fd, xs, off, w, b, mask)), t.median_ms(_training(ft, xs, off, w, b, mask)), "tv"  # fmt: skip
+    n = 10_000 if small else 100_000
+    logits = (torch.randn(n, 80, generator=g) * 3).to(dev)
+    targets = (torch.rand(n, 80, generator=g) < 0.01).float().to(dev)
+    fd = lambda a: dtv.sigmoid_focal_loss(a, targets, reduction="mean")  # noqa: E731
+    ft = lambda a: torchvision.ops.sigmoid_focal_loss(a, targets, reduction="mean")  # noqa: E731
+    yield f"sigmoid_focal_loss fwd + bwd, {n} x 80, mean", \
+        t.median_ms(_training(fd, logits)), t.median_ms(_training(ft, logits)), "tv"  # fmt: skip
+    k = r.shape[0]
+    a = (torch.rand(k, 1, generator=g) - 0.5).to(dev) * 6.2832
+    rr = torch.cat([r[:, :1], (r[:, 1:3] + r[:, 3:5]) / 2, r[:, 3:5] - r[:, 1:3], a], 1)
+    fd = lambda v: dkit.ops.roi_align_rotated(v, rr, 7, 0.25, 2, True, True)  # noqa: E731
+    ft = lambda v: rar.reference(v, rr, (7, 7), 0.25, 2, True, True)  # noqa: E731
+    with torch.no_grad():
+        yield f"roi_align_rotated forward, {desc}, sr 2", t.median_ms(lambda: fd(xd)), t.median_ms(lambda: ft(xd)), "torch ref"
+    yield "  roi_align_rotated forward + backward", t.median_ms(_training(fd, xd)), t.median_ms(_training(ft, xd)), "torch ref"
 
 
 def main():

@@ -28,7 +28,8 @@
 #                   last and cut at DKIT_GPU_SUITE_S seconds (default 180) so that one call of the
 #                   machine holds the whole check; -v and --durations say where the time went
 #
-# DKIT_GPU_SKIP="ncu profile" leaves out the steps it names.
+# DKIT_GPU_SKIP="ncu profile" leaves out the steps it names; DKIT_GPU_STEP_S (default 300) bounds
+# each step's seconds, DKIT_GPU_NCU_S (default 150) Nsight Compute's.
 #
 # Usage: bash tests/gpu-check.sh   (PYTHON=python3 and JOBS=$(nproc) by default)
 set -u
@@ -55,7 +56,20 @@ step() {
         ;;
     esac
     start=$(date +%s)
-    "$@" >"$LOGS/$name.log" 2>&1
+    # Each step in its own process group (set -m), killed whole past DKIT_GPU_STEP_S seconds
+    # (default 300): a kernel that hangs costs one step, not the rest of a scarce machine's call.
+    set -m
+    ("$@") >"$LOGS/$name.log" 2>&1 &
+    local pid=$! limit=${DKIT_GPU_STEP_S:-300}
+    set +m
+    while kill -0 "$pid" 2>/dev/null && [ $(($(date +%s) - start)) -lt "$limit" ]; do sleep 1; done
+    if kill -0 "$pid" 2>/dev/null; then
+        echo "== $name: killed after $limit s (DKIT_GPU_STEP_S)" >>"$LOGS/$name.log"
+        kill -TERM -- "-$pid" 2>/dev/null
+        sleep 2
+        kill -KILL -- "-$pid" 2>/dev/null
+    fi
+    wait "$pid"
     rc=$?
     printf '%-11s %s (%d s)\n' "$name" "$([ $rc = 0 ] && echo ok || echo "FAILED, rc $rc")" $(($(date +%s) - start)) |
         tee -a "$SUMMARY"
@@ -161,7 +175,7 @@ ncu_kernels() {
     }
     local args=(--kernel-name-base demangled -k 'regex:ra_gpu|roi_align|nms|iou|bir' --launch-count 60
         --section SpeedOfLight --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis)
-    timeout 150 "$ncu" "${args[@]}" --nvtx --nvtx-include 'profiled/' "$PYTHON" bench/profile_gpu.py kernels
+    timeout "${DKIT_GPU_NCU_S:-150}" "$ncu" "${args[@]}" --nvtx --nvtx-include 'profiled/' "$PYTHON" bench/profile_gpu.py kernels
 }
 
 step env environment

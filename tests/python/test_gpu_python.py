@@ -364,6 +364,124 @@ def test_big_inputs_and_no_boxes():
     assert dkit.ops.nms(torch.zeros(0, 4, device="cuda"), torch.zeros(0, device="cuda"), 0.5).shape == (0,)
 
 
+# ------------------------------------------------------------------------------------------
+# The ops added after the first GPU run (roi_pool family, roi_align_rotated, deform_conv2d,
+# the focal losses, nms_match, quadrilaterals): on torch's CUDA tensors, autograd on, against
+# torchvision's CUDA op where there is one and against dkit's CPU kernel. The C GPU tests
+# compare the kernels alone; these take the whole path a user's call takes.
+
+
+def _grads(fn, inputs, gout):
+    inputs = [t.detach().clone().requires_grad_() for t in inputs]
+    y = fn(*inputs)
+    return (y, *torch.autograd.grad(y, inputs, gout.to(y.device, y.dtype)))
+
+
+def _close(got, want, dtype, what):
+    tol = _TOL[dtype] if dtype != torch.float32 else 2e-5
+    for i, (a, b) in enumerate(zip(got, want)):
+        torch.testing.assert_close(a.cpu(), b.cpu(), atol=tol, rtol=tol, msg=lambda m: f"{what}[{i}]: {m}")
+
+
+@cuda_only
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+@pytest.mark.parametrize("op", ["roi_pool", "ps_roi_pool", "ps_roi_align"])
+def test_roi_pooling_family_on_the_gpu(op, dtype):
+    x, rois = _feature("cuda", dtype, c=18, k=60)
+    size = 3
+    args = (size, 0.5) if op != "ps_roi_align" else (size, 0.5, 2)
+    fd, ft = getattr(T, op), getattr(torchvision.ops, op)
+    gout = torch.randn(rois.shape[0], 18 if op == "roi_pool" else 2, size, size, generator=torch.Generator().manual_seed(3))
+    got = _grads(lambda a: fd(a, rois, *args), [x], gout)
+    want_tv = _grads(lambda a: ft(a, rois, *args), [x], gout)
+    want_cpu = _grads(lambda a: fd(a, rois.cpu(), *args), [x.cpu()], gout)
+    assert got[0].device == x.device and got[1].device == x.device
+    if dtype != torch.float16:  # torchvision's CUDA kernels accumulate half in half
+        # ps_roi_pool's gradient is its forward's own, where torchvision's reaches a last row and
+        # column its forward never reads (dkit.ops.ps_roi_pool): only the values compare
+        _close(got[:1] if op == "ps_roi_pool" else got, want_tv, dtype, f"{op} against torchvision")
+    _close(got, want_cpu, dtype, f"{op} against dkit's CPU kernel")
+    if op == "roi_pool":  # a maximum and its argmax: the same values as torchvision's, exactly
+        assert torch.equal(got[0], want_tv[0])
+
+
+@cuda_only
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_roi_align_rotated_on_the_gpu(dtype):
+    x, rois = _feature("cuda", dtype, c=6, k=50)
+    g = torch.Generator().manual_seed(4)
+    rot = torch.cat([rois[:, :1], (rois[:, 1:3] + rois[:, 3:5]) / 2, rois[:, 3:5] - rois[:, 1:3],
+                     (torch.rand(rois.shape[0], 1, generator=g, dtype=torch.float64) * 7 - 3.5).to(rois)], 1)
+    gout = torch.randn(rot.shape[0], 6, 4, 4, generator=g)
+    for sr, aligned, clockwise in ((0, True, False), (2, False, True)):
+        fn = lambda a, r: M.roi_align_rotated(a, r, 4, 0.5, sr, aligned, clockwise)  # noqa: E731
+        got = _grads(lambda a: fn(a, rot), [x], gout)
+        want = _grads(lambda a: fn(a, rot.cpu()), [x.cpu()], gout)
+        _close(got, want, dtype, f"roi_align_rotated sr {sr}")
+
+
+@cuda_only
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_deform_conv2d_on_the_gpu(dtype):
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(3, 4, 9, 11, generator=g, dtype=torch.float64)
+    w = torch.randn(6, 2, 3, 3, generator=g, dtype=torch.float64) * 0.3
+    off = torch.randn(3, 2 * 2 * 9, 9, 11, generator=g, dtype=torch.float64) * 2  # 2 offset groups
+    mask = torch.rand(3, 2 * 9, 9, 11, generator=g, dtype=torch.float64)
+    b = torch.randn(6, generator=g, dtype=torch.float64)
+    t = [v.to("cuda", dtype) for v in (x, off, w, b, mask)]
+    gout = torch.randn(3, 6, 9, 11, generator=g)
+
+    def run(lib):
+        return lambda x, o, w, b, m: lib.deform_conv2d(x, o, w, b, padding=(1, 1), mask=m)
+
+    got = _grads(run(T), t, gout)
+    _close(got, _grads(run(torchvision.ops), t, gout), dtype, "deform_conv2d against torchvision")
+    _close(got, _grads(run(T), [v.cpu() for v in t], gout), dtype, "deform_conv2d against dkit's CPU kernel")
+    # MMCV's DCNv1 entry, no mask: the same as torchvision's without one
+    got1 = _grads(lambda x, o, w: M.deform_conv2d(x, o, w, 1, 1, 1, 2, 2), [t[0], t[1], t[2]], gout)
+    want1 = _grads(lambda x, o, w: torchvision.ops.deform_conv2d(x, o, w, padding=(1, 1)), [t[0], t[1], t[2]], gout)
+    _close(got1, want1, dtype, "mmcv deform_conv2d against torchvision")
+
+
+@cuda_only
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_focal_losses_on_the_gpu(dtype):
+    g = torch.Generator().manual_seed(6)
+    x = (torch.randn(300, 11, generator=g) * 3).to("cuda", dtype)
+    targets = (torch.rand(300, 11, generator=g) < 0.1).to("cuda", dtype)
+    for reduction in ("none", "mean", "sum"):
+        gout = torch.randn(300, 11, generator=g) if reduction == "none" else torch.tensor(1.5)
+        fn = lambda lib: lambda a: lib.sigmoid_focal_loss(a, targets, 0.25, 2.0, reduction)  # noqa: E731
+        got = _grads(fn(T), [x], gout)
+        want = _grads(lambda a: torchvision.ops.sigmoid_focal_loss(a.float(), targets.float(), 0.25, 2.0, reduction),
+                      [x], gout)
+        _close([v.to(dtype) for v in got], [v.to(dtype) for v in want], dtype, f"sigmoid_focal_loss {reduction}")
+    labels = torch.randint(0, 12, (300,), generator=g).cuda()  # 11: background
+    wt = torch.rand(11, generator=g).cuda()  # MMCV: a weight per class
+    for name in ("sigmoid_focal_loss", "softmax_focal_loss"):
+        lab = labels if name == "sigmoid_focal_loss" else labels.clamp(max=10)
+        fn = lambda a, lab=lab, name=name: getattr(M, name)(a, lab, 2.0, 0.25, wt.to(a), "mean")  # noqa: E731
+        got = _grads(fn, [x.float()], torch.tensor(1.0))
+        want = _grads(lambda a: fn(a), [x.float().cpu()], torch.tensor(1.0))
+        _close(got, want, torch.float32, f"mmcv {name}")
+
+
+@cuda_only
+def test_nms_match_and_quadrilaterals_on_the_gpu():
+    boxes, scores = _boxes("cuda", n=700)
+    dets = torch.cat([boxes, scores[:, None]], 1)
+    got, want = M.nms_match(dets, 0.4), M.nms_match(dets.cpu(), 0.4)
+    assert len(got) == len(want) and all(torch.equal(a.cpu(), b) for a, b in zip(got, want))
+    x1, y1, x2, y2 = boxes.unbind(1)
+    q = torch.stack([x1, y1, x2, y1 + 3, x2 - 2, y2, x1 + 1, y2 - 4], 1)  # convex, not rectangles
+    torch.testing.assert_close(M.box_iou_quadri(q, q[:90]).cpu(), M.box_iou_quadri(q.cpu(), q[:90].cpu()),
+                               atol=1e-6, rtol=1e-6)
+    d, k = M.nms_quadri(q, scores, 0.3)
+    dc, kc = M.nms_quadri(q.cpu(), scores.cpu(), 0.3)
+    assert torch.equal(k.cpu(), kc) and torch.equal(d.cpu(), dc)
+
+
 def test_the_gpu_cases_run_where_a_gpu_is():
     """On a machine with CUDA, these tests must not skip their CUDA cases quietly: a GPU that
     dkit cannot use is a failure there (DKIT_EXPECT_GPU=1, which `make gpu-check` sets)."""
