@@ -70,6 +70,7 @@
 #include "dk_half.h"
 #include "dk_hd.h"
 #include "dk_template.h"
+#include "dk_trig.h"
 
 /* See the top of this file: ceil(4 * (size + 1) / pooled) >= 1. It exceeds ceil(len / pooled)
  * only if len > 4 * (size + 1). */

@@ -202,8 +202,10 @@ DK_HD DK_INLINE void DK_TFN(dk_roi_align_rotated_init)(DK_T cx, DK_T cy, DK_T w,
         if (rw < (DK_T)1) rw = (DK_T)1;
         if (rh < (DK_T)1) rh = (DK_T)1;
     }
-    r->cos_t = DK_TMATH(cos)(theta);
-    r->sin_t = DK_TMATH(sin)(theta);
+    double s, c; /* Note [One sine for every backend] in dk_trig.h: the GPU's are the CPU's bits */
+    dk_sincos((double)theta, &s, &c);
+    r->cos_t = (DK_T)c;
+    r->sin_t = (DK_T)s;
     const int64_t span = height + width;
     r->ay = DK_TFN(dk_roi_align_axis_make)(-rh / (DK_T)2, rh, pooled_height, sampling_ratio, span);
     r->ax = DK_TFN(dk_roi_align_axis_make)(-rw / (DK_T)2, rw, pooled_width, sampling_ratio, span);
