@@ -5,18 +5,20 @@
  *
  * Note [Focal losses on a GPU]
  * The sigmoid loss: one thread per element (grid-stride, 64-bit indices) for the loss of every
- * element and for the backward; a reduced loss is the sum of Note [A deterministic sum]
- * (kernels/focal_loss_math.h): one thread per chunk of DK_FOCAL_CHUNK elements writes the
- * chunk's four-lane sum to a scratch array (and, fused, each element's gradient: Note [The
- * backward in the forward] in ops/focal_loss.h), and one thread adds the chunks in order. The
- * softmax loss: one thread per row (its maximum, log-sum-exp and, backward, its C gradients),
- * and for a reduced loss one thread per chunk of DK_FOCAL_CHUNK_ROWS rows. The elements' math is
- * the CPU's, in the same order, so (built without contraction, Note [Exact GPU arithmetic]) the
- * results are the CPU's bits where the math library agrees (float: dkit's own polynomials;
- * double: the device's exp and log1p); no atomics, the same bits on every run. Not yet measured
- * on a GPU: a thread summing a chunk reads DK_FOCAL_CHUNK consecutive elements, so a warp's
- * reads are strided (the cache lines are still read whole), and the final sum is one thread's
- * loop over N C / DK_FOCAL_CHUNK values.
+ * element and for the backward. A reduced loss is the sum of Note [A deterministic sum]
+ * (kernels/focal_loss_math.h): one block per chunk of DK_FOCAL_CHUNK elements, whose threads
+ * compute the chunk's terms side by side (coalesced; fused, each element's gradient too: Note
+ * [The backward in the forward] in ops/focal_loss.h) into shared memory; then four threads add
+ * the four lanes in order, and one thread adds the chunks' sums in order. The softmax loss: one
+ * thread per row (its maximum, log-sum-exp and, backward, its C gradients), and for a reduced
+ * loss one block per chunk of DK_FOCAL_CHUNK_ROWS rows, a thread per row, summed the same way.
+ * The elements' math is the CPU's, and the additions are the CPU's in the CPU's order, so (built
+ * without contraction, Note [Exact GPU arithmetic]) the results are the CPU's bits where the
+ * math library agrees (float: dkit's own polynomials; double: the device's exp and log1p); no
+ * atomics, the same bits on every run. History: the first form gave each chunk to one thread,
+ * which read its 4,096 elements alone (a warp's reads 16 KB apart) with 1,953 threads in all for
+ * 100,000 x 80 logits: 3.3 ms for forward and backward on the H100, 0.33x torchvision's
+ * composite (2026-11-27).
  */
 #ifndef DK_FOCAL_LOSS_GPU_H
 #define DK_FOCAL_LOSS_GPU_H

@@ -40,20 +40,40 @@ __global__ void DK_SFN(dk__fl_gpu_sig_forward_kernel)(const DK_S *__restrict__ x
         out[i / a.C * a.out_s[0] + i % a.C * a.out_s[1]] = DK_STORE(DK_SFN(dk__fl_gpu_loss)(x, tgt, wt, a, i));
 }
 
-/* Each chunk's four-lane sum (Note [A deterministic sum]); with gi, each element's gradient for
- * grad_output 1 too (Note [The backward in the forward] in ops/focal_loss.h). */
+/* A block's chunk sum (Note [A deterministic sum]): the block has put the chunk's `count` terms
+ * in vals; four of its threads add one lane each, in order, and thread 0 adds the lanes. The
+ * terms were computed in parallel, the additions are the CPU's, in its order. */
+__device__ static inline double DK_SFN(dk__fl_gpu_block_sum)(const double *vals, int64_t count, double *lanes)
+{
+    __syncthreads();
+    if (threadIdx.x < 4) {
+        double acc = 0;
+        for (int64_t i = threadIdx.x; i < count; i += 4) acc += vals[i];
+        lanes[threadIdx.x] = acc;
+    }
+    __syncthreads();
+    const double sum = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+    __syncthreads(); /* vals and lanes are free for the next chunk */
+    return sum;
+}
+
+/* One block per chunk (grid-stride over chunks): each element's term, and with gi its gradient
+ * for grad_output 1 too (Note [The backward in the forward] in ops/focal_loss.h), by the
+ * block's threads side by side (coalesced), then the chunk's four-lane sum. */
 __global__ void DK_SFN(dk__fl_gpu_sig_chunks_kernel)(const DK_S *__restrict__ x, const void *__restrict__ tgt,
                                                      const DK_S *__restrict__ wt, double *__restrict__ partials,
                                                      DK_S *__restrict__ gi, int64_t chunks, dk__fl_gpu_args a)
 {
+    __shared__ double vals[DK_FOCAL_CHUNK];
+    __shared__ double lanes[4];
     const int64_t total = a.N * a.C;
     const DK_T gs = (DK_T)(1.0 / a.divisor);
-    for (int64_t j = DK_GPU_FIRST(); j < chunks; j += DK_GPU_STRIDE()) {
-        const int64_t i0 = j * DK_FOCAL_CHUNK, i1 = total - i0 < DK_FOCAL_CHUNK ? total : i0 + DK_FOCAL_CHUNK;
-        double acc[4] = {0, 0, 0, 0};
-        for (int64_t i = i0; i < i1; i++) {
+    for (int64_t j = blockIdx.x; j < chunks; j += gridDim.x) {
+        const int64_t i0 = j * DK_FOCAL_CHUNK, count = total - i0 < DK_FOCAL_CHUNK ? total - i0 : DK_FOCAL_CHUNK;
+        for (int64_t e = threadIdx.x; e < count; e += blockDim.x) {
+            const int64_t i = i0 + e;
             if (!gi) {
-                acc[i & 3] += (double)DK_SFN(dk__fl_gpu_loss)(x, tgt, wt, a, i);
+                vals[e] = (double)DK_SFN(dk__fl_gpu_loss)(x, tgt, wt, a, i);
                 continue;
             }
             const int64_t n = i / a.C, c = i % a.C;
@@ -61,10 +81,11 @@ __global__ void DK_SFN(dk__fl_gpu_sig_chunks_kernel)(const DK_S *__restrict__ x,
             DK_SFN(dk__fl_gpu_elem)(x, tgt, wt, a, n, c, &xv, &tv, &w);
             const DK_T dx = DK_TFN(dk_focal_sigmoid_grad)(xv, tv, (DK_T)a.gamma, (DK_T)a.alpha_pos, (DK_T)a.alpha_neg,
                                                           a.kind, &dt, &v);
-            acc[i & 3] += (double)(w * v);
+            vals[e] = (double)(w * v);
             gi[n * a.fused_s[0] + c * a.fused_s[1]] = DK_STORE(w * dx * gs);
         }
-        partials[j] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+        const double sum = DK_SFN(dk__fl_gpu_block_sum)(vals, count, lanes);
+        if (threadIdx.x == 0) partials[j] = sum;
     }
 }
 
@@ -127,19 +148,22 @@ __global__ void DK_SFN(dk__fl_gpu_soft_forward_kernel)(const DK_S *__restrict__ 
     }
 }
 
+/* One block per chunk of rows, one thread per row's loss, then the chunk's four-lane sum. */
 __global__ void DK_SFN(dk__fl_gpu_soft_chunks_kernel)(const DK_S *__restrict__ x, const int64_t *__restrict__ tgt,
                                                       const DK_S *__restrict__ wt, double *__restrict__ partials,
                                                       int64_t chunks, dk__fl_gpu_args a)
 {
-    for (int64_t j = DK_GPU_FIRST(); j < chunks; j += DK_GPU_STRIDE()) {
+    __shared__ double vals[DK_FOCAL_CHUNK_ROWS];
+    __shared__ double lanes[4];
+    for (int64_t j = blockIdx.x; j < chunks; j += gridDim.x) {
         const int64_t n0 = j * DK_FOCAL_CHUNK_ROWS;
-        const int64_t n1 = a.N - n0 < DK_FOCAL_CHUNK_ROWS ? a.N : n0 + DK_FOCAL_CHUNK_ROWS;
-        double acc[4] = {0, 0, 0, 0};
-        for (int64_t n = n0; n < n1; n++) {
+        const int64_t count = a.N - n0 < DK_FOCAL_CHUNK_ROWS ? a.N - n0 : DK_FOCAL_CHUNK_ROWS;
+        for (int64_t e = threadIdx.x; e < count; e += blockDim.x) {
             DK_T mx, lse, b;
-            acc[n & 3] += (double)DK_SFN(dk__fl_gpu_soft_row)(x, tgt, wt, a, n, &mx, &lse, &b);
+            vals[e] = (double)DK_SFN(dk__fl_gpu_soft_row)(x, tgt, wt, a, n0 + e, &mx, &lse, &b);
         }
-        partials[j] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+        const double sum = DK_SFN(dk__fl_gpu_block_sum)(vals, count, lanes);
+        if (threadIdx.x == 0) partials[j] = sum;
     }
 }
 
@@ -181,11 +205,13 @@ static dk_status DK_SFN(dk__fl_gpu_reduced)(const dk_tensor *input, const dk_ten
     double *partials = (double *)mem;
     const DK_S *x = (const DK_S *)dk_tensor_data(input), *wt = weight ? (const DK_S *)dk_tensor_data(weight) : NULL;
     if (chunks > 0) {
+        /* a block per chunk (Note [Focal losses on a GPU]) */
+        const unsigned blocks = (unsigned)(chunks < DK_GPU_MAX_BLOCKS ? chunks : DK_GPU_MAX_BLOCKS);
         if (softmax)
-            DK_GPU_LAUNCH(DK_SFN(dk__fl_gpu_soft_chunks_kernel), dk_gpu_blocks(chunks), DK_GPU_THREADS, stream, x,
+            DK_GPU_LAUNCH(DK_SFN(dk__fl_gpu_soft_chunks_kernel), blocks, DK_FOCAL_CHUNK_ROWS, stream, x,
                           (const int64_t *)dk_tensor_data(targets), wt, partials, chunks, *a);
         else
-            DK_GPU_LAUNCH(DK_SFN(dk__fl_gpu_sig_chunks_kernel), dk_gpu_blocks(chunks), DK_GPU_THREADS, stream, x,
+            DK_GPU_LAUNCH(DK_SFN(dk__fl_gpu_sig_chunks_kernel), blocks, DK_GPU_THREADS, stream, x,
                           (const void *)dk_tensor_data(targets), wt, partials,
                           fused ? (DK_S *)dk_tensor_data(fused) : (DK_S *)NULL, chunks, *a);
         st = dk__gpu_launched(op);
