@@ -114,6 +114,9 @@ def rows(t, dev, small):
             other = "RoI-major" if sr > 0 else "channel-major"
             with _tunable("roi_align.gpu_order", 0 if sr > 0 else 1):
                 yield f"  the same, {other} order (tunable)", t.median_ms(fd), tv_ms, "tv"
+            # Note [RoI tables for the GPU forward]: each element decoding its RoI, as before
+            with _tunable("roi_align.gpu_roi_table", 0):
+                yield "  the same, without the RoI table (tunable)", t.median_ms(fd), tv_ms, "tv"
     yd, yt = dtv.roi_align(x, r, 7, 0.25, 2, True), torchvision.ops.roi_align(x, r, 7, 0.25, 2, True)
     gy = torch.ones_like(yd)
     bd = lambda: torch.autograd.grad(yd, x, gy, retain_graph=True)  # noqa: E731

@@ -225,6 +225,12 @@ inline int atomicAdd(int *p, int v)
     *p = old + v;
     return old;
 }
+inline unsigned long long atomicOr(unsigned long long *p, unsigned long long v)
+{
+    const unsigned long long old = *p;
+    *p = old | v;
+    return old;
+}
 
 /* makecontext passes ints: the body's address goes through a thread_local. */
 struct dk_emu_body_base {

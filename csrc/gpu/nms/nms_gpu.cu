@@ -110,6 +110,7 @@ __global__ void dk__nms_gpu_gather_keep_kernel(const uint64_t *__restrict__ mask
 {
     __shared__ uint64_t diag[64];
     __shared__ int64_t rows_ord[64];
+    __shared__ int kept_rows[64];
     __shared__ uint64_t kept_bits;
     __shared__ int64_t count;
     if (threadIdx.x == 0) count = num[0];
@@ -124,11 +125,14 @@ __global__ void dk__nms_gpu_gather_keep_kernel(const uint64_t *__restrict__ mask
         }
         __syncthreads();
         if (threadIdx.x == 0) { /* the 64 decisions, in order, in registers */
-            uint64_t w = removed[rb], kept = 0;
+            /* removed[rb] may have been ORed by atomics (below): read where they were made */
+            uint64_t w = grp ? removed[rb] : atomicOr((unsigned long long *)&removed[rb], 0ull), kept = 0;
             int64_t g = count;
+            int nk = 0;
             for (int64_t b = 0; b < rows; b++) {
                 if ((w >> b) & 1) continue;
                 kept |= (uint64_t)1 << b;
+                kept_rows[nk++] = (int)b;
                 if (grp) dk__nms_gpu_join(grp, rb, ((uint64_t)1 << b) | (diag[b] & ~w), g++);
                 w |= diag[b];
             }
@@ -141,20 +145,34 @@ __global__ void dk__nms_gpu_gather_keep_kernel(const uint64_t *__restrict__ mask
         /* the kept rows' indices, each at its rank among them */
         for (int64_t t = threadIdx.x; t < rows && keep; t += blockDim.x)
             if ((kept >> t) & 1) keep[(c0 + dk__nms_gpu_bits(kept & (((uint64_t)1 << t) - 1))) * keep_s] = rows_ord[t];
-        if (kept) /* the kept rows remove boxes of later blocks: their rows ORed, word by word */
-            for (int64_t w = rb + 1 + (int64_t)threadIdx.x; w < words; w += (int64_t)blockDim.x) {
+        const int64_t w0 = rb + 1, nw = words - w0, nk = dk__nms_gpu_bits(kept);
+        if (kept && !grp && nw > 0) {
+            /* Note [NMS's keep, 64 rows at a time]: the kept rows remove boxes of later blocks.
+             * An OR's order does not matter: thread t takes word w0 + t % nw and every s-th kept
+             * row from t / nw, s = the threads per word, so the loads (coalesced along the words)
+             * are spread over the whole block, and each thread's share is ORed in with one
+             * atomic. Where there are more words than threads, a thread takes several words. */
+            const int64_t s = (int64_t)blockDim.x > nw ? (int64_t)blockDim.x / nw : 1;
+            for (int64_t t = threadIdx.x; t < s * nw; t += blockDim.x) {
+                const int64_t w = w0 + t % nw;
+                uint64_t acc = 0;
+                for (int64_t i = t / nw; i < nk; i += s) acc |= mask[(rb * 64 + kept_rows[i] - r0) * words + w];
+                if (acc) atomicOr((unsigned long long *)&removed[w], (unsigned long long)acc);
+            }
+        } else if (kept && grp) /* nms_match: in row order, the first kept row to reach a box takes it */
+            for (int64_t w = w0 + (int64_t)threadIdx.x; w < words; w += (int64_t)blockDim.x) {
                 uint64_t acc = removed[w];
                 int64_t g = c0;
                 for (int64_t b = 0; b < rows; b++) {
                     if (!((kept >> b) & 1)) continue;
                     const uint64_t m = mask[(rb * 64 + b - r0) * words + w];
-                    if (grp) dk__nms_gpu_join(grp, w, m & ~acc, g++); /* the first kept row to reach a box takes it */
+                    dk__nms_gpu_join(grp, w, m & ~acc, g++);
                     acc |= m;
                 }
                 removed[w] = acc;
             }
         __syncthreads(); /* count, removed[] and the shared rows are read above: written below and next */
-        if (threadIdx.x == 0) count = c0 + dk__nms_gpu_bits(kept);
+        if (threadIdx.x == 0) count = c0 + nk;
     }
     if (threadIdx.x == 0) num[0] = count;
 }
@@ -273,8 +291,9 @@ static dk_status dk__nms_gpu_steps(const dk__nms_gpu_job *job, dk_tensor *keep, 
         if (st) break;
         const int64_t r0 = rb0 * DK_NMS_GPU_BLOCK,
                       r1 = (rb0 + nb) * DK_NMS_GPU_BLOCK < n ? (rb0 + nb) * DK_NMS_GPU_BLOCK : n;
-        DK_GPU_LAUNCH(dk__nms_gpu_gather_keep_kernel, 1, DK_NMS_GPU_GATHER_THREADS, stream, mask, words, r0, r1, ord,
-                      removed, keepv, keep_s, numv, gkeys);
+        DK_GPU_LAUNCH(dk__nms_gpu_gather_keep_kernel, 1,
+                      job->starts ? DK_NMS_GPU_GATHER_THREADS : DK_NMS_GPU_KEEP_THREADS, stream, mask, words, r0, r1,
+                      ord, removed, keepv, keep_s, numv, gkeys);
         st = dk__gpu_launched(job->op);
     }
     /* nms_match: the (group, position) pairs in order give the members group by group, each in

@@ -23,6 +23,27 @@ DK_TUNABLE(dk__ra_gpu_order, "roi_align.gpu_order", -1, -1, 1,
            "-1: channel-major for a fixed sampling_ratio, RoI-major for adaptive sampling")
 DK_TUNABLE(dk__ra_gpu_backward_order, "roi_align.gpu_backward_order", 1, 0, 1,
            "roi_align atomic backward on a GPU: bins RoI-major (0) or channel-major (1)")
+/*
+ * Note [RoI tables for the GPU forward]
+ * The forward's threads are output elements, and each used to decode its RoI itself: five
+ * loads, the scale, the bins' sizes and grids with their divisions, 7 x 7 x 256 times per RoI
+ * here. Nsight Compute on the H100 (2026-11-27) found the forward bound by instructions, not
+ * memory (SM 79%, memory 39% at sampling_ratio 2; torchvision's kernel, the same time, memory
+ * 70%), and at adaptive sampling 5.05 ms against torchvision's 3.55. So one small kernel decodes
+ * each RoI once into a table (image, both axes; scratch of K entries), and the forward's
+ * threads read it. With adaptive sampling (grids up to ceil(bin) samples a side) the forward also
+ * finds its bin's column taps once (up to DK__RA_GPU_COLUMN_TAPS of them; wider grids take the
+ * plain loop) instead of once per sample: the same samples, taps, weights and additions in the
+ * same order, so the same bits as before and as the CPU. RoIs with fewer than 256 outputs each
+ * (C x PH x PW) keep the per-element decode: there the table's launch and scratch would cost
+ * more than they save. roi_align.gpu_roi_table = 0 restores the per-element decode everywhere,
+ * for comparison, and 2 takes the table everywhere (the tests compare the bits of both).
+ */
+DK_TUNABLE(dk__ra_gpu_roi_table, "roi_align.gpu_roi_table", 1, 0, 2,
+           "roi_align forward on a GPU: 1 decodes each RoI once into a table (and, adaptive, each bin's column taps "
+           "once) where RoIs have 256 outputs or more, 2 always, 0 in every output element")
+#define DK__RA_GPU_COLUMN_TAPS 16
+
 /* 1: bin indices always decoded in 64 bits (tests reach that path on small inputs) */
 DK_TUNABLE(dk__ra_gpu_wide, "roi_align.gpu_wide_index", 0, 0, 1,
            "roi_align on a GPU: 0 decodes bin indices in 32 bits when they fit, 1 always in 64")
@@ -108,6 +129,9 @@ static dk__ra_gpu_args dk__ra_gpu_args_of(const dk_tensor *img, const dk_tensor 
     a.channel_major = 0; /* set by each entry point: Note [The GPU order of roi_align's bins] */
     /* every bin index below 2^31 (products checked by dk__ra_gpu_sizes; here only compared) */
     a.narrow = (double)a.K * (double)a.C * (double)a.PH * (double)a.PW < 2147483648.0 && !dk_tunable(&dk__ra_gpu_wide);
+    /* a table pays where each RoI has many outputs; a tiny call would only add its launch */
+    const int64_t table = dk_tunable(&dk__ra_gpu_roi_table);
+    a.roi_table = table == 2 || (table == 1 && (double)a.C * (double)a.PH * (double)a.PW >= 256.0);
     dk_tensor_strides(img, a.img_s, 4);
     dk_tensor_strides(bins, a.bins_s, 4);
     dk_tensor_strides(rois, a.roi_s, 2);

@@ -52,6 +52,82 @@ __global__ void DK_SFN(dk__ra_gpu_forward_kernel)(const DK_S *__restrict__ input
     }
 }
 
+/* Note [RoI tables for the GPU forward]: each RoI's image and axes, decoded once per call. */
+typedef struct {
+    int64_t n; /* -1: absent (Note [RoIs the GPU cannot check]) */
+    DK_TFN(dk_roi_align_axis) ay, ax;
+} DK_SFN(dk__ra_gpu_geom);
+
+__global__ void DK_SFN(dk__ra_gpu_geom_kernel)(const DK_S *__restrict__ rois, dk__ra_gpu_args a,
+                                               DK_SFN(dk__ra_gpu_geom) *__restrict__ table)
+{
+    for (int64_t k = DK_GPU_FIRST(); k < a.K; k += DK_GPU_STRIDE()) {
+        DK_SFN(dk__ra_gpu_geom) e;
+        if (!DK_SFN(dk__ra_gpu_roi)(rois, &a, k, &e.n, &e.ay, &e.ax)) e.n = -1;
+        table[k] = e;
+    }
+}
+
+/* dk_roi_align_forward_avg with the columns' taps found once per bin instead of once per sample
+ * (Note [RoI tables for the GPU forward]): the same samples, taps, weights and additions in the
+ * same order, so the same bits. Grids wider than the table take dk_roi_align_forward_avg. */
+__device__ DK_INLINE DK_T DK_SFN(dk__ra_gpu_avg_columns)(const DK_S *plane, int64_t sy, int64_t sx, int64_t height,
+                                                         int64_t width, const DK_TFN(dk_roi_align_axis) *ay,
+                                                         const DK_TFN(dk_roi_align_axis) *ax, int64_t ph, int64_t pw)
+{
+    if (ax->grid > DK__RA_GPU_COLUMN_TAPS || ax->grid <= 0 || ay->grid <= 0)
+        return DK_SFN(dk_roi_align_forward_avg)(plane, sy, sx, height, width, ay, ax, ph, pw);
+    DK_TFN(dk_roi_align_taps) tx[DK__RA_GPU_COLUMN_TAPS];
+    bool okx[DK__RA_GPU_COLUMN_TAPS];
+    for (int64_t ix = 0; ix < ax->grid; ++ix)
+        okx[ix] = DK_TFN(dk_roi_align_taps_init)(DK_TFN(dk_roi_align_axis_sample)(ax, pw, ix), width, &tx[ix]);
+    DK_T sum = (DK_T)0;
+    for (int64_t iy = 0; iy < ay->grid; ++iy) {
+        DK_TFN(dk_roi_align_taps) ty;
+        if (!DK_TFN(dk_roi_align_taps_init)(DK_TFN(dk_roi_align_axis_sample)(ay, ph, iy), height, &ty)) continue;
+        for (int64_t ix = 0; ix < ax->grid; ++ix) {
+            if (!okx[ix]) continue;
+            DK_TFN(dk_roi_align_bilinear) b;
+            DK_TFN(dk_roi_align_bilinear_of)(&ty, &tx[ix], &b);
+            sum += DK_SFN(dk_roi_align_interp)(plane, sy, sx, &b);
+        }
+    }
+    return sum / DK_TFN(dk_roi_align_count)(ay, ax);
+}
+
+/* The forward from the RoI table: one thread per output element, as the kernel above. MODE: 0 avg,
+ * 1 avg with the columns' taps found once per bin, 2 max (each a kernel of its own: registers). */
+template <int MODE>
+__global__ void DK_SFN(dk__ra_gpu_forward_table_kernel)(const DK_S *__restrict__ input,
+                                                        const DK_SFN(dk__ra_gpu_geom) *__restrict__ table,
+                                                        DK_S *__restrict__ output, DK_T *__restrict__ amy,
+                                                        DK_T *__restrict__ amx, dk__ra_gpu_args a)
+{
+    const int64_t total = a.K * a.C * a.PH * a.PW;
+    for (int64_t i = DK_GPU_FIRST(); i < total; i += DK_GPU_STRIDE()) {
+        int64_t k, c, ph, pw;
+        dk__ra_gpu_bin_of(&a, i, &k, &c, &ph, &pw);
+        const int64_t o = k * a.bins_s[0] + c * a.bins_s[1] + ph * a.bins_s[2] + pw * a.bins_s[3];
+        const DK_SFN(dk__ra_gpu_geom) *e = &table[k];
+        DK_T v = (DK_T)0, my = (DK_T)-1, mx = (DK_T)-1;
+        if (e->n >= 0) {
+            const DK_TFN(dk_roi_align_axis) ay = e->ay, ax = e->ax;
+            const DK_S *plane = input + e->n * a.img_s[0] + c * a.img_s[1];
+            if (MODE == 2)
+                v = DK_SFN(dk_roi_align_forward_max)(plane, a.img_s[2], a.img_s[3], a.H, a.W, &ay, &ax, ph, pw, &my,
+                                                     &mx);
+            else if (MODE == 1)
+                v = DK_SFN(dk__ra_gpu_avg_columns)(plane, a.img_s[2], a.img_s[3], a.H, a.W, &ay, &ax, ph, pw);
+            else v = DK_SFN(dk_roi_align_forward_avg)(plane, a.img_s[2], a.img_s[3], a.H, a.W, &ay, &ax, ph, pw);
+        }
+        output[o] = DK_STORE(v);
+        if (MODE == 2) {
+            amy[k * a.amy_s[0] + c * a.amy_s[1] + ph * a.amy_s[2] + pw * a.amy_s[3]] = my;
+            amx[k * a.amx_s[0] + c * a.amx_s[1] + ph * a.amx_s[2] + pw * a.amx_s[3]] = mx;
+        }
+    }
+}
+
 /* Atomic backward: one thread per grad_output element scatters g times each tap's weight (avg:
  * divided by the sample count) into acc, the compute-type accumulator of grad_input with
  * strides acc_s (grad_input itself for float32 and float64; a float scratch for 16-bit storage,
@@ -300,6 +376,29 @@ static dk_status DK_SFN(dk__ra_gpu_forward)(const dk_tensor *input, const dk_ten
     DK_S *out = (DK_S *)dk_tensor_data(output);
     DK_T *my = argmax_y ? (DK_T *)dk_tensor_data(argmax_y) : (DK_T *)NULL;
     DK_T *mx = argmax_x ? (DK_T *)dk_tensor_data(argmax_x) : (DK_T *)NULL;
+    if (a->roi_table) { /* Note [RoI tables for the GPU forward] */
+        void *mem = NULL;
+        dk_status st = dk_device_alloc(output->device, (size_t)a->K * sizeof(DK_SFN(dk__ra_gpu_geom)), &mem);
+        if (st) return st;
+        DK_SFN(dk__ra_gpu_geom) *tab = (DK_SFN(dk__ra_gpu_geom) *)mem;
+        DK_GPU_LAUNCH(DK_SFN(dk__ra_gpu_geom_kernel), dk_gpu_blocks(a->K), DK_GPU_THREADS, stream, r, *a, tab);
+        st = dk__gpu_launched("roi_align_forward");
+        if (!st) {
+            const unsigned blocks = dk_gpu_blocks(total);
+            if (a->max_mode)
+                DK_GPU_LAUNCH(DK_SFN(dk__ra_gpu_forward_table_kernel) < 2 >, blocks, DK_GPU_THREADS, stream, in, tab,
+                              out, my, mx, *a);
+            else if (a->sampling_ratio <= 0)
+                DK_GPU_LAUNCH(DK_SFN(dk__ra_gpu_forward_table_kernel) < 1 >, blocks, DK_GPU_THREADS, stream, in, tab,
+                              out, my, mx, *a);
+            else
+                DK_GPU_LAUNCH(DK_SFN(dk__ra_gpu_forward_table_kernel) < 0 >, blocks, DK_GPU_THREADS, stream, in, tab,
+                              out, my, mx, *a);
+            st = dk__gpu_launched("roi_align_forward");
+        }
+        dk_device_free(output->device, mem); /* stream-ordered: after the kernels above */
+        return st;
+    }
     if (a->max_mode)
         DK_GPU_LAUNCH(DK_SFN(dk__ra_gpu_forward_kernel) < true >, dk_gpu_blocks(total), DK_GPU_THREADS, stream, in, r,
                       out, my, mx, *a);

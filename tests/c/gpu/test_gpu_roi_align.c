@@ -180,6 +180,25 @@ static void check_case(dk_dtype dt, double atol, dkk_rng *rng, int layout, int64
     }
     assert_ok(dk_tunable_set("roi_align.gpu_order", -1, NULL)); /* the default */
     assert_ok(dk_tunable_set("roi_align.gpu_wide_index", 0, NULL));
+    /* Note [RoI tables for the GPU forward]: the table (and, adaptive, the column taps) or the
+     * per-element decode (the default for these small RoIs, above), the same bits in either order */
+    for (int table = 0; table <= 2; table += 2)
+        for (int cm = 0; cm < 2; cm++) {
+            assert_ok(dk_tunable_set("roi_align.gpu_roi_table", table, NULL));
+            assert_ok(dk_tunable_set("roi_align.gpu_order", cm, NULL));
+            assert_ok(GPU_FORWARD(&dx.dev, &drois.dev, &dout.dev, max ? &damy.dev : NULL, max ? &damx.dev : NULL, PH,
+                                  PW, SCALE, sr, mode, aligned));
+            dkg_down(&dout);
+            snprintf(sub, sizeof sub, "%s, forward (RoI table %d, order %d)", what, table, cm);
+            dkk_assert_identical(gout, again, sub);
+            if (max) { /* and the argmax */
+                dkg_down(&damy), dkg_down(&damx);
+                dkk_assert_identical(gamy, amy, sub);
+                dkk_assert_identical(gamx, amx, sub);
+            }
+        }
+    assert_ok(dk_tunable_set("roi_align.gpu_roi_table", 1, NULL));
+    assert_ok(dk_tunable_set("roi_align.gpu_order", -1, NULL));
     dkk_free(again);
 
     dkg_release(&dx), dkg_release(&drois), dkg_release(&dg), dkg_release(&dout);
