@@ -125,6 +125,8 @@ def rows(t, dev, small):
     yield "roi_align backward (autograd.grad), sr 2", t.median_ms(bd), atomic_tv, "tv"
     with _tunable("roi_align.gpu_backward_order", 0):
         yield "  the same, RoI-major order (tunable)", t.median_ms(bd), atomic_tv, "tv"
+    with _tunable("roi_align.gpu_roi_table", 0):
+        yield "  the same, without the RoI table (tunable)", t.median_ms(bd), atomic_tv, "tv"
     torch.use_deterministic_algorithms(True, warn_only=True)
     try:
         det = t.median_ms(bd)

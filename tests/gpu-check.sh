@@ -13,15 +13,16 @@
 #                   DKIT_GPU_CMOCKA=bundle uses them even where the system has cmocka)
 #   2. build        libdkit, the CUDA backend (sm_80, sm_90 + PTX), the GPU tests, bench_gpu
 #   3. test-gpu     every C GPU test on the device, against the CPU kernels, one by one
-#   4. sanitizer    compute-sanitizer memcheck on four of them (nms, roi_align, roi_pool, rotated), racecheck on nms's
-#   5. python       the extension with the torch reader (again without it if that build fails,
+#   4. python       the extension with the torch reader (again without it if that build fails,
 #                   so that the later steps still run; the failure stays reported)
-#   6. gpu-python   tests/python/test_gpu_python.py and test_gpu_backends.py, with
+#   5. gpu-python   tests/python/test_gpu_python.py and test_gpu_backends.py, with
 #                   DKIT_EXPECT_GPU=1: CUDA cases that skip are a failure here
-#   7. bench-gpu    bench/bench_gpu.py: the C kernels through the dispatcher, against
+#   6. bench-gpu    bench/bench_gpu.py: the C kernels through the dispatcher, against
 #                   torchvision's CUDA ops in the same process
-#   8. bench-calls  bench/bench_gpu_calls.py: whole Python calls, dkit against torchvision, warm
+#   7. bench-calls  bench/bench_gpu_calls.py: whole Python calls, dkit against torchvision, warm
 #                   and with the L2 cache flushed between calls
+#   8. sanitizer    compute-sanitizer memcheck on the C GPU tests DKIT_GPU_SANITIZE names (default:
+#                   nms, roi_align, roi_pool, rotated, deform_conv, focal_loss), racecheck on nms's
 #   9. profile      bench/profile_gpu.py calls: where a tiny call's host time goes
 #  10. ncu          Nsight Compute on one launch of each kernel of bench_gpu_calls.py's cases
 #  11. suite        the rest of the Python suite on this torch, without the tests marked slow,
@@ -141,7 +142,7 @@ sanitizer() {
         echo "compute-sanitizer: not found"
         return 1
     }
-    for t in test_gpu_nms test_gpu_roi_align test_gpu_roi_pool test_gpu_rotated; do
+    for t in ${DKIT_GPU_SANITIZE:-test_gpu_nms test_gpu_roi_align test_gpu_roi_pool test_gpu_rotated test_gpu_deform_conv test_gpu_focal_loss}; do
         echo "== compute-sanitizer --tool memcheck $t"
         DK_TEST_GPU_LIB=$PWD/build/libdkit_cuda.so DK_TEST_GPU_TYPE=cuda \
             "$cs" --tool memcheck --error-exitcode 3 "build/tests/gpu/$t" || rc=1
@@ -185,15 +186,18 @@ if [ -d build/gpu-deps/usr ]; then
     export LIBRARY_PATH=$PWD/build/gpu-deps/usr/lib/x86_64-linux-gnu${LIBRARY_PATH:+:$LIBRARY_PATH}
     export LD_LIBRARY_PATH=$PWD/build/gpu-deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
+built=0
 if step build build; then
+    built=1
     step test-gpu test_gpu
-    step sanitizer sanitizer
 fi
 step python python_build
-step gpu-python env DKIT_EXPECT_GPU=1 "$PYTHON" -m pytest -q -rs -p no:cacheprovider \
+# -s: a crash's own message (glibc's, C++'s terminate) reaches the log, not pytest's capture
+step gpu-python env DKIT_EXPECT_GPU=1 "$PYTHON" -m pytest -q -s -rs -p no:cacheprovider \
     tests/python/test_gpu_python.py tests/python/test_gpu_backends.py
 step bench-gpu "$PYTHON" bench/bench_gpu.py --build build
 step bench-calls bench_calls
+[ $built = 1 ] && step sanitizer sanitizer # slow: after the figures
 step profile "$PYTHON" bench/profile_gpu.py calls
 step ncu ncu_kernels
 step suite timeout "${DKIT_GPU_SUITE_S:-180}" "$PYTHON" -m pytest -v -rs -p no:cacheprovider -m "not slow" \

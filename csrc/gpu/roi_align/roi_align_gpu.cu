@@ -36,7 +36,10 @@ DK_TUNABLE(dk__ra_gpu_backward_order, "roi_align.gpu_backward_order", 1, 0, 1,
  * plain loop) instead of once per sample: the same samples, taps, weights and additions in the
  * same order, so the same bits as before and as the CPU. RoIs with fewer than 256 outputs each
  * (C x PH x PW) keep the per-element decode: there the table's launch and scratch would cost
- * more than they save. roi_align.gpu_roi_table = 0 restores the per-element decode everywhere,
+ * more than they save. The atomic backward reads the same table (one thread per grad_output
+ * element, which decoded its RoI too), and zeroes a dense grad_input with a memset instead of a
+ * kernel whose every element took four 64-bit divisions to find its strides' offset.
+ * roi_align.gpu_roi_table = 0 restores the per-element decode everywhere,
  * for comparison, and 2 takes the table everywhere (the tests compare the bits of both).
  */
 DK_TUNABLE(dk__ra_gpu_roi_table, "roi_align.gpu_roi_table", 1, 0, 2,

@@ -133,6 +133,7 @@ __global__ void DK_SFN(dk__ra_gpu_forward_table_kernel)(const DK_S *__restrict__
  * strides acc_s (grad_input itself for float32 and float64; a float scratch for 16-bit storage,
  * which has no fast atomics of its own). */
 __global__ void DK_SFN(dk__ra_gpu_backward_atomic_kernel)(const DK_S *__restrict__ gout, const DK_S *__restrict__ rois,
+                                                          const DK_SFN(dk__ra_gpu_geom) *__restrict__ table,
                                                           const DK_T *__restrict__ amy, const DK_T *__restrict__ amx,
                                                           DK_T *acc, dk__ra_gpu_args a, int64_t acc_s0, int64_t acc_s1,
                                                           int64_t acc_s2, int64_t acc_s3)
@@ -142,7 +143,11 @@ __global__ void DK_SFN(dk__ra_gpu_backward_atomic_kernel)(const DK_S *__restrict
         int64_t k, c, ph, pw, n;
         dk__ra_gpu_bin_of(&a, i, &k, &c, &ph, &pw);
         DK_TFN(dk_roi_align_axis) ay, ax;
-        if (!DK_SFN(dk__ra_gpu_roi)(rois, &a, k, &n, &ay, &ax)) continue;
+        if (table) { /* Note [RoI tables for the GPU forward], the backward's too */
+            n = table[k].n;
+            if (n < 0) continue;
+            ay = table[k].ay, ax = table[k].ax;
+        } else if (!DK_SFN(dk__ra_gpu_roi)(rois, &a, k, &n, &ay, &ax)) continue;
         const DK_T g = DK_LOAD(gout[k * a.bins_s[0] + c * a.bins_s[1] + ph * a.bins_s[2] + pw * a.bins_s[3]]);
         DK_T *plane = acc + n * acc_s0 + c * acc_s1;
         DK_TFN(dk_roi_align_bilinear) b;
@@ -452,27 +457,54 @@ static dk_status DK_SFN(dk__ra_gpu_backward)(const dk_tensor *grad_output, const
         dk_device_free(grad_input->device, scratch); /* stream-ordered: after the kernels above */
         return st;
     }
+    /* the RoI table (Note [RoI tables for the GPU forward]), where it pays */
+    void *tmem = NULL;
+    DK_SFN(dk__ra_gpu_geom) *tab = NULL;
+    if (a->roi_table && bins > 0) {
+        dk_status st = dk_device_alloc(grad_input->device, (size_t)a->K * sizeof(DK_SFN(dk__ra_gpu_geom)), &tmem);
+        if (st) return st;
+        tab = (DK_SFN(dk__ra_gpu_geom) *)tmem;
+        DK_GPU_LAUNCH(DK_SFN(dk__ra_gpu_geom_kernel), dk_gpu_blocks(a->K), DK_GPU_THREADS, stream, r, *a, tab);
+        if ((st = dk__gpu_launched("roi_align_backward"))) {
+            dk_device_free(grad_input->device, tmem);
+            return st;
+        }
+    }
 #if DK_S_IS_T
-    DK_GPU_LAUNCH(DK_SFN(dk__ra_gpu_zero_kernel), dk_gpu_blocks(img), DK_GPU_THREADS, stream, gin, *a);
-    dk_status st = dk__gpu_launched("roi_align_backward");
-    if (st) return st;
-    if (bins == 0) return DK_OK;
-    DK_GPU_LAUNCH(DK_SFN(dk__ra_gpu_backward_atomic_kernel), dk_gpu_blocks(bins), DK_GPU_THREADS, stream, gout, r, my,
-                  mx, gin, *a, a->img_s[0], a->img_s[1], a->img_s[2], a->img_s[3]);
-    return dk__gpu_launched("roi_align_backward");
+    /* grad_input = 0: dense storage by a memset (all-zero bits are +0.0), other strides by a kernel
+     * (whose 64-bit index arithmetic per element cost more than the memset on the H100) */
+    dk_status st = DK_OK;
+    if (dk_tensor_is_contiguous(grad_input)) {
+        if (dkgMemsetAsync(gin, 0, (size_t)img * sizeof(DK_S), (dkgStream_t)stream) != dkgSuccess)
+            st = dk__gpu_launched("roi_align_backward");
+    } else {
+        DK_GPU_LAUNCH(DK_SFN(dk__ra_gpu_zero_kernel), dk_gpu_blocks(img), DK_GPU_THREADS, stream, gin, *a);
+        st = dk__gpu_launched("roi_align_backward");
+    }
+    if (!st && bins > 0) {
+        DK_GPU_LAUNCH(DK_SFN(dk__ra_gpu_backward_atomic_kernel), dk_gpu_blocks(bins), DK_GPU_THREADS, stream, gout, r,
+                      tab, my, mx, gin, *a, a->img_s[0], a->img_s[1], a->img_s[2], a->img_s[3]);
+        st = dk__gpu_launched("roi_align_backward");
+    }
+    dk_device_free(grad_input->device, tmem); /* stream-ordered: after the kernels above */
+    return st;
 #else
     /* 16-bit storage: accumulate in a float scratch (contiguous NCHW), round once at the end. */
     size_t bytes;
-    if (__builtin_mul_overflow((size_t)img, sizeof(DK_T), &bytes))
-        return dk_error(DK_EINVAL, "roi_align_backward: grad_input too large (%lld elements)", (long long)img);
     void *accv = NULL;
-    dk_status st = dk_device_alloc(grad_input->device, bytes, &accv);
-    if (st) return st;
+    dk_status st = DK_OK;
+    if (__builtin_mul_overflow((size_t)img, sizeof(DK_T), &bytes))
+        st = dk_error(DK_EINVAL, "roi_align_backward: grad_input too large (%lld elements)", (long long)img);
+    if (!st) st = dk_device_alloc(grad_input->device, bytes, &accv);
+    if (st) {
+        dk_device_free(grad_input->device, tmem);
+        return st;
+    }
     DK_T *acc = (DK_T *)accv;
     if (dkgMemsetAsync(acc, 0, bytes, (dkgStream_t)stream) != dkgSuccess) st = dk__gpu_launched("roi_align_backward");
     if (!st && bins > 0) {
         DK_GPU_LAUNCH(DK_SFN(dk__ra_gpu_backward_atomic_kernel), dk_gpu_blocks(bins), DK_GPU_THREADS, stream, gout, r,
-                      my, mx, acc, *a, a->C * a->H * a->W, a->H * a->W, a->W, (int64_t)1);
+                      tab, my, mx, acc, *a, a->C * a->H * a->W, a->H * a->W, a->W, (int64_t)1);
         st = dk__gpu_launched("roi_align_backward");
     }
     if (!st) {
@@ -480,6 +512,7 @@ static dk_status DK_SFN(dk__ra_gpu_backward)(const dk_tensor *grad_output, const
         st = dk__gpu_launched("roi_align_backward");
     }
     dk_device_free(grad_input->device, accv); /* stream-ordered: after the kernels above */
+    dk_device_free(grad_input->device, tmem);
     return st;
 #endif
 }

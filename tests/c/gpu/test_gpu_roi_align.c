@@ -147,6 +147,12 @@ static void check_case(dk_dtype dt, double atol, dkk_rng *rng, int layout, int64
     snprintf(sub, sizeof sub, "%s, backward (atomic, RoI-major)", what);
     dkk_assert_close(atomic_rm, cgin, 4 * atol, 4 * atol, sub);
     dkk_free(atomic_rm);
+    assert_ok(dk_tunable_set("roi_align.gpu_roi_table", 2, NULL)); /* atomics from the RoI table */
+    dkk_tensor *atomic_tab = gpu_backward(&dg, &drois, pamy, pamx, cgin, order, gap, sr, mode, aligned, 0);
+    assert_ok(dk_tunable_set("roi_align.gpu_roi_table", 1, NULL));
+    snprintf(sub, sizeof sub, "%s, backward (atomic, RoI table)", what);
+    dkk_assert_close(atomic_tab, cgin, 4 * atol, 4 * atol, sub);
+    dkk_free(atomic_tab);
     snprintf(sub, sizeof sub, "%s, backward (deterministic)", what);
     dkk_assert_close(det1, cgin, 4 * atol, 4 * atol, sub);
     dkk_assert_identical(det1, det2, sub);
