@@ -17,6 +17,11 @@ DK_TUNABLE(dk__dc_gpu_tiled, "deform_conv.gpu_tiled", 1, 0, 1,
            "deform_conv2d on a GPU: 1 tiled kernels (columns in shared memory, grad_weight by fixed chunks), "
            "0 the direct kernels (one thread per output element or weight)")
 
+/* The most column gradients the tiled backward holds at once, images in batches beyond (tests
+ * set it small to run several batches). */
+DK_TUNABLE(dk__dc_gpu_gcol_elems, "deform_conv.gpu_column_elements", (int64_t)1 << 24, 1, (int64_t)1 << 40,
+           "deform_conv2d backward on a GPU, tiled: the most column gradients held at once (images in batches)")
+
 /* The tiled kernels' tiles (Note [Deformable convolution on a GPU]); their thread layouts assume
  * DK_DC_THREADS = 256 = 16 x 16 and tiles of 32 rows and positions (64 for DK_DC_FO). */
 #define DK_DC_THREADS 256
@@ -125,7 +130,8 @@ extern "C" dk_status dk_deform_conv2d_backward_gpu(const dk_tensor *grad_output,
     void *stream = dk_current_stream(input->device);
     DK_SWITCH_FLOAT(dk_tensor_dtype(input), st, dk__dc_gpu_backward,
                     (grad_output, input, weight, offset, mask, grad_input, grad_weight, grad_offset, grad_mask,
-                     grad_bias, &a, dk_deterministic(), dk_tunable(&dk__dc_gpu_tiled) != 0, stream),
+                     grad_bias, &a, dk_deterministic(), dk_tunable(&dk__dc_gpu_tiled) != 0,
+                     dk_tunable(&dk__dc_gpu_gcol_elems), stream),
                     st = dk__gpu_unsupported("deform_conv2d_backward", input))
     dk_device_guard_exit(&g);
     return st;

@@ -164,6 +164,10 @@ static void against_the_cpu(void **state)
         const bool previous = dk_set_deterministic(true);
         for (size_t i = 0; i < DK_COUNTOF(SHAPES); i++) check(DK_FLOAT32, &SHAPES[i], &r, tiled);
         dk_set_deterministic(previous);
+        /* the tiled backward's column gradients one image at a time */
+        assert_ok(dk_tunable_set("deform_conv.gpu_column_elements", 1, NULL));
+        check(DK_FLOAT32, &SHAPES[0], &r, tiled), check(DK_FLOAT64, &SHAPES[4], &r, tiled);
+        assert_ok(dk_tunable_set("deform_conv.gpu_column_elements", (int64_t)1 << 24, NULL));
     }
     dk_tunables_reset();
 }
