@@ -4,8 +4,11 @@
  * dtype, both edge geometries, any strides, groups and offset groups, stride, padding and
  * dilation, with and without mask and bias, an empty batch. The GPU sums in other orders (Note
  * [Deformable convolution on a GPU]), so values are compared within the dtype's tolerance, on
- * every build. Built twice (gpu/dk_gpu_test.h): emulated on the host in `make test-c`, on a real
- * GPU in `make test-gpu`.
+ * every build. Every case runs with both kernel sets (deform_conv.gpu_tiled 1 and 0), and the
+ * tiled backward also with its column gradients one image at a time; emulated, the tiled
+ * forward, grad_offset and grad_mask must equal the direct kernels' exactly (the same terms in
+ * the same order). Built twice (gpu/dk_gpu_test.h): emulated on the host in `make test-c`, on a
+ * real GPU in `make test-gpu`.
  */
 #include <math.h>
 #include <string.h>
