@@ -49,7 +49,10 @@ static size_t DK_SFN(dk__dc_forward_bytes)(const dk__dc_ctx *cx)
     size_t n = dk_sat_mul(dk_sat_mul((size_t)cx->K, b), sizeof(DK_T));
     n = dk_sat_add(n, dk_sat_mul(dk_sat_mul((size_t)cx->Cout, b), sizeof(DK_T)));
     n = dk_sat_add(n, dk_sat_mul(b, sizeof(DK_SFN(dk__dc_entry))));
-    return dk_sat_add(n, 3 * 64);
+    /* the worker rounds the columns and the product up to 8 elements each and puts 64 bytes
+     * after each: without the 2 x 7 elements, float64 ran up to 48 bytes past its share (K = 36,
+     * Cout = 6, a block of 99: 16 bytes, a corrupted heap) */
+    return dk_sat_add(n, 3 * 64 + 2 * 8 * sizeof(DK_T));
 }
 
 /* Fills the columns [K, pb] (row c kk + tap) of image n's block at p0, masked. */

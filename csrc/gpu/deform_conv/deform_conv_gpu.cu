@@ -9,7 +9,55 @@
 #include "dk_gpu_status.h"
 #include "dk_gpu.h"
 #include "dk_gpu_kernels.h"
+#include "dk_tunables.h"
 #include "kernels/deform_conv_math.h"
+
+/* Note [Deformable convolution on a GPU]: 1 the tiled kernels, 0 the direct ones. */
+DK_TUNABLE(dk__dc_gpu_tiled, "deform_conv.gpu_tiled", 1, 0, 1,
+           "deform_conv2d on a GPU: 1 tiled kernels (columns in shared memory, grad_weight by fixed chunks), "
+           "0 the direct kernels (one thread per output element or weight)")
+
+/* The most column gradients the tiled backward holds at once, images in batches beyond (tests
+ * set it small to run several batches). */
+DK_TUNABLE(dk__dc_gpu_gcol_elems, "deform_conv.gpu_column_elements", (int64_t)1 << 24, 1, (int64_t)1 << 40,
+           "deform_conv2d backward on a GPU, tiled: the most column gradients held at once (images in batches)")
+
+/* The tiled kernels' tiles (Note [Deformable convolution on a GPU]); their thread layouts assume
+ * DK_DC_THREADS = 256 = 16 x 16 and tiles of 32 rows and positions (64 for DK_DC_FO). */
+#define DK_DC_THREADS 256
+#define DK_DC_P 32  /* positions per tile */
+#define DK_DC_K 32  /* column rows (channel, tap) per tile */
+#define DK_DC_FO 64 /* output channels per forward tile */
+#define DK_DC_WO 32 /* output channels per grad_weight tile */
+/* the most blocks a tiled launch asks for: its kernels loop over their tiles beyond */
+#define DK_DC_MAX_BLOCKS (1 << 20)
+/* grad_weight's and grad_bias's chunks aim at this many blocks in all (several per SM of any
+ * current GPU), and their scratch at most DK_DC_MAX_PARTS partial sums */
+#define DK_DC_BLOCKS_AIM 1024
+#define DK_DC_MAX_PARTS ((int64_t)1 << 24)
+
+static unsigned dk__dc_gpu_grid(int64_t tiles)
+{
+    return (unsigned)(tiles < 1 ? 1 : tiles > DK_DC_MAX_BLOCKS ? DK_DC_MAX_BLOCKS : tiles);
+}
+
+/* The chunks of P positions for a reduction of `tiles` tiles with `outputs` sums each chunk:
+ * enough chunks to reach DK_DC_BLOCKS_AIM blocks, each at least `step` positions (and a
+ * multiple of it), within DK_DC_MAX_PARTS partial sums. The sizes alone decide them, so the
+ * order of every sum is fixed. */
+static void dk__dc_gpu_chunks(int64_t P, int64_t tiles, int64_t outputs, int64_t step, int64_t *chunks, int64_t *chunk)
+{
+    int64_t n = tiles > 0 ? (DK_DC_BLOCKS_AIM + tiles - 1) / tiles : 1;
+    const int64_t most = P / step > 1 ? P / step : 1;
+    if (n > most) n = most;
+    if (outputs > 0 && n > DK_DC_MAX_PARTS / outputs) n = DK_DC_MAX_PARTS / outputs;
+    if (n < 1) n = 1;
+    int64_t c = (P + n - 1) / n;
+    c = (c + step - 1) / step * step;
+    if (c < step) c = step;
+    *chunk = c;
+    *chunks = (P + c - 1) / c > 1 ? (P + c - 1) / c : 1;
+}
 
 #define DK_TEMPLATE "deform_conv/deform_conv_gpu_tmpl.cuh"
 #define DK_TEMPLATE_TYPES DK_TYPES_FLOAT
@@ -56,7 +104,7 @@ extern "C" dk_status dk_deform_conv2d_forward_gpu(const dk_tensor *input, const 
     if (st) return st;
     void *stream = dk_current_stream(input->device);
     DK_SWITCH_FLOAT(dk_tensor_dtype(input), st, dk__dc_gpu_forward,
-                    (input, weight, offset, mask, bias, output, &a, stream),
+                    (input, weight, offset, mask, bias, output, &a, dk_tunable(&dk__dc_gpu_tiled) != 0, stream),
                     st = dk__gpu_unsupported("deform_conv2d_forward", input))
     dk_device_guard_exit(&g);
     return st;
@@ -82,7 +130,8 @@ extern "C" dk_status dk_deform_conv2d_backward_gpu(const dk_tensor *grad_output,
     void *stream = dk_current_stream(input->device);
     DK_SWITCH_FLOAT(dk_tensor_dtype(input), st, dk__dc_gpu_backward,
                     (grad_output, input, weight, offset, mask, grad_input, grad_weight, grad_offset, grad_mask,
-                     grad_bias, &a, dk_deterministic(), stream),
+                     grad_bias, &a, dk_deterministic(), dk_tunable(&dk__dc_gpu_tiled) != 0,
+                     dk_tunable(&dk__dc_gpu_gcol_elems), stream),
                     st = dk__gpu_unsupported("deform_conv2d_backward", input))
     dk_device_guard_exit(&g);
     return st;
