@@ -5,10 +5,20 @@
  */
 #include "roi_pool_gpu.h"
 
+#include "dk_determinism.h"
 #include "dk_gpu_status.h"
+#include "dk_tunables.h"
 #include "dk_gpu.h"
 #include "dk_gpu_kernels.h"
 #include "kernels/roi_pool_math.h"
+
+/* Note [RoIPool on a GPU]: the backwards' mode, for roi_pool, ps_roi_pool and ps_roi_align. */
+DK_TUNABLE(dk__rp_gpu_deterministic, "roi_pool.gpu_deterministic", 0, 0, 1,
+           "roi_pool, ps_roi_pool and ps_roi_align backward on a GPU: 0 scatters with atomics (fast, bits vary), "
+           "1 gathers (the CPU's bits, every run)")
+
+/* Note [Deterministic kernels] in dk_determinism.h: the caller's request, or the tunable. */
+static bool dk__rp_gpu_det(void) { return dk_deterministic() || dk_tunable(&dk__rp_gpu_deterministic) != 0; }
 
 #define DK_TEMPLATE "roi_pool/roi_pool_gpu_tmpl.cuh"
 #define DK_TEMPLATE_TYPES DK_TYPES_FLOAT
@@ -62,7 +72,7 @@ extern "C" dk_status dk_roi_pool_backward_gpu(const dk_tensor *grad_output, cons
     if (st) return st;
     void *stream = dk_current_stream(grad_input->device);
     DK_SWITCH_FLOAT(dk_tensor_dtype(grad_output), st, dk__rp_gpu_backward,
-                    (grad_output, rois, argmax, grad_input, &a, stream),
+                    (grad_output, rois, argmax, grad_input, &a, dk__rp_gpu_det(), stream),
                     st = dk__gpu_unsupported("roi_pool_backward", grad_output))
     dk_device_guard_exit(&g);
     return st;
@@ -105,7 +115,7 @@ extern "C" dk_status dk_ps_roi_pool_backward_gpu(const dk_tensor *grad_output, c
     if (st) return st;
     void *stream = dk_current_stream(grad_input->device);
     DK_SWITCH_FLOAT(dk_tensor_dtype(grad_output), st, dk__rp_gpu_ps_backward,
-                    (grad_output, rois, grad_input, &a, stream),
+                    (grad_output, rois, grad_input, &a, dk__rp_gpu_det(), stream),
                     st = dk__gpu_unsupported("ps_roi_pool_backward", grad_output))
     dk_device_guard_exit(&g);
     return st;
@@ -138,7 +148,8 @@ extern "C" dk_status dk_ps_roi_align_backward_gpu(const dk_tensor *grad_output, 
     dk_status st = dk__gpu_enter(&g, grad_input->device);
     if (st) return st;
     void *stream = dk_current_stream(grad_input->device);
-    DK_SWITCH_FLOAT(dk_tensor_dtype(grad_output), st, dk__psa_gpu_backward, (grad_output, rois, grad_input, &a, stream),
+    DK_SWITCH_FLOAT(dk_tensor_dtype(grad_output), st, dk__psa_gpu_backward,
+                    (grad_output, rois, grad_input, &a, dk__rp_gpu_det(), stream),
                     st = dk__gpu_unsupported("ps_roi_align_backward", grad_output))
     dk_device_guard_exit(&g);
     return st;

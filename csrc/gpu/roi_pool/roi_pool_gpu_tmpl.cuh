@@ -72,6 +72,77 @@ __global__ void DK_SFN(dk__rp_gpu_backward_kernel)(const DK_S *__restrict__ gout
     }
 }
 
+/* Atomic backward (Note [RoIPool on a GPU]): one thread per grad_output element (k, c, ph, pw)
+ * adds its gradient at its bin's argmax into acc, the compute-type accumulator of grad_input
+ * with strides acc_s (grad_input itself for float32 and float64; a float scratch for 16-bit
+ * storage, which has no fast atomics of its own). */
+__global__ void DK_SFN(dk__rp_gpu_backward_atomic_kernel)(const DK_S *__restrict__ gout, const DK_S *__restrict__ rois,
+                                                          const void *__restrict__ arg, DK_T *acc, dk__rp_gpu_args a,
+                                                          dk__rp_gpu_acc_s s)
+{
+    const int64_t total = a.K * a.C * a.PH * a.PW, plane = a.H * a.W;
+    for (int64_t i = DK_GPU_FIRST(); i < total; i += DK_GPU_STRIDE()) {
+        const int64_t pw = i % a.PW, ph = i / a.PW % a.PH, c = i / (a.PW * a.PH) % a.C, k = i / (a.PW * a.PH * a.C);
+        const int64_t n = DK_SFN(dk__rp_gpu_batch)(rois, a, k);
+        if (n < 0) continue;
+        const int64_t ao = k * a.arg_s[0] + c * a.arg_s[1] + ph * a.arg_s[2] + pw * a.arg_s[3];
+        const int64_t am = a.arg_bits == 64 ? ((const int64_t *)arg)[ao] : ((const int32_t *)arg)[ao];
+        if (am < 0 || am >= plane) continue; /* -1: nothing was pooled (ops/roi_pool.c) */
+        atomicAdd(acc + n * s.s[0] + c * s.s[1] + (am / a.W) * s.s[2] + (am % a.W) * s.s[3],
+                  DK_LOAD(gout[k * a.bins_s[0] + c * a.bins_s[1] + ph * a.bins_s[2] + pw * a.bins_s[3]]));
+    }
+}
+
+/* grad_input = acc (16-bit storage: the float accumulator, contiguous NCHW, rounded once). */
+__global__ void DK_SFN(dk__rp_gpu_store_kernel)(const DK_T *__restrict__ acc, DK_S *__restrict__ gin, dk__rp_gpu_args a)
+{
+    const int64_t total = a.N * a.C * a.H * a.W;
+    for (int64_t i = DK_GPU_FIRST(); i < total; i += DK_GPU_STRIDE()) {
+        const int64_t x = i % a.W, y = i / a.W % a.H, c = i / (a.W * a.H) % a.C, n = i / (a.W * a.H * a.C);
+        gin[n * a.img_s[0] + c * a.img_s[1] + y * a.img_s[2] + x * a.img_s[3]] = DK_STORE(acc[i]);
+    }
+}
+
+/* The atomic backwards' accumulator: grad_input itself, zeroed (float32, float64), or a zeroed
+ * float scratch (16-bit storage); *acc, its strides *s and the scratch to free (*scratch, or
+ * NULL). Then dk__rp_gpu_acc_end stores the scratch into grad_input and frees it. */
+static dk_status DK_SFN(dk__rp_gpu_acc_begin)(dk_tensor *grad_input, const dk__rp_gpu_args *a, void *stream,
+                                              const char *op, DK_T **acc, dk__rp_gpu_acc_s *s, void **scratch)
+{
+    *scratch = NULL;
+#if DK_S_IS_T
+    *acc = (DK_T *)dk_tensor_data(grad_input);
+    for (int d = 0; d < 4; d++) s->s[d] = a->img_s[d];
+    DK_GPU_LAUNCH(DK_SFN(dk__rp_gpu_zero_kernel), dk_gpu_blocks(a->N * a->C * a->H * a->W), DK_GPU_THREADS, stream,
+                  (DK_S *)*acc, *a);
+    return dk__gpu_launched(op);
+#else
+    const int64_t img = a->N * a->C * a->H * a->W;
+    size_t bytes;
+    if (__builtin_mul_overflow((size_t)img, sizeof(DK_T), &bytes))
+        return dk_error(DK_EINVAL, "%s: grad_input too large (%lld elements)", op, (long long)img);
+    dk_status st = dk_device_alloc(grad_input->device, bytes, scratch);
+    if (st) return st;
+    *acc = (DK_T *)*scratch;
+    s->s[0] = a->C * a->H * a->W, s->s[1] = a->H * a->W, s->s[2] = a->W, s->s[3] = 1;
+    if (dkgMemsetAsync(*scratch, 0, bytes, (dkgStream_t)stream) != dkgSuccess) st = dk__gpu_launched(op);
+    return st;
+#endif
+}
+
+static dk_status DK_SFN(dk__rp_gpu_acc_end)(dk_status st, dk_tensor *grad_input, const dk__rp_gpu_args *a, void *stream,
+                                            const char *op, void *scratch)
+{
+    if (!scratch) return st;
+    if (!st) {
+        DK_GPU_LAUNCH(DK_SFN(dk__rp_gpu_store_kernel), dk_gpu_blocks(a->N * a->C * a->H * a->W), DK_GPU_THREADS, stream,
+                      (const DK_T *)scratch, (DK_S *)dk_tensor_data(grad_input), *a);
+        st = dk__gpu_launched(op);
+    }
+    dk_device_free(grad_input->device, scratch); /* stream-ordered: after the kernels before it */
+    return st;
+}
+
 static dk_status DK_SFN(dk__rp_gpu_forward)(const dk_tensor *input, const dk_tensor *rois, dk_tensor *output,
                                             dk_tensor *argmax, const dk__rp_gpu_args *a, void *stream)
 {
@@ -84,8 +155,22 @@ static dk_status DK_SFN(dk__rp_gpu_forward)(const dk_tensor *input, const dk_ten
 
 static dk_status DK_SFN(dk__rp_gpu_backward)(const dk_tensor *grad_output, const dk_tensor *rois,
                                              const dk_tensor *argmax, dk_tensor *grad_input, const dk__rp_gpu_args *a,
-                                             void *stream)
+                                             bool deterministic, void *stream)
 {
+    if (!deterministic) {
+        DK_T *acc;
+        dk__rp_gpu_acc_s s;
+        void *scratch;
+        dk_status st = DK_SFN(dk__rp_gpu_acc_begin)(grad_input, a, stream, "roi_pool_backward", &acc, &s, &scratch);
+        const int64_t bins = a->K * a->C * a->PH * a->PW;
+        if (!st && bins > 0) {
+            DK_GPU_LAUNCH(DK_SFN(dk__rp_gpu_backward_atomic_kernel), dk_gpu_blocks(bins), DK_GPU_THREADS, stream,
+                          (const DK_S *)dk_tensor_data(grad_output), (const DK_S *)dk_tensor_data(rois),
+                          (const void *)dk_tensor_data(argmax), acc, *a, s);
+            st = dk__gpu_launched("roi_pool_backward");
+        }
+        return DK_SFN(dk__rp_gpu_acc_end)(st, grad_input, a, stream, "roi_pool_backward", scratch);
+    }
     DK_S *gin = (DK_S *)dk_tensor_data(grad_input);
     DK_GPU_LAUNCH(DK_SFN(dk__rp_gpu_zero_kernel), dk_gpu_blocks(a->N * a->C * a->H * a->W), DK_GPU_THREADS, stream, gin,
                   *a);
@@ -150,6 +235,29 @@ __global__ void DK_SFN(dk__rp_gpu_ps_backward_kernel)(const DK_S *__restrict__ g
     }
 }
 
+/* Atomic backward: one thread per grad_output element (k, co, ph, pw) adds its share, g over its
+ * bin's area (the CPU's term), to every pixel of its bin in its one input channel; a.C is
+ * grad_input's channel count here, co * PH * PW + ph * PW + pw the input channel. */
+__global__ void DK_SFN(dk__rp_gpu_ps_backward_atomic_kernel)(const DK_S *__restrict__ gout,
+                                                             const DK_S *__restrict__ rois, DK_T *acc,
+                                                             dk__rp_gpu_args a, dk__rp_gpu_acc_s s)
+{
+    const int64_t CO = a.C / (a.PH * a.PW), total = a.K * CO * a.PH * a.PW;
+    for (int64_t i = DK_GPU_FIRST(); i < total; i += DK_GPU_STRIDE()) {
+        const int64_t pw = i % a.PW, ph = i / a.PW % a.PH, c = i / (a.PW * a.PH) % CO, k = i / (a.PW * a.PH * CO);
+        const int64_t n = DK_SFN(dk__rp_gpu_batch)(rois, a, k);
+        if (n < 0) continue;
+        const DK_TFN(dk_roi_pool_roi) g = DK_SFN(dk__rp_gpu_ps_roi)(rois, a, k);
+        int64_t h0, h1, w0, w1;
+        if (!DK_TFN(dk_roi_pool_bin)(&g, ph, pw, a.H, a.W, &h0, &h1, &w0, &w1)) continue;
+        const DK_T d = DK_LOAD(gout[k * a.bins_s[0] + c * a.bins_s[1] + ph * a.bins_s[2] + pw * a.bins_s[3]]) /
+                       (DK_T)((h1 - h0) * (w1 - w0));
+        DK_T *plane = acc + n * s.s[0] + ((c * a.PH + ph) * a.PW + pw) * s.s[1];
+        for (int64_t h = h0; h < h1; h++)
+            for (int64_t w = w0; w < w1; w++) atomicAdd(plane + h * s.s[2] + w * s.s[3], d);
+    }
+}
+
 static dk_status DK_SFN(dk__rp_gpu_ps_forward)(const dk_tensor *input, const dk_tensor *rois, dk_tensor *output,
                                                const dk__rp_gpu_args *a, void *stream)
 {
@@ -160,8 +268,22 @@ static dk_status DK_SFN(dk__rp_gpu_ps_forward)(const dk_tensor *input, const dk_
 }
 
 static dk_status DK_SFN(dk__rp_gpu_ps_backward)(const dk_tensor *grad_output, const dk_tensor *rois,
-                                                dk_tensor *grad_input, const dk__rp_gpu_args *a, void *stream)
+                                                dk_tensor *grad_input, const dk__rp_gpu_args *a, bool deterministic,
+                                                void *stream)
 {
+    if (!deterministic) {
+        DK_T *acc;
+        dk__rp_gpu_acc_s s;
+        void *scratch;
+        dk_status st = DK_SFN(dk__rp_gpu_acc_begin)(grad_input, a, stream, "ps_roi_pool_backward", &acc, &s, &scratch);
+        const int64_t bins = a->K * a->C; /* K x CO x PH x PW */
+        if (!st && bins > 0) {
+            DK_GPU_LAUNCH(DK_SFN(dk__rp_gpu_ps_backward_atomic_kernel), dk_gpu_blocks(bins), DK_GPU_THREADS, stream,
+                          (const DK_S *)dk_tensor_data(grad_output), (const DK_S *)dk_tensor_data(rois), acc, *a, s);
+            st = dk__gpu_launched("ps_roi_pool_backward");
+        }
+        return DK_SFN(dk__rp_gpu_acc_end)(st, grad_input, a, stream, "ps_roi_pool_backward", scratch);
+    }
     DK_GPU_LAUNCH(DK_SFN(dk__rp_gpu_ps_backward_kernel), dk_gpu_blocks(a->N * a->C * a->H * a->W), DK_GPU_THREADS,
                   stream, (const DK_S *)dk_tensor_data(grad_output), (const DK_S *)dk_tensor_data(rois),
                   (DK_S *)dk_tensor_data(grad_input), *a);
@@ -253,6 +375,39 @@ __global__ void DK_SFN(dk__psa_gpu_backward_kernel)(const DK_S *__restrict__ gou
     }
 }
 
+/* Atomic backward: one thread per grad_output element (k, co, ph, pw) adds, for each sample of
+ * its bin, each of the four taps' share (dk_ps_roi_align_share: the CPU's term) in its one input
+ * channel; a.C is grad_input's channel count here. */
+__global__ void DK_SFN(dk__psa_gpu_backward_atomic_kernel)(const DK_S *__restrict__ gout, const DK_S *__restrict__ rois,
+                                                           DK_T *acc, dk__rp_gpu_args a, dk__rp_gpu_acc_s s)
+{
+    const int64_t CO = a.C / (a.PH * a.PW), total = a.K * CO * a.PH * a.PW;
+    for (int64_t i = DK_GPU_FIRST(); i < total; i += DK_GPU_STRIDE()) {
+        const int64_t pw = i % a.PW, ph = i / a.PW % a.PH, c = i / (a.PW * a.PH) % CO, k = i / (a.PW * a.PH * CO);
+        const int64_t n = DK_SFN(dk__rp_gpu_batch)(rois, a, k);
+        if (n < 0) continue;
+        DK_TFN(dk_roi_align_axis) ay, ax;
+        DK_SFN(dk__psa_gpu_roi)(rois, a, k, &ay, &ax);
+        if (ay.grid <= 0 || ax.grid <= 0) continue;
+        const DK_T count = DK_TFN(dk_roi_align_count)(&ay, &ax);
+        const DK_T gk = DK_LOAD(gout[k * a.bins_s[0] + c * a.bins_s[1] + ph * a.bins_s[2] + pw * a.bins_s[3]]);
+        DK_T *plane = acc + n * s.s[0] + ((c * a.PH + ph) * a.PW + pw) * s.s[1];
+        for (int64_t iy = 0; iy < ay.grid; iy++) {
+            const DK_T y = DK_TFN(dk_roi_align_axis_sample)(&ay, ph, iy);
+            for (int64_t ix = 0; ix < ax.grid; ix++) {
+                DK_TFN(dk_roi_align_bilinear) b;
+                if (!DK_TFN(dk_roi_align_bilinear_init)(y, DK_TFN(dk_roi_align_axis_sample)(&ax, pw, ix), a.H, a.W, &b))
+                    continue;
+                atomicAdd(plane + b.y_low * s.s[2] + b.x_low * s.s[3], DK_TFN(dk_ps_roi_align_share)(gk, b.w1, count));
+                atomicAdd(plane + b.y_low * s.s[2] + b.x_high * s.s[3], DK_TFN(dk_ps_roi_align_share)(gk, b.w2, count));
+                atomicAdd(plane + b.y_high * s.s[2] + b.x_low * s.s[3], DK_TFN(dk_ps_roi_align_share)(gk, b.w3, count));
+                atomicAdd(plane + b.y_high * s.s[2] + b.x_high * s.s[3],
+                          DK_TFN(dk_ps_roi_align_share)(gk, b.w4, count));
+            }
+        }
+    }
+}
+
 static dk_status DK_SFN(dk__psa_gpu_forward)(const dk_tensor *input, const dk_tensor *rois, dk_tensor *output,
                                              const dk__rp_gpu_args *a, void *stream)
 {
@@ -263,8 +418,22 @@ static dk_status DK_SFN(dk__psa_gpu_forward)(const dk_tensor *input, const dk_te
 }
 
 static dk_status DK_SFN(dk__psa_gpu_backward)(const dk_tensor *grad_output, const dk_tensor *rois,
-                                              dk_tensor *grad_input, const dk__rp_gpu_args *a, void *stream)
+                                              dk_tensor *grad_input, const dk__rp_gpu_args *a, bool deterministic,
+                                              void *stream)
 {
+    if (!deterministic) {
+        DK_T *acc;
+        dk__rp_gpu_acc_s s;
+        void *scratch;
+        dk_status st = DK_SFN(dk__rp_gpu_acc_begin)(grad_input, a, stream, "ps_roi_align_backward", &acc, &s, &scratch);
+        const int64_t bins = a->K * a->C; /* K x CO x PH x PW */
+        if (!st && bins > 0) {
+            DK_GPU_LAUNCH(DK_SFN(dk__psa_gpu_backward_atomic_kernel), dk_gpu_blocks(bins), DK_GPU_THREADS, stream,
+                          (const DK_S *)dk_tensor_data(grad_output), (const DK_S *)dk_tensor_data(rois), acc, *a, s);
+            st = dk__gpu_launched("ps_roi_align_backward");
+        }
+        return DK_SFN(dk__rp_gpu_acc_end)(st, grad_input, a, stream, "ps_roi_align_backward", scratch);
+    }
     DK_GPU_LAUNCH(DK_SFN(dk__psa_gpu_backward_kernel), dk_gpu_blocks(a->N * a->C * a->H * a->W), DK_GPU_THREADS, stream,
                   (const DK_S *)dk_tensor_data(grad_output), (const DK_S *)dk_tensor_data(rois),
                   (DK_S *)dk_tensor_data(grad_input), *a);
