@@ -17,8 +17,33 @@ DK_TUNABLE(dk__rp_gpu_deterministic, "roi_pool.gpu_deterministic", 0, 0, 1,
            "roi_pool, ps_roi_pool and ps_roi_align backward on a GPU: 0 scatters with atomics (fast, bits vary), "
            "1 gathers (the CPU's bits, every run)")
 
+/* Note [RoIPool on a GPU]: the position-sensitive gathers' tile side (0: the smallest power of two
+ * from 16 whose lists fit in grad_input's size). */
+DK_TUNABLE(dk__rp_gpu_det_tile, "roi_pool.gpu_det_tile", 0, 0, 1 << 16,
+           "deterministic ps_roi_pool / ps_roi_align backward on a GPU: tile side in pixels (0: chosen by size)")
+
 /* Note [Deterministic kernels] in dk_determinism.h: the caller's request, or the tunable. */
 static bool dk__rp_gpu_det(void) { return dk_deterministic() || dk_tunable(&dk__rp_gpu_deterministic) != 0; }
+
+/* The position-sensitive gathers' tiles: side 16, doubled while the lists (a RoI index per tile
+ * and RoI) would take more memory than grad_input, so that their scratch stays within
+ * grad_input's size; or the tunable's side. */
+static dk_status dk__rp_gpu_tiling(const dk__rp_gpu_args *a, const dk_tensor *grad_input, const char *op,
+                                   dk__rp_gpu_tiles *g)
+{
+    if (a->K > INT32_MAX) return dk_error(DK_EINVAL, "%s: %lld RoIs (at most 2^31 - 1)", op, (long long)a->K);
+    const double budget = (double)a->N * (double)a->C * (double)a->H * (double)a->W *
+                          (double)dk_dtype_size(dk_tensor_dtype(grad_input));
+    const int64_t fixed = dk_tunable(&dk__rp_gpu_det_tile), side = a->H > a->W ? a->H : a->W;
+    g->tile = fixed > 0 ? fixed : 16;
+    for (;;) {
+        g->ty = (a->H + g->tile - 1) / g->tile;
+        g->tx = (a->W + g->tile - 1) / g->tile;
+        if (fixed > 0 || g->tile >= side || (double)a->N * g->ty * g->tx * ((double)a->K + 1) * 4.0 <= budget) break;
+        g->tile *= 2;
+    }
+    return DK_OK;
+}
 
 #define DK_TEMPLATE "roi_pool/roi_pool_gpu_tmpl.cuh"
 #define DK_TEMPLATE_TYPES DK_TYPES_FLOAT
@@ -110,12 +135,16 @@ extern "C" dk_status dk_ps_roi_pool_backward_gpu(const dk_tensor *grad_output, c
     dk__rp_gpu_args a = dk__rp_gpu_args_of(grad_input, grad_output, rois, grad_output);
     a.scale = spatial_scale;
     if (a.N * a.C * a.H * a.W == 0) return DK_OK; /* nothing to write */
+    dk__rp_gpu_tiles tiles;
+    const bool det = dk__rp_gpu_det();
+    dk_status st = det ? dk__rp_gpu_tiling(&a, grad_input, "ps_roi_pool_backward", &tiles) : DK_OK;
+    if (st) return st;
     dk_device_guard g;
-    dk_status st = dk__gpu_enter(&g, grad_input->device);
+    st = dk__gpu_enter(&g, grad_input->device);
     if (st) return st;
     void *stream = dk_current_stream(grad_input->device);
     DK_SWITCH_FLOAT(dk_tensor_dtype(grad_output), st, dk__rp_gpu_ps_backward,
-                    (grad_output, rois, grad_input, &a, dk__rp_gpu_det(), stream),
+                    (grad_output, rois, grad_input, &a, det ? &tiles : NULL, stream),
                     st = dk__gpu_unsupported("ps_roi_pool_backward", grad_output))
     dk_device_guard_exit(&g);
     return st;
@@ -144,12 +173,16 @@ extern "C" dk_status dk_ps_roi_align_backward_gpu(const dk_tensor *grad_output, 
     a.scale = spatial_scale;
     a.sampling_ratio = sampling_ratio;
     if (a.N * a.C * a.H * a.W == 0) return DK_OK; /* nothing to write */
+    dk__rp_gpu_tiles tiles;
+    const bool det = dk__rp_gpu_det();
+    dk_status st = det ? dk__rp_gpu_tiling(&a, grad_input, "ps_roi_align_backward", &tiles) : DK_OK;
+    if (st) return st;
     dk_device_guard g;
-    dk_status st = dk__gpu_enter(&g, grad_input->device);
+    st = dk__gpu_enter(&g, grad_input->device);
     if (st) return st;
     void *stream = dk_current_stream(grad_input->device);
     DK_SWITCH_FLOAT(dk_tensor_dtype(grad_output), st, dk__psa_gpu_backward,
-                    (grad_output, rois, grad_input, &a, dk__rp_gpu_det(), stream),
+                    (grad_output, rois, grad_input, &a, det ? &tiles : NULL, stream),
                     st = dk__gpu_unsupported("ps_roi_align_backward", grad_output))
     dk_device_guard_exit(&g);
     return st;

@@ -66,6 +66,17 @@ typedef struct {
     int64_t sampling_ratio; /* ps_roi_align */
 } dk__rp_gpu_args;
 
+/* The position-sensitive gathers' RoI table (Note [RoIPool on a GPU]): RoI k's image (-1: it adds
+ * nothing) and the pixels [y0, y1] x [x0, x1] its bins can reach (a superset). */
+typedef struct {
+    int64_t n, y0, y1, x0, x1;
+} dk__rp_gpu_reach;
+
+/* Their tiling: tiles of tile x tile pixels, ty x tx of them per image. */
+typedef struct {
+    int64_t tile, ty, tx;
+} dk__rp_gpu_tiles;
+
 /* The atomic backwards' accumulator strides (elements): grad_input's, or the float scratch's. */
 typedef struct {
     int64_t s[4];

@@ -193,6 +193,16 @@ __device__ static inline DK_TFN(dk_roi_pool_roi)
                                         a.PW, DK_ROI_POOL_BINS_PS);
 }
 
+/* ps_roi_align's two axes of RoI k. */
+__device__ static inline void DK_SFN(dk__psa_gpu_roi)(const DK_S *rois, const dk__rp_gpu_args &a, int64_t k,
+                                                      DK_TFN(dk_roi_align_axis) *ay, DK_TFN(dk_roi_align_axis) *ax)
+{
+    const DK_S *r = rois + k * a.rois_s[0];
+    DK_TFN(dk_ps_roi_align_roi_init)(DK_LOAD(r[a.rois_s[1]]), DK_LOAD(r[2 * a.rois_s[1]]), DK_LOAD(r[3 * a.rois_s[1]]),
+                                     DK_LOAD(r[4 * a.rois_s[1]]), (DK_T)a.scale, a.PH, a.PW, a.sampling_ratio, a.H, a.W,
+                                     ay, ax);
+}
+
 /* One thread per output element (k, c, ph, pw); a.C is the output's channel count here. */
 __global__ void DK_SFN(dk__rp_gpu_ps_forward_kernel)(const DK_S *__restrict__ x, const DK_S *__restrict__ rois,
                                                      DK_S *__restrict__ y, dk__rp_gpu_args a)
@@ -212,17 +222,95 @@ __global__ void DK_SFN(dk__rp_gpu_ps_forward_kernel)(const DK_S *__restrict__ x,
     }
 }
 
-/* One thread per grad_input element (n, cin, h, w); a.C is grad_input's channel count here. */
+/* The deterministic gathers' RoI table: for each RoI its image and the pixels its bins can reach
+ * (ps_roi_pool: the union of its bins' bounds; ps_roi_align: its samples' span, 2 pixels of slack
+ * each side, the whole axis where a sample is not finite). */
+__device__ static inline void DK_SFN(dk__rp_gpu_reach_axis)(DK_T c0, DK_T c1, int64_t size, int64_t *lo, int64_t *hi)
+{
+    const DK_T a = c0 < c1 ? c0 : c1, b = c0 < c1 ? c1 : c0;
+    *lo = 0;
+    *hi = size - 1;
+    if (a != a || b != b) return;             /* NaN: the whole axis (its taps decide) */
+    if (a > (DK_T)size + 4 || b < (DK_T)-4) { /* wholly beyond an edge: no pixel */
+        *lo = 0, *hi = -1;
+        return;
+    }
+    if (a >= (DK_T)-4) *lo = (int64_t)floor((double)a) - 2 < 0 ? 0 : (int64_t)floor((double)a) - 2;
+    if (b <= (DK_T)size + 4) *hi = (int64_t)ceil((double)b) + 2 > size - 1 ? size - 1 : (int64_t)ceil((double)b) + 2;
+}
+
+__global__ void DK_SFN(dk__rp_gpu_ps_table_kernel)(const DK_S *__restrict__ rois, dk__rp_gpu_args a, int align,
+                                                   dk__rp_gpu_reach *__restrict__ table)
+{
+    for (int64_t k = DK_GPU_FIRST(); k < a.K; k += DK_GPU_STRIDE()) {
+        dk__rp_gpu_reach e;
+        e.n = DK_SFN(dk__rp_gpu_batch)(rois, a, k);
+        e.y0 = e.x0 = 0;
+        e.y1 = e.x1 = -1;
+        if (e.n >= 0 && !align) {
+            const DK_TFN(dk_roi_pool_roi) g = DK_SFN(dk__rp_gpu_ps_roi)(rois, a, k);
+            int64_t lo, hi;
+            e.y0 = a.H, e.x0 = a.W;
+            for (int64_t p = 0; p < a.PH && !g.none; p++) {
+                DK_TFN(dk_roi_pool_axis)(&g, true, p, a.H, &lo, &hi);
+                if (hi > lo) e.y0 = lo < e.y0 ? lo : e.y0, e.y1 = hi - 1 > e.y1 ? hi - 1 : e.y1;
+            }
+            for (int64_t p = 0; p < a.PW && !g.none; p++) {
+                DK_TFN(dk_roi_pool_axis)(&g, false, p, a.W, &lo, &hi);
+                if (hi > lo) e.x0 = lo < e.x0 ? lo : e.x0, e.x1 = hi - 1 > e.x1 ? hi - 1 : e.x1;
+            }
+        } else if (e.n >= 0) {
+            DK_TFN(dk_roi_align_axis) ay, ax;
+            DK_SFN(dk__psa_gpu_roi)(rois, a, k, &ay, &ax);
+            if (ay.grid > 0 && ax.grid > 0) {
+                DK_SFN(dk__rp_gpu_reach_axis)(DK_TFN(dk_roi_align_axis_sample)(&ay, 0, 0),
+                                              DK_TFN(dk_roi_align_axis_sample)(&ay, a.PH - 1, ay.grid - 1), a.H, &e.y0,
+                                              &e.y1);
+                DK_SFN(dk__rp_gpu_reach_axis)(DK_TFN(dk_roi_align_axis_sample)(&ax, 0, 0),
+                                              DK_TFN(dk_roi_align_axis_sample)(&ax, a.PW - 1, ax.grid - 1), a.W, &e.x0,
+                                              &e.x1);
+            }
+        }
+        if (e.y0 > e.y1 || e.x0 > e.x1) e.n = -1;
+        table[k] = e;
+    }
+}
+
+/* Per tile of each image, the RoIs that can reach it, in index order: lists[t * K ...], counts[t].
+ * One thread per tile, RoIs in order: the same lists on every run. */
+__global__ void DK_SFN(dk__rp_gpu_tile_lists_kernel)(const dk__rp_gpu_reach *__restrict__ table, dk__rp_gpu_args a,
+                                                     dk__rp_gpu_tiles g, int32_t *__restrict__ lists,
+                                                     int32_t *__restrict__ counts)
+{
+    const int64_t total = a.N * g.ty * g.tx;
+    for (int64_t t = DK_GPU_FIRST(); t < total; t += DK_GPU_STRIDE()) {
+        const int64_t tx = t % g.tx, ty = t / g.tx % g.ty, n = t / (g.tx * g.ty);
+        const int64_t y0 = ty * g.tile, y1 = y0 + g.tile - 1, x0 = tx * g.tile, x1 = x0 + g.tile - 1;
+        int32_t m = 0;
+        for (int64_t k = 0; k < a.K; ++k) {
+            const dk__rp_gpu_reach *e = &table[k];
+            if (e->n == n && e->y0 <= y1 && e->y1 >= y0 && e->x0 <= x1 && e->x1 >= x0)
+                lists[t * a.K + m++] = (int32_t)k;
+        }
+        counts[t] = m;
+    }
+}
+
+/* One thread per grad_input element (n, cin, h, w); a.C is grad_input's channel count here. The
+ * RoIs of its tile's list, in index order: the others add nothing to it. */
 __global__ void DK_SFN(dk__rp_gpu_ps_backward_kernel)(const DK_S *__restrict__ gout, const DK_S *__restrict__ rois,
-                                                      DK_S *__restrict__ gin, dk__rp_gpu_args a)
+                                                      const int32_t *__restrict__ lists,
+                                                      const int32_t *__restrict__ counts, DK_S *__restrict__ gin,
+                                                      dk__rp_gpu_args a, dk__rp_gpu_tiles tg)
 {
     const int64_t total = a.N * a.C * a.H * a.W;
     for (int64_t i = DK_GPU_FIRST(); i < total; i += DK_GPU_STRIDE()) {
         const int64_t w = i % a.W, h = i / a.W % a.H, cin = i / (a.W * a.H) % a.C, n = i / (a.W * a.H * a.C);
         const int64_t pw = cin % a.PW, ph = cin / a.PW % a.PH, c = cin / (a.PW * a.PH);
+        const int64_t t = (n * tg.ty + h / tg.tile) * tg.tx + w / tg.tile;
         DK_S acc = DK_STORE((DK_T)0);
-        for (int64_t k = 0; k < a.K; k++) {
-            if (DK_SFN(dk__rp_gpu_batch)(rois, a, k) != n) continue;
+        for (int32_t li = 0; li < counts[t]; li++) {
+            const int64_t k = lists[t * a.K + li];
             const DK_TFN(dk_roi_pool_roi) g = DK_SFN(dk__rp_gpu_ps_roi)(rois, a, k);
             int64_t h0, h1, w0, w1;
             if (!DK_TFN(dk_roi_pool_bin)(&g, ph, pw, a.H, a.W, &h0, &h1, &w0, &w1)) continue;
@@ -267,11 +355,15 @@ static dk_status DK_SFN(dk__rp_gpu_ps_forward)(const dk_tensor *input, const dk_
     return dk__gpu_launched("ps_roi_pool_forward");
 }
 
+static dk_status DK_SFN(dk__rp_gpu_ps_gather)(const dk_tensor *grad_output, const dk_tensor *rois,
+                                              dk_tensor *grad_input, const dk__rp_gpu_args *a,
+                                              const dk__rp_gpu_tiles *g, bool align, void *stream);
+
 static dk_status DK_SFN(dk__rp_gpu_ps_backward)(const dk_tensor *grad_output, const dk_tensor *rois,
-                                                dk_tensor *grad_input, const dk__rp_gpu_args *a, bool deterministic,
-                                                void *stream)
+                                                dk_tensor *grad_input, const dk__rp_gpu_args *a,
+                                                const dk__rp_gpu_tiles *tiles, void *stream)
 {
-    if (!deterministic) {
+    if (!tiles) {
         DK_T *acc;
         dk__rp_gpu_acc_s s;
         void *scratch;
@@ -284,22 +376,10 @@ static dk_status DK_SFN(dk__rp_gpu_ps_backward)(const dk_tensor *grad_output, co
         }
         return DK_SFN(dk__rp_gpu_acc_end)(st, grad_input, a, stream, "ps_roi_pool_backward", scratch);
     }
-    DK_GPU_LAUNCH(DK_SFN(dk__rp_gpu_ps_backward_kernel), dk_gpu_blocks(a->N * a->C * a->H * a->W), DK_GPU_THREADS,
-                  stream, (const DK_S *)dk_tensor_data(grad_output), (const DK_S *)dk_tensor_data(rois),
-                  (DK_S *)dk_tensor_data(grad_input), *a);
-    return dk__gpu_launched("ps_roi_pool_backward");
+    return DK_SFN(dk__rp_gpu_ps_gather)(grad_output, rois, grad_input, a, tiles, false, stream);
 }
 
 /* ---- ps_roi_align -------------------------------------------------------------------------- */
-
-__device__ static inline void DK_SFN(dk__psa_gpu_roi)(const DK_S *rois, const dk__rp_gpu_args &a, int64_t k,
-                                                      DK_TFN(dk_roi_align_axis) *ay, DK_TFN(dk_roi_align_axis) *ax)
-{
-    const DK_S *r = rois + k * a.rois_s[0];
-    DK_TFN(dk_ps_roi_align_roi_init)(DK_LOAD(r[a.rois_s[1]]), DK_LOAD(r[2 * a.rois_s[1]]), DK_LOAD(r[3 * a.rois_s[1]]),
-                                     DK_LOAD(r[4 * a.rois_s[1]]), (DK_T)a.scale, a.PH, a.PW, a.sampling_ratio, a.H, a.W,
-                                     ay, ax);
-}
 
 /* One thread per output element (k, c, ph, pw); a.C is the output's channel count here. */
 __global__ void DK_SFN(dk__psa_gpu_forward_kernel)(const DK_S *__restrict__ x, const DK_S *__restrict__ rois,
@@ -333,17 +413,21 @@ __device__ static inline void DK_SFN(dk__psa_gpu_window)(const DK_TFN(dk_roi_ali
     *hi = (j1 < b1 ? j1 : b1) - b0;
 }
 
-/* One thread per grad_input element (n, cin, h, w); a.C is grad_input's channel count here. */
+/* One thread per grad_input element (n, cin, h, w); a.C is grad_input's channel count here. The
+ * RoIs of its tile's list, in index order: the others add nothing to it. */
 __global__ void DK_SFN(dk__psa_gpu_backward_kernel)(const DK_S *__restrict__ gout, const DK_S *__restrict__ rois,
-                                                    DK_S *__restrict__ gin, dk__rp_gpu_args a)
+                                                    const int32_t *__restrict__ lists,
+                                                    const int32_t *__restrict__ counts, DK_S *__restrict__ gin,
+                                                    dk__rp_gpu_args a, dk__rp_gpu_tiles tg)
 {
     const int64_t total = a.N * a.C * a.H * a.W;
     for (int64_t i = DK_GPU_FIRST(); i < total; i += DK_GPU_STRIDE()) {
         const int64_t w = i % a.W, h = i / a.W % a.H, cin = i / (a.W * a.H) % a.C, n = i / (a.W * a.H * a.C);
         const int64_t pw = cin % a.PW, ph = cin / a.PW % a.PH, c = cin / (a.PW * a.PH);
+        const int64_t t = (n * tg.ty + h / tg.tile) * tg.tx + w / tg.tile;
         DK_T sum = (DK_T)0;
-        for (int64_t k = 0; k < a.K; k++) {
-            if (DK_SFN(dk__rp_gpu_batch)(rois, a, k) != n) continue;
+        for (int32_t li = 0; li < counts[t]; li++) {
+            const int64_t k = lists[t * a.K + li];
             DK_TFN(dk_roi_align_axis) ay, ax;
             DK_SFN(dk__psa_gpu_roi)(rois, a, k, &ay, &ax);
             if (ay.grid <= 0 || ax.grid <= 0) continue;
@@ -408,6 +492,48 @@ __global__ void DK_SFN(dk__psa_gpu_backward_atomic_kernel)(const DK_S *__restric
     }
 }
 
+/* The position-sensitive deterministic backwards (Note [RoIPool on a GPU]): the RoI table, each
+ * tile's list, then the gather (ps_roi_align's when `align`), in one scratch allocation. */
+static dk_status DK_SFN(dk__rp_gpu_ps_gather)(const dk_tensor *grad_output, const dk_tensor *rois,
+                                              dk_tensor *grad_input, const dk__rp_gpu_args *a,
+                                              const dk__rp_gpu_tiles *g, bool align, void *stream)
+{
+    const char *op = align ? "ps_roi_align_backward" : "ps_roi_pool_backward";
+    const int64_t tiles = a->N * g->ty * g->tx;
+    const size_t table = (size_t)a->K * sizeof(dk__rp_gpu_reach);
+    const size_t lists = ((size_t)tiles * (size_t)a->K + (size_t)tiles) * sizeof(int32_t);
+    void *scratch = NULL;
+    dk_status st = dk_device_alloc(grad_input->device, table + lists, &scratch);
+    if (st) return st;
+    dk__rp_gpu_reach *tab = (dk__rp_gpu_reach *)scratch;
+    int32_t *list = (int32_t *)((char *)scratch + table), *count = list + tiles * a->K;
+    const DK_S *r = (const DK_S *)dk_tensor_data(rois);
+    if (a->K > 0) {
+        DK_GPU_LAUNCH(DK_SFN(dk__rp_gpu_ps_table_kernel), dk_gpu_blocks(a->K), DK_GPU_THREADS, stream, r, *a,
+                      (int)align, tab);
+        st = dk__gpu_launched(op);
+    }
+    if (!st) {
+        DK_GPU_LAUNCH(DK_SFN(dk__rp_gpu_tile_lists_kernel), dk_gpu_blocks(tiles), DK_GPU_THREADS, stream, tab, *a, *g,
+                      list, count);
+        st = dk__gpu_launched(op);
+    }
+    if (!st) {
+        const unsigned blocks = dk_gpu_blocks(a->N * a->C * a->H * a->W);
+        const DK_S *gout = (const DK_S *)dk_tensor_data(grad_output);
+        DK_S *gin = (DK_S *)dk_tensor_data(grad_input);
+        if (align)
+            DK_GPU_LAUNCH(DK_SFN(dk__psa_gpu_backward_kernel), blocks, DK_GPU_THREADS, stream, gout, r, list, count,
+                          gin, *a, *g);
+        else
+            DK_GPU_LAUNCH(DK_SFN(dk__rp_gpu_ps_backward_kernel), blocks, DK_GPU_THREADS, stream, gout, r, list, count,
+                          gin, *a, *g);
+        st = dk__gpu_launched(op);
+    }
+    dk_device_free(grad_input->device, scratch); /* stream-ordered: after the kernels above */
+    return st;
+}
+
 static dk_status DK_SFN(dk__psa_gpu_forward)(const dk_tensor *input, const dk_tensor *rois, dk_tensor *output,
                                              const dk__rp_gpu_args *a, void *stream)
 {
@@ -418,10 +544,10 @@ static dk_status DK_SFN(dk__psa_gpu_forward)(const dk_tensor *input, const dk_te
 }
 
 static dk_status DK_SFN(dk__psa_gpu_backward)(const dk_tensor *grad_output, const dk_tensor *rois,
-                                              dk_tensor *grad_input, const dk__rp_gpu_args *a, bool deterministic,
-                                              void *stream)
+                                              dk_tensor *grad_input, const dk__rp_gpu_args *a,
+                                              const dk__rp_gpu_tiles *tiles, void *stream)
 {
-    if (!deterministic) {
+    if (!tiles) {
         DK_T *acc;
         dk__rp_gpu_acc_s s;
         void *scratch;
@@ -434,10 +560,7 @@ static dk_status DK_SFN(dk__psa_gpu_backward)(const dk_tensor *grad_output, cons
         }
         return DK_SFN(dk__rp_gpu_acc_end)(st, grad_input, a, stream, "ps_roi_align_backward", scratch);
     }
-    DK_GPU_LAUNCH(DK_SFN(dk__psa_gpu_backward_kernel), dk_gpu_blocks(a->N * a->C * a->H * a->W), DK_GPU_THREADS, stream,
-                  (const DK_S *)dk_tensor_data(grad_output), (const DK_S *)dk_tensor_data(rois),
-                  (DK_S *)dk_tensor_data(grad_input), *a);
-    return dk__gpu_launched("ps_roi_align_backward");
+    return DK_SFN(dk__rp_gpu_ps_gather)(grad_output, rois, grad_input, a, tiles, true, stream);
 }
 
 #endif

@@ -233,19 +233,24 @@ static void check_ps_case(dk_dtype dt, double scale, int64_t PH, int64_t PW, boo
     const double n = (double)K * (align ? 4 * G * G : 1);
     dkg_tensor dg;
     dkg_up(&dg, g);
-    for (int run = 0; run < 4; run++) { /* deterministic twice, then atomic twice */
+    /* deterministic with the chosen tiles, then tiles of a pixel, tiles that do not divide the
+     * map, one tile (the lists' tiling must not change a bit); then atomic twice */
+    static const int64_t TILES[] = {0, 1, 5, 64, 0, 0};
+    for (int run = 0; run < 6; run++) {
         dkk_tensor *ggi = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, order, 3);
         memset(ggi->mem, 0x7f, ggi->bytes);
         dkg_tensor dgi;
         dkg_up(&dgi, ggi);
-        set_deterministic(run < 2);
+        assert_ok(dk_tunable_set("roi_pool.gpu_det_tile", TILES[run], NULL));
+        set_deterministic(run < 4);
         assert_ok(align ? GPU_PSA_BACKWARD(&dg.dev, &dr.dev, &dgi.dev, scale, sr)
                         : GPU_PS_BACKWARD(&dg.dev, &dr.dev, &dgi.dev, scale));
         set_deterministic(0);
         dkg_down(&dgi);
         char sub[200];
-        snprintf(sub, sizeof sub, "%s, backward (%s)", what, run < 2 ? "deterministic" : "atomic");
-        if (run < 2) dkk_assert_identical(ggi, gi, sub);
+        snprintf(sub, sizeof sub, "%s, backward (%s, tile %lld)", what, run < 4 ? "deterministic" : "atomic",
+                 (long long)TILES[run]);
+        if (run < 4) dkk_assert_identical(ggi, gi, sub);
         else assert_sum_close(ggi, gi, mag, NULL, n, dt, sub);
         dkg_release(&dgi);
         dkk_free(ggi);
