@@ -47,27 +47,50 @@ __global__ void DK_SFN(dk__rp_gpu_zero_kernel)(DK_S *__restrict__ gin, dk__rp_gp
     }
 }
 
-/* One thread per (n, c) plane: the CPU's additions, in the CPU's order. */
+/* Deterministic backward (Note [RoIPool on a GPU]): one block per (n, c) plane (grid-stride over
+ * planes). The block reads the bins (k, ph, pw) in the CPU's order, a chunk of blockDim at a time,
+ * into shared memory: each bin's argmax (-1 when its RoI is another image's or it pooled nothing)
+ * and gradient; then the thread that owns a pixel (pixel % blockDim) adds, in the chunk's order,
+ * every bin whose argmax is that pixel. Each pixel's additions are the CPU's, in the CPU's order,
+ * by one thread: its bits, no atomics, N C blocks sharing the reads. */
 __global__ void DK_SFN(dk__rp_gpu_backward_kernel)(const DK_S *__restrict__ gout, const DK_S *__restrict__ rois,
                                                    const void *__restrict__ arg, DK_S *__restrict__ gin,
                                                    dk__rp_gpu_args a)
 {
-    const int64_t planes = a.N * a.C, plane = a.H * a.W;
-    for (int64_t i = DK_GPU_FIRST(); i < planes; i += DK_GPU_STRIDE()) {
-        const int64_t c = i % a.C, n = i / a.C;
+    __shared__ int64_t s_pix[DK_GPU_THREADS];
+    __shared__ int s_own[DK_GPU_THREADS];
+    __shared__ DK_T s_g[DK_GPU_THREADS];
+    const int64_t planes = a.N * a.C, bins = a.PH * a.PW, entries = a.K * bins, plane = a.H * a.W;
+    const int tid = (int)threadIdx.x, T = (int)blockDim.x;
+    for (int64_t p = blockIdx.x; p < planes; p += gridDim.x) {
+        const int64_t c = p % a.C, n = p / a.C;
         DK_S *img = gin + n * a.img_s[0] + c * a.img_s[1];
-        for (int64_t k = 0; k < a.K; k++) {
-            if (DK_SFN(dk__rp_gpu_batch)(rois, a, k) != n) continue;
-            for (int64_t ph = 0; ph < a.PH; ph++)
-                for (int64_t pw = 0; pw < a.PW; pw++) {
+        for (int64_t j0 = 0; j0 < entries; j0 += T) {
+            const int64_t j = j0 + tid;
+            int64_t pix = -1;
+            DK_T g = (DK_T)0;
+            if (j < entries) {
+                const int64_t k = j / bins, ph = j % bins / a.PW, pw = j % a.PW;
+                if (DK_SFN(dk__rp_gpu_batch)(rois, a, k) == n) {
                     const int64_t ao = k * a.arg_s[0] + c * a.arg_s[1] + ph * a.arg_s[2] + pw * a.arg_s[3];
                     const int64_t am = a.arg_bits == 64 ? ((const int64_t *)arg)[ao] : ((const int32_t *)arg)[ao];
-                    if (am < 0 || am >= plane) continue; /* -1: nothing was pooled (ops/roi_pool.c) */
-                    DK_S *e = img + (am / a.W) * a.img_s[2] + (am % a.W) * a.img_s[3];
-                    *e = DK_STORE(
-                        DK_LOAD(*e) +
-                        DK_LOAD(gout[k * a.bins_s[0] + c * a.bins_s[1] + ph * a.bins_s[2] + pw * a.bins_s[3]]));
+                    if (am >= 0 && am < plane) { /* -1: nothing was pooled (ops/roi_pool.c) */
+                        pix = am;
+                        g = DK_LOAD(gout[k * a.bins_s[0] + c * a.bins_s[1] + ph * a.bins_s[2] + pw * a.bins_s[3]]);
+                    }
                 }
+            }
+            s_pix[tid] = pix;
+            s_own[tid] = pix >= 0 ? (int)(pix % T) : -1;
+            s_g[tid] = g;
+            __syncthreads();
+            const int m = entries - j0 < T ? (int)(entries - j0) : T;
+            for (int e = 0; e < m; e++) {
+                if (s_own[e] != tid) continue;
+                DK_S *x = img + (s_pix[e] / a.W) * a.img_s[2] + (s_pix[e] % a.W) * a.img_s[3];
+                *x = DK_STORE(DK_LOAD(*x) + s_g[e]);
+            }
+            __syncthreads();
         }
     }
 }
@@ -176,7 +199,9 @@ static dk_status DK_SFN(dk__rp_gpu_backward)(const dk_tensor *grad_output, const
                   *a);
     dk_status st = dk__gpu_launched("roi_pool_backward");
     if (st || a->K == 0 || a->PH == 0 || a->PW == 0) return st;
-    DK_GPU_LAUNCH(DK_SFN(dk__rp_gpu_backward_kernel), dk_gpu_blocks(a->N * a->C), DK_GPU_THREADS, stream,
+    const int64_t planes = a->N * a->C;
+    DK_GPU_LAUNCH(DK_SFN(dk__rp_gpu_backward_kernel),
+                  (unsigned)(planes < DK_GPU_MAX_BLOCKS ? planes : DK_GPU_MAX_BLOCKS), DK_GPU_THREADS, stream,
                   (const DK_S *)dk_tensor_data(grad_output), (const DK_S *)dk_tensor_data(rois),
                   (const void *)dk_tensor_data(argmax), gin, *a);
     return dk__gpu_launched("roi_pool_backward");
