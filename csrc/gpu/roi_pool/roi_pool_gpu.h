@@ -25,24 +25,31 @@
  *     torch bridge sets it from torch.use_deterministic_algorithms around every backward;
  *     torchvision refuses these backwards then) or roi_pool.gpu_deterministic = 1 (one tunable
  *     for the three ops; DKIT_TUNE=roi_pool.gpu_deterministic=1): gathers, no atomics, the CPU's
- *     additions in the CPU's order, so its bits on every run. roi_pool: grad_input zeroed, then
- *     one thread per (image, channel) plane adds, in order (k, ph, pw), the gradient of every bin
- *     of every RoI of its image whose argmax lies in the plane: N x C threads, each reading all
- *     K RoIs. ps_roi_pool: one thread per grad_input element (n, c, h, w), which knows its bin
- *     (ph, pw) from its channel and gathers, RoIs in order, the share of every RoI of its image
- *     whose bin holds it. ps_roi_align: likewise one thread per grad_input element; its channel
- *     fixes the bin; it walks its image's RoIs in order and, within each, only the samples whose
- *     taps can reach it (dk_roi_align_axis_window, a superset tested exactly), adding each tap's
- *     share that lands on it in a register, one store.
- * Why atomics by default: the gathers were measured on an H100 (torch 2.11, float32, forward +
- * backward of whole Python calls, 1024 RoIs, 7 x 7): roi_pool on [2, 256, 200, 272] 27.1 ms
- * (torchvision 1.81 ms); ps_roi_pool on [2, 490, 100, 136] 86.0 ms (0.38 ms), ps_roi_align
- * 122.9 ms (0.36 ms): roi_pool's backward has only N x C = 512 threads, each walking every RoI
- * serially, and the ps backwards' threads each test all K RoIs of their image (13.6G tests
- * there). The atomic backwards do the work of the forwards, once per term; they have NOT been
- * measured on a GPU yet (the emulated test checks their values only), nor have the gathers been
- * made cheaper (roi_align's per-tile RoI lists, Note [Deterministic backward on a GPU], would
- * cut the RoIs each thread tests to those reaching its tile).
+ *     additions in the CPU's order, so its bits on every run.
+ *     roi_pool: grad_input zeroed, then one block per (image, channel) plane reads the bins
+ *     (k, ph, pw) in the CPU's order, a chunk of blockDim at a time, through shared memory (each
+ *     bin's argmax, -1 for another image's RoI, and its gradient); the thread owning a pixel
+ *     (pixel % blockDim) adds, chunk by chunk and in order, the bins whose argmax is that pixel.
+ *     No geometry is involved: any argmax the caller passes is honoured, as on the CPU.
+ *     ps_roi_pool and ps_roi_align: per-tile RoI lists, as roi_align's (Note [Deterministic
+ *     backward on a GPU]): a table of the pixels each RoI can reach (ps_roi_pool: the union of
+ *     its bins' bounds; ps_roi_align: its samples' span with 2 pixels of slack, the whole axis
+ *     for a non-finite sample), then per tile of tile x tile pixels of each image the RoIs that
+ *     reach it, in index order (roi_pool.gpu_det_tile, 0: 16, doubled while the lists would
+ *     outgrow grad_input). One thread per grad_input element (n, c, h, w), whose channel fixes
+ *     its bin (ph, pw), walks its tile's list: ps_roi_pool adds the share of each RoI whose bin
+ *     holds it; ps_roi_align visits only the samples whose taps can reach it
+ *     (dk_roi_align_axis_window, a superset tested exactly) and adds each tap's share that lands
+ *     on it in a register, one store. Skipped RoIs and samples add nothing: the bits are those of
+ *     a walk over every RoI (the test compares tilings of 1, 5 and 64 pixels with the CPU).
+ * Why atomics by default: the first, plainer gathers were measured on an H100 (torch 2.11,
+ * float32, forward + backward of whole Python calls, 1024 RoIs, 7 x 7): roi_pool on
+ * [2, 256, 200, 272] 27.1 ms (torchvision 1.81 ms); ps_roi_pool on [2, 490, 100, 136] 86.0 ms
+ * (0.38 ms), ps_roi_align 122.9 ms (0.36 ms): roi_pool's backward had one thread per plane
+ * (N x C = 512 threads) walking every bin serially, the ps backwards' threads each tested all K
+ * RoIs of their image (13.6G tests there). The atomic backwards do the work of the forwards,
+ * once per term. Neither they nor the gathers above have been measured on a GPU yet
+ * (bench/bench_gpu.c has their cases); the emulated test checks their values only.
  */
 #ifndef DK_ROI_POOL_GPU_H
 #define DK_ROI_POOL_GPU_H
