@@ -45,6 +45,33 @@ static dk_status dk__rp_gpu_tiling(const dk__rp_gpu_args *a, const dk_tensor *gr
     return DK_OK;
 }
 
+/* Note [RoIPool on a GPU]: roi_pool's forward order. */
+DK_TUNABLE(dk__rp_gpu_order, "roi_pool.gpu_order", 1, 0, 1,
+           "roi_pool forward on a GPU: bins RoI-major (0: k, c, ph, pw) or channel-major (1: c, k, ph, pw)")
+
+/* 1: bin indices always decoded in 64 bits (tests reach that path on small inputs) */
+DK_TUNABLE(dk__rp_gpu_wide, "roi_pool.gpu_wide_index", 0, 0, 1,
+           "roi_pool forward on a GPU: 0 decodes bin indices in 32 bits when they fit, 1 always in 64")
+
+/* Bin i of roi_pool's forward, in its order (Note [RoIPool on a GPU]). */
+__device__ DK_INLINE void dk__rp_gpu_bin_of(const dk__rp_gpu_args *a, int64_t i, int64_t *k, int64_t *c, int64_t *ph,
+                                            int64_t *pw)
+{
+    if (a->narrow) { /* 32-bit division: a 64-bit one is a long software sequence on GPUs */
+        const uint32_t u = (uint32_t)i, PW = (uint32_t)a->PW, PH = (uint32_t)a->PH, r = u / PW / PH;
+        *pw = u % PW;
+        *ph = u / PW % PH;
+        *k = a->channel_major ? r % (uint32_t)a->K : r / (uint32_t)a->C;
+        *c = a->channel_major ? r / (uint32_t)a->K : r % (uint32_t)a->C;
+        return;
+    }
+    *pw = i % a->PW;
+    *ph = i / a->PW % a->PH;
+    const int64_t r = i / (a->PW * a->PH);
+    *k = a->channel_major ? r % a->K : r / a->C;
+    *c = a->channel_major ? r / a->K : r % a->C;
+}
+
 #define DK_TEMPLATE "roi_pool/roi_pool_gpu_tmpl.cuh"
 #define DK_TEMPLATE_TYPES DK_TYPES_FLOAT
 #include "kernels/dk_instantiate.h"
@@ -65,6 +92,8 @@ static dk__rp_gpu_args dk__rp_gpu_args_of(const dk_tensor *img, const dk_tensor 
     a.scale = 1.0;
     a.bins_kind = DK_ROI_POOL_BINS_TORCHVISION;
     a.sampling_ratio = 0;
+    a.channel_major = 0;
+    a.narrow = 0;
     return a;
 }
 
@@ -76,6 +105,8 @@ extern "C" dk_status dk_roi_pool_forward_gpu(const dk_tensor *input, const dk_te
     dk__rp_gpu_args a = dk__rp_gpu_args_of(input, output, rois, argmax);
     a.scale = spatial_scale;
     a.bins_kind = geometry == DK_ROI_POOL_MMCV ? DK_ROI_POOL_BINS_MMCV : DK_ROI_POOL_BINS_TORCHVISION;
+    a.channel_major = dk_tunable(&dk__rp_gpu_order) != 0;
+    a.narrow = (double)a.K * (double)a.C * (double)a.PH * (double)a.PW < 2147483648.0 && !dk_tunable(&dk__rp_gpu_wide);
     if (a.K * a.C * a.PH * a.PW == 0) return DK_OK; /* nothing to write */
     dk_device_guard g;
     dk_status st = dk__gpu_enter(&g, input->device);

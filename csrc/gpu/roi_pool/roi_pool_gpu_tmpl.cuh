@@ -17,7 +17,8 @@ __global__ void DK_SFN(dk__rp_gpu_forward_kernel)(const DK_S *__restrict__ x, co
 {
     const int64_t total = a.K * a.C * a.PH * a.PW;
     for (int64_t i = DK_GPU_FIRST(); i < total; i += DK_GPU_STRIDE()) {
-        const int64_t pw = i % a.PW, ph = i / a.PW % a.PH, c = i / (a.PW * a.PH) % a.C, k = i / (a.PW * a.PH * a.C);
+        int64_t k, c, ph, pw;
+        dk__rp_gpu_bin_of(&a, i, &k, &c, &ph, &pw);
         const int64_t n = DK_SFN(dk__rp_gpu_batch)(rois, a, k);
         const DK_S *r = rois + k * a.rois_s[0];
         const DK_TFN(dk_roi_pool_roi) g = DK_TFN(dk_roi_pool_roi_init)(

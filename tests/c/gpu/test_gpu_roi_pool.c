@@ -150,6 +150,23 @@ static void check_case(dk_dtype dt, int geometry, double scale, int64_t PH, int6
     assert_ok(GPU_FORWARD(&dx.dev, &dr.dev, &dout.dev, NULL, PH, PW, scale, geometry));
     dkg_down(&dout);
     dkk_assert_identical(gout, out, what);
+    /* Note [RoIPool on a GPU]: the RoI-major order and 64-bit index decoding, in either
+     * combination, give the same values and indices */
+    for (int v = 0; v < 2; v++) {
+        assert_ok(dk_tunable_set("roi_pool.gpu_order", v, NULL));
+        assert_ok(dk_tunable_set("roi_pool.gpu_wide_index", !v, NULL));
+        dkg_release(&dout);
+        memset(gout->mem, 0x7f, gout->bytes);
+        dkg_up(&dout, gout);
+        assert_ok(GPU_FORWARD(&dx.dev, &dr.dev, &dout.dev, &darg32.dev, PH, PW, scale, geometry));
+        dkg_down(&dout), dkg_down(&darg32);
+        char sub[200];
+        snprintf(sub, sizeof sub, "%s, forward (order %d, %d-bit indices)", what, v, v ? 32 : 64);
+        dkk_assert_identical(gout, out, sub);
+        dkk_assert_identical(garg32, arg32, sub);
+    }
+    assert_ok(dk_tunable_set("roi_pool.gpu_order", 1, NULL)); /* the defaults */
+    assert_ok(dk_tunable_set("roi_pool.gpu_wide_index", 0, NULL));
     /* backward, from the same argmax */
     dkk_tensor *g = dkk_new(dt, 4, shape, NULL, 0);
     dkk_fill_uniform(g, r, -1, 1);
