@@ -323,6 +323,37 @@ static void beyond_one_grid(void **state)
     check_case(DK_FLOAT32, 0, 0.5, 64, 64, false, 130, &r);
 }
 
+#ifdef DKT_GPU_EMULATED
+/* A batch index outside [0, N) (which the ops' checks refuse where the host can read the RoIs) is
+ * an absent RoI on a GPU: no gradient, in either backward mode, for the three ops. */
+static void a_bad_batch_index_adds_no_gradient(void **state)
+{
+    (void)state;
+    dkk_rng r = {0x9105};
+    const int64_t N = 2, PH = 2, PW = 2, C = 2 * PH * PW, H = 6, W = 7, K = 2, shape[4] = {K, C, PH, PW};
+    const int64_t ps_shape[4] = {K, C / (PH * PW), PH, PW}, img[4] = {N, C, H, W};
+    dkk_tensor *rois = dkk_new(DK_FLOAT32, 2, (int64_t[]){K, 5}, NULL, 0);
+    const double boxes[2][5] = {{5, 0, 0, 6, 5}, {-1, 1, 1, 5, 4}}; /* >= N, < 0 */
+    for (int64_t k = 0; k < K; k++)
+        for (int j = 0; j < 5; j++) dkk_set(rois, (int64_t[]){k, j}, boxes[k][j]);
+    dkk_tensor *g = dkk_new(DK_FLOAT32, 4, shape, NULL, 0), *gps = dkk_new(DK_FLOAT32, 4, ps_shape, NULL, 0);
+    dkk_tensor *arg = dkk_new(DK_INT64, 4, shape, NULL, 0), *zero = dkk_new(DK_FLOAT64, 4, img, NULL, 0);
+    dkk_fill_uniform(g, &r, 1, 2), dkk_fill_uniform(gps, &r, 1, 2), dkk_fill_uniform(arg, &r, 0, 5);
+    dkk_tensor *gi = dkk_new(DK_FLOAT32, 4, img, NULL, 0);
+    for (int det = 0; det < 2; det++)
+        for (int op = 0; op < 3; op++) {
+            dkk_fill_uniform(gi, &r, 1, 2); /* must become all zeros */
+            set_deterministic(det);
+            if (op == 0) assert_ok(dk_roi_pool_backward_gpu(&g->t, &rois->t, &arg->t, &gi->t));
+            if (op == 1) assert_ok(dk_ps_roi_pool_backward_gpu(&gps->t, &rois->t, &gi->t, 1.0));
+            if (op == 2) assert_ok(dk_ps_roi_align_backward_gpu(&gps->t, &rois->t, &gi->t, 1.0, 2));
+            set_deterministic(0);
+            dkk_assert_close(gi, zero, 0, 0, op == 0 ? "roi_pool" : op == 1 ? "ps_roi_pool" : "ps_roi_align");
+        }
+    dkk_free(rois), dkk_free(g), dkk_free(gps), dkk_free(arg), dkk_free(zero), dkk_free(gi);
+}
+#endif
+
 int main(void)
 {
     if (dkg_setup()) return 0;
@@ -331,6 +362,9 @@ int main(void)
         cmocka_unit_test(beyond_one_grid),
         cmocka_unit_test(ps_roi_pool_gpu_matches_cpu),
         cmocka_unit_test(ps_roi_align_gpu_matches_cpu),
+#ifdef DKT_GPU_EMULATED
+        cmocka_unit_test(a_bad_batch_index_adds_no_gradient),
+#endif
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
