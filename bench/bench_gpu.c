@@ -2,13 +2,15 @@
  * bench_gpu.c — each GPU kernel against the CPU kernel on the same data (make bench-gpu, which
  * runs it through bench_gpu.py, which adds torchvision's CUDA ops where torch has CUDA).
  *
- *     bench_gpu LIB KIND     LIB: libdkit_cuda.so or libdkit_hip.so, KIND: cuda or hip
+ *     bench_gpu LIB KIND [ONLY]   LIB: libdkit_cuda.so or libdkit_hip.so, KIND: cuda or hip,
+ *                                 ONLY: run only the cases whose name starts with it
  *
  * Prints one line per case: `case <name> gpu_ms <t> cpu_ms <t>` (medians of 11 calls, the GPU
  * ones each followed by a synchronisation, after 2 warm-up calls), or one line saying why it
  * cannot run (no device). Device tensors are allocated and filled through the backend object;
  * ops are called through the dispatcher, as any caller would.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +22,7 @@
 #include "dkit.h"
 #include "nms.h"
 #include "roi_align.h"
+#include "roi_pool.h"
 
 static DLDevice dev = {kDLCUDA, 0};
 static const DLDevice host = {kDLCPU, 0};
@@ -110,6 +113,64 @@ static dk_status ra_backward(void *c, int gpu)
     ra_case *r = c;
     return dk_roi_align_backward(&r->out[gpu].t, &r->rois[gpu].t, NULL, NULL, &r->gin[gpu].t, 7, 7, 0.25, 2,
                                  DK_POOL_AVG, true);
+}
+
+/* The RoI pooling family (bench_gpu_calls.py's cases): roi_pool on [2, 256, 200, 272], scale
+ * 0.25; ps_roi_pool and ps_roi_align on [2, 490, 100, 136] (10 x 7 x 7 channels), scale 1/8,
+ * ps_roi_align's adaptive sampling; 1024 boxes, 7 x 7. */
+typedef struct {
+    tensor x[2], rois[2], out[2], arg[2], gin[2];
+    int op; /* 0 roi_pool, 1 ps_roi_pool, 2 ps_roi_align */
+} rp_case;
+
+static dk_status rp_forward(void *c, int gpu)
+{
+    rp_case *r = c;
+    if (r->op == 0)
+        return dk_roi_pool_forward(&r->x[gpu].t, &r->rois[gpu].t, &r->out[gpu].t, &r->arg[gpu].t, 7, 7, 0.25, 0);
+    if (r->op == 1) return dk_ps_roi_pool_forward(&r->x[gpu].t, &r->rois[gpu].t, &r->out[gpu].t, 0.125);
+    return dk_ps_roi_align_forward(&r->x[gpu].t, &r->rois[gpu].t, &r->out[gpu].t, 0.125, -1);
+}
+
+static dk_status rp_backward(void *c, int gpu)
+{
+    rp_case *r = c;
+    if (r->op == 0) return dk_roi_pool_backward(&r->out[gpu].t, &r->rois[gpu].t, &r->arg[gpu].t, &r->gin[gpu].t);
+    if (r->op == 1) return dk_ps_roi_pool_backward(&r->out[gpu].t, &r->rois[gpu].t, &r->gin[gpu].t, 0.125);
+    return dk_ps_roi_align_backward(&r->out[gpu].t, &r->rois[gpu].t, &r->gin[gpu].t, 0.125, -1);
+}
+
+static void rp_bench(int op, const float *rois)
+{
+    static const char *names[] = {"roi_pool", "ps_roi_pool", "ps_roi_align"};
+    const int64_t xs0[4] = {2, 256, 200, 272}, xs1[4] = {2, 490, 100, 136}, rs[2] = {1024, 5};
+    const int64_t *xs = op ? xs1 : xs0, os[4] = {1024, op ? 10 : 256, 7, 7};
+    const size_t nx = (size_t)(xs[0] * xs[1] * xs[2] * xs[3]);
+    float *x = malloc(nx * sizeof *x);
+    for (size_t i = 0; i < nx; i++) x[i] = (float)(uniform() * 2 - 1);
+    rp_case r;
+    r.op = op;
+    for (int g = 0; g < 2; g++) {
+        const DLDevice w = g ? dev : host;
+        make(&r.x[g], w, DK_FLOAT32, 4, xs, x);
+        make(&r.rois[g], w, DK_FLOAT32, 2, rs, rois);
+        make(&r.out[g], w, DK_FLOAT32, 4, os, NULL);
+        make(&r.arg[g], w, DK_INT64, 4, os, NULL);
+        make(&r.gin[g], w, DK_FLOAT32, 4, xs, NULL);
+    }
+    const bool cpu_too = !getenv("DKIT_BENCH_GPU_ONLY"); /* set: the CPU's columns are 0 */
+    printf("case %s_forward gpu_ms %.4f cpu_ms %.4f\n", names[op], time_it(rp_forward, &r, 1),
+           cpu_too ? time_it(rp_forward, &r, 0) : 0.0);
+    fflush(stdout);
+    const double cpu = cpu_too ? time_it(rp_backward, &r, 0) : 0.0;
+    printf("case %s_backward gpu_ms %.4f cpu_ms %.4f\n", names[op], time_it(rp_backward, &r, 1), cpu);
+    fflush(stdout);
+    if (dk_tunable_set("roi_pool.gpu_deterministic", 1, NULL) == DK_OK) {
+        printf("case %s_backward_deterministic gpu_ms %.4f cpu_ms %.4f\n", names[op], time_it(rp_backward, &r, 1), cpu);
+        dk_tunable_set("roi_pool.gpu_deterministic", 0, NULL);
+    }
+    fflush(stdout);
+    free(x);
 }
 
 typedef struct {
@@ -235,6 +296,15 @@ int main(int argc, char **argv)
         const float v[5] = {(float)(k % 2), (float)(cx - w / 2), (float)(cy - h / 2), (float)(cx + w / 2),
                             (float)(cy + h / 2)};
         memcpy(rois + 5 * k, v, sizeof v);
+    }
+    const char *only = argc > 3 ? argv[3] : "";
+    for (int op = 0; op < 3; op++) {
+        static const char *names[] = {"roi_pool", "ps_roi_pool", "ps_roi_align"};
+        if (!strncmp(names[op], only, strlen(only))) rp_bench(op, rois);
+    }
+    if (*only && strncmp("roi_align", only, strlen(only))) {
+        free(x), free(rois);
+        return 0;
     }
     ra_case r;
     for (int g = 0; g < 2; g++) {

@@ -12,8 +12,9 @@
  * The request is this thread's (the thread that makes the call, which is the one that launches a
  * GPU kernel), so that two threads with different needs do not disturb each other; a kernel with
  * such a choice reads dk_deterministic() when it is called. A process-wide default comes from a
- * kernel's own tunable (roi_align.gpu_deterministic). dkit's torch bridge sets the request from
- * torch.are_deterministic_algorithms_enabled() around every backward it runs
+ * kernel's own tunable (roi_align.gpu_deterministic, roi_pool.gpu_deterministic). dkit's torch
+ * bridge sets the request from torch.are_deterministic_algorithms_enabled() around every backward
+ * it runs
  * (dkit/_frameworks/torch.py). Kernels without a non-deterministic form ignore it: every CPU
  * kernel of dkit gives the same bits on every run and at any thread count.
  */

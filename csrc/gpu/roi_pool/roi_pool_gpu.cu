@@ -5,10 +5,72 @@
  */
 #include "roi_pool_gpu.h"
 
+#include "dk_determinism.h"
 #include "dk_gpu_status.h"
+#include "dk_tunables.h"
 #include "dk_gpu.h"
 #include "dk_gpu_kernels.h"
 #include "kernels/roi_pool_math.h"
+
+/* Note [RoIPool on a GPU]: the backwards' mode, for roi_pool, ps_roi_pool and ps_roi_align. */
+DK_TUNABLE(dk__rp_gpu_deterministic, "roi_pool.gpu_deterministic", 0, 0, 1,
+           "roi_pool, ps_roi_pool and ps_roi_align backward on a GPU: 0 scatters with atomics (fast, bits vary), "
+           "1 gathers (the CPU's bits, every run)")
+
+/* Note [RoIPool on a GPU]: the position-sensitive gathers' tile side (0: the smallest power of two
+ * from 16 whose lists fit in grad_input's size). */
+DK_TUNABLE(dk__rp_gpu_det_tile, "roi_pool.gpu_det_tile", 0, 0, 1 << 16,
+           "deterministic ps_roi_pool / ps_roi_align backward on a GPU: tile side in pixels (0: chosen by size)")
+
+/* Note [Deterministic kernels] in dk_determinism.h: the caller's request, or the tunable. */
+static bool dk__rp_gpu_det(void) { return dk_deterministic() || dk_tunable(&dk__rp_gpu_deterministic) != 0; }
+
+/* The position-sensitive gathers' tiles: side 16, doubled while the lists (a RoI index per tile
+ * and RoI) would take more memory than grad_input, so that their scratch stays within
+ * grad_input's size; or the tunable's side. */
+static dk_status dk__rp_gpu_tiling(const dk__rp_gpu_args *a, const dk_tensor *grad_input, const char *op,
+                                   dk__rp_gpu_tiles *g)
+{
+    if (a->K > INT32_MAX) return dk_error(DK_EINVAL, "%s: %lld RoIs (at most 2^31 - 1)", op, (long long)a->K);
+    const double budget = (double)a->N * (double)a->C * (double)a->H * (double)a->W *
+                          (double)dk_dtype_size(dk_tensor_dtype(grad_input));
+    const int64_t fixed = dk_tunable(&dk__rp_gpu_det_tile), side = a->H > a->W ? a->H : a->W;
+    g->tile = fixed > 0 ? fixed : 16;
+    for (;;) {
+        g->ty = (a->H + g->tile - 1) / g->tile;
+        g->tx = (a->W + g->tile - 1) / g->tile;
+        if (fixed > 0 || g->tile >= side || (double)a->N * g->ty * g->tx * ((double)a->K + 1) * 4.0 <= budget) break;
+        g->tile *= 2;
+    }
+    return DK_OK;
+}
+
+/* Note [RoIPool on a GPU]: roi_pool's forward order. */
+DK_TUNABLE(dk__rp_gpu_order, "roi_pool.gpu_order", 1, 0, 1,
+           "roi_pool forward on a GPU: bins RoI-major (0: k, c, ph, pw) or channel-major (1: c, k, ph, pw)")
+
+/* 1: bin indices always decoded in 64 bits (tests reach that path on small inputs) */
+DK_TUNABLE(dk__rp_gpu_wide, "roi_pool.gpu_wide_index", 0, 0, 1,
+           "roi_pool forward on a GPU: 0 decodes bin indices in 32 bits when they fit, 1 always in 64")
+
+/* Bin i of roi_pool's forward, in its order (Note [RoIPool on a GPU]). */
+__device__ DK_INLINE void dk__rp_gpu_bin_of(const dk__rp_gpu_args *a, int64_t i, int64_t *k, int64_t *c, int64_t *ph,
+                                            int64_t *pw)
+{
+    if (a->narrow) { /* 32-bit division: a 64-bit one is a long software sequence on GPUs */
+        const uint32_t u = (uint32_t)i, PW = (uint32_t)a->PW, PH = (uint32_t)a->PH, r = u / PW / PH;
+        *pw = u % PW;
+        *ph = u / PW % PH;
+        *k = a->channel_major ? r % (uint32_t)a->K : r / (uint32_t)a->C;
+        *c = a->channel_major ? r / (uint32_t)a->K : r % (uint32_t)a->C;
+        return;
+    }
+    *pw = i % a->PW;
+    *ph = i / a->PW % a->PH;
+    const int64_t r = i / (a->PW * a->PH);
+    *k = a->channel_major ? r % a->K : r / a->C;
+    *c = a->channel_major ? r / a->K : r % a->C;
+}
 
 #define DK_TEMPLATE "roi_pool/roi_pool_gpu_tmpl.cuh"
 #define DK_TEMPLATE_TYPES DK_TYPES_FLOAT
@@ -30,6 +92,8 @@ static dk__rp_gpu_args dk__rp_gpu_args_of(const dk_tensor *img, const dk_tensor 
     a.scale = 1.0;
     a.bins_kind = DK_ROI_POOL_BINS_TORCHVISION;
     a.sampling_ratio = 0;
+    a.channel_major = 0;
+    a.narrow = 0;
     return a;
 }
 
@@ -41,6 +105,8 @@ extern "C" dk_status dk_roi_pool_forward_gpu(const dk_tensor *input, const dk_te
     dk__rp_gpu_args a = dk__rp_gpu_args_of(input, output, rois, argmax);
     a.scale = spatial_scale;
     a.bins_kind = geometry == DK_ROI_POOL_MMCV ? DK_ROI_POOL_BINS_MMCV : DK_ROI_POOL_BINS_TORCHVISION;
+    a.channel_major = dk_tunable(&dk__rp_gpu_order) != 0;
+    a.narrow = (double)a.K * (double)a.C * (double)a.PH * (double)a.PW < 2147483648.0 && !dk_tunable(&dk__rp_gpu_wide);
     if (a.K * a.C * a.PH * a.PW == 0) return DK_OK; /* nothing to write */
     dk_device_guard g;
     dk_status st = dk__gpu_enter(&g, input->device);
@@ -62,7 +128,7 @@ extern "C" dk_status dk_roi_pool_backward_gpu(const dk_tensor *grad_output, cons
     if (st) return st;
     void *stream = dk_current_stream(grad_input->device);
     DK_SWITCH_FLOAT(dk_tensor_dtype(grad_output), st, dk__rp_gpu_backward,
-                    (grad_output, rois, argmax, grad_input, &a, stream),
+                    (grad_output, rois, argmax, grad_input, &a, dk__rp_gpu_det(), stream),
                     st = dk__gpu_unsupported("roi_pool_backward", grad_output))
     dk_device_guard_exit(&g);
     return st;
@@ -100,12 +166,16 @@ extern "C" dk_status dk_ps_roi_pool_backward_gpu(const dk_tensor *grad_output, c
     dk__rp_gpu_args a = dk__rp_gpu_args_of(grad_input, grad_output, rois, grad_output);
     a.scale = spatial_scale;
     if (a.N * a.C * a.H * a.W == 0) return DK_OK; /* nothing to write */
+    dk__rp_gpu_tiles tiles;
+    const bool det = dk__rp_gpu_det();
+    dk_status st = det ? dk__rp_gpu_tiling(&a, grad_input, "ps_roi_pool_backward", &tiles) : DK_OK;
+    if (st) return st;
     dk_device_guard g;
-    dk_status st = dk__gpu_enter(&g, grad_input->device);
+    st = dk__gpu_enter(&g, grad_input->device);
     if (st) return st;
     void *stream = dk_current_stream(grad_input->device);
     DK_SWITCH_FLOAT(dk_tensor_dtype(grad_output), st, dk__rp_gpu_ps_backward,
-                    (grad_output, rois, grad_input, &a, stream),
+                    (grad_output, rois, grad_input, &a, det ? &tiles : NULL, stream),
                     st = dk__gpu_unsupported("ps_roi_pool_backward", grad_output))
     dk_device_guard_exit(&g);
     return st;
@@ -134,11 +204,16 @@ extern "C" dk_status dk_ps_roi_align_backward_gpu(const dk_tensor *grad_output, 
     a.scale = spatial_scale;
     a.sampling_ratio = sampling_ratio;
     if (a.N * a.C * a.H * a.W == 0) return DK_OK; /* nothing to write */
+    dk__rp_gpu_tiles tiles;
+    const bool det = dk__rp_gpu_det();
+    dk_status st = det ? dk__rp_gpu_tiling(&a, grad_input, "ps_roi_align_backward", &tiles) : DK_OK;
+    if (st) return st;
     dk_device_guard g;
-    dk_status st = dk__gpu_enter(&g, grad_input->device);
+    st = dk__gpu_enter(&g, grad_input->device);
     if (st) return st;
     void *stream = dk_current_stream(grad_input->device);
-    DK_SWITCH_FLOAT(dk_tensor_dtype(grad_output), st, dk__psa_gpu_backward, (grad_output, rois, grad_input, &a, stream),
+    DK_SWITCH_FLOAT(dk_tensor_dtype(grad_output), st, dk__psa_gpu_backward,
+                    (grad_output, rois, grad_input, &a, det ? &tiles : NULL, stream),
                     st = dk__gpu_unsupported("ps_roi_align_backward", grad_output))
     dk_device_guard_exit(&g);
     return st;

@@ -4,29 +4,58 @@
  * (roi_pool_gpu.cu) share.
  *
  * Note [RoIPool on a GPU]
- * Forward: one thread per output element (k, c, ph, pw), in a grid-stride loop over 64-bit
- * indices, bin width fastest; it computes its RoI's geometry and its bin's maximum with the
- * functions the CPU kernel calls (kernels/roi_pool_math.h), so values and argmax are the CPU's
- * to the bit (a maximum is exact in any order of reading). Backward: grad_input is zeroed, then
- * one thread per (image, channel) plane adds, in the CPU's order (k, ph, pw), the gradient of
- * every bin of every RoI of its image whose argmax lies in the plane: no atomics, the CPU's bits
- * on every run (torchvision scatters with atomics, whose order, and so whose bits, vary; it
- * refuses the backward when torch.use_deterministic_algorithms is on). The backward's parallelism
- * is N x C threads, each reading all K RoIs' batch indices: ample for detection's
- * 256-channel maps, not measured on a GPU yet.
+ * Forwards: one thread per output element (k, c, ph, pw), in a grid-stride loop over 64-bit
+ * indices, bin width fastest; each computes its RoI's geometry and its bin's value with the
+ * functions the CPU kernels call (kernels/roi_pool_math.h): roi_pool's maximum and argmax (exact
+ * in any order of reading), ps_roi_pool's average, ps_roi_align's dk_roi_align_forward_avg (the
+ * CPU's terms in the CPU's order): the CPU's bits. roi_pool's forward (0.81x torchvision's on an
+ * H100 in RoI-major order with 64-bit index decoding) now takes its bins channel-major by
+ * default (roi_pool.gpu_order = 1: c outermost, so that the threads in flight read a few
+ * channels' planes, which stay in L2, for every RoI, as roi_align's forward, Note [The GPU order
+ * of roi_align's bins], where that was 1.3x faster) and decodes indices in 32 bits when they fit;
+ * each bin is still one thread with the same expression, so the bits do not change. Not yet
+ * measured on a GPU: roi_pool.gpu_order = 0 gives back the RoI-major order.
  *
- * ps_roi_pool: forward likewise one thread per output element; backward one thread per element
- * of grad_input (n, c, h, w), which knows its bin (ph, pw) from its channel and gathers, RoIs in
- * order, the share of every RoI of its image whose bin holds it: the CPU's additions in the CPU's
- * order, no atomics, N C H W threads.
- *
- * ps_roi_align: forward one thread per output element, dk_roi_align_forward_avg itself (the
- * CPU's terms in the CPU's order: its bits). Backward one thread per element of grad_input
- * (n, c, h, w): its channel fixes the bin; it walks its image's RoIs in order and, within each,
- * only the samples whose taps can reach it (dk_roi_align_axis_window, a superset tested
- * exactly), adding each tap's share that lands on it in a register: the CPU's terms in the
- * CPU's order (torchvision's), one store, no atomics (torchvision's CUDA kernel scatters with
- * atomicAdd and refuses the backward under torch.use_deterministic_algorithms).
+ * Backwards, two modes (the same for the three ops):
+ *   - atomic, the default (torchvision's way, and dkit's roi_align's): one thread per grad_output
+ *     element (k, c, ph, pw) scatters its terms into grad_input with atomicAdd: roi_pool adds g
+ *     at its bin's argmax (one atomic); ps_roi_pool adds g / area to each pixel of its bin, in
+ *     its one input channel; ps_roi_align adds dk_ps_roi_align_share (g w / count) for each of
+ *     the four taps of each sample of its bin. The terms are the CPU's (the same per-element
+ *     math); only the order of the additions differs, and so the last bits, from run to run.
+ *     float32 and float64 add into grad_input itself (zeroed first); 16-bit storage, which has
+ *     no fast atomics of its own, adds into a float scratch (contiguous NCHW), stored once,
+ *     rounded, at the end (the CPU rounds each addition to the storage type: the atomic mode is
+ *     the more accurate there, and the test compares within n eps sum|terms|).
+ *   - deterministic, when the caller asks for deterministic kernels (dk_deterministic(): the
+ *     torch bridge sets it from torch.use_deterministic_algorithms around every backward;
+ *     torchvision refuses these backwards then) or roi_pool.gpu_deterministic = 1 (one tunable
+ *     for the three ops; DKIT_TUNE=roi_pool.gpu_deterministic=1): gathers, no atomics, the CPU's
+ *     additions in the CPU's order, so its bits on every run.
+ *     roi_pool: grad_input zeroed, then one block per (image, channel) plane reads the bins
+ *     (k, ph, pw) in the CPU's order, a chunk of blockDim at a time, through shared memory (each
+ *     bin's argmax, -1 for another image's RoI, and its gradient); the thread owning a pixel
+ *     (pixel % blockDim) adds, chunk by chunk and in order, the bins whose argmax is that pixel.
+ *     No geometry is involved: any argmax the caller passes is honoured, as on the CPU.
+ *     ps_roi_pool and ps_roi_align: per-tile RoI lists, as roi_align's (Note [Deterministic
+ *     backward on a GPU]): a table of the pixels each RoI can reach (ps_roi_pool: the union of
+ *     its bins' bounds; ps_roi_align: its samples' span with 2 pixels of slack, the whole axis
+ *     for a non-finite sample), then per tile of tile x tile pixels of each image the RoIs that
+ *     reach it, in index order (roi_pool.gpu_det_tile, 0: 16, doubled while the lists would
+ *     outgrow grad_input). One thread per grad_input element (n, c, h, w), whose channel fixes
+ *     its bin (ph, pw), walks its tile's list: ps_roi_pool adds the share of each RoI whose bin
+ *     holds it; ps_roi_align visits only the samples whose taps can reach it
+ *     (dk_roi_align_axis_window, a superset tested exactly) and adds each tap's share that lands
+ *     on it in a register, one store. Skipped RoIs and samples add nothing: the bits are those of
+ *     a walk over every RoI (the test compares tilings of 1, 5 and 64 pixels with the CPU).
+ * Why atomics by default: the first, plainer gathers were measured on an H100 (torch 2.11,
+ * float32, forward + backward of whole Python calls, 1024 RoIs, 7 x 7): roi_pool on
+ * [2, 256, 200, 272] 27.1 ms (torchvision 1.81 ms); ps_roi_pool on [2, 490, 100, 136] 86.0 ms
+ * (0.38 ms), ps_roi_align 122.9 ms (0.36 ms): roi_pool's backward had one thread per plane
+ * (N x C = 512 threads) walking every bin serially, the ps backwards' threads each tested all K
+ * RoIs of their image (13.6G tests there). The atomic backwards do the work of the forwards,
+ * once per term. Neither they nor the gathers above have been measured on a GPU yet
+ * (bench/bench_gpu.c has their cases); the emulated test checks their values only.
  */
 #ifndef DK_ROI_POOL_GPU_H
 #define DK_ROI_POOL_GPU_H
@@ -48,7 +77,25 @@ typedef struct {
     double scale;
     int bins_kind;          /* DK_ROI_POOL_BINS_* (kernels/roi_pool_math.h) */
     int64_t sampling_ratio; /* ps_roi_align */
+    int channel_major;      /* roi_pool's forward: bins (c, k, ph, pw) rather than (k, c, ph, pw) */
+    int narrow;             /* roi_pool's forward: every bin index below 2^31 (32-bit decoding) */
 } dk__rp_gpu_args;
+
+/* The position-sensitive gathers' RoI table (Note [RoIPool on a GPU]): RoI k's image (-1: it adds
+ * nothing) and the pixels [y0, y1] x [x0, x1] its bins can reach (a superset). */
+typedef struct {
+    int64_t n, y0, y1, x0, x1;
+} dk__rp_gpu_reach;
+
+/* Their tiling: tiles of tile x tile pixels, ty x tx of them per image. */
+typedef struct {
+    int64_t tile, ty, tx;
+} dk__rp_gpu_tiles;
+
+/* The atomic backwards' accumulator strides (elements): grad_input's, or the float scratch's. */
+typedef struct {
+    int64_t s[4];
+} dk__rp_gpu_acc_s;
 
 extern "C" {
 #endif

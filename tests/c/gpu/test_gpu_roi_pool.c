@@ -1,15 +1,20 @@
 /*
  * test_gpu_roi_pool.c — roi_pool's GPU kernels against its CPU kernels (whose results are the
- * references', test_kernel_roi_pool.c), bit for bit: forward values and argmax, and the
- * backward's sums (the GPU adds in the CPU's order, Note [RoIPool on a GPU]), for every float
- * dtype, both geometries, any strides; ps_roi_pool and ps_roi_align likewise (ps_roi_align's
- * backward gathers what the CPU scatters, Note [RoIPool on a GPU]), boxes inside, across and outside the map, NaN and
- * infinite pixels, and a backward run twice. Built twice (gpu/dk_gpu_test.h): emulated on the
- * host in `make test-c`, on a real GPU in `make test-gpu`.
+ * references', test_kernel_roi_pool.c): forward values and argmax bit for bit; the deterministic
+ * backward's sums bit for bit (it adds in the CPU's order, Note [RoIPool on a GPU]), the atomic
+ * backward's within its rounding (assert_sum_close), for every float dtype, both geometries, any
+ * strides; ps_roi_pool and ps_roi_align likewise (their deterministic backwards gather what the
+ * CPU scatters), boxes inside, across and wholly outside the map, reversed (empty) boxes, no
+ * RoIs, NaN and infinite pixels, and backwards run twice. Built twice (gpu/dk_gpu_test.h):
+ * emulated on the host in `make test-c` (`make test-gpu-emu`: warps of 32 and 64), on a real GPU
+ * in `make test-gpu`.
  */
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
+#include "dk_determinism.h"
+#include "dk_tunables.h"
 #include "gpu/dk_gpu_test.h"
 #include "roi_pool.h"
 
@@ -32,14 +37,73 @@
 
 static const dk_dtype DTYPES[] = {DK_FLOAT32, DK_FLOAT64, DK_FLOAT16, DK_BFLOAT16};
 
-/* K RoIs over N images of a map `span` wide in box coordinates: inside, across the edges, outside,
- * and reversed. */
+/* Either way of asking for the deterministic backwards (Note [Deterministic kernels] in
+ * dk_determinism.h): the tunable (process-wide), or the calling thread's request, in turn. */
+static void set_deterministic(int on)
+{
+    static int turn;
+    if (!on) {
+        assert_ok(dk_tunable_set("roi_pool.gpu_deterministic", 0, NULL));
+        dk_set_deterministic(false);
+    } else if (turn++ % 2) {
+        assert_ok(dk_tunable_set("roi_pool.gpu_deterministic", 1, NULL));
+    } else {
+        dk_set_deterministic(true);
+    }
+}
+
+/* The storage type's spacing at 1, and its smallest subnormal (float16's is large enough to
+ * matter: a tap's share of a small gradient can be that small). */
+static double eps_of(dk_dtype dt)
+{
+    return dt == DK_FLOAT64 ? DBL_EPSILON : dt == DK_FLOAT32 ? FLT_EPSILON : dt == DK_FLOAT16 ? 0x1p-10 : 0x1p-7;
+}
+static double tiny_of(dk_dtype dt) { return dt == DK_FLOAT16 ? 0x1p-24 : dt == DK_BFLOAT16 ? 0x1p-133 : 0; }
+
+/*
+ * The atomic backward against the CPU's: the same terms (the same per-element math), added in
+ * another order, and for 16-bit storage in a float accumulator rounded once where the CPU rounds
+ * each addition to the storage type. Each sum of n terms is then within n eps sum|terms| of the
+ * exact one, both ways: |actual - expected| <= 2 (n + 1) (eps |mag| + tiny), mag the CPU's sum
+ * of the terms' magnitudes (its backward of |grad_output|), n the element's count of terms
+ * (`count`, when given) or a bound on it for every element (`n`).
+ */
+static void assert_sum_close(const dkk_tensor *actual, const dkk_tensor *expected, const dkk_tensor *mag,
+                             const dkk_tensor *count, double n, dk_dtype dt, const char *what)
+{
+    if (dk_tensor_numel(&actual->t) == 0) return;
+    const double eps = eps_of(dt), tiny = tiny_of(dt);
+    int64_t idx[8] = {0};
+    do {
+        const double a = dkk_get(actual, idx), e = dkk_get(expected, idx), m = fabs(dkk_get(mag, idx));
+        const double terms = count ? dkk_get(count, idx) : n;
+        const double tol = 2 * (terms + 1) * (eps * m + tiny);
+        if (!(fabs(a - e) <= tol))
+            fail_msg("%s: element [%lld, %lld, %lld, %lld] is %.9g, expected %.9g (tolerance %g)", what,
+                     (long long)idx[0], (long long)idx[1], (long long)idx[2], (long long)idx[3], a, e, tol);
+    } while (dkk_next(actual, idx));
+}
+
+/* |t|, elementwise, into a new tensor like t. */
+static dkk_tensor *abs_of(const dkk_tensor *t, dk_dtype dt)
+{
+    dkk_tensor *m = dkk_new(dt, t->t.ndim, t->shape, NULL, 0);
+    int64_t idx[8] = {0};
+    if (dk_tensor_numel(&t->t) > 0) do
+            dkk_set(m, idx, fabs(dkk_get(t, idx)));
+        while (dkk_next(t, idx));
+    return m;
+}
+
+/* K RoIs over N images of a map `span` wide in box coordinates: inside, across the edges, wholly
+ * outside (every fifth, past the far edge), and reversed. */
 static dkk_tensor *make_rois(dk_dtype dt, int64_t K, int64_t N, double span, dkk_rng *r)
 {
     dkk_tensor *rois = dkk_new(dt, 2, (int64_t[]){K, 5}, NULL, 0);
     for (int64_t k = 0; k < K; k++) {
         const double x1 = dkk_uniform(r, -0.3 * span, span), y1 = dkk_uniform(r, -0.3 * span, span);
         double v[5] = {(double)(k % N), x1, y1, x1 + dkk_uniform(r, -2, span), y1 + dkk_uniform(r, -2, span)};
+        if (k % 5 == 4) v[1] += 2 * span, v[3] += 2 * span; /* wholly outside */
         for (int j = 0; j < 5; j++) dkk_set(rois, (int64_t[]){k, j}, v[j]);
     }
     return rois;
@@ -86,6 +150,23 @@ static void check_case(dk_dtype dt, int geometry, double scale, int64_t PH, int6
     assert_ok(GPU_FORWARD(&dx.dev, &dr.dev, &dout.dev, NULL, PH, PW, scale, geometry));
     dkg_down(&dout);
     dkk_assert_identical(gout, out, what);
+    /* Note [RoIPool on a GPU]: the RoI-major order and 64-bit index decoding, in either
+     * combination, give the same values and indices */
+    for (int v = 0; v < 2; v++) {
+        assert_ok(dk_tunable_set("roi_pool.gpu_order", v, NULL));
+        assert_ok(dk_tunable_set("roi_pool.gpu_wide_index", !v, NULL));
+        dkg_release(&dout);
+        memset(gout->mem, 0x7f, gout->bytes);
+        dkg_up(&dout, gout);
+        assert_ok(GPU_FORWARD(&dx.dev, &dr.dev, &dout.dev, &darg32.dev, PH, PW, scale, geometry));
+        dkg_down(&dout), dkg_down(&darg32);
+        char sub[200];
+        snprintf(sub, sizeof sub, "%s, forward (order %d, %d-bit indices)", what, v, v ? 32 : 64);
+        dkk_assert_identical(gout, out, sub);
+        dkk_assert_identical(garg32, arg32, sub);
+    }
+    assert_ok(dk_tunable_set("roi_pool.gpu_order", 1, NULL)); /* the defaults */
+    assert_ok(dk_tunable_set("roi_pool.gpu_wide_index", 0, NULL));
     /* backward, from the same argmax */
     dkk_tensor *g = dkk_new(dt, 4, shape, NULL, 0);
     dkk_fill_uniform(g, r, -1, 1);
@@ -93,17 +174,31 @@ static void check_case(dk_dtype dt, int geometry, double scale, int64_t PH, int6
     assert_ok(dk_roi_pool_backward(&g->t, &rois->t, &arg->t, &gi->t));
     dkg_tensor dg;
     dkg_up(&dg, g);
-    for (int run = 0; run < 2; run++) {
+    /* the atomic backward's tolerance: each element's count of terms (the CPU's backward of ones,
+     * exact integers), and the sum of their magnitudes */
+    dkk_tensor *ones = dkk_new(dt, 4, shape, NULL, 0), *gabs = abs_of(g, dt);
+    dkk_tensor *cnt = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, NULL, 0);
+    dkk_tensor *mag = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, NULL, 0);
+    if (K > 0) dkk_fill_uniform(ones, r, 1, 1);
+    assert_ok(dk_roi_pool_backward(&ones->t, &rois->t, &arg->t, &cnt->t));
+    assert_ok(dk_roi_pool_backward(&gabs->t, &rois->t, &arg->t, &mag->t));
+    for (int run = 0; run < 4; run++) { /* deterministic twice, then atomic twice; both widths */
         dkk_tensor *ggi = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, order, 3);
         memset(ggi->mem, 0x7f, ggi->bytes);
         dkg_tensor dgi;
         dkg_up(&dgi, ggi);
-        assert_ok(GPU_BACKWARD(&dg.dev, &dr.dev, run ? &darg32.dev : &darg.dev, &dgi.dev)); /* both widths */
+        set_deterministic(run < 2);
+        assert_ok(GPU_BACKWARD(&dg.dev, &dr.dev, run % 2 ? &darg32.dev : &darg.dev, &dgi.dev));
+        set_deterministic(0);
         dkg_down(&dgi);
-        dkk_assert_identical(ggi, gi, what);
+        char sub[200];
+        snprintf(sub, sizeof sub, "%s, backward (%s)", what, run < 2 ? "deterministic" : "atomic");
+        if (run < 2) dkk_assert_identical(ggi, gi, sub);
+        else assert_sum_close(ggi, gi, mag, cnt, 0, dt, sub);
         dkg_release(&dgi);
         dkk_free(ggi);
     }
+    dkk_free(ones), dkk_free(gabs), dkk_free(cnt), dkk_free(mag);
     dkg_release(&dx), dkg_release(&dr), dkg_release(&dout), dkg_release(&darg), dkg_release(&dg);
     dkg_release(&darg32);
     dkk_free(x), dkk_free(rois), dkk_free(out), dkk_free(arg), dkk_free(gout), dkk_free(garg), dkk_free(g);
@@ -140,16 +235,46 @@ static void check_ps_case(dk_dtype dt, double scale, int64_t PH, int64_t PW, boo
     dkk_tensor *gi = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, NULL, 0);
     assert_ok(align ? dk_ps_roi_align_backward(&g->t, &rois->t, &gi->t, scale, sr)
                     : dk_ps_roi_pool_backward(&g->t, &rois->t, &gi->t, scale));
-    dkk_tensor *ggi = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, order, 3);
-    memset(ggi->mem, 0x7f, ggi->bytes);
-    dkg_tensor dg, dgi;
-    dkg_up(&dg, g), dkg_up(&dgi, ggi);
-    assert_ok(align ? GPU_PSA_BACKWARD(&dg.dev, &dr.dev, &dgi.dev, scale, sr)
-                    : GPU_PS_BACKWARD(&dg.dev, &dr.dev, &dgi.dev, scale));
-    dkg_down(&dgi);
-    dkk_assert_identical(ggi, gi, what);
-    dkg_release(&dx), dkg_release(&dr), dkg_release(&dout), dkg_release(&dg), dkg_release(&dgi);
-    dkk_free(x), dkk_free(rois), dkk_free(out), dkk_free(gout), dkk_free(g), dkk_free(gi), dkk_free(ggi);
+    /* the atomic backward's tolerance: the sum of the terms' magnitudes, and a bound on their
+     * count: a RoI adds one term to a pixel (ps_roi_pool), or at most four per sample of its bin
+     * (ps_roi_align: G x G samples, G the fixed or the largest adaptive grid) */
+    dkk_tensor *gabs = abs_of(g, dt), *mag = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, NULL, 0);
+    assert_ok(align ? dk_ps_roi_align_backward(&gabs->t, &rois->t, &mag->t, scale, sr)
+                    : dk_ps_roi_pool_backward(&gabs->t, &rois->t, &mag->t, scale));
+    double G = sr > 0 ? (double)sr : 1;
+    for (int64_t k = 0; align && sr <= 0 && k < K; k++) {
+        const double eh = fabs(dkk_get(rois, (int64_t[]){k, 4}) - dkk_get(rois, (int64_t[]){k, 2})) * scale;
+        const double ew = fabs(dkk_get(rois, (int64_t[]){k, 3}) - dkk_get(rois, (int64_t[]){k, 1})) * scale;
+        G = fmax(G, fmax(ceil(eh / (double)PH), ceil(ew / (double)PW)) + 1);
+    }
+    const double n = (double)K * (align ? 4 * G * G : 1);
+    dkg_tensor dg;
+    dkg_up(&dg, g);
+    /* deterministic with the chosen tiles, then tiles of a pixel, tiles that do not divide the
+     * map, one tile (the lists' tiling must not change a bit); then atomic twice */
+    static const int64_t TILES[] = {0, 1, 5, 64, 0, 0};
+    for (int run = 0; run < 6; run++) {
+        dkk_tensor *ggi = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, order, 3);
+        memset(ggi->mem, 0x7f, ggi->bytes);
+        dkg_tensor dgi;
+        dkg_up(&dgi, ggi);
+        assert_ok(dk_tunable_set("roi_pool.gpu_det_tile", TILES[run], NULL));
+        set_deterministic(run < 4);
+        assert_ok(align ? GPU_PSA_BACKWARD(&dg.dev, &dr.dev, &dgi.dev, scale, sr)
+                        : GPU_PS_BACKWARD(&dg.dev, &dr.dev, &dgi.dev, scale));
+        set_deterministic(0);
+        dkg_down(&dgi);
+        char sub[200];
+        snprintf(sub, sizeof sub, "%s, backward (%s, tile %lld)", what, run < 4 ? "deterministic" : "atomic",
+                 (long long)TILES[run]);
+        if (run < 4) dkk_assert_identical(ggi, gi, sub);
+        else assert_sum_close(ggi, gi, mag, NULL, n, dt, sub);
+        dkg_release(&dgi);
+        dkk_free(ggi);
+    }
+    dkg_release(&dx), dkg_release(&dr), dkg_release(&dout), dkg_release(&dg);
+    dkk_free(x), dkk_free(rois), dkk_free(out), dkk_free(gout), dkk_free(g), dkk_free(gi), dkk_free(gabs);
+    dkk_free(mag);
 }
 
 static void ps_roi_pool_gpu_matches_cpu(void **state)
@@ -198,6 +323,37 @@ static void beyond_one_grid(void **state)
     check_case(DK_FLOAT32, 0, 0.5, 64, 64, false, 130, &r);
 }
 
+#ifdef DKT_GPU_EMULATED
+/* A batch index outside [0, N) (which the ops' checks refuse where the host can read the RoIs) is
+ * an absent RoI on a GPU: no gradient, in either backward mode, for the three ops. */
+static void a_bad_batch_index_adds_no_gradient(void **state)
+{
+    (void)state;
+    dkk_rng r = {0x9105};
+    const int64_t N = 2, PH = 2, PW = 2, C = 2 * PH * PW, H = 6, W = 7, K = 2, shape[4] = {K, C, PH, PW};
+    const int64_t ps_shape[4] = {K, C / (PH * PW), PH, PW}, img[4] = {N, C, H, W};
+    dkk_tensor *rois = dkk_new(DK_FLOAT32, 2, (int64_t[]){K, 5}, NULL, 0);
+    const double boxes[2][5] = {{5, 0, 0, 6, 5}, {-1, 1, 1, 5, 4}}; /* >= N, < 0 */
+    for (int64_t k = 0; k < K; k++)
+        for (int j = 0; j < 5; j++) dkk_set(rois, (int64_t[]){k, j}, boxes[k][j]);
+    dkk_tensor *g = dkk_new(DK_FLOAT32, 4, shape, NULL, 0), *gps = dkk_new(DK_FLOAT32, 4, ps_shape, NULL, 0);
+    dkk_tensor *arg = dkk_new(DK_INT64, 4, shape, NULL, 0), *zero = dkk_new(DK_FLOAT64, 4, img, NULL, 0);
+    dkk_fill_uniform(g, &r, 1, 2), dkk_fill_uniform(gps, &r, 1, 2), dkk_fill_uniform(arg, &r, 0, 5);
+    dkk_tensor *gi = dkk_new(DK_FLOAT32, 4, img, NULL, 0);
+    for (int det = 0; det < 2; det++)
+        for (int op = 0; op < 3; op++) {
+            dkk_fill_uniform(gi, &r, 1, 2); /* must become all zeros */
+            set_deterministic(det);
+            if (op == 0) assert_ok(dk_roi_pool_backward_gpu(&g->t, &rois->t, &arg->t, &gi->t));
+            if (op == 1) assert_ok(dk_ps_roi_pool_backward_gpu(&gps->t, &rois->t, &gi->t, 1.0));
+            if (op == 2) assert_ok(dk_ps_roi_align_backward_gpu(&gps->t, &rois->t, &gi->t, 1.0, 2));
+            set_deterministic(0);
+            dkk_assert_close(gi, zero, 0, 0, op == 0 ? "roi_pool" : op == 1 ? "ps_roi_pool" : "ps_roi_align");
+        }
+    dkk_free(rois), dkk_free(g), dkk_free(gps), dkk_free(arg), dkk_free(zero), dkk_free(gi);
+}
+#endif
+
 int main(void)
 {
     if (dkg_setup()) return 0;
@@ -206,6 +362,9 @@ int main(void)
         cmocka_unit_test(beyond_one_grid),
         cmocka_unit_test(ps_roi_pool_gpu_matches_cpu),
         cmocka_unit_test(ps_roi_align_gpu_matches_cpu),
+#ifdef DKT_GPU_EMULATED
+        cmocka_unit_test(a_bad_batch_index_adds_no_gradient),
+#endif
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
