@@ -114,9 +114,9 @@ def rows(t, dev, small):
             other = "RoI-major" if sr > 0 else "channel-major"
             with _tunable("roi_align.gpu_order", 0 if sr > 0 else 1):
                 yield f"  the same, {other} order (tunable)", t.median_ms(fd), tv_ms, "tv"
-            # Note [RoI tables for the GPU forward]: each element decoding its RoI, as before
-            with _tunable("roi_align.gpu_roi_table", 0):
-                yield "  the same, without the RoI table (tunable)", t.median_ms(fd), tv_ms, "tv"
+            # Note [RoI tables for the GPU forward]: the RoI table the default does not take
+            with _tunable("roi_align.gpu_roi_table", 1):
+                yield "  the same, with the RoI table (tunable)", t.median_ms(fd), tv_ms, "tv"
     yd, yt = dtv.roi_align(x, r, 7, 0.25, 2, True), torchvision.ops.roi_align(x, r, 7, 0.25, 2, True)
     gy = torch.ones_like(yd)
     bd = lambda: torch.autograd.grad(yd, x, gy, retain_graph=True)  # noqa: E731
@@ -125,8 +125,8 @@ def rows(t, dev, small):
     yield "roi_align backward (autograd.grad), sr 2", t.median_ms(bd), atomic_tv, "tv"
     with _tunable("roi_align.gpu_backward_order", 0):
         yield "  the same, RoI-major order (tunable)", t.median_ms(bd), atomic_tv, "tv"
-    with _tunable("roi_align.gpu_roi_table", 0):
-        yield "  the same, without the RoI table (tunable)", t.median_ms(bd), atomic_tv, "tv"
+    with _tunable("roi_align.gpu_roi_table", 1):
+        yield "  the same, with the RoI table (tunable)", t.median_ms(bd), atomic_tv, "tv"
     torch.use_deterministic_algorithms(True, warn_only=True)
     try:
         det = t.median_ms(bd)
@@ -193,11 +193,10 @@ def toolbox_rows(t, dev, small, x, r):
     g = torch.Generator().manual_seed(1)
     desc = f"{list(x.shape)}, {r.shape[0]} boxes, 7x7"
     xd = x.detach()
-    for name in ("roi_pool",):
-        fd, ft = (lambda a: dtv.roi_pool(a, r, 7, 0.25)), (lambda a: torchvision.ops.roi_pool(a, r, 7, 0.25))
-        with torch.no_grad():
-            yield f"roi_pool forward, {desc}", t.median_ms(lambda: fd(xd)), t.median_ms(lambda: ft(xd)), "tv"
-        yield "  roi_pool forward + backward", t.median_ms(_training(fd, xd)), t.median_ms(_training(ft, xd)), "tv"
+    fd, ft = (lambda a: dtv.roi_pool(a, r, 7, 0.25)), (lambda a: torchvision.ops.roi_pool(a, r, 7, 0.25))
+    with torch.no_grad():
+        yield f"roi_pool forward, {desc}", t.median_ms(lambda: fd(xd)), t.median_ms(lambda: ft(xd)), "tv"
+    yield "  roi_pool forward + backward", t.median_ms(_training(fd, xd)), t.median_ms(_training(ft, xd)), "tv"
     shape = (2, 98, 50, 68) if small else (2, 490, 100, 136)
     xps = torch.randn(*shape, generator=g).to(dev)
     for name, extra in (("ps_roi_pool", ()), ("ps_roi_align", (2,))):
@@ -214,8 +213,9 @@ def toolbox_rows(t, dev, small, x, r):
     b = torch.randn(c, generator=g).to(dev)
     fd = lambda *a: dtv.deform_conv2d(a[0], a[1], a[2], a[3], padding=(1, 1), mask=a[4])  # noqa: E731
     ft = lambda *a: torchvision.ops.deform_conv2d(a[0], a[1], a[2], a[3], padding=(1, 1), mask=a[4])  # noqa: E731
+    args = (xs, off, w, b, mask)
     yield f"deform_conv2d fwd + bwd, [{n},{c},{hw},{hw}], 3x3, mask", \
-        t.median_ms(_training(fd, xs, off, w, b, mask)), t.median_ms(_training(ft, xs, off, w, b, mask)), "tv"  # fmt: skip
+        t.median_ms(_training(fd, *args)), t.median_ms(_training(ft, *args)), "tv"  # fmt: skip
     n = 10_000 if small else 100_000
     logits = (torch.randn(n, 80, generator=g) * 3).to(dev)
     targets = (torch.rand(n, 80, generator=g) < 0.01).float().to(dev)
@@ -229,8 +229,10 @@ def toolbox_rows(t, dev, small, x, r):
     fd = lambda v: dkit.ops.roi_align_rotated(v, rr, 7, 0.25, 2, True, True)  # noqa: E731
     ft = lambda v: rar.reference(v, rr, (7, 7), 0.25, 2, True, True)  # noqa: E731
     with torch.no_grad():
-        yield f"roi_align_rotated forward, {desc}, sr 2", t.median_ms(lambda: fd(xd)), t.median_ms(lambda: ft(xd)), "torch ref"
-    yield "  roi_align_rotated forward + backward", t.median_ms(_training(fd, xd)), t.median_ms(_training(ft, xd)), "torch ref"
+        yield f"roi_align_rotated forward, {desc}, sr 2", t.median_ms(lambda: fd(xd)), \
+            t.median_ms(lambda: ft(xd)), "torch ref"  # fmt: skip
+    yield "  roi_align_rotated forward + backward", t.median_ms(_training(fd, xd)), \
+        t.median_ms(_training(ft, xd)), "torch ref"  # fmt: skip
 
 
 def main():

@@ -42,6 +42,7 @@ import dkit  # noqa: E402
 def reference(x, rois, size, spatial_scale, sampling_ratio=0, aligned=True, clockwise=False, block=64):
     """mmcv.ops.roi_align_rotated from its definition, vectorised PyTorch (differentiable)."""
     n, c, h, w = x.shape
+    dev = x.device  # any device: the bench on a GPU runs this reference there
     ph, pw = size
     flat = x.permute(0, 2, 3, 1).reshape(n * h * w, c)  # [N H W, C]: a tap's channels are one row
     parts = []
@@ -55,18 +56,19 @@ def reference(x, rois, size, spatial_scale, sampling_ratio=0, aligned=True, cloc
             rw, rh = rw.clamp(min=1.0), rh.clamp(min=1.0)
         bh, bw = rh / ph, rw / pw
         if sampling_ratio > 0:
-            gh = gw = torch.full((k,), sampling_ratio, dtype=torch.long)
+            gh = gw = torch.full((k,), sampling_ratio, dtype=torch.long, device=dev)
         else:
             gh, gw = torch.ceil(bh).long().clamp(min=0), torch.ceil(bw).long().clamp(min=0)
         mh, mw = max(int(gh.max()), 1) if k else 1, max(int(gw.max()), 1) if k else 1
-        iy = torch.arange(mh, dtype=x.dtype)
-        ix = torch.arange(mw, dtype=x.dtype)
+        iy = torch.arange(mh, dtype=x.dtype, device=dev)
+        ix = torch.arange(mw, dtype=x.dtype, device=dev)
         ghf, gwf = gh.to(x.dtype).clamp(min=1), gw.to(x.dtype).clamp(min=1)
         # box frame: yy [K, PH, mh], xx [K, PW, mw]
-        yy = (-rh / 2)[:, None, None] + torch.arange(ph, dtype=x.dtype)[None, :, None] * bh[:, None, None] + (
+        py, px = torch.arange(ph, dtype=x.dtype, device=dev), torch.arange(pw, dtype=x.dtype, device=dev)
+        yy = (-rh / 2)[:, None, None] + py[None, :, None] * bh[:, None, None] + (
             iy + 0.5
         )[None, None, :] * bh[:, None, None] / ghf[:, None, None]
-        xx = (-rw / 2)[:, None, None] + torch.arange(pw, dtype=x.dtype)[None, :, None] * bw[:, None, None] + (
+        xx = (-rw / 2)[:, None, None] + px[None, :, None] * bw[:, None, None] + (
             ix + 0.5
         )[None, None, :] * bw[:, None, None] / gwf[:, None, None]
         cos, sin = torch.cos(theta)[:, None, None, None, None], torch.sin(theta)[:, None, None, None, None]

@@ -391,7 +391,8 @@ def test_roi_pooling_family_on_the_gpu(op, dtype):
     size = 3
     args = (size, 0.5) if op != "ps_roi_align" else (size, 0.5, 2)
     fd, ft = getattr(T, op), getattr(torchvision.ops, op)
-    gout = torch.randn(rois.shape[0], 18 if op == "roi_pool" else 2, size, size, generator=torch.Generator().manual_seed(3))
+    g = torch.Generator().manual_seed(3)
+    gout = torch.randn(rois.shape[0], 18 if op == "roi_pool" else 2, size, size, generator=g)
     got = _grads(lambda a: fd(a, rois, *args), [x], gout)
     want_tv = _grads(lambda a: ft(a, rois, *args), [x], gout)
     want_cpu = _grads(lambda a: fd(a, rois.cpu(), *args), [x.cpu()], gout)
@@ -463,7 +464,8 @@ def test_focal_losses_on_the_gpu(dtype):
         lab = labels if name == "sigmoid_focal_loss" else labels.clamp(max=10)
         fn = lambda a, lab=lab, name=name: getattr(M, name)(a, lab, 2.0, 0.25, wt.to(a), "mean")  # noqa: E731
         got = _grads(fn, [x.float()], torch.tensor(1.0))
-        want = _grads(lambda a: fn(a), [x.float().cpu()], torch.tensor(1.0))
+        want = _grads(lambda a, lab=lab, name=name: getattr(M, name)(a, lab.cpu(), 2.0, 0.25, wt.cpu(), "mean"),
+                      [x.float().cpu()], torch.tensor(1.0))
         _close(got, want, torch.float32, f"mmcv {name}")
 
 

@@ -25,26 +25,28 @@ DK_TUNABLE(dk__ra_gpu_backward_order, "roi_align.gpu_backward_order", 1, 0, 1,
            "roi_align atomic backward on a GPU: bins RoI-major (0) or channel-major (1)")
 /*
  * Note [RoI tables for the GPU forward]
- * The forward's threads are output elements, and each used to decode its RoI itself: five
- * loads, the scale, the bins' sizes and grids with their divisions, 7 x 7 x 256 times per RoI
- * here. Nsight Compute on the H100 (2026-11-27) found the forward bound by instructions, not
- * memory (SM 79%, memory 39% at sampling_ratio 2; torchvision's kernel, the same time, memory
- * 70%), and at adaptive sampling 5.05 ms against torchvision's 3.55. So one small kernel decodes
- * each RoI once into a table (image, both axes; scratch of K entries), and the forward's
- * threads read it. With adaptive sampling (grids up to ceil(bin) samples a side) the forward also
- * finds its bin's column taps once (up to DK__RA_GPU_COLUMN_TAPS of them; wider grids take the
- * plain loop) instead of once per sample: the same samples, taps, weights and additions in the
- * same order, so the same bits as before and as the CPU. RoIs with fewer than 256 outputs each
- * (C x PH x PW) keep the per-element decode: there the table's launch and scratch would cost
- * more than they save. The atomic backward reads the same table (one thread per grad_output
- * element, which decoded its RoI too), and zeroes a dense grad_input with a memset instead of a
- * kernel whose every element took four 64-bit divisions to find its strides' offset.
- * roi_align.gpu_roi_table = 0 restores the per-element decode everywhere,
- * for comparison, and 2 takes the table everywhere (the tests compare the bits of both).
+ * The forward's threads are output elements, and each decodes its RoI itself: five loads, the
+ * scale, the bins' sizes and grids with their divisions, 7 x 7 x 256 times per RoI here.
+ * Nsight Compute on the H100 (2026-11-27) found the forward bound by instructions, not memory
+ * (SM 79%, memory 39% at sampling_ratio 2; torchvision's kernel, the same time, memory 70%), and
+ * at adaptive sampling 5.05 ms against torchvision's 3.55. So roi_align.gpu_roi_table = 1 has a
+ * small kernel decode each RoI once into a table (image, both axes; scratch of K entries) that
+ * the forward's and the atomic backward's threads read, and with adaptive sampling the forward
+ * also finds its bin's column taps once (up to DK__RA_GPU_COLUMN_TAPS, in a per-thread array)
+ * instead of once per sample: the same samples, taps, weights and additions in the same order,
+ * so the same bits (the tests compare them). Measured on the H100 the same day, whole calls,
+ * with the table against without: forward 0.454 ms against 0.420 at sampling_ratio 2, 7.23 ms
+ * against 4.09 adaptive, atomic backward 2.09 against 1.88. Slower everywhere, so the default is
+ * 0. Likely why, not yet measured: each thread loads a table entry of two axes (64-bit fields,
+ * about 60 bytes) where the decode was register arithmetic on 20 bytes of RoI, and the column
+ * array lives in local memory. Kept, tested, for whoever profiles it next; 2 forces the table
+ * for any size (the tests). The atomic backward's zeroing of a dense grad_input by a memset,
+ * instead of a kernel whose every element took four 64-bit divisions to find its offset, is not
+ * part of this switch: with it the atomic backward went from 2.08 to 1.88 ms.
  */
-DK_TUNABLE(dk__ra_gpu_roi_table, "roi_align.gpu_roi_table", 1, 0, 2,
-           "roi_align forward on a GPU: 1 decodes each RoI once into a table (and, adaptive, each bin's column taps "
-           "once) where RoIs have 256 outputs or more, 2 always, 0 in every output element")
+DK_TUNABLE(dk__ra_gpu_roi_table, "roi_align.gpu_roi_table", 0, 0, 2,
+           "roi_align on a GPU: 0 decodes each RoI in every output element (measured faster), 1 reads a table "
+           "decoded once (and, adaptive, each bin's column taps once) where RoIs have 256 outputs or more, 2 always")
 #define DK__RA_GPU_COLUMN_TAPS 16
 
 /* 1: bin indices always decoded in 64 bits (tests reach that path on small inputs) */
