@@ -10,6 +10,8 @@
 #include "dk_gpu_status.h"
 #include "dk_tunables.h"
 #include "dk_gpu.h"
+#include "dk_gpu_bins.h"
+#include "dk_gpu_tiles.h"
 #include "dk_gpu_kernels.h"
 #include "kernels/roi_align_math.h"
 
@@ -78,28 +80,6 @@ DK_TUNABLE(dk__ra_gpu_det_window, "roi_align.gpu_det_window", 1, 0, 1,
  * forward's default is channel-major for a fixed sampling ratio and RoI-major for adaptive
  * sampling; the backward's is channel-major.
  */
-__device__ DK_INLINE void dk__ra_gpu_bin_of(const dk__ra_gpu_args *a, int64_t i, int64_t *k, int64_t *c, int64_t *ph,
-                                            int64_t *pw)
-{
-    if (a->narrow) { /* 32-bit division: a 64-bit one is a long software sequence on GPUs */
-        const uint32_t u = (uint32_t)i, PW = (uint32_t)a->PW, PH = (uint32_t)a->PH, r = u / PW / PH;
-        *pw = u % PW;
-        *ph = u / PW % PH;
-        *k = a->channel_major ? r % (uint32_t)a->K : r / (uint32_t)a->C;
-        *c = a->channel_major ? r / (uint32_t)a->K : r % (uint32_t)a->C;
-        return;
-    }
-    *pw = i % a->PW;
-    *ph = i / a->PW % a->PH;
-    const int64_t r = i / (a->PW * a->PH);
-    if (a->channel_major) {
-        *k = r % a->K;
-        *c = r / a->K;
-    } else {
-        *c = r % a->C;
-        *k = r / a->C;
-    }
-}
 
 /* The deterministic backward's tiling: tiles of tile x tile pixels, ty x tx of them per image. */
 typedef struct {
@@ -166,14 +146,7 @@ static dk_status dk__ra_gpu_tiling(const dk__ra_gpu_args *a, const dk_tensor *gr
         return dk_error(DK_EINVAL, "roi_align_backward: %lld RoIs (at most 2^31 - 1)", (long long)a->K);
     const double budget = (double)a->N * (double)a->C * (double)a->H * (double)a->W *
                           (double)dk_dtype_size(dk_tensor_dtype(grad_input));
-    const int64_t fixed = dk_tunable(&dk__ra_gpu_det_tile), side = a->H > a->W ? a->H : a->W;
-    g->tile = fixed > 0 ? fixed : 16;
-    for (;;) {
-        g->ty = (a->H + g->tile - 1) / g->tile;
-        g->tx = (a->W + g->tile - 1) / g->tile;
-        if (fixed > 0 || g->tile >= side || (double)a->N * g->ty * g->tx * ((double)a->K + 1) * 4.0 <= budget) break;
-        g->tile *= 2;
-    }
+    dk_gpu_tiles_choose(a->N, a->H, a->W, a->K, budget, dk_tunable(&dk__ra_gpu_det_tile), &g->tile, &g->ty, &g->tx);
     g->window = dk_tunable(&dk__ra_gpu_det_window) != 0;
     return DK_OK;
 }

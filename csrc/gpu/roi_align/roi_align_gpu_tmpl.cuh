@@ -23,35 +23,6 @@ __device__ DK_INLINE bool DK_SFN(dk__ra_gpu_roi)(const DK_S *rois, const dk__ra_
     return true;
 }
 
-/* Forward: one thread per output element (k, c, ph, pw), in the order of Note [The GPU order of
- * roi_align's bins]. */
-template <bool MAX> /* max pooling: a kernel of its own, so that avg's registers are avg's alone */
-__global__ void DK_SFN(dk__ra_gpu_forward_kernel)(const DK_S *__restrict__ input, const DK_S *__restrict__ rois,
-                                                  DK_S *__restrict__ output, DK_T *__restrict__ amy,
-                                                  DK_T *__restrict__ amx, dk__ra_gpu_args a)
-{
-    const int64_t total = a.K * a.C * a.PH * a.PW;
-    for (int64_t i = DK_GPU_FIRST(); i < total; i += DK_GPU_STRIDE()) {
-        int64_t k, c, ph, pw;
-        dk__ra_gpu_bin_of(&a, i, &k, &c, &ph, &pw);
-        const int64_t o = k * a.bins_s[0] + c * a.bins_s[1] + ph * a.bins_s[2] + pw * a.bins_s[3];
-        int64_t n;
-        DK_TFN(dk_roi_align_axis) ay, ax;
-        DK_T v = (DK_T)0, my = (DK_T)-1, mx = (DK_T)-1;
-        if (DK_SFN(dk__ra_gpu_roi)(rois, &a, k, &n, &ay, &ax)) {
-            const DK_S *plane = input + n * a.img_s[0] + c * a.img_s[1];
-            v = MAX ? DK_SFN(dk_roi_align_forward_max)(plane, a.img_s[2], a.img_s[3], a.H, a.W, &ay, &ax, ph, pw, &my,
-                                                       &mx)
-                    : DK_SFN(dk_roi_align_forward_avg)(plane, a.img_s[2], a.img_s[3], a.H, a.W, &ay, &ax, ph, pw);
-        }
-        output[o] = DK_STORE(v);
-        if (MAX) {
-            amy[k * a.amy_s[0] + c * a.amy_s[1] + ph * a.amy_s[2] + pw * a.amy_s[3]] = my;
-            amx[k * a.amx_s[0] + c * a.amx_s[1] + ph * a.amx_s[2] + pw * a.amx_s[3]] = mx;
-        }
-    }
-}
-
 /* Note [RoI tables for the GPU forward]: each RoI's image and axes, decoded once per call. */
 typedef struct {
     int64_t n; /* -1: absent (Note [RoIs the GPU cannot check]) */
@@ -95,33 +66,42 @@ __device__ DK_INLINE DK_T DK_SFN(dk__ra_gpu_avg_columns)(const DK_S *plane, int6
     return sum / DK_TFN(dk_roi_align_count)(ay, ax);
 }
 
-/* The forward from the RoI table: one thread per output element, as the kernel above. MODE: 0 avg,
- * 1 avg with the columns' taps found once per bin, 2 max (each a kernel of its own: registers). */
+/* Forward: one thread per output element (k, c, ph, pw), in the order of Note [The GPU order of
+ * roi_align's bins]. MODE & 3: 0 avg, 1 avg with the columns' taps found once per bin, 2 max; MODE
+ * & 4: the RoI from the table (Note [RoI tables for the GPU forward]), else decoded here. Each
+ * mode is a kernel of its own, so that avg's registers are avg's alone. */
 template <int MODE>
-__global__ void DK_SFN(dk__ra_gpu_forward_table_kernel)(const DK_S *__restrict__ input,
-                                                        const DK_SFN(dk__ra_gpu_geom) *__restrict__ table,
-                                                        DK_S *__restrict__ output, DK_T *__restrict__ amy,
-                                                        DK_T *__restrict__ amx, dk__ra_gpu_args a)
+__global__ void DK_SFN(dk__ra_gpu_forward_kernel)(const DK_S *__restrict__ input, const DK_S *__restrict__ rois,
+                                                  const DK_SFN(dk__ra_gpu_geom) *__restrict__ table,
+                                                  DK_S *__restrict__ output, DK_T *__restrict__ amy,
+                                                  DK_T *__restrict__ amx, dk__ra_gpu_args a)
 {
     const int64_t total = a.K * a.C * a.PH * a.PW;
     for (int64_t i = DK_GPU_FIRST(); i < total; i += DK_GPU_STRIDE()) {
-        int64_t k, c, ph, pw;
-        dk__ra_gpu_bin_of(&a, i, &k, &c, &ph, &pw);
+        int64_t k, c, ph, pw, n;
+        dk_gpu_bin_of(a.narrow, a.channel_major, a.K, a.C, a.PH, a.PW, i, &k, &c, &ph, &pw);
         const int64_t o = k * a.bins_s[0] + c * a.bins_s[1] + ph * a.bins_s[2] + pw * a.bins_s[3];
-        const DK_SFN(dk__ra_gpu_geom) *e = &table[k];
+        DK_TFN(dk_roi_align_axis) ay, ax;
+        bool live;
+        if (MODE & 4) {
+            n = table[k].n;
+            live = n >= 0;
+            if (live) ay = table[k].ay, ax = table[k].ax;
+        } else {
+            live = DK_SFN(dk__ra_gpu_roi)(rois, &a, k, &n, &ay, &ax);
+        }
         DK_T v = (DK_T)0, my = (DK_T)-1, mx = (DK_T)-1;
-        if (e->n >= 0) {
-            const DK_TFN(dk_roi_align_axis) ay = e->ay, ax = e->ax;
-            const DK_S *plane = input + e->n * a.img_s[0] + c * a.img_s[1];
-            if (MODE == 2)
+        if (live) {
+            const DK_S *plane = input + n * a.img_s[0] + c * a.img_s[1];
+            if ((MODE & 3) == 2)
                 v = DK_SFN(dk_roi_align_forward_max)(plane, a.img_s[2], a.img_s[3], a.H, a.W, &ay, &ax, ph, pw, &my,
                                                      &mx);
-            else if (MODE == 1)
+            else if ((MODE & 3) == 1)
                 v = DK_SFN(dk__ra_gpu_avg_columns)(plane, a.img_s[2], a.img_s[3], a.H, a.W, &ay, &ax, ph, pw);
             else v = DK_SFN(dk_roi_align_forward_avg)(plane, a.img_s[2], a.img_s[3], a.H, a.W, &ay, &ax, ph, pw);
         }
         output[o] = DK_STORE(v);
-        if (MODE == 2) {
+        if ((MODE & 3) == 2) {
             amy[k * a.amy_s[0] + c * a.amy_s[1] + ph * a.amy_s[2] + pw * a.amy_s[3]] = my;
             amx[k * a.amx_s[0] + c * a.amx_s[1] + ph * a.amx_s[2] + pw * a.amx_s[3]] = mx;
         }
@@ -141,7 +121,7 @@ __global__ void DK_SFN(dk__ra_gpu_backward_atomic_kernel)(const DK_S *__restrict
     const int64_t total = a.K * a.C * a.PH * a.PW;
     for (int64_t i = DK_GPU_FIRST(); i < total; i += DK_GPU_STRIDE()) {
         int64_t k, c, ph, pw, n;
-        dk__ra_gpu_bin_of(&a, i, &k, &c, &ph, &pw);
+        dk_gpu_bin_of(a.narrow, a.channel_major, a.K, a.C, a.PH, a.PW, i, &k, &c, &ph, &pw);
         DK_TFN(dk_roi_align_axis) ay, ax;
         if (table) { /* Note [RoI tables for the GPU forward], the backward's too */
             n = table[k].n;
@@ -244,27 +224,6 @@ __global__ void DK_SFN(dk__ra_gpu_roi_table_kernel)(const DK_S *__restrict__ roi
                                      &e.x1);
         }
         table[k] = e;
-    }
-}
-
-/* Per tile of tile x tile pixels of each image, the RoIs that can reach it, in index order:
- * lists[t * K ...], counts[t]. One thread per tile, RoIs in order: the lists are the same on
- * every run. */
-__global__ void DK_SFN(dk__ra_gpu_tile_lists_kernel)(const DK_SFN(dk__ra_gpu_roi_entry) *__restrict__ table,
-                                                     dk__ra_gpu_args a, dk__ra_gpu_tiles g, int32_t *__restrict__ lists,
-                                                     int32_t *__restrict__ counts)
-{
-    const int64_t total = a.N * g.ty * g.tx;
-    for (int64_t t = DK_GPU_FIRST(); t < total; t += DK_GPU_STRIDE()) {
-        const int64_t tx = t % g.tx, ty = t / g.tx % g.ty, n = t / (g.tx * g.ty);
-        const int64_t y0 = ty * g.tile, y1 = y0 + g.tile - 1, x0 = tx * g.tile, x1 = x0 + g.tile - 1;
-        int32_t m = 0;
-        for (int64_t k = 0; k < a.K; ++k) {
-            const DK_SFN(dk__ra_gpu_roi_entry) *e = &table[k];
-            if (e->n == n && e->y0 <= y1 && e->y1 >= y0 && e->x0 <= x1 && e->x1 >= x0)
-                lists[t * a.K + m++] = (int32_t)k;
-        }
-        counts[t] = m;
     }
 }
 
@@ -381,36 +340,29 @@ static dk_status DK_SFN(dk__ra_gpu_forward)(const dk_tensor *input, const dk_ten
     DK_S *out = (DK_S *)dk_tensor_data(output);
     DK_T *my = argmax_y ? (DK_T *)dk_tensor_data(argmax_y) : (DK_T *)NULL;
     DK_T *mx = argmax_x ? (DK_T *)dk_tensor_data(argmax_x) : (DK_T *)NULL;
-    if (a->roi_table) { /* Note [RoI tables for the GPU forward] */
-        void *mem = NULL;
-        dk_status st = dk_device_alloc(output->device, (size_t)a->K * sizeof(DK_SFN(dk__ra_gpu_geom)), &mem);
-        if (st) return st;
-        DK_SFN(dk__ra_gpu_geom) *tab = (DK_SFN(dk__ra_gpu_geom) *)mem;
+    /* Note [RoI tables for the GPU forward] */
+    void *mem = NULL;
+    DK_SFN(dk__ra_gpu_geom) *tab = NULL;
+    dk_status st = DK_OK;
+    if (a->roi_table) {
+        if ((st = dk_device_alloc(output->device, (size_t)a->K * sizeof(DK_SFN(dk__ra_gpu_geom)), &mem))) return st;
+        tab = (DK_SFN(dk__ra_gpu_geom) *)mem;
         DK_GPU_LAUNCH(DK_SFN(dk__ra_gpu_geom_kernel), dk_gpu_blocks(a->K), DK_GPU_THREADS, stream, r, *a, tab);
         st = dk__gpu_launched("roi_align_forward");
-        if (!st) {
-            const unsigned blocks = dk_gpu_blocks(total);
-            if (a->max_mode)
-                DK_GPU_LAUNCH(DK_SFN(dk__ra_gpu_forward_table_kernel) < 2 >, blocks, DK_GPU_THREADS, stream, in, tab,
-                              out, my, mx, *a);
-            else if (a->sampling_ratio <= 0)
-                DK_GPU_LAUNCH(DK_SFN(dk__ra_gpu_forward_table_kernel) < 1 >, blocks, DK_GPU_THREADS, stream, in, tab,
-                              out, my, mx, *a);
-            else
-                DK_GPU_LAUNCH(DK_SFN(dk__ra_gpu_forward_table_kernel) < 0 >, blocks, DK_GPU_THREADS, stream, in, tab,
-                              out, my, mx, *a);
-            st = dk__gpu_launched("roi_align_forward");
-        }
-        dk_device_free(output->device, mem); /* stream-ordered: after the kernels above */
-        return st;
     }
-    if (a->max_mode)
-        DK_GPU_LAUNCH(DK_SFN(dk__ra_gpu_forward_kernel) < true >, dk_gpu_blocks(total), DK_GPU_THREADS, stream, in, r,
-                      out, my, mx, *a);
-    else
-        DK_GPU_LAUNCH(DK_SFN(dk__ra_gpu_forward_kernel) < false >, dk_gpu_blocks(total), DK_GPU_THREADS, stream, in, r,
-                      out, my, mx, *a);
-    return dk__gpu_launched("roi_align_forward");
+    if (!st) {
+        typedef void (*kernel_t)(const DK_S *, const DK_S *, const DK_SFN(dk__ra_gpu_geom) *, DK_S *, DK_T *, DK_T *,
+                                 dk__ra_gpu_args);
+        const kernel_t kernel = a->max_mode              ? (tab ? DK_SFN(dk__ra_gpu_forward_kernel) < 6 >
+                                                                : DK_SFN(dk__ra_gpu_forward_kernel) < 2 >)
+                                : !tab                   ? DK_SFN(dk__ra_gpu_forward_kernel)<0>
+                                : a->sampling_ratio <= 0 ? DK_SFN(dk__ra_gpu_forward_kernel)<5>
+                                                         : DK_SFN(dk__ra_gpu_forward_kernel)<4>;
+        DK_GPU_LAUNCH(kernel, dk_gpu_blocks(total), DK_GPU_THREADS, stream, in, r, tab, out, my, mx, *a);
+        st = dk__gpu_launched("roi_align_forward");
+    }
+    dk_device_free(output->device, mem); /* stream-ordered: after the kernels above */
+    return st;
 }
 
 static dk_status DK_SFN(dk__ra_gpu_backward)(const dk_tensor *grad_output, const dk_tensor *rois,
@@ -439,8 +391,8 @@ static dk_status DK_SFN(dk__ra_gpu_backward)(const dk_tensor *grad_output, const
             st = dk__gpu_launched("roi_align_backward");
         }
         if (!st) {
-            DK_GPU_LAUNCH(DK_SFN(dk__ra_gpu_tile_lists_kernel), dk_gpu_blocks(tiles), DK_GPU_THREADS, stream, tab, *a,
-                          *g, list, count);
+            DK_GPU_LAUNCH(dk_gpu_tile_lists_kernel, dk_gpu_blocks(tiles), DK_GPU_THREADS, stream, tab, a->N, a->K,
+                          g->tile, g->ty, g->tx, list, count);
             st = dk__gpu_launched("roi_align_backward");
         }
         if (!st) {

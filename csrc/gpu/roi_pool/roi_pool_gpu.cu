@@ -9,6 +9,8 @@
 #include "dk_gpu_status.h"
 #include "dk_tunables.h"
 #include "dk_gpu.h"
+#include "dk_gpu_bins.h"
+#include "dk_gpu_tiles.h"
 #include "dk_gpu_kernels.h"
 #include "kernels/roi_pool_math.h"
 
@@ -34,14 +36,7 @@ static dk_status dk__rp_gpu_tiling(const dk__rp_gpu_args *a, const dk_tensor *gr
     if (a->K > INT32_MAX) return dk_error(DK_EINVAL, "%s: %lld RoIs (at most 2^31 - 1)", op, (long long)a->K);
     const double budget = (double)a->N * (double)a->C * (double)a->H * (double)a->W *
                           (double)dk_dtype_size(dk_tensor_dtype(grad_input));
-    const int64_t fixed = dk_tunable(&dk__rp_gpu_det_tile), side = a->H > a->W ? a->H : a->W;
-    g->tile = fixed > 0 ? fixed : 16;
-    for (;;) {
-        g->ty = (a->H + g->tile - 1) / g->tile;
-        g->tx = (a->W + g->tile - 1) / g->tile;
-        if (fixed > 0 || g->tile >= side || (double)a->N * g->ty * g->tx * ((double)a->K + 1) * 4.0 <= budget) break;
-        g->tile *= 2;
-    }
+    dk_gpu_tiles_choose(a->N, a->H, a->W, a->K, budget, dk_tunable(&dk__rp_gpu_det_tile), &g->tile, &g->ty, &g->tx);
     return DK_OK;
 }
 
@@ -52,25 +47,6 @@ DK_TUNABLE(dk__rp_gpu_order, "roi_pool.gpu_order", 1, 0, 1,
 /* 1: bin indices always decoded in 64 bits (tests reach that path on small inputs) */
 DK_TUNABLE(dk__rp_gpu_wide, "roi_pool.gpu_wide_index", 0, 0, 1,
            "roi_pool forward on a GPU: 0 decodes bin indices in 32 bits when they fit, 1 always in 64")
-
-/* Bin i of roi_pool's forward, in its order (Note [RoIPool on a GPU]). */
-__device__ DK_INLINE void dk__rp_gpu_bin_of(const dk__rp_gpu_args *a, int64_t i, int64_t *k, int64_t *c, int64_t *ph,
-                                            int64_t *pw)
-{
-    if (a->narrow) { /* 32-bit division: a 64-bit one is a long software sequence on GPUs */
-        const uint32_t u = (uint32_t)i, PW = (uint32_t)a->PW, PH = (uint32_t)a->PH, r = u / PW / PH;
-        *pw = u % PW;
-        *ph = u / PW % PH;
-        *k = a->channel_major ? r % (uint32_t)a->K : r / (uint32_t)a->C;
-        *c = a->channel_major ? r / (uint32_t)a->K : r % (uint32_t)a->C;
-        return;
-    }
-    *pw = i % a->PW;
-    *ph = i / a->PW % a->PH;
-    const int64_t r = i / (a->PW * a->PH);
-    *k = a->channel_major ? r % a->K : r / a->C;
-    *c = a->channel_major ? r / a->K : r % a->C;
-}
 
 #define DK_TEMPLATE "roi_pool/roi_pool_gpu_tmpl.cuh"
 #define DK_TEMPLATE_TYPES DK_TYPES_FLOAT

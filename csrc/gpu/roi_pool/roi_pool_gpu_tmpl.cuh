@@ -18,7 +18,7 @@ __global__ void DK_SFN(dk__rp_gpu_forward_kernel)(const DK_S *__restrict__ x, co
     const int64_t total = a.K * a.C * a.PH * a.PW;
     for (int64_t i = DK_GPU_FIRST(); i < total; i += DK_GPU_STRIDE()) {
         int64_t k, c, ph, pw;
-        dk__rp_gpu_bin_of(&a, i, &k, &c, &ph, &pw);
+        dk_gpu_bin_of(a.narrow, a.channel_major, a.K, a.C, a.PH, a.PW, i, &k, &c, &ph, &pw);
         const int64_t n = DK_SFN(dk__rp_gpu_batch)(rois, a, k);
         const DK_S *r = rois + k * a.rois_s[0];
         const DK_TFN(dk_roi_pool_roi) g = DK_TFN(dk_roi_pool_roi_init)(
@@ -302,26 +302,6 @@ __global__ void DK_SFN(dk__rp_gpu_ps_table_kernel)(const DK_S *__restrict__ rois
     }
 }
 
-/* Per tile of each image, the RoIs that can reach it, in index order: lists[t * K ...], counts[t].
- * One thread per tile, RoIs in order: the same lists on every run. */
-__global__ void DK_SFN(dk__rp_gpu_tile_lists_kernel)(const dk__rp_gpu_reach *__restrict__ table, dk__rp_gpu_args a,
-                                                     dk__rp_gpu_tiles g, int32_t *__restrict__ lists,
-                                                     int32_t *__restrict__ counts)
-{
-    const int64_t total = a.N * g.ty * g.tx;
-    for (int64_t t = DK_GPU_FIRST(); t < total; t += DK_GPU_STRIDE()) {
-        const int64_t tx = t % g.tx, ty = t / g.tx % g.ty, n = t / (g.tx * g.ty);
-        const int64_t y0 = ty * g.tile, y1 = y0 + g.tile - 1, x0 = tx * g.tile, x1 = x0 + g.tile - 1;
-        int32_t m = 0;
-        for (int64_t k = 0; k < a.K; ++k) {
-            const dk__rp_gpu_reach *e = &table[k];
-            if (e->n == n && e->y0 <= y1 && e->y1 >= y0 && e->x0 <= x1 && e->x1 >= x0)
-                lists[t * a.K + m++] = (int32_t)k;
-        }
-        counts[t] = m;
-    }
-}
-
 /* One thread per grad_input element (n, cin, h, w); a.C is grad_input's channel count here. The
  * RoIs of its tile's list, in index order: the others add nothing to it. */
 __global__ void DK_SFN(dk__rp_gpu_ps_backward_kernel)(const DK_S *__restrict__ gout, const DK_S *__restrict__ rois,
@@ -385,24 +365,35 @@ static dk_status DK_SFN(dk__rp_gpu_ps_gather)(const dk_tensor *grad_output, cons
                                               dk_tensor *grad_input, const dk__rp_gpu_args *a,
                                               const dk__rp_gpu_tiles *g, bool align, void *stream);
 
+/* Both position-sensitive backwards (Note [RoIPool on a GPU]): `scatter`'s atomics into the
+ * accumulator, or with tiles (deterministic kernels asked for) the gather; `align` names the op. */
+typedef void (*DK_SFN(dk__rp_gpu_ps_scatter))(const DK_S *, const DK_S *, DK_T *, dk__rp_gpu_args, dk__rp_gpu_acc_s);
+static dk_status DK_SFN(dk__rp_gpu_ps_backward_by)(DK_SFN(dk__rp_gpu_ps_scatter) scatter, bool align,
+                                                   const dk_tensor *grad_output, const dk_tensor *rois,
+                                                   dk_tensor *grad_input, const dk__rp_gpu_args *a,
+                                                   const dk__rp_gpu_tiles *tiles, void *stream)
+{
+    if (tiles) return DK_SFN(dk__rp_gpu_ps_gather)(grad_output, rois, grad_input, a, tiles, align, stream);
+    const char *op = align ? "ps_roi_align_backward" : "ps_roi_pool_backward";
+    DK_T *acc;
+    dk__rp_gpu_acc_s s;
+    void *scratch;
+    dk_status st = DK_SFN(dk__rp_gpu_acc_begin)(grad_input, a, stream, op, &acc, &s, &scratch);
+    const int64_t bins = a->K * a->C; /* K x CO x PH x PW */
+    if (!st && bins > 0) {
+        DK_GPU_LAUNCH(scatter, dk_gpu_blocks(bins), DK_GPU_THREADS, stream, (const DK_S *)dk_tensor_data(grad_output),
+                      (const DK_S *)dk_tensor_data(rois), acc, *a, s);
+        st = dk__gpu_launched(op);
+    }
+    return DK_SFN(dk__rp_gpu_acc_end)(st, grad_input, a, stream, op, scratch);
+}
+
 static dk_status DK_SFN(dk__rp_gpu_ps_backward)(const dk_tensor *grad_output, const dk_tensor *rois,
                                                 dk_tensor *grad_input, const dk__rp_gpu_args *a,
                                                 const dk__rp_gpu_tiles *tiles, void *stream)
 {
-    if (!tiles) {
-        DK_T *acc;
-        dk__rp_gpu_acc_s s;
-        void *scratch;
-        dk_status st = DK_SFN(dk__rp_gpu_acc_begin)(grad_input, a, stream, "ps_roi_pool_backward", &acc, &s, &scratch);
-        const int64_t bins = a->K * a->C; /* K x CO x PH x PW */
-        if (!st && bins > 0) {
-            DK_GPU_LAUNCH(DK_SFN(dk__rp_gpu_ps_backward_atomic_kernel), dk_gpu_blocks(bins), DK_GPU_THREADS, stream,
-                          (const DK_S *)dk_tensor_data(grad_output), (const DK_S *)dk_tensor_data(rois), acc, *a, s);
-            st = dk__gpu_launched("ps_roi_pool_backward");
-        }
-        return DK_SFN(dk__rp_gpu_acc_end)(st, grad_input, a, stream, "ps_roi_pool_backward", scratch);
-    }
-    return DK_SFN(dk__rp_gpu_ps_gather)(grad_output, rois, grad_input, a, tiles, false, stream);
+    return DK_SFN(dk__rp_gpu_ps_backward_by)(DK_SFN(dk__rp_gpu_ps_backward_atomic_kernel), false, grad_output, rois,
+                                             grad_input, a, tiles, stream);
 }
 
 /* ---- ps_roi_align -------------------------------------------------------------------------- */
@@ -540,8 +531,8 @@ static dk_status DK_SFN(dk__rp_gpu_ps_gather)(const dk_tensor *grad_output, cons
         st = dk__gpu_launched(op);
     }
     if (!st) {
-        DK_GPU_LAUNCH(DK_SFN(dk__rp_gpu_tile_lists_kernel), dk_gpu_blocks(tiles), DK_GPU_THREADS, stream, tab, *a, *g,
-                      list, count);
+        DK_GPU_LAUNCH(dk_gpu_tile_lists_kernel, dk_gpu_blocks(tiles), DK_GPU_THREADS, stream, tab, a->N, a->K, g->tile,
+                      g->ty, g->tx, list, count);
         st = dk__gpu_launched(op);
     }
     if (!st) {
@@ -573,20 +564,8 @@ static dk_status DK_SFN(dk__psa_gpu_backward)(const dk_tensor *grad_output, cons
                                               dk_tensor *grad_input, const dk__rp_gpu_args *a,
                                               const dk__rp_gpu_tiles *tiles, void *stream)
 {
-    if (!tiles) {
-        DK_T *acc;
-        dk__rp_gpu_acc_s s;
-        void *scratch;
-        dk_status st = DK_SFN(dk__rp_gpu_acc_begin)(grad_input, a, stream, "ps_roi_align_backward", &acc, &s, &scratch);
-        const int64_t bins = a->K * a->C; /* K x CO x PH x PW */
-        if (!st && bins > 0) {
-            DK_GPU_LAUNCH(DK_SFN(dk__psa_gpu_backward_atomic_kernel), dk_gpu_blocks(bins), DK_GPU_THREADS, stream,
-                          (const DK_S *)dk_tensor_data(grad_output), (const DK_S *)dk_tensor_data(rois), acc, *a, s);
-            st = dk__gpu_launched("ps_roi_align_backward");
-        }
-        return DK_SFN(dk__rp_gpu_acc_end)(st, grad_input, a, stream, "ps_roi_align_backward", scratch);
-    }
-    return DK_SFN(dk__rp_gpu_ps_gather)(grad_output, rois, grad_input, a, tiles, true, stream);
+    return DK_SFN(dk__rp_gpu_ps_backward_by)(DK_SFN(dk__psa_gpu_backward_atomic_kernel), true, grad_output, rois,
+                                             grad_input, a, tiles, stream);
 }
 
 #endif
