@@ -30,7 +30,13 @@
 #                   machine holds the whole check; -v and --durations say where the time went
 #
 # DKIT_GPU_SKIP="ncu profile" leaves out the steps it names; DKIT_GPU_STEP_S (default 300) bounds
-# each step's seconds, DKIT_GPU_NCU_S (default 150) Nsight Compute's.
+# each step's seconds, DKIT_GPU_NCU_S (default 150) Nsight Compute's, DKIT_GPU_TOTAL_S the whole
+# check's (a step past it is cut, later ones are skipped); DKIT_GPU_ARCHIVE=FILE.tgz packs every
+# log into one file at the end (a machine lent by a tool that returns only a few files).
+#
+# The call that fits a session's 15 minutes of device time (about 250 s, plus start-up):
+#   DKIT_GPU_SKIP="profile ncu suite" DKIT_GPU_COLD=0 DKIT_GPU_STEP_S=130 DKIT_GPU_TOTAL_S=240 \
+#       DKIT_GPU_ARCHIVE=$OUT/logs.tgz make gpu-check
 #
 # Usage: bash tests/gpu-check.sh   (PYTHON=python3 and JOBS=$(nproc) by default)
 set -u
@@ -43,6 +49,7 @@ JOBS=${JOBS:-$(nproc)}
 mkdir -p "$LOGS"
 LOGS=$(cd "$LOGS" && pwd)
 SUMMARY=$LOGS/summary.txt
+BEGUN=$(date +%s)
 : >"$SUMMARY"
 failed=0
 MAKE_GPU=(make --no-print-directory -o deps -o gpu DKIT_WITH_HIP=0 DKIT_WITH_CUDA=1 "PYTHON=$PYTHON")
@@ -57,15 +64,25 @@ step() {
         ;;
     esac
     start=$(date +%s)
-    # Each step in its own process group (set -m), killed whole past DKIT_GPU_STEP_S seconds
-    # (default 300): a kernel that hangs costs one step, not the rest of a scarce machine's call.
+    local limit=${DKIT_GPU_STEP_S:-300}
+    if [ -n "${DKIT_GPU_TOTAL_S:-}" ]; then # the whole check's time left
+        local left=$((DKIT_GPU_TOTAL_S - (start - BEGUN)))
+        if [ "$left" -le 0 ]; then
+            printf '%-11s skipped (DKIT_GPU_TOTAL_S spent)\n' "$name" | tee -a "$SUMMARY"
+            failed=1
+            return 1
+        fi
+        [ "$left" -lt "$limit" ] && limit=$left
+    fi
+    # Each step in its own process group (set -m), killed whole past its limit: a kernel that
+    # hangs costs one step, not the rest of a scarce machine's call.
     set -m
     ("$@") >"$LOGS/$name.log" 2>&1 &
-    local pid=$! limit=${DKIT_GPU_STEP_S:-300}
+    local pid=$!
     set +m
     while kill -0 "$pid" 2>/dev/null && [ $(($(date +%s) - start)) -lt "$limit" ]; do sleep 1; done
     if kill -0 "$pid" 2>/dev/null; then
-        echo "== $name: killed after $limit s (DKIT_GPU_STEP_S)" >>"$LOGS/$name.log"
+        echo "== $name: killed after $limit s (DKIT_GPU_STEP_S or DKIT_GPU_TOTAL_S)" >>"$LOGS/$name.log"
         kill -TERM -- "-$pid" 2>/dev/null
         sleep 2
         kill -KILL -- "-$pid" 2>/dev/null
@@ -204,4 +221,7 @@ step ncu ncu_kernels
 step suite timeout "${DKIT_GPU_SUITE_S:-180}" "$PYTHON" -m pytest -v -rs -p no:cacheprovider -m "not slow" \
     --durations=15 --ignore tests/python/test_gpu_python.py --ignore tests/python/test_gpu_backends.py tests/python
 echo "logs: $LOGS" | tee -a "$SUMMARY"
+if [ -n "${DKIT_GPU_ARCHIVE:-}" ]; then
+    tar czf "$DKIT_GPU_ARCHIVE" -C "$(dirname "$LOGS")" "$(basename "$LOGS")" && echo "archive: $DKIT_GPU_ARCHIVE"
+fi
 exit $failed
