@@ -59,12 +59,12 @@
  * kernels]: torch.use_deterministic_algorithms), the scatter runs as one thread, adding in a
  * fixed order: the same bits every run, at a serial kernel's speed (a sorted or fixed-point
  * scatter would be the fast form, not written yet).
- * Not yet measured on a GPU: the tiled kernels were written after the direct ones measured
- * 35 ms for a forward and backward of [8, 64, 64, 64] (3 x 3, 64 output channels, mask, bias,
- * float32) on an H100, where torchvision (im2col and cuBLAS) took 2.3 ms; they are checked
- * only by the host emulation (tests/c/gpu/test_gpu_deform_conv.c, both settings). The tiles are
- * plain (no vectorised loads, no double buffering, no tensor cores); a real GPU's profile should
- * decide the next step.
+ * Measured on an H100 (2026-11-27, whole Python calls, forward and backward of [8, 64, 64, 64],
+ * 3 x 3, 64 output channels, mask, bias, float32): the direct kernels 35.2 ms, the tiled ones
+ * 4.00 ms, torchvision (im2col and cuBLAS) 2.21 ms (0.55x). On the device the C test passes
+ * with both settings and compute-sanitizer's memcheck finds no error. The tiles are plain (no
+ * vectorised loads, no double buffering, no tensor cores; 80-96 registers, so 2 blocks per
+ * SM), and nothing has profiled them yet: that should decide the next step.
  */
 #ifndef DK_DEFORM_CONV_GPU_H
 #define DK_DEFORM_CONV_GPU_H
