@@ -114,9 +114,6 @@ def rows(t, dev, small):
             other = "RoI-major" if sr > 0 else "channel-major"
             with _tunable("roi_align.gpu_order", 0 if sr > 0 else 1):
                 yield f"  the same, {other} order (tunable)", t.median_ms(fd), tv_ms, "tv"
-            # Note [RoI tables for the GPU forward]: the RoI table the default does not take
-            with _tunable("roi_align.gpu_roi_table", 1):
-                yield "  the same, with the RoI table (tunable)", t.median_ms(fd), tv_ms, "tv"
     yd, yt = dtv.roi_align(x, r, 7, 0.25, 2, True), torchvision.ops.roi_align(x, r, 7, 0.25, 2, True)
     gy = torch.ones_like(yd)
     bd = lambda: torch.autograd.grad(yd, x, gy, retain_graph=True)  # noqa: E731
@@ -125,8 +122,6 @@ def rows(t, dev, small):
     yield "roi_align backward (autograd.grad), sr 2", t.median_ms(bd), atomic_tv, "tv"
     with _tunable("roi_align.gpu_backward_order", 0):
         yield "  the same, RoI-major order (tunable)", t.median_ms(bd), atomic_tv, "tv"
-    with _tunable("roi_align.gpu_roi_table", 1):
-        yield "  the same, with the RoI table (tunable)", t.median_ms(bd), atomic_tv, "tv"
     torch.use_deterministic_algorithms(True, warn_only=True)
     try:
         det = t.median_ms(bd)

@@ -26,30 +26,21 @@ DK_TUNABLE(dk__ra_gpu_order, "roi_align.gpu_order", -1, -1, 1,
 DK_TUNABLE(dk__ra_gpu_backward_order, "roi_align.gpu_backward_order", 1, 0, 1,
            "roi_align atomic backward on a GPU: bins RoI-major (0) or channel-major (1)")
 /*
- * Note [RoI tables for the GPU forward]
- * The forward's threads are output elements, and each decodes its RoI itself: five loads, the
- * scale, the bins' sizes and grids with their divisions, 7 x 7 x 256 times per RoI here.
- * Nsight Compute on the H100 (2026-11-27) found the forward bound by instructions, not memory
- * (SM 79%, memory 39% at sampling_ratio 2; torchvision's kernel, the same time, memory 70%), and
- * at adaptive sampling 5.05 ms against torchvision's 3.55. So roi_align.gpu_roi_table = 1 has a
- * small kernel decode each RoI once into a table (image, both axes; scratch of K entries) that
- * the forward's and the atomic backward's threads read, and with adaptive sampling the forward
- * also finds its bin's column taps once (up to DK__RA_GPU_COLUMN_TAPS, in a per-thread array)
- * instead of once per sample: the same samples, taps, weights and additions in the same order,
- * so the same bits (the tests compare them). Measured on the H100 the same day, whole calls,
- * with the table against without: forward 0.454 ms against 0.420 at sampling_ratio 2, 7.23 ms
- * against 4.09 adaptive, atomic backward 2.09 against 1.88. Slower everywhere, so the default is
- * 0. Likely why, not yet measured: each thread loads a table entry of two axes (64-bit fields,
- * about 60 bytes) where the decode was register arithmetic on 20 bytes of RoI, and the column
- * array lives in local memory. Kept, tested, for whoever profiles it next; 2 forces the table
- * for any size (the tests). The atomic backward's zeroing of a dense grad_input by a memset,
- * instead of a kernel whose every element took four 64-bit divisions to find its offset, is not
- * part of this switch: with it the atomic backward went from 2.08 to 1.88 ms.
+ * Note [RoI tables for the GPU forward] (tried, measured slower, removed)
+ * The forward's and the atomic backward's threads each decode their RoI (five loads, the scale,
+ * the bins' sizes and grids with their divisions), 7 x 7 x 256 times per RoI on the bench's
+ * case; Nsight Compute on the H100 (2026-11-27) found the forward bound by instructions (SM 79%,
+ * memory 39% at sampling_ratio 2; torchvision's kernel, the same time, memory 70%). A version
+ * that decoded each RoI once into a table (image and both axes, K entries of scratch) and, with
+ * adaptive sampling, found each bin's column taps once in a per-thread array gave the same bits
+ * and was slower everywhere, measured the same day in one process (whole calls, with against
+ * without): forward 0.454 against 0.420 ms at sampling_ratio 2, 7.23 against 4.09 ms adaptive,
+ * atomic backward 2.09 against 1.88 ms. Likely why, not measured: each thread then loads a table
+ * entry of two axes (64-bit fields, about 60 bytes) where the decode was register arithmetic on
+ * 20 bytes of RoI, and the column array lives in local memory. What the same round kept: the
+ * atomic backward zeroes a dense grad_input with a memset, where a kernel took four 64-bit
+ * divisions per element to find its offset (2.08 to 1.88 ms with the table off).
  */
-DK_TUNABLE(dk__ra_gpu_roi_table, "roi_align.gpu_roi_table", 0, 0, 2,
-           "roi_align on a GPU: 0 decodes each RoI in every output element (measured faster), 1 reads a table "
-           "decoded once (and, adaptive, each bin's column taps once) where RoIs have 256 outputs or more, 2 always")
-#define DK__RA_GPU_COLUMN_TAPS 16
 
 /* 1: bin indices always decoded in 64 bits (tests reach that path on small inputs) */
 DK_TUNABLE(dk__ra_gpu_wide, "roi_align.gpu_wide_index", 0, 0, 1,
@@ -114,9 +105,6 @@ static dk__ra_gpu_args dk__ra_gpu_args_of(const dk_tensor *img, const dk_tensor 
     a.channel_major = 0; /* set by each entry point: Note [The GPU order of roi_align's bins] */
     /* every bin index below 2^31 (products checked by dk__ra_gpu_sizes; here only compared) */
     a.narrow = (double)a.K * (double)a.C * (double)a.PH * (double)a.PW < 2147483648.0 && !dk_tunable(&dk__ra_gpu_wide);
-    /* a table pays where each RoI has many outputs; a tiny call would only add its launch */
-    const int64_t table = dk_tunable(&dk__ra_gpu_roi_table);
-    a.roi_table = table == 2 || (table == 1 && (double)a.C * (double)a.PH * (double)a.PW >= 256.0);
     dk_tensor_strides(img, a.img_s, 4);
     dk_tensor_strides(bins, a.bins_s, 4);
     dk_tensor_strides(rois, a.roi_s, 2);

@@ -60,7 +60,6 @@ typedef struct {
     int aligned, max_mode;
     int channel_major; /* Note [The GPU order of roi_align's bins] in roi_align_gpu.cu */
     int narrow;        /* K * C * PH * PW < 2^31: bin indices decoded in 32 bits */
-    int roi_table;     /* Note [RoI tables for the GPU forward] in roi_align_gpu.cu */
     int64_t img_s[4], bins_s[4], roi_s[2], amy_s[4], amx_s[4];
 } dk__ra_gpu_args;
 

@@ -23,56 +23,10 @@ __device__ DK_INLINE bool DK_SFN(dk__ra_gpu_roi)(const DK_S *rois, const dk__ra_
     return true;
 }
 
-/* Note [RoI tables for the GPU forward]: each RoI's image and axes, decoded once per call. */
-typedef struct {
-    int64_t n; /* -1: absent (Note [RoIs the GPU cannot check]) */
-    DK_TFN(dk_roi_align_axis) ay, ax;
-} DK_SFN(dk__ra_gpu_geom);
-
-__global__ void DK_SFN(dk__ra_gpu_geom_kernel)(const DK_S *__restrict__ rois, dk__ra_gpu_args a,
-                                               DK_SFN(dk__ra_gpu_geom) *__restrict__ table)
-{
-    for (int64_t k = DK_GPU_FIRST(); k < a.K; k += DK_GPU_STRIDE()) {
-        DK_SFN(dk__ra_gpu_geom) e;
-        if (!DK_SFN(dk__ra_gpu_roi)(rois, &a, k, &e.n, &e.ay, &e.ax)) e.n = -1;
-        table[k] = e;
-    }
-}
-
-/* dk_roi_align_forward_avg with the columns' taps found once per bin instead of once per sample
- * (Note [RoI tables for the GPU forward]): the same samples, taps, weights and additions in the
- * same order, so the same bits. Grids wider than the table take dk_roi_align_forward_avg. */
-__device__ DK_INLINE DK_T DK_SFN(dk__ra_gpu_avg_columns)(const DK_S *plane, int64_t sy, int64_t sx, int64_t height,
-                                                         int64_t width, const DK_TFN(dk_roi_align_axis) *ay,
-                                                         const DK_TFN(dk_roi_align_axis) *ax, int64_t ph, int64_t pw)
-{
-    if (ax->grid > DK__RA_GPU_COLUMN_TAPS || ax->grid <= 0 || ay->grid <= 0)
-        return DK_SFN(dk_roi_align_forward_avg)(plane, sy, sx, height, width, ay, ax, ph, pw);
-    DK_TFN(dk_roi_align_taps) tx[DK__RA_GPU_COLUMN_TAPS];
-    bool okx[DK__RA_GPU_COLUMN_TAPS];
-    for (int64_t ix = 0; ix < ax->grid; ++ix)
-        okx[ix] = DK_TFN(dk_roi_align_taps_init)(DK_TFN(dk_roi_align_axis_sample)(ax, pw, ix), width, &tx[ix]);
-    DK_T sum = (DK_T)0;
-    for (int64_t iy = 0; iy < ay->grid; ++iy) {
-        DK_TFN(dk_roi_align_taps) ty;
-        if (!DK_TFN(dk_roi_align_taps_init)(DK_TFN(dk_roi_align_axis_sample)(ay, ph, iy), height, &ty)) continue;
-        for (int64_t ix = 0; ix < ax->grid; ++ix) {
-            if (!okx[ix]) continue;
-            DK_TFN(dk_roi_align_bilinear) b;
-            DK_TFN(dk_roi_align_bilinear_of)(&ty, &tx[ix], &b);
-            sum += DK_SFN(dk_roi_align_interp)(plane, sy, sx, &b);
-        }
-    }
-    return sum / DK_TFN(dk_roi_align_count)(ay, ax);
-}
-
 /* Forward: one thread per output element (k, c, ph, pw), in the order of Note [The GPU order of
- * roi_align's bins]. MODE & 3: 0 avg, 1 avg with the columns' taps found once per bin, 2 max; MODE
- * & 4: the RoI from the table (Note [RoI tables for the GPU forward]), else decoded here. Each
- * mode is a kernel of its own, so that avg's registers are avg's alone. */
-template <int MODE>
+ * roi_align's bins]. */
+template <bool MAX> /* max pooling: a kernel of its own, so that avg's registers are avg's alone */
 __global__ void DK_SFN(dk__ra_gpu_forward_kernel)(const DK_S *__restrict__ input, const DK_S *__restrict__ rois,
-                                                  const DK_SFN(dk__ra_gpu_geom) *__restrict__ table,
                                                   DK_S *__restrict__ output, DK_T *__restrict__ amy,
                                                   DK_T *__restrict__ amx, dk__ra_gpu_args a)
 {
@@ -82,26 +36,15 @@ __global__ void DK_SFN(dk__ra_gpu_forward_kernel)(const DK_S *__restrict__ input
         dk_gpu_bin_of(a.narrow, a.channel_major, a.K, a.C, a.PH, a.PW, i, &k, &c, &ph, &pw);
         const int64_t o = k * a.bins_s[0] + c * a.bins_s[1] + ph * a.bins_s[2] + pw * a.bins_s[3];
         DK_TFN(dk_roi_align_axis) ay, ax;
-        bool live;
-        if (MODE & 4) {
-            n = table[k].n;
-            live = n >= 0;
-            if (live) ay = table[k].ay, ax = table[k].ax;
-        } else {
-            live = DK_SFN(dk__ra_gpu_roi)(rois, &a, k, &n, &ay, &ax);
-        }
         DK_T v = (DK_T)0, my = (DK_T)-1, mx = (DK_T)-1;
-        if (live) {
+        if (DK_SFN(dk__ra_gpu_roi)(rois, &a, k, &n, &ay, &ax)) {
             const DK_S *plane = input + n * a.img_s[0] + c * a.img_s[1];
-            if ((MODE & 3) == 2)
-                v = DK_SFN(dk_roi_align_forward_max)(plane, a.img_s[2], a.img_s[3], a.H, a.W, &ay, &ax, ph, pw, &my,
-                                                     &mx);
-            else if ((MODE & 3) == 1)
-                v = DK_SFN(dk__ra_gpu_avg_columns)(plane, a.img_s[2], a.img_s[3], a.H, a.W, &ay, &ax, ph, pw);
-            else v = DK_SFN(dk_roi_align_forward_avg)(plane, a.img_s[2], a.img_s[3], a.H, a.W, &ay, &ax, ph, pw);
+            v = MAX ? DK_SFN(dk_roi_align_forward_max)(plane, a.img_s[2], a.img_s[3], a.H, a.W, &ay, &ax, ph, pw, &my,
+                                                       &mx)
+                    : DK_SFN(dk_roi_align_forward_avg)(plane, a.img_s[2], a.img_s[3], a.H, a.W, &ay, &ax, ph, pw);
         }
         output[o] = DK_STORE(v);
-        if ((MODE & 3) == 2) {
+        if (MAX) {
             amy[k * a.amy_s[0] + c * a.amy_s[1] + ph * a.amy_s[2] + pw * a.amy_s[3]] = my;
             amx[k * a.amx_s[0] + c * a.amx_s[1] + ph * a.amx_s[2] + pw * a.amx_s[3]] = mx;
         }
@@ -113,7 +56,6 @@ __global__ void DK_SFN(dk__ra_gpu_forward_kernel)(const DK_S *__restrict__ input
  * strides acc_s (grad_input itself for float32 and float64; a float scratch for 16-bit storage,
  * which has no fast atomics of its own). */
 __global__ void DK_SFN(dk__ra_gpu_backward_atomic_kernel)(const DK_S *__restrict__ gout, const DK_S *__restrict__ rois,
-                                                          const DK_SFN(dk__ra_gpu_geom) *__restrict__ table,
                                                           const DK_T *__restrict__ amy, const DK_T *__restrict__ amx,
                                                           DK_T *acc, dk__ra_gpu_args a, int64_t acc_s0, int64_t acc_s1,
                                                           int64_t acc_s2, int64_t acc_s3)
@@ -123,11 +65,7 @@ __global__ void DK_SFN(dk__ra_gpu_backward_atomic_kernel)(const DK_S *__restrict
         int64_t k, c, ph, pw, n;
         dk_gpu_bin_of(a.narrow, a.channel_major, a.K, a.C, a.PH, a.PW, i, &k, &c, &ph, &pw);
         DK_TFN(dk_roi_align_axis) ay, ax;
-        if (table) { /* Note [RoI tables for the GPU forward], the backward's too */
-            n = table[k].n;
-            if (n < 0) continue;
-            ay = table[k].ay, ax = table[k].ax;
-        } else if (!DK_SFN(dk__ra_gpu_roi)(rois, &a, k, &n, &ay, &ax)) continue;
+        if (!DK_SFN(dk__ra_gpu_roi)(rois, &a, k, &n, &ay, &ax)) continue;
         const DK_T g = DK_LOAD(gout[k * a.bins_s[0] + c * a.bins_s[1] + ph * a.bins_s[2] + pw * a.bins_s[3]]);
         DK_T *plane = acc + n * acc_s0 + c * acc_s1;
         DK_TFN(dk_roi_align_bilinear) b;
@@ -340,29 +278,13 @@ static dk_status DK_SFN(dk__ra_gpu_forward)(const dk_tensor *input, const dk_ten
     DK_S *out = (DK_S *)dk_tensor_data(output);
     DK_T *my = argmax_y ? (DK_T *)dk_tensor_data(argmax_y) : (DK_T *)NULL;
     DK_T *mx = argmax_x ? (DK_T *)dk_tensor_data(argmax_x) : (DK_T *)NULL;
-    /* Note [RoI tables for the GPU forward] */
-    void *mem = NULL;
-    DK_SFN(dk__ra_gpu_geom) *tab = NULL;
-    dk_status st = DK_OK;
-    if (a->roi_table) {
-        if ((st = dk_device_alloc(output->device, (size_t)a->K * sizeof(DK_SFN(dk__ra_gpu_geom)), &mem))) return st;
-        tab = (DK_SFN(dk__ra_gpu_geom) *)mem;
-        DK_GPU_LAUNCH(DK_SFN(dk__ra_gpu_geom_kernel), dk_gpu_blocks(a->K), DK_GPU_THREADS, stream, r, *a, tab);
-        st = dk__gpu_launched("roi_align_forward");
-    }
-    if (!st) {
-        typedef void (*kernel_t)(const DK_S *, const DK_S *, const DK_SFN(dk__ra_gpu_geom) *, DK_S *, DK_T *, DK_T *,
-                                 dk__ra_gpu_args);
-        const kernel_t kernel = a->max_mode              ? (tab ? DK_SFN(dk__ra_gpu_forward_kernel) < 6 >
-                                                                : DK_SFN(dk__ra_gpu_forward_kernel) < 2 >)
-                                : !tab                   ? DK_SFN(dk__ra_gpu_forward_kernel)<0>
-                                : a->sampling_ratio <= 0 ? DK_SFN(dk__ra_gpu_forward_kernel)<5>
-                                                         : DK_SFN(dk__ra_gpu_forward_kernel)<4>;
-        DK_GPU_LAUNCH(kernel, dk_gpu_blocks(total), DK_GPU_THREADS, stream, in, r, tab, out, my, mx, *a);
-        st = dk__gpu_launched("roi_align_forward");
-    }
-    dk_device_free(output->device, mem); /* stream-ordered: after the kernels above */
-    return st;
+    if (a->max_mode)
+        DK_GPU_LAUNCH(DK_SFN(dk__ra_gpu_forward_kernel) < true >, dk_gpu_blocks(total), DK_GPU_THREADS, stream, in, r,
+                      out, my, mx, *a);
+    else
+        DK_GPU_LAUNCH(DK_SFN(dk__ra_gpu_forward_kernel) < false >, dk_gpu_blocks(total), DK_GPU_THREADS, stream, in, r,
+                      out, my, mx, *a);
+    return dk__gpu_launched("roi_align_forward");
 }
 
 static dk_status DK_SFN(dk__ra_gpu_backward)(const dk_tensor *grad_output, const dk_tensor *rois,
@@ -409,19 +331,6 @@ static dk_status DK_SFN(dk__ra_gpu_backward)(const dk_tensor *grad_output, const
         dk_device_free(grad_input->device, scratch); /* stream-ordered: after the kernels above */
         return st;
     }
-    /* the RoI table (Note [RoI tables for the GPU forward]), where it pays */
-    void *tmem = NULL;
-    DK_SFN(dk__ra_gpu_geom) *tab = NULL;
-    if (a->roi_table && bins > 0) {
-        dk_status st = dk_device_alloc(grad_input->device, (size_t)a->K * sizeof(DK_SFN(dk__ra_gpu_geom)), &tmem);
-        if (st) return st;
-        tab = (DK_SFN(dk__ra_gpu_geom) *)tmem;
-        DK_GPU_LAUNCH(DK_SFN(dk__ra_gpu_geom_kernel), dk_gpu_blocks(a->K), DK_GPU_THREADS, stream, r, *a, tab);
-        if ((st = dk__gpu_launched("roi_align_backward"))) {
-            dk_device_free(grad_input->device, tmem);
-            return st;
-        }
-    }
 #if DK_S_IS_T
     /* grad_input = 0: dense storage by a memset (all-zero bits are +0.0), other strides by a kernel
      * (whose 64-bit index arithmetic per element cost more than the memset on the H100) */
@@ -435,10 +344,9 @@ static dk_status DK_SFN(dk__ra_gpu_backward)(const dk_tensor *grad_output, const
     }
     if (!st && bins > 0) {
         DK_GPU_LAUNCH(DK_SFN(dk__ra_gpu_backward_atomic_kernel), dk_gpu_blocks(bins), DK_GPU_THREADS, stream, gout, r,
-                      tab, my, mx, gin, *a, a->img_s[0], a->img_s[1], a->img_s[2], a->img_s[3]);
+                      my, mx, gin, *a, a->img_s[0], a->img_s[1], a->img_s[2], a->img_s[3]);
         st = dk__gpu_launched("roi_align_backward");
     }
-    dk_device_free(grad_input->device, tmem); /* stream-ordered: after the kernels above */
     return st;
 #else
     /* 16-bit storage: accumulate in a float scratch (contiguous NCHW), round once at the end. */
@@ -448,15 +356,12 @@ static dk_status DK_SFN(dk__ra_gpu_backward)(const dk_tensor *grad_output, const
     if (__builtin_mul_overflow((size_t)img, sizeof(DK_T), &bytes))
         st = dk_error(DK_EINVAL, "roi_align_backward: grad_input too large (%lld elements)", (long long)img);
     if (!st) st = dk_device_alloc(grad_input->device, bytes, &accv);
-    if (st) {
-        dk_device_free(grad_input->device, tmem);
-        return st;
-    }
+    if (st) return st;
     DK_T *acc = (DK_T *)accv;
     if (dkgMemsetAsync(acc, 0, bytes, (dkgStream_t)stream) != dkgSuccess) st = dk__gpu_launched("roi_align_backward");
     if (!st && bins > 0) {
         DK_GPU_LAUNCH(DK_SFN(dk__ra_gpu_backward_atomic_kernel), dk_gpu_blocks(bins), DK_GPU_THREADS, stream, gout, r,
-                      tab, my, mx, acc, *a, a->C * a->H * a->W, a->H * a->W, a->W, (int64_t)1);
+                      my, mx, acc, *a, a->C * a->H * a->W, a->H * a->W, a->W, (int64_t)1);
         st = dk__gpu_launched("roi_align_backward");
     }
     if (!st) {
@@ -464,7 +369,6 @@ static dk_status DK_SFN(dk__ra_gpu_backward)(const dk_tensor *grad_output, const
         st = dk__gpu_launched("roi_align_backward");
     }
     dk_device_free(grad_input->device, accv); /* stream-ordered: after the kernels above */
-    dk_device_free(grad_input->device, tmem);
     return st;
 #endif
 }

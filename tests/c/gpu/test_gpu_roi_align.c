@@ -147,12 +147,6 @@ static void check_case(dk_dtype dt, double atol, dkk_rng *rng, int layout, int64
     snprintf(sub, sizeof sub, "%s, backward (atomic, RoI-major)", what);
     dkk_assert_close(atomic_rm, cgin, 4 * atol, 4 * atol, sub);
     dkk_free(atomic_rm);
-    assert_ok(dk_tunable_set("roi_align.gpu_roi_table", 2, NULL)); /* atomics from the RoI table */
-    dkk_tensor *atomic_tab = gpu_backward(&dg, &drois, pamy, pamx, cgin, order, gap, sr, mode, aligned, 0);
-    assert_ok(dk_tunable_set("roi_align.gpu_roi_table", 0, NULL)); /* the default */
-    snprintf(sub, sizeof sub, "%s, backward (atomic, RoI table)", what);
-    dkk_assert_close(atomic_tab, cgin, 4 * atol, 4 * atol, sub);
-    dkk_free(atomic_tab);
     snprintf(sub, sizeof sub, "%s, backward (deterministic)", what);
     dkk_assert_close(det1, cgin, 4 * atol, 4 * atol, sub);
     dkk_assert_identical(det1, det2, sub);
@@ -186,25 +180,6 @@ static void check_case(dk_dtype dt, double atol, dkk_rng *rng, int layout, int64
     }
     assert_ok(dk_tunable_set("roi_align.gpu_order", -1, NULL)); /* the default */
     assert_ok(dk_tunable_set("roi_align.gpu_wide_index", 0, NULL));
-    /* Note [RoI tables for the GPU forward]: the table (and, adaptive, the column taps) or the
-     * per-element decode (the default, above), the same bits in either order */
-    for (int table = 0; table <= 2; table += 2)
-        for (int cm = 0; cm < 2; cm++) {
-            assert_ok(dk_tunable_set("roi_align.gpu_roi_table", table, NULL));
-            assert_ok(dk_tunable_set("roi_align.gpu_order", cm, NULL));
-            assert_ok(GPU_FORWARD(&dx.dev, &drois.dev, &dout.dev, max ? &damy.dev : NULL, max ? &damx.dev : NULL, PH,
-                                  PW, SCALE, sr, mode, aligned));
-            dkg_down(&dout);
-            snprintf(sub, sizeof sub, "%s, forward (RoI table %d, order %d)", what, table, cm);
-            dkk_assert_identical(gout, again, sub);
-            if (max) { /* and the argmax */
-                dkg_down(&damy), dkg_down(&damx);
-                dkk_assert_identical(gamy, amy, sub);
-                dkk_assert_identical(gamx, amx, sub);
-            }
-        }
-    assert_ok(dk_tunable_set("roi_align.gpu_roi_table", 0, NULL)); /* the default */
-    assert_ok(dk_tunable_set("roi_align.gpu_order", -1, NULL));
     dkk_free(again);
 
     dkg_release(&dx), dkg_release(&drois), dkg_release(&dg), dkg_release(&dout);
