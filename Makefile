@@ -133,7 +133,7 @@ test-c-asan: deps $(addprefix $(BUILD)/asan/tests/,$(C_TESTS))
 
 # The threading tests under ThreadSanitizer. OpenMP is not instrumented, so only the core's own
 # concurrency is checked here (these tests call no OpenMP kernel).
-TSAN_TESTS := test_threads test_tls test_host_cache
+TSAN_TESTS := test_threads test_tls test_host_cache test_parallel
 test-c-tsan: deps $(addprefix $(BUILD)/tsan/tests/,$(TSAN_TESTS))
 	@set -e; for t in $(TSAN_TESTS); do echo "== tsan $$t"; \
 	  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(BUILD)/tsan/tests/$$t; done

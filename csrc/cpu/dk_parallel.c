@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "dk_tunables.h"
 
@@ -63,10 +64,50 @@ int dk_parallel_threads_for(int64_t work)
     return work < dk_tunable(&dk__min_parallel_work) ? 1 : dk_get_num_threads();
 }
 
-/* One thread of a forked child's loop (Note [Fork safety]). */
+DK_TUNABLE(dk__late_us, "parallel.late_us", 200, 0, INT64_MAX,
+           "a loop whose caller waited this long for a thread that came after the work was gone, or longer than it "
+           "worked itself, sends the next calls to one thread for a while (Note [Threads that come late]); 0: never")
+DK_TUNABLE(dk__solo_ms, "parallel.solo_ms", 10, 1, 60000,
+           "the shortest time a late loop sends calls to one thread; more late loops double it, up to 64 times (Note "
+           "[Threads that come late])")
+
+static atomic_llong dk__solo_until_ns; /* calls before this run on one thread */
+static atomic_int dk__lateness;        /* Note [Threads that come late] */
+#define DK__LATENESS_MAX 12            /* the longest time alone: solo_ms 2^6 */
+
+static int64_t dk__now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* One loop, as its threads see it: the kernel's worker, and when the other threads came. */
 typedef struct {
     void (*worker)(void *ctx, int tid);
     void *ctx;
+    atomic_llong latest_entry; /* the latest time a thread other than the caller entered */
+    int64_t caller_done;       /* when the caller's own share ended: no iteration was left */
+} dk__loop;
+
+static void dk__loop_enter(dk__loop *l, int tid)
+{
+    if (tid != 0) {
+        const int64_t t = dk__now_ns();
+        long long seen = atomic_load_explicit(&l->latest_entry, memory_order_relaxed);
+        while (seen < t && !atomic_compare_exchange_weak_explicit(&l->latest_entry, &seen, t, memory_order_relaxed,
+                                                                  memory_order_relaxed)) {
+        }
+        l->worker(l->ctx, tid);
+    } else {
+        l->worker(l->ctx, 0);
+        l->caller_done = dk__now_ns();
+    }
+}
+
+/* One thread of a forked child's loop (Note [Fork safety]). */
+typedef struct {
+    dk__loop *loop;
     int tid;
     bool started;
     pthread_t th;
@@ -75,7 +116,7 @@ typedef struct {
 static void *dk__pthread_main(void *p)
 {
     const dk__pthread_job *j = p;
-    j->worker(j->ctx, j->tid);
+    dk__loop_enter(j->loop, j->tid);
     return NULL;
 }
 
@@ -83,17 +124,35 @@ static void *dk__pthread_main(void *p)
  * thread that cannot be created (or a table that cannot be allocated) is simply not there: the
  * others claim its iterations (workers share the counter), so the loop completes on fewer
  * threads, down to the caller alone. */
-static void dk__run_on_pthreads(int nthreads, void (*worker)(void *ctx, int tid), void *ctx)
+static void dk__run_on_pthreads(int nthreads, dk__loop *l)
 {
     dk__pthread_job *jobs = calloc((size_t)nthreads, sizeof *jobs);
     for (int t = 1; jobs && t < nthreads; t++) {
-        jobs[t] = (dk__pthread_job){worker, ctx, t, false, 0};
+        jobs[t] = (dk__pthread_job){l, t, false, 0};
         jobs[t].started = pthread_create(&jobs[t].th, NULL, dk__pthread_main, &jobs[t]) == 0;
     }
-    worker(ctx, 0);
+    dk__loop_enter(l, 0);
     for (int t = 1; jobs && t < nthreads; t++)
         if (jobs[t].started) pthread_join(jobs[t].th, NULL);
     free(jobs);
+}
+
+/* Note [Threads that come late]: was this loop's join a wait for the host's scheduler rather than
+ * for work? The lateness score goes up by 2 at a late loop and down by 1 at one on time; a late loop
+ * sends the next calls to one thread for parallel.solo_ms times 2^(score / 2). */
+static void dk__judge_join(const dk__loop *l, int64_t start, int64_t end)
+{
+    const int64_t late = dk_tunable(&dk__late_us) * 1000;
+    if (late <= 0) return;
+    const int64_t waited = end - l->caller_done, worked = l->caller_done - start;
+    const bool came_after = atomic_load_explicit(&l->latest_entry, memory_order_relaxed) > l->caller_done;
+    const int score = atomic_load_explicit(&dk__lateness, memory_order_relaxed);
+    if (waited > late && (came_after || waited > worked)) {
+        const int now = score + 2 < DK__LATENESS_MAX ? score + 2 : DK__LATENESS_MAX;
+        atomic_store_explicit(&dk__lateness, now, memory_order_relaxed);
+        atomic_store_explicit(&dk__solo_until_ns, end + dk_tunable(&dk__solo_ms) * 1000000 * ((int64_t)1 << now / 2),
+                              memory_order_relaxed);
+    } else if (score > 0) atomic_store_explicit(&dk__lateness, score - 1, memory_order_relaxed);
 }
 
 void dk_parallel_run(int nthreads, dk_parallel_counter *counter, void (*worker)(void *ctx, int tid), void *ctx)
@@ -103,18 +162,25 @@ void dk_parallel_run(int nthreads, dk_parallel_counter *counter, void (*worker)(
         worker(ctx, 0);
         return;
     }
-    if (nthreads > DK_MAX_THREADS) nthreads = DK_MAX_THREADS; /* callers pass dk_get_num_threads() */
-    if (atomic_load_explicit(&dk__forked, memory_order_relaxed)) {
-        dk__run_on_pthreads(nthreads, worker, ctx);
+    const int64_t start = dk__now_ns();
+    if (start < atomic_load_explicit(&dk__solo_until_ns, memory_order_relaxed) && dk_tunable(&dk__late_us) > 0) {
+        worker(ctx, 0); /* Note [Threads that come late]: tid 0 alone claims every iteration */
         return;
     }
+    if (nthreads > DK_MAX_THREADS) nthreads = DK_MAX_THREADS; /* callers pass dk_get_num_threads() */
+    dk__loop l = {worker, ctx, 0, start};
+    if (atomic_load_explicit(&dk__forked, memory_order_relaxed)) {
+        dk__run_on_pthreads(nthreads, &l);
+    } else {
 #if defined(_OPENMP) && !defined(DK_PARALLEL_PTHREADS)
 #pragma omp parallel num_threads(nthreads)
-    worker(ctx, omp_get_thread_num());
+        dk__loop_enter(&l, omp_get_thread_num());
 #else
-    /* Builds without OpenMP, and the ThreadSanitizer builds (-DDK_PARALLEL_PTHREADS): libgomp is
-     * not instrumented, so TSan cannot see its barriers and would report every loop; on threads
-     * of its own, the loop's sharing is checked like any other code's. */
-    dk__run_on_pthreads(nthreads, worker, ctx);
+        /* Builds without OpenMP, and the ThreadSanitizer builds (-DDK_PARALLEL_PTHREADS): libgomp is
+         * not instrumented, so TSan cannot see its barriers and would report every loop; on threads
+         * of its own, the loop's sharing is checked like any other code's. */
+        dk__run_on_pthreads(nthreads, &l);
 #endif
+    }
+    dk__judge_join(&l, start, dk__now_ns());
 }
