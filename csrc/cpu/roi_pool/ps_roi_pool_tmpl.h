@@ -521,18 +521,22 @@ static void DK_SFN(dk__psp_backward_buffered_worker)(void *p, int tid)
     dk__rp_strides(cx->img, xs), dk__rp_strides(cx->bins, gs);
     const int64_t K = cx->K, PH = cx->PH, PW = cx->PW, H = cx->H, W = cx->W, HW = H * W;
     const int64_t *list = cx->image_rois + cx->N + 1, *cols = cx->bin_table + PH * K * 2;
-    DK_S *buf = (DK_S *)cx->block + (size_t)tid * (size_t)(PW * HW);
+    DK_S *buf = (DK_S *)cx->block + (size_t)tid * (size_t)(PW * HW + DK__PSP_GRAD_PAD);
     /* the PW planes of a task, in every image, one run of whole rows */
     const bool dense = xs[3] == 1 && xs[2] == W && xs[1] == HW;
     for (int64_t t; (t = dk_parallel_claim(&cx->counter)) < cx->C / PW;) { /* C = C_out PH PW (ops/roi_pool.c) */
         const int64_t ph = t % PH, c = t / PH, *hb = cx->bin_table + ph * K * 2;
         const DK_S *grow = g + c * gs[1] + ph * gs[2];
         for (int64_t n = 0; n < cx->N; n++) {
-            memset(buf, 0, (size_t)(PW * HW) * sizeof(DK_S)); /* 0 bits: +0, every dtype */
+            memset(buf, 0, (size_t)(PW * HW + DK__PSP_GRAD_PAD) * sizeof(DK_S)); /* 0 bits: +0, every dtype */
 #if DK__RP_AVX2
             if (DK_S_IS_T && sizeof(DK_T) == sizeof(float) && cx->ps_avx512)
                 dk__psp_grad_image((float *)(void *)buf, H, W, K, PW, list, cx->image_rois[n], cx->image_rois[n + 1],
                                    hb, cols, (const float *)(const void *)grow, gs[0], gs[3]);
+            else if (DK_S_IS_T && sizeof(DK_T) == sizeof(float) && cx->ps_avx2 && PW <= 8)
+                dk__psp_grad_image_avx2((float *)(void *)buf, H, W, K, PW, list, cx->image_rois[n],
+                                        cx->image_rois[n + 1], hb, cols, (const float *)(const void *)grow, gs[0],
+                                        gs[3]);
             else
 #endif
                 DK_SFN(dk__psp_grad_image)(buf, H, W, K, PW, list, cx->image_rois[n], cx->image_rois[n + 1], hb, cols,
@@ -560,7 +564,7 @@ static dk_status DK_SFN(dk__rp_ps_backward)(dk__rp_ctx *cx, int nthreads)
     const int64_t HW = cx->H * cx->W;
     cx->block = NULL, cx->block_owner = NULL, cx->stream = false;
     if (cx->ps_layout != 0 && HW <= DK__PSP_PLANES_MAX_BYTES / (cx->PW * (int64_t)sizeof(DK_S))) {
-        const size_t n = (size_t)(nthreads * cx->PW * HW) * sizeof(DK_S);
+        const size_t n = (size_t)(nthreads * (cx->PW * HW + DK__PSP_GRAD_PAD)) * sizeof(DK_S);
         if (dk_host_cache_alloc(n, &cx->block, &cx->block_owner) != DK_OK) cx->block = NULL, cx->block_owner = NULL;
         if (!cx->block) cx->block = dk_arena_take(&ar, n);
     }

@@ -144,8 +144,10 @@
  *    DK__PSP_PLANES_MAX_BYTES): for each image its PW planes are zeroed in a per-thread buffer (95
  *    KB for the bench, in L2), each RoI of the image adds its share, g / area, over its PW bins in
  *    order of k, rounded to the storage type after every addition as in place (float32 with
- *    AVX-512: one masked 16-lane addition per bin row, dk__psp_grad_image; each pixel still gets its
- *    one addition), and the planes are written into grad_input once, streamed where it is large
+ *    AVX-512: one masked 16-lane addition per bin row, dk__psp_grad_image; with AVX2 alone
+ *    (ps_roi_pool.isa 1 or 2, PW <= 8), a RoI's PW shares from one 8-lane division and one 8-lane
+ *    addition per bin row, +0 in the lanes past the bin, dk__psp_grad_image_avx2; each pixel still
+ *    gets its one addition), and the planes are written into grad_input once, streamed where it is large
  *    (Note [Streaming stores]): grad_input is written once and never read, where the in-place
  *    planes memset it and then read-modify-write the lines under the bins.
  *  - in place (layout 0, and larger maps): the planes zeroed in every image (one memset per image
@@ -153,6 +155,16 @@
  *    grad_input itself, RoIs in order.
  * (A backward on channels-last blocks, forced-only, took half the planes' instructions but no less
  * time, 4.1-4.6 ms against 3.6-4.2 ms, and was dropped for the buffered planes.)
+ * On a CPU without AVX-512 (a 2-core AMD EPYC VM, AVX2, 2026-11-27, the bench's case, one thread,
+ * thread CPU time of the backward after _disturb(), the two switched per call in one process, 41
+ * calls each, four runs): the AVX2 additions take medians of 3.1-4.0 ms against 4.3-5.4 ms pixel by
+ * pixel (minima 2.4-3.0 against 2.9-3.2). Pixel by pixel, perf's samples sat on the division,
+ * whose result the next addition waited for, and on the load of the gradient (a line per RoI);
+ * a first AVX2 version that built the division's lanes in memory lost much of the gain to the
+ * vector load of eight scalars just stored. There the plane-major forward was tried with 8-lane
+ * AVX2 gathers (each half of a group over its own window, the same bits): 3.7-4.4 ms against the
+ * blocks' 2.6-2.8 ms (medians; 41 calls each way, in one process), so the cost model keeps the
+ * blocks without AVX-512 and the AVX2 gathers were not kept.
  * Every way computes every output element in one task, and every grad_input element receives
  * torchvision's additions in torchvision's order (its backward walks the output in order of k), on
  * any thread count, with no two tasks on one element: the same bits.
@@ -776,6 +788,53 @@ __attribute__((target("avx512f"))) static void dk__psp_grad_image(float *buf, in
                 for (int64_t w = 0; w < w1 - w0; w++) p[w] += d;
     });
 }
+/* The same additions with AVX2, for RoIs of at most 8 bins a row (PW <= 8): a RoI's PW shares come
+ * from one 8-lane division (each lane rounds as the scalar division does), and each bin row of at
+ * most 8 pixels is one unmasked 8-lane load, addition and store in which the lanes past the bin add
+ * +0. That is the identity on every element of the buffer: it starts at +0 and a sum of rounded
+ * additions from +0 is never -0 (x + -x is +0 when rounding to nearest), so the bits are those of
+ * the addition per pixel. The lanes may reach 7 elements past the thread's planes, into its
+ * DK__PSP_GRAD_PAD (zeroed with them). Each RoI's gradients are prefetched four RoIs ahead: they
+ * are C_out PH PW elements apart, a line per RoI. */
+#define DK__PSP_GRAD_PAD 16
+__attribute__((target("avx2"))) static void
+dk__psp_grad_image_avx2(float *buf, int64_t H, int64_t W, int64_t K, int64_t PW, const int64_t *list, int64_t first,
+                        int64_t last, const int64_t *hb, const int64_t *cols, const float *grow, int64_t gk, int64_t gw)
+{
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int64_t i = first; i < last; i++) {
+        const int64_t k = list[i], h0 = hb[2 * k], h1 = hb[2 * k + 1];
+        if (i + 4 < last) __builtin_prefetch(grow + list[i + 4] * gk);
+        if (h1 <= h0) continue;
+        float g[8], area[8], d[8];
+        int64_t w0[8], n[8];
+        for (int64_t pw = 0; pw < 8; pw++) {
+            const bool in = pw < PW;
+            w0[pw] = in ? cols[(pw * K + k) * 2] : 0;
+            n[pw] = in ? cols[(pw * K + k) * 2 + 1] - w0[pw] : 0;
+            g[pw] = in ? grow[k * gk + pw * gw] : 0.0f;
+            area[pw] = n[pw] > 0 ? (float)((h1 - h0) * n[pw]) : 1.0f; /* empty bins: no division by 0 */
+        }
+        /* the lanes from registers: a vector load of the scalars just stored would wait on them */
+        _mm256_storeu_ps(
+            d, _mm256_div_ps(_mm256_setr_ps(g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7]),
+                             _mm256_setr_ps(area[0], area[1], area[2], area[3], area[4], area[5], area[6], area[7])));
+        for (int64_t pw = 0; pw < PW; pw++) {
+            if (n[pw] <= 0) continue;
+            float *p = buf + pw * H * W + h0 * W + w0[pw];
+            if (n[pw] <= 8) {
+                const __m256 dv = _mm256_and_ps(
+                    _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32((int32_t)n[pw]), lane)),
+                    _mm256_set1_ps(d[pw]));
+                for (int64_t h = h0; h < h1; h++, p += W) _mm256_storeu_ps(p, _mm256_add_ps(_mm256_loadu_ps(p), dv));
+            } else
+                for (int64_t h = h0; h < h1; h++, p += W)
+                    for (int64_t w = 0; w < n[pw]; w++) p[w] += d[pw];
+        }
+    }
+}
+#else
+#define DK__PSP_GRAD_PAD 0
 #endif
 
 /* ps_roi_pool's forward: RoIs per task; their outputs (PH PW elements apart for each plane) stay in
