@@ -66,14 +66,17 @@ int dk_parallel_threads_for(int64_t work)
 
 DK_TUNABLE(dk__late_us, "parallel.late_us", 200, 0, INT64_MAX,
            "a loop whose caller waited this long for a thread that came after the work was gone, or longer than it "
-           "worked itself, sends the next calls to one thread for a while (Note [Threads that come late]); 0: never")
+           "worked itself, sends the next calls to half its threads for a while (Note [Threads that come late]); 0: "
+           "never")
 DK_TUNABLE(dk__solo_ms, "parallel.solo_ms", 10, 1, 60000,
-           "the shortest time a late loop sends calls to one thread; more late loops double it, up to 64 times (Note "
-           "[Threads that come late])")
+           "the shortest time a late loop sends calls to half its threads; more late loops double it, up to 64 times "
+           "(Note [Threads that come late])")
 
-static atomic_llong dk__solo_until_ns; /* calls before this run on one thread */
-static atomic_int dk__lateness;        /* Note [Threads that come late] */
-#define DK__LATENESS_MAX 12            /* the longest time alone: solo_ms 2^6 */
+/* Note [Threads that come late]: until dk__calm_ns, calls use at most dk__late_cap threads. */
+static atomic_llong dk__calm_ns;
+static atomic_int dk__late_cap;
+static atomic_int dk__lateness;
+#define DK__LATENESS_MAX 12 /* the longest window: solo_ms 2^6 */
 
 static int64_t dk__now_ns(void)
 {
@@ -86,8 +89,9 @@ static int64_t dk__now_ns(void)
 typedef struct {
     void (*worker)(void *ctx, int tid);
     void *ctx;
-    atomic_llong latest_entry; /* the latest time a thread other than the caller entered */
-    int64_t caller_done;       /* when the caller's own share ended: no iteration was left */
+    atomic_llong latest_entry;      /* the latest time a thread other than the caller entered */
+    int64_t caller_in, caller_done; /* the caller's own share: when it began, and when it ended (no
+                                       iteration was left) */
 } dk__loop;
 
 static void dk__loop_enter(dk__loop *l, int tid)
@@ -100,6 +104,7 @@ static void dk__loop_enter(dk__loop *l, int tid)
         }
         l->worker(l->ctx, tid);
     } else {
+        l->caller_in = dk__now_ns(); /* after the threads are made, where the loop makes them */
         l->worker(l->ctx, 0);
         l->caller_done = dk__now_ns();
     }
@@ -137,20 +142,22 @@ static void dk__run_on_pthreads(int nthreads, dk__loop *l)
     free(jobs);
 }
 
-/* Note [Threads that come late]: was this loop's join a wait for the host's scheduler rather than
- * for work? The lateness score goes up by 2 at a late loop and down by 1 at one on time; a late loop
- * sends the next calls to one thread for parallel.solo_ms times 2^(score / 2). */
-static void dk__judge_join(const dk__loop *l, int64_t start, int64_t end)
+/* Note [Threads that come late]: was this loop's join, on nthreads threads, a wait for the host's
+ * scheduler rather than for work? The lateness score goes up by 2 at a late loop and down by 1 at one
+ * on time; a late loop sends the next calls to half its threads for parallel.solo_ms times
+ * 2^(score / 2). */
+static void dk__judge_join(const dk__loop *l, int nthreads, int64_t end)
 {
     const int64_t late = dk_tunable(&dk__late_us) * 1000;
     if (late <= 0) return;
-    const int64_t waited = end - l->caller_done, worked = l->caller_done - start;
+    const int64_t waited = end - l->caller_done, worked = l->caller_done - l->caller_in;
     const bool came_after = atomic_load_explicit(&l->latest_entry, memory_order_relaxed) > l->caller_done;
     const int score = atomic_load_explicit(&dk__lateness, memory_order_relaxed);
     if (waited > late && (came_after || waited > worked)) {
         const int now = score + 2 < DK__LATENESS_MAX ? score + 2 : DK__LATENESS_MAX;
         atomic_store_explicit(&dk__lateness, now, memory_order_relaxed);
-        atomic_store_explicit(&dk__solo_until_ns, end + dk_tunable(&dk__solo_ms) * 1000000 * ((int64_t)1 << now / 2),
+        atomic_store_explicit(&dk__late_cap, nthreads / 2, memory_order_relaxed);
+        atomic_store_explicit(&dk__calm_ns, end + dk_tunable(&dk__solo_ms) * 1000000 * ((int64_t)1 << now / 2),
                               memory_order_relaxed);
     } else if (score > 0) atomic_store_explicit(&dk__lateness, score - 1, memory_order_relaxed);
 }
@@ -163,12 +170,21 @@ void dk_parallel_run(int nthreads, dk_parallel_counter *counter, void (*worker)(
         return;
     }
     const int64_t start = dk__now_ns();
-    if (start < atomic_load_explicit(&dk__solo_until_ns, memory_order_relaxed) && dk_tunable(&dk__late_us) > 0) {
-        worker(ctx, 0); /* Note [Threads that come late]: tid 0 alone claims every iteration */
-        return;
+    if (dk_tunable(&dk__late_us) <= 0) { /* judgement off: and forgotten */
+        if (atomic_load_explicit(&dk__calm_ns, memory_order_relaxed) != 0) {
+            atomic_store_explicit(&dk__calm_ns, 0, memory_order_relaxed);
+            atomic_store_explicit(&dk__lateness, 0, memory_order_relaxed);
+        }
+    } else if (start < atomic_load_explicit(&dk__calm_ns, memory_order_relaxed)) {
+        const int cap = atomic_load_explicit(&dk__late_cap, memory_order_relaxed); /* Note [Threads that come late] */
+        if (nthreads > cap) nthreads = cap;
+        if (nthreads <= 1) {
+            worker(ctx, 0); /* tid 0 alone claims every iteration */
+            return;
+        }
     }
     if (nthreads > DK_MAX_THREADS) nthreads = DK_MAX_THREADS; /* callers pass dk_get_num_threads() */
-    dk__loop l = {worker, ctx, 0, start};
+    dk__loop l = {worker, ctx, 0, start, start};
     if (atomic_load_explicit(&dk__forked, memory_order_relaxed)) {
         dk__run_on_pthreads(nthreads, &l);
     } else {
@@ -182,5 +198,5 @@ void dk_parallel_run(int nthreads, dk_parallel_counter *counter, void (*worker)(
         dk__run_on_pthreads(nthreads, &l);
 #endif
     }
-    dk__judge_join(&l, start, dk__now_ns());
+    dk__judge_join(&l, nthreads, dk__now_ns());
 }

@@ -40,19 +40,21 @@
  * this 2-core VM (2026-11-27, medians of 30 calls, bench_roi_pool.py's tensors), ps_roi_pool's
  * forward took 4.9-5.2 ms on two threads against 2.3-2.6 ms on one, a 64-RoI roi_align 4.5 ms
  * against 3.4 ms. So every loop is judged as it ends (dk_parallel_run): the caller notes when its own
- * share ended (no iteration left) and each other thread when it came in. If the caller then waited
- * more than parallel.late_us (200 us: well past a wake-up, about 90 us on this VM) and either a
- * thread came in after the work was gone or the wait was longer than the caller's own share (a
- * thread descheduled in the middle of its iteration), the loop was late: the next calls run on the
- * caller alone for parallel.solo_ms (10 ms) times 2^(score / 2), where the lateness score rises by 2
- * at each late loop and falls by 1 at each loop on time (capped at 64 times: under a steady load
- * most probes are late and the window grows; once the load is gone a few probes on time bring it
- * back). The same loop's figures with the judgement: 2.7-3.1 ms on two threads, a 64-RoI roi_align
- * 3.3 ms (parallel.late_us 0 turns it off: 4.9 and 4.5 ms again, in the same runs); on a quiet host
- * no loop is judged late and two threads are as fast as before (bench_roi_pool.py --threads 2,
- * alternating builds). A run on one thread claims every iteration with tid 0; kernels allocate
- * per-thread buffers for nthreads and never rely on every tid running (each worker claims until
- * the counter runs out).
+ * share began and ended (no iteration left) and each other thread when it came in. If the caller
+ * then waited more than parallel.late_us (200 us: well past a wake-up, about 90 us on this VM) and
+ * either a thread came in after the work was gone or the wait was longer than the caller's own share
+ * (a thread descheduled in the middle of its iteration), the loop was late: the next calls use at
+ * most half its threads (two: the caller alone) for parallel.solo_ms (10 ms) times 2^(score / 2),
+ * where the lateness score rises by 2 at each late loop and falls by 1 at each loop on time (capped
+ * at 64 times: under a steady load most probes are late and the window grows; once the load is gone
+ * a few probes on time bring it back). Half, not one: on a host of many cores one late thread of 64
+ * must not cost the other 62. The same loop's figures with the judgement (five runs): 2.3-3.1 ms on
+ * two threads, a 64-RoI roi_align 2.3-3.3 ms (parallel.late_us 0 turns it off, and forgets the
+ * window: 4.5-4.9 and 4.5-4.6 ms again, in runs between them); on a quiet host no loop is judged late and two threads are
+ * as fast as before (bench_roi_pool.py --threads 2, alternating builds). Fewer threads than asked
+ * only means fewer tids run: kernels allocate per-thread buffers for nthreads and never rely on
+ * every tid running (each worker claims until the counter runs out; tid 0, the caller, always
+ * runs).
  * A pool of dkit's own threads with a join that waits only for the threads that came in was built
  * and measured first, and dropped: under the same load it was as good (2.8 ms), but in a torch
  * process it is a second team: after torch's own parallel ops libgomp's threads spin for some
@@ -94,9 +96,9 @@ typedef struct {
     atomic_llong next;
 } dk_parallel_counter;
 
-/* Runs worker(ctx, tid) on `nthreads` threads (tid 0 .. nthreads - 1), inline when 1 or while
- * late loops send calls to the caller alone (Note [Threads that come late]), after resetting the
- * counter; returns when all are done. */
+/* Runs worker(ctx, tid) on `nthreads` threads (tid 0 .. nthreads - 1), inline when 1; on fewer
+ * (down to the caller alone) while late loops say so (Note [Threads that come late]); after
+ * resetting the counter; returns when all are done. */
 DK_API void dk_parallel_run(int nthreads, dk_parallel_counter *counter, void (*worker)(void *ctx, int tid), void *ctx);
 
 /* The next unclaimed iteration (0, 1, 2, ...); the loop ends when it reaches the total. */

@@ -1,6 +1,6 @@
 /* test_parallel.c — the CPU kernels' parallel loop (dk_parallel.h): every iteration claimed once,
  * and Note [Threads that come late]: a loop whose caller waited on the scheduler sends the next
- * calls to one thread for a while, and only for a while. */
+ * calls to half its threads for a while, and only for a while. */
 #include <string.h>
 #include <time.h>
 
@@ -29,7 +29,7 @@ static void worker(void *p, int tid)
     loop *l = p;
     atomic_fetch_add(&l->ran[tid >= 0 && tid < 8 ? tid : 8], 1); /* cmocka asserts on the calling thread only */
     if (l->late_tid) {
-        if (tid == l->late_tid) sleep_ms(3);
+        if (tid == l->late_tid) sleep_ms(20); /* longer than making the threads takes, under TSan too */
         else if (tid == 0) return;
     }
     for (int64_t i; (i = dk_parallel_claim(&l->counter)) < ITERS;) atomic_fetch_add(&l->claimed[i], 1);
@@ -59,36 +59,54 @@ static void every_iteration_is_claimed_once_on_any_thread_count(void **state)
     dk_tunables_reset();
 }
 
-static void a_late_loop_sends_the_next_calls_to_one_thread_for_a_while(void **state)
+/* No window from an earlier loop (a thread may really have come late to one): parallel.late_us 0
+ * forgets it at the next loop. */
+static void forget_lateness(void)
+{
+    assert_ok(dk_tunable_set("parallel.late_us", 0, NULL));
+    assert_int_equal(atomic_load(&run(2, 0)->ran[1]), 1);
+    assert_ok(dk_tunable_set("parallel.late_us", 200, NULL));
+}
+
+static void a_late_loop_sends_the_next_calls_to_fewer_threads_for_a_while(void **state)
 {
     (void)state;
+    /* late: the caller took nothing and waited 20 ms for tid 1; alone for the next 2 ms only */
     assert_ok(dk_tunable_set("parallel.solo_ms", 1, NULL));
-    /* late: the caller took nothing and waited 3 ms for tid 1; alone for the next 2 ms only */
+    forget_lateness();
     assert_int_equal(atomic_load(&run(2, 1)->ran[1]), 1);
     sleep_ms(30);
     assert_int_equal(atomic_load(&run(2, 0)->ran[1]), 1); /* the window has passed: two threads again */
 
     assert_ok(dk_tunable_set("parallel.solo_ms", 60000, NULL));
-    sleep_ms(100); /* past any window of the loop above (a thread may have come late to it too) */
+    forget_lateness();
     assert_int_equal(atomic_load(&run(2, 1)->ran[1]), 1);
     for (int i = 0; i < 3; i++) {
         const loop *l = run(2, 0); /* alone: tid 0 claims every iteration */
         assert_int_equal(atomic_load(&l->ran[0]), 1);
         assert_int_equal(atomic_load(&l->ran[1]), 0);
     }
-    /* parallel.late_us 0 turns the judgement off, the window with it */
+    /* parallel.late_us 0 turns the judgement off and forgets the window */
     assert_ok(dk_tunable_set("parallel.late_us", 0, NULL));
     assert_int_equal(atomic_load(&run(2, 0)->ran[1]), 1);
     assert_int_equal(atomic_load(&run(2, 1)->ran[1]), 1);
     assert_int_equal(atomic_load(&run(2, 0)->ran[1]), 1);
-    dk_tunables_reset(); /* the 60 s window is still set: this process makes no more loops */
+
+    /* many threads are halved, not sent to one: a late loop on 4 makes the next ones 2 at most */
+    forget_lateness();
+    assert_int_equal(atomic_load(&run(4, 1)->ran[3]), 1);
+    for (int i = 0; i < 3; i++) {
+        const loop *l = run(4, 0);
+        assert_int_equal(atomic_load(&l->ran[2]) + atomic_load(&l->ran[3]), 0);
+    }
+    dk_tunables_reset(); /* a window of minutes is still set: this process makes no more loops */
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_iteration_is_claimed_once_on_any_thread_count),
-        cmocka_unit_test(a_late_loop_sends_the_next_calls_to_one_thread_for_a_while),
+        cmocka_unit_test(a_late_loop_sends_the_next_calls_to_fewer_threads_for_a_while),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
