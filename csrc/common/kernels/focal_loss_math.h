@@ -28,6 +28,20 @@
  * take whole chunks, and a GPU thread one chunk, so the result has the same bits for any thread
  * count, on every run and (emulated) on the GPU: no atomics.
  *
+ * Note [A row in lanes]
+ * The softmax's row maximum and log-sum-exp are taken in DK_FOCAL_ROW_LANES lanes, column c in
+ * lane c % 8, each lane in order of c: a lane's maximum by v > m ? v : m, then the lanes' maxima
+ * in lane order the same way; the exps' sum per lane, then the lanes as a fixed tree
+ * (dk_focal_row_sum). One pass of either over a row in order is a chain of 80 dependent
+ * operations (a maxss or an addss each, 3-4 cycles); in lanes the CPU's loops are one 8-lane
+ * vmaxps and vaddps per 8 columns (bench_focal_loss.py's MMCV softmax row, one thread, a 2-core
+ * AMD EPYC VM, 2026-11-27: the training step took 101 ms before and the chains were half of
+ * dk__fl_soft_stats' samples under perf). Every backend takes the same lanes (the GPU's row in
+ * dk_focal_softmax_row, the CPU's in blocks in focal_loss_tmpl.h), so they keep one another's bits.
+ * NaN never wins a comparison, in any order; only which of +0 and -0 is the maximum of a row whose
+ * maximum is 0 may differ from one pass in order, and the results then differ at most in the sign
+ * of a zero.
+ *
  * What is here, for compute type float (_f32) and double (_f64):
  *   dk_focal_expneg_*, dk_focal_log1p_*    exp(y) for y <= 0, log1p(e) for e in [0, 1] (float:
  *                                          dk_focal_expneg_poly, dk_focal_log1p_poly)
@@ -46,6 +60,9 @@
 #include "dk_half.h"
 #include "dk_hd.h"
 #include "dk_template.h"
+
+/* Note [A row in lanes]: the softmax row's lanes (dk_focal_row_sum adds 8). */
+#define DK_FOCAL_ROW_LANES 8
 
 /* Chunks of Note [A deterministic sum]: elements (sigmoid), rows (softmax); multiples of 4. */
 #define DK_FOCAL_CHUNK 4096

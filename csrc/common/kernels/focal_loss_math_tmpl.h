@@ -25,6 +25,20 @@ DK_HD DK_INLINE DK_T DK_TFN(dk_focal_log1p)(DK_T e)
 /* log, for the storage pass (which has no DK_TMATH). */
 DK_HD DK_INLINE DK_T DK_TFN(dk_focal_log)(DK_T v) { return DK_TMATH(log)(v); }
 
+/* Note [A row in lanes]: the lanes' maxima taken in lane order, as each lane took its values. */
+DK_HD DK_INLINE DK_T DK_TFN(dk_focal_row_max)(const DK_T *m)
+{
+    DK_T top = m[0];
+    for (int j = 1; j < DK_FOCAL_ROW_LANES; j++) top = m[j] > top ? m[j] : top;
+    return top;
+}
+
+/* Note [A row in lanes]: the lanes' sums as a tree, ((0 + 1) + (2 + 3)) + ((4 + 5) + (6 + 7)). */
+DK_HD DK_INLINE DK_T DK_TFN(dk_focal_row_sum)(const DK_T *s)
+{
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
 /* One element's sigmoid pieces (Note [Focal loss arithmetic]): p, q = 1 - p, the cross-entropy
  * ce and m = 1 - p_t. */
 typedef struct {
@@ -99,18 +113,20 @@ DK_HD DK_INLINE DK_T DK_TFN(dk_focal_softmax_loss)(DK_T xl, DK_T mx, DK_T lse, D
 #elif DK_TMPL_PASS == DK_TMPL_FLOAT
 
 /* The maximum of a row of C values (stride sc; NaN never wins, and reaches the log-sum-exp
- * through its exp) and log(sum exp(x - max)). */
+ * through its exp) and log(sum exp(x - max)), both in DK_FOCAL_ROW_LANES lanes (Note [A row in
+ * lanes], kernels/focal_loss_math.h). */
 DK_HD DK_INLINE void DK_SFN(dk_focal_softmax_row)(const DK_S *row, int64_t C, int64_t sc, DK_T *mx, DK_T *lse)
 {
-    DK_T m = -(DK_T)INFINITY;
+    DK_T m[DK_FOCAL_ROW_LANES], sum[DK_FOCAL_ROW_LANES];
+    for (int j = 0; j < DK_FOCAL_ROW_LANES; j++) m[j] = -(DK_T)INFINITY, sum[j] = 0;
     for (int64_t c = 0; c < C; c++) {
         const DK_T v = DK_LOAD(row[c * sc]);
-        m = v > m ? v : m;
+        m[c % DK_FOCAL_ROW_LANES] = v > m[c % DK_FOCAL_ROW_LANES] ? v : m[c % DK_FOCAL_ROW_LANES];
     }
-    DK_T sum = 0;
-    for (int64_t c = 0; c < C; c++) sum += DK_TFN(dk_focal_expneg)(DK_LOAD(row[c * sc]) - m);
-    *mx = m;
-    *lse = DK_TFN(dk_focal_log)(sum);
+    const DK_T top = DK_TFN(dk_focal_row_max)(m);
+    for (int64_t c = 0; c < C; c++) sum[c % DK_FOCAL_ROW_LANES] += DK_TFN(dk_focal_expneg)(DK_LOAD(row[c * sc]) - top);
+    *mx = top;
+    *lse = DK_TFN(dk_focal_log)(DK_TFN(dk_focal_row_sum)(sum));
 }
 
 #endif

@@ -26,8 +26,10 @@
 #include "focal_loss.h" /* ops/focal_loss.h */
 #include "kernels/focal_loss_math.h"
 
-/* Elements per block of Note [Focal loss on a CPU]: three arrays of it stay in L1. */
+/* Elements per block of Note [Focal loss on a CPU]: three arrays of it stay in L1. A multiple of
+ * the softmax row's lanes (Note [A row in lanes]). */
 #define DK__FL_BLOCK 256
+_Static_assert(DK__FL_BLOCK % DK_FOCAL_ROW_LANES == 0, "a block keeps column c in lane c % DK_FOCAL_ROW_LANES");
 
 /* One call's tensors and scalars. `out`: output (forward) or grad_input (backward). */
 typedef struct {

@@ -165,25 +165,37 @@ static void DK_SFN(dk__fl_sig_worker)(void *p, int tid)
 /* ---- softmax ------------------------------------------------------------------------------- */
 
 /* Row n's maximum and log-sum-exp, as dk_focal_softmax_row (kernels/focal_loss_math.h) takes
- * them, the same operations in the same order, a block of columns at a time: the exps in a loop
- * of their own, which vectorises. */
-static inline void DK_SFN(dk__fl_soft_stats)(const dk__fl_ctx *cx, int64_t n, DK_T *mx, DK_T *lse)
+ * them, in the same lanes (Note [A row in lanes]), a block of columns at a time (DK__FL_BLOCK is a
+ * multiple of the lanes, so column c is in lane c % 8 here too): eight columns' lanes at a time,
+ * which vectorises (an 8-lane max and addition with AVX2, the target clone the CPU takes), and the
+ * exps in a loop of their own. */
+__attribute__((target_clones("avx2", "default"))) static void DK_SFN(dk__fl_soft_stats)(const dk__fl_ctx *cx, int64_t n,
+                                                                                        DK_T *mx, DK_T *lse)
 {
+    enum { L = DK_FOCAL_ROW_LANES };
     DK_T xb[DK__FL_BLOCK], eb[DK__FL_BLOCK];
-    DK_T m = -(DK_T)INFINITY, sum = 0;
+    DK_T m[L], sum[L];
+    for (int j = 0; j < L; j++) m[j] = -(DK_T)INFINITY, sum[j] = 0;
     for (int64_t c0 = 0; c0 < cx->C; c0 += DK__FL_BLOCK) {
         const int64_t len = cx->C - c0 < DK__FL_BLOCK ? cx->C - c0 : DK__FL_BLOCK;
         const DK_T *xp = DK_SFN(dk__fl_row)(cx->input, n, c0, len, xb);
-        for (int64_t k = 0; k < len; k++) m = xp[k] > m ? xp[k] : m;
+        int64_t k = 0;
+        for (; k + L <= len; k += L)
+            for (int j = 0; j < L; j++) m[j] = xp[k + j] > m[j] ? xp[k + j] : m[j];
+        for (; k < len; k++) m[k % L] = xp[k] > m[k % L] ? xp[k] : m[k % L];
     }
+    const DK_T top = DK_TFN(dk_focal_row_max)(m);
     for (int64_t c0 = 0; c0 < cx->C; c0 += DK__FL_BLOCK) {
         const int64_t len = cx->C - c0 < DK__FL_BLOCK ? cx->C - c0 : DK__FL_BLOCK;
         const DK_T *xp = DK_SFN(dk__fl_row)(cx->input, n, c0, len, xb);
-        for (int64_t k = 0; k < len; k++) eb[k] = DK_TFN(dk_focal_expneg)(xp[k] - m);
-        for (int64_t k = 0; k < len; k++) sum += eb[k];
+        for (int64_t k = 0; k < len; k++) eb[k] = DK_TFN(dk_focal_expneg)(xp[k] - top);
+        int64_t k = 0;
+        for (; k + L <= len; k += L)
+            for (int j = 0; j < L; j++) sum[j] += eb[k + j];
+        for (; k < len; k++) sum[k % L] += eb[k];
     }
-    *mx = m;
-    *lse = DK_TFN(dk_focal_log)(sum);
+    *mx = top;
+    *lse = DK_TFN(dk_focal_log)(DK_TFN(dk_focal_row_sum)(sum));
 }
 
 /* Row n's loss (w included) and, through *b, its factor b (ops/focal_loss.h); 0 and 0 for a
@@ -204,7 +216,7 @@ static inline DK_T DK_SFN(dk__fl_soft_row)(const dk__fl_ctx *cx, int64_t n, DK_T
     return v * w;
 }
 
-static void DK_SFN(dk__fl_soft_forward_worker)(void *p, int tid)
+__attribute__((target_clones("avx2", "default"))) static void DK_SFN(dk__fl_soft_forward_worker)(void *p, int tid)
 {
     (void)tid;
     dk__fl_ctx *cx = (dk__fl_ctx *)p;
@@ -226,7 +238,7 @@ static void DK_SFN(dk__fl_soft_forward_worker)(void *p, int tid)
 
 /* Backward: a row's gradients, a block of columns at a time (the softmax's values taken again
  * from the row's statistics), in a loop that vectorises. */
-static void DK_SFN(dk__fl_soft_backward_worker)(void *p, int tid)
+__attribute__((target_clones("avx2", "default"))) static void DK_SFN(dk__fl_soft_backward_worker)(void *p, int tid)
 {
     (void)tid;
     dk__fl_ctx *cx = (dk__fl_ctx *)p;
