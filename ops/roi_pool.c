@@ -24,20 +24,22 @@ static dk_status dk__check_scale(const char *op, double spatial_scale, dk_dtype 
     return DK_OK;
 }
 
-/* argmax: int32 or int64 (ops/roi_pool.h); int32 only where it holds every plane index h W + w. */
+/* argmax: int16, int32 or int64 (ops/roi_pool.h); the narrower ones only where they hold every
+ * plane index h W + w. */
 static dk_status dk__check_argmax(const char *op, const dk_tensor *argmax, const int64_t shape[4], int64_t H, int64_t W)
 {
     dk_status st;
     if ((st = dk_check_shape(op, "argmax", argmax, 4, shape))) return st;
     const dk_dtype dt = dk_tensor_dtype(argmax);
-    if (dt != DK_INT32 && dt != DK_INT64) {
+    if (dt != DK_INT16 && dt != DK_INT32 && dt != DK_INT64) {
         char got[64];
-        return dk_error(DK_ETYPE, "%s: 'argmax' must be int32 or int64, got %s", op,
+        return dk_error(DK_ETYPE, "%s: 'argmax' must be int16, int32 or int64, got %s", op,
                         dk_dl_dtype_str(argmax->dtype, got, sizeof got));
     }
-    if (dt == DK_INT32 && W > 0 && H > (int64_t)INT32_MAX / W)
-        return dk_error(DK_EINVAL, "%s: an int32 'argmax' cannot index a plane of %lld x %lld pixels; use int64", op,
-                        (long long)H, (long long)W);
+    const int64_t most = dt == DK_INT16 ? INT16_MAX : dt == DK_INT32 ? INT32_MAX : INT64_MAX;
+    if (W > 0 && H > most / W)
+        return dk_error(DK_EINVAL, "%s: an %s 'argmax' cannot index a plane of %lld x %lld pixels; use %s", op,
+                        dk_dtype_name(dt), (long long)H, (long long)W, dt == DK_INT16 ? "int32" : "int64");
     return DK_OK;
 }
 

@@ -25,7 +25,9 @@
  *   input       [N, C, H, W]
  *   rois        [K, 5], same dtype as input; batch_index an integer in [0, N)
  *   output      [K, C, PH, PW], same dtype as input
- *   argmax      [K, C, PH, PW], int32 (torchvision's; maps of H W <= 2^31 - 1) or int64; the
+ *   argmax      [K, C, PH, PW], int16 (maps of H W <= 2^15 - 1: dkit's choice on the CPU, Note
+ *               [A narrow argmax] in csrc/cpu/roi_pool/roi_pool_cpu.h), int32 (torchvision's;
+ *               maps of H W <= 2^31 - 1) or int64; the
  *               forward takes NULL when nothing will run the backward (inference), and then
  *               neither finds nor writes it
  *   grad_output [K, C, PH, PW], grad_input [N, C, H, W], same dtype as rois

@@ -48,7 +48,9 @@
  * where the lateness score rises by 2 at each late loop and falls by 1 at each loop on time (capped
  * at 64 times: under a steady load most probes are late and the window grows; once the load is gone
  * a few probes on time bring it back). Half, not one: on a host of many cores one late thread of 64
- * must not cost the other 62. The same loop's figures with the judgement (five runs): 2.3-3.1 ms on
+ * must not cost the other 62. A loop of fewer iterations than threads whose other threads took
+ * them all before the caller came to claim one is judged late too (the caller waited longer than
+ * it worked); it then runs on fewer threads, which costs it at most a round of its iterations. The same loop's figures with the judgement (five runs): 2.3-3.1 ms on
  * two threads, a 64-RoI roi_align 2.3-3.3 ms (parallel.late_us 0 turns it off, and forgets the
  * window: 4.5-4.9 and 4.5-4.6 ms again, in runs between them); on a quiet host no loop is judged late and two threads are
  * as fast as before (bench_roi_pool.py --threads 2, alternating builds). Fewer threads than asked

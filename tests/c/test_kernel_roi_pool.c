@@ -126,7 +126,7 @@ static void assert_same_indices(const dkk_tensor *a, const dkk_tensor *b, const 
 /* Note [RoIPool on a CPU]: every case runs with the forward's two layouts and its cost model (the
  * channels-last one with AVX-512, AVX2 and neither, and with AVX-512 and AVX2 once more with every
  * output streamed: large_output.min_bytes 0, Note [RoIPool tiles]), with an int64 argmax, an int32
- * one and none; all must give the reference's values and argmax. */
+ * one, an int16 one (Note [A narrow argmax]) and none; all must give the reference's values and argmax. */
 static void check_case_g(dk_dtype dt, int geometry, double scale, int PH, int PW, bool nhwc, int64_t C, bool packed,
                          dkk_rng *r)
 {
@@ -144,6 +144,7 @@ static void check_case_g(dk_dtype dt, int geometry, double scale, int PH, int PW
     dkk_tensor *out = dkk_new(dt, 4, (int64_t[]){K, C, PH, PW}, NULL, 2 * gap);
     dkk_tensor *arg = dkk_new(DK_INT64, 4, (int64_t[]){K, C, PH, PW}, (int[]){3, 2, 1, 0}, 0);
     dkk_tensor *arg32 = dkk_new(DK_INT32, 4, (int64_t[]){K, C, PH, PW}, NULL, 0);
+    dkk_tensor *arg16 = dkk_new(DK_INT16, 4, (int64_t[]){K, C, PH, PW}, NULL, 0); /* Note [A narrow argmax] */
     ref_result want = ref_forward(x, rois, PH, PW, scale, geometry);
     for (int64_t run = 0; run < 7; run++) { /* layouts -1, 0, 1; then 1 with each ISA, streamed or not */
         static const int64_t isa[7] = {1, 1, 1, 0, 2, 2, 1};
@@ -163,6 +164,10 @@ static void check_case_g(dk_dtype dt, int geometry, double scale, int PH, int PW
         dkk_assert_identical(out, want.out, lwhat);
         assert_same_indices(arg32, want.arg, lwhat);
         dkk_fill_uniform(out, r, 7, 8);
+        assert_ok(dk_roi_pool_forward(&x->t, &rois->t, &out->t, &arg16->t, PH, PW, scale, geometry));
+        dkk_assert_identical(out, want.out, lwhat);
+        assert_same_indices(arg16, want.arg, lwhat);
+        dkk_fill_uniform(out, r, 7, 8);
         assert_ok(dk_roi_pool_forward(&x->t, &rois->t, &out->t, NULL, PH, PW, scale, geometry));
         dkk_assert_identical(out, want.out, lwhat);
     }
@@ -175,6 +180,8 @@ static void check_case_g(dk_dtype dt, int geometry, double scale, int PH, int PW
     assert_ok(dk_roi_pool_backward(&go->t, &rois->t, &arg->t, &gi->t));
     dkk_tensor *gi32 = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, NULL, 3 * gap);
     assert_ok(dk_roi_pool_backward(&go->t, &rois->t, &arg32->t, &gi32->t));
+    dkk_tensor *gi16 = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, NULL, 3 * gap);
+    assert_ok(dk_roi_pool_backward(&go->t, &rois->t, &arg16->t, &gi16->t));
     dkk_tensor *gw = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, NULL, 0);
     for (int64_t c = 0; c < C; c++)
         for (int64_t k = 0; k < K; k++)
@@ -187,8 +194,10 @@ static void check_case_g(dk_dtype dt, int geometry, double scale, int PH, int PW
                 }
     dkk_assert_identical(gi, gw, what);
     dkk_assert_identical(gi32, gw, what);
-    dkk_free(x), dkk_free(rois), dkk_free(out), dkk_free(arg), dkk_free(arg32), dkk_free(want.out), dkk_free(want.arg);
-    dkk_free(go), dkk_free(gi), dkk_free(gi32), dkk_free(gw);
+    dkk_assert_identical(gi16, gw, what);
+    dkk_free(x), dkk_free(rois), dkk_free(out), dkk_free(arg), dkk_free(arg32), dkk_free(arg16), dkk_free(want.out),
+        dkk_free(want.arg);
+    dkk_free(go), dkk_free(gi), dkk_free(gi32), dkk_free(gi16), dkk_free(gw);
 }
 
 static void check_case_c(dk_dtype dt, int geometry, double scale, int PH, int PW, bool nhwc, int64_t C, dkk_rng *r)
@@ -705,9 +714,9 @@ static void bad_input(void **state)
                  "roi_pool_forward: geometry must be 0 (torchvision) or 1 (mmcv), got 2");
     dkk_tensor *argf = dkk_new(DK_FLOAT32, 4, (int64_t[]){1, 2, 2, 2}, NULL, 0);
     assert_error(dk_roi_pool_forward(&x->t, &rois->t, &out->t, &argf->t, 2, 2, 1.0, 0), DK_ETYPE,
-                 "roi_pool_forward: 'argmax' must be int32 or int64, got float32");
+                 "roi_pool_forward: 'argmax' must be int16, int32 or int64, got float32");
     assert_error(dk_roi_pool_backward(&out->t, &rois->t, &argf->t, &x->t), DK_ETYPE,
-                 "roi_pool_backward: 'argmax' must be int32 or int64, got float32");
+                 "roi_pool_backward: 'argmax' must be int16, int32 or int64, got float32");
     dkk_free(argf);
     /* an int32 argmax cannot index a plane of 2^31 pixels or more (no data is read: the shape is
      * refused first) */
@@ -716,6 +725,14 @@ static void bad_input(void **state)
     big.shape = big_shape, big.strides = big_strides;
     assert_error(dk_roi_pool_forward(&big, &rois->t, &out->t, &arg32->t, 2, 2, 1.0, 0), DK_EINVAL,
                  "roi_pool_forward: an int32 'argmax' cannot index a plane of 65536 x 32768 pixels; use int64");
+    /* and an int16 one (Note [A narrow argmax]) one of 2^15 pixels or more: 128 x 256 is 32768 */
+    dkk_tensor *arg16 = dkk_new(DK_INT16, 4, (int64_t[]){1, 2, 2, 2}, NULL, 0);
+    big_shape[2] = 128, big_shape[3] = 256;
+    assert_error(dk_roi_pool_forward(&big, &rois->t, &out->t, &arg16->t, 2, 2, 1.0, 0), DK_EINVAL,
+                 "roi_pool_forward: an int16 'argmax' cannot index a plane of 128 x 256 pixels; use int32");
+    big_shape[3] = 255; /* 32640 pixels: every index fits */
+    assert_ok(dk_roi_pool_forward(&big, &rois->t, &out->t, &arg16->t, 2, 2, 1.0, 0));
+    dkk_free(arg16);
     dkk_set(rois, (int64_t[]){0, 0}, 1);
     assert_error(dk_roi_pool_forward(&x->t, &rois->t, &out->t, &arg->t, 2, 2, 1.0, 0), DK_EINDEX,
                  "roi_pool_forward: rois[0] has batch index 1, which is not an integer in [0, 1)");

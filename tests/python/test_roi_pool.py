@@ -91,7 +91,7 @@ def _check_forward_path(layout, isa, stream):
             xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
             gout = torch.randn(want.shape, generator=g)
             tvops.roi_pool(xa, rois, size, 0.5).backward(gout)
-            got = dkit.ops.roi_pool(xb, rois, size, 0.5)  # training: an int32 argmax
+            got = dkit.ops.roi_pool(xb, rois, size, 0.5)  # training: an int16 argmax
             got.backward(gout)
             assert torch.equal(got, want) and torch.equal(xa.grad, xb.grad)
     finally:
@@ -100,10 +100,11 @@ def _check_forward_path(layout, isa, stream):
         _C.tunable("large_output.min_bytes", prev[2])
 
 
-def test_argmax_is_int64_where_int32_cannot_index_the_plane():
-    """The forward on the way to a backward keeps an argmax: int32 as torchvision's, int64 for a
-    plane of 2^31 pixels or more (a broadcast view here: nothing that large is allocated), which
-    the channel-plane forward serves (the blocks index in int32)."""
+def test_argmax_is_the_narrowest_integer_that_indexes_the_plane():
+    """The forward on the way to a backward keeps an argmax: int16 on the CPU for a plane of fewer
+    than 2^15 pixels (Note [A narrow argmax]), int32 as torchvision's below 2^31, int64 for a plane
+    of 2^31 pixels or more (broadcast views here: nothing that large is allocated), which the
+    channel-plane forward serves (the blocks index in int32)."""
     from dkit import _frameworks
     from dkit._ops import roi_pool as family
 
@@ -111,7 +112,12 @@ def test_argmax_is_int64_where_int32_cannot_index_the_plane():
     rois = torch.tensor([[0.0, 10, 10, 20, 30]])
     small = torch.rand(1, 2, 40, 40)
     out, argmax = family._forward(fw, small, rois, 2, 2, 1.0, 0)
-    assert argmax.dtype == torch.int32 and torch.equal(out, tvops.roi_pool(small, rois, 2, 1.0))
+    assert argmax.dtype == torch.int16 and torch.equal(out, tvops.roi_pool(small, rois, 2, 1.0))
+    edge = torch.rand(1, 2, 1, 1).expand(1, 2, 127, 258)  # 32766 pixels: the last index 32765 fits
+    assert family._forward(fw, edge, rois, 2, 2, 1.0, 0)[1].dtype == torch.int16
+    mid = torch.rand(1, 2, 1, 1).expand(1, 2, 128, 256)  # 2^15 pixels
+    out, argmax = family._forward(fw, mid, rois, 2, 2, 1.0, 0)
+    assert argmax.dtype == torch.int32 and torch.equal(out, tvops.roi_pool(mid.contiguous(), rois, 2, 1.0))
     x = torch.full((1, 1, 1, 1), 2.5).expand(1, 1, 65536, 32768)
     out, argmax = family._forward(fw, x, rois, 2, 2, 1.0, 0)
     assert argmax.dtype == torch.int64 and out.flatten().tolist() == [2.5] * 4

@@ -6,7 +6,12 @@
 #include "focal_loss_cpu.h"
 
 #include "dk_registry.h"
+#include "dk_tunables.h"
 #include "kernels/dk_template.h"
+
+DK_TUNABLE(dk__fl_isa, "focal_loss.isa", 1, 0, 1,
+           "the softmax focal loss's loops: 1 with AVX2 where the CPU has it, 0 as the library is built (the same "
+           "bits; Note [A row in lanes])")
 
 #define DK_TEMPLATE "focal_loss/focal_loss_tmpl.h"
 #define DK_TEMPLATE_TYPES DK_TYPES_FLOAT
@@ -20,6 +25,11 @@ static dk_status dk__fl_cpu(dk__fl_ctx *cx, bool softmax, const char *op)
     const int64_t per = softmax ? DK_FOCAL_CHUNK_ROWS : DK_FOCAL_CHUNK;
     cx->chunks = (items + per - 1) / per;
     cx->kind = cx->gamma == 2 ? DK_FOCAL_POW_2 : DK_FOCAL_POW_ANY;
+#if DK__FL_AVX2
+    cx->avx2 = dk_tunable(&dk__fl_isa) == 1 && __builtin_cpu_supports("avx2");
+#else
+    cx->avx2 = false;
+#endif
     DK_ARENA_ON_STACK(ar); /* Note [Scratch arena] */
     cx->partials = NULL;
     if (!cx->grad_output && cx->reduction == DK_FOCAL_SUM) {

@@ -31,6 +31,13 @@
 #define DK__FL_BLOCK 256
 _Static_assert(DK__FL_BLOCK % DK_FOCAL_ROW_LANES == 0, "a block keeps column c in lane c % DK_FOCAL_ROW_LANES");
 
+/* The softmax's AVX2 workers (focal_loss_tmpl.h): GCC or Clang on x86-64. */
+#if defined(__GNUC__) && defined(__x86_64__)
+#define DK__FL_AVX2 1
+#else
+#define DK__FL_AVX2 0
+#endif
+
 /* One call's tensors and scalars. `out`: output (forward) or grad_input (backward). */
 typedef struct {
     const dk_tensor *input, *targets, *weight, *grad_output;
@@ -41,6 +48,7 @@ typedef struct {
     int reduction; /* DK_FOCAL_NONE or DK_FOCAL_SUM */
     int kind;      /* DK_FOCAL_POW_2 or DK_FOCAL_POW_ANY (kernels/focal_loss_math.h) */
     bool classes;  /* int64 class-index targets */
+    bool avx2;     /* the softmax's workers built for AVX2 (focal_loss.isa; Note [A row in lanes]) */
     int64_t chunks;
     double *partials; /* reduced: each chunk's sum */
     dk_parallel_counter counter;

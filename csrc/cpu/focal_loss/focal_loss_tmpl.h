@@ -169,8 +169,7 @@ static void DK_SFN(dk__fl_sig_worker)(void *p, int tid)
  * multiple of the lanes, so column c is in lane c % 8 here too): eight columns' lanes at a time,
  * which vectorises (an 8-lane max and addition with AVX2, the target clone the CPU takes), and the
  * exps in a loop of their own. */
-__attribute__((target_clones("avx2", "default"))) static void DK_SFN(dk__fl_soft_stats)(const dk__fl_ctx *cx, int64_t n,
-                                                                                        DK_T *mx, DK_T *lse)
+DK__ALWAYS_INLINE static inline void DK_SFN(dk__fl_soft_stats)(const dk__fl_ctx *cx, int64_t n, DK_T *mx, DK_T *lse)
 {
     enum { L = DK_FOCAL_ROW_LANES };
     DK_T xb[DK__FL_BLOCK], eb[DK__FL_BLOCK];
@@ -200,7 +199,8 @@ __attribute__((target_clones("avx2", "default"))) static void DK_SFN(dk__fl_soft
 
 /* Row n's loss (w included) and, through *b, its factor b (ops/focal_loss.h); 0 and 0 for a
  * target outside [0, C) (negative: ignored; C or more: refused by ops/focal_loss.c). */
-static inline DK_T DK_SFN(dk__fl_soft_row)(const dk__fl_ctx *cx, int64_t n, DK_T *mx, DK_T *lse, DK_T *b)
+DK__ALWAYS_INLINE static inline DK_T DK_SFN(dk__fl_soft_row)(const dk__fl_ctx *cx, int64_t n, DK_T *mx, DK_T *lse,
+                                                             DK_T *b)
 {
     const int64_t l = dk__fl_label(cx, n);
     *b = 0;
@@ -216,10 +216,8 @@ static inline DK_T DK_SFN(dk__fl_soft_row)(const dk__fl_ctx *cx, int64_t n, DK_T
     return v * w;
 }
 
-__attribute__((target_clones("avx2", "default"))) static void DK_SFN(dk__fl_soft_forward_worker)(void *p, int tid)
+DK__ALWAYS_INLINE static inline void DK_SFN(dk__fl_soft_forward_body)(dk__fl_ctx *cx)
 {
-    (void)tid;
-    dk__fl_ctx *cx = (dk__fl_ctx *)p;
     DK_S *out = (DK_S *)dk_tensor_data(cx->out);
     const int64_t so = cx->reduction == DK_FOCAL_SUM ? 0 : dk_tensor_stride(cx->out, 0);
     for (int64_t j; (j = dk_parallel_claim(&cx->counter)) < cx->chunks;) {
@@ -238,10 +236,8 @@ __attribute__((target_clones("avx2", "default"))) static void DK_SFN(dk__fl_soft
 
 /* Backward: a row's gradients, a block of columns at a time (the softmax's values taken again
  * from the row's statistics), in a loop that vectorises. */
-__attribute__((target_clones("avx2", "default"))) static void DK_SFN(dk__fl_soft_backward_worker)(void *p, int tid)
+DK__ALWAYS_INLINE static inline void DK_SFN(dk__fl_soft_backward_body)(dk__fl_ctx *cx)
 {
-    (void)tid;
-    dk__fl_ctx *cx = (dk__fl_ctx *)p;
     const DK_S *go = (const DK_S *)dk_tensor_data(cx->grad_output);
     DK_S *gi = (DK_S *)dk_tensor_data(cx->out);
     const int64_t sin = dk_tensor_stride(cx->out, 0), sic = dk_tensor_stride(cx->out, 1);
@@ -275,11 +271,42 @@ __attribute__((target_clones("avx2", "default"))) static void DK_SFN(dk__fl_soft
     }
 }
 
+/* The softmax's workers, as the library is built and with AVX2 (cx->avx2; Note [A row in lanes]):
+ * the same source, inlined whole into each, and the same bits (ISO C: no contraction, and AVX2
+ * without FMA). Functions of their own, chosen at run time, rather than target clones: a clone's
+ * ifunc resolver runs while the library is relocated, before a sanitizer's runtime is ready. */
+static void DK_SFN(dk__fl_soft_forward_worker)(void *p, int tid)
+{
+    (void)tid;
+    DK_SFN(dk__fl_soft_forward_body)((dk__fl_ctx *)p);
+}
+static void DK_SFN(dk__fl_soft_backward_worker)(void *p, int tid)
+{
+    (void)tid;
+    DK_SFN(dk__fl_soft_backward_body)((dk__fl_ctx *)p);
+}
+#if DK__FL_AVX2
+__attribute__((target("avx2"))) static void DK_SFN(dk__fl_soft_forward_worker_avx2)(void *p, int tid)
+{
+    (void)tid;
+    DK_SFN(dk__fl_soft_forward_body)((dk__fl_ctx *)p);
+}
+__attribute__((target("avx2"))) static void DK_SFN(dk__fl_soft_backward_worker_avx2)(void *p, int tid)
+{
+    (void)tid;
+    DK_SFN(dk__fl_soft_backward_body)((dk__fl_ctx *)p);
+}
+#endif
+
 static dk_status DK_SFN(dk__fl_run)(dk__fl_ctx *cx, int nthreads, bool softmax)
 {
     void (*worker)(void *, int) = !softmax          ? DK_SFN(dk__fl_sig_worker)
                                   : cx->grad_output ? DK_SFN(dk__fl_soft_backward_worker)
                                                     : DK_SFN(dk__fl_soft_forward_worker);
+#if DK__FL_AVX2
+    if (softmax && cx->avx2)
+        worker = cx->grad_output ? DK_SFN(dk__fl_soft_backward_worker_avx2) : DK_SFN(dk__fl_soft_forward_worker_avx2);
+#endif
     dk_parallel_run(nthreads, &cx->counter, worker, cx);
     if (cx->partials) { /* Note [A deterministic sum] */
         double total = 0;

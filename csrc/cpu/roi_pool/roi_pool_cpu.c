@@ -76,6 +76,7 @@ static dk__rp_ctx dk__rp_ctx_of(const dk_tensor *img, const dk_tensor *bins, con
                         .argmax = argmax,
                         .arg = argmax ? dk_tensor_data(argmax) : NULL,
                         .arg64 = argmax && dk_tensor_dtype(argmax) == DK_INT64,
+                        .arg16 = argmax && dk_tensor_dtype(argmax) == DK_INT16,
                         .N = img->shape[0],
                         .C = img->shape[1],
                         .H = img->shape[2],

@@ -102,6 +102,24 @@
  * output cache, Note [Host output cache]; grad_input, 7.0 MB, is below large_output.min_bytes,
  * and serving it from the cache measured no faster: 8.98 against 9.03 ms).
  *
+ * Note [A narrow argmax]
+ * The training step's forward writes the output and the argmax, and its backward reads them back
+ * with the gradients: for bench_roi_pool.py's case 25 MB of float32 outputs, 25 MB of int32 argmax
+ * and 25 MB of gradients, each written or read once at DRAM speed (the backward's reading alone
+ * was measured at 2.1-3.9 ms, Note [RoIPool on a CPU]). A plane index needs 16 bits wherever
+ * H W < 2^15 (every detector head: a 50 x 68 map has 3,400 pixels), so on the CPU the Python layer
+ * takes an int16 argmax there (dkit/_ops/roi_pool.py; ops/roi_pool.c refuses one that cannot index
+ * the plane): a quarter of the step's bytes fewer. The forward's tiles still find the indices as
+ * 32-bit lanes; a whole tile is transposed, narrowed 16 at a time in L1 (dk__rp_tile_run16_avx2)
+ * and written as one run, streamed where the output is; the backward's runs read either width
+ * through one loop (DK__RP_BACKWARD_RUNS). The values and the gradients are the same bits whatever
+ * the width. GPU tensors keep int32 (the GPU kernels read and write int16 as well, tested emulated,
+ * but not measured on a GPU). Measured on bench_roi_pool.py's training step (a 2-core AMD EPYC VM
+ * with AVX2, 2026-11-27, one thread, the two widths switched per call in one process, 31 calls
+ * each after _disturb(), two runs): the backward 13.0-14.4 ms against 14.6-16.8 ms with int32, the
+ * step 23.8-27.5 ms against 25.0-30.3 ms; the forward is no faster (11.3-13.7 against 11.0-13.5 ms:
+ * the narrowing costs about what the smaller writes save).
+ *
  * Note [Position-sensitive RoIPool on a CPU]
  * ps_roi_pool's output channel c at bin (ph, pw) reads input channel (c PH + ph) PW + pw: every
  * bin of a RoI is on a plane of its own, and output channels c .. c + 15 at one bin read planes
@@ -266,7 +284,8 @@
 typedef struct {
     const dk_tensor *img, *bins, *rois, *argmax; /* input or grad_input; output or grad_output */
     void *arg;                                   /* argmax's data, or NULL (the forward's inference) */
-    bool arg64;                                  /* argmax is int64 (else int32) */
+    bool arg64;                                  /* argmax is int64 (else int32, or int16:) */
+    bool arg16;                                  /* argmax is int16 (Note [A narrow argmax]) */
     bool avx2;                                   /* channels-last forward: the AVX2 tiles (Note [RoIPool tiles]) */
     bool avx512;                                 /* and the AVX-512 tiles (Note [RoIPool tiles]) */
     bool stream_out;                             /* and large outputs streamed (Note [RoIPool tiles]) */
@@ -322,16 +341,52 @@ static inline void dk__rp_image_rois(const int64_t *n, size_t stride, int64_t K,
 #undef DK__RP_IMAGE_OF
 }
 
-/* argmax element i (an offset in elements), either width. */
+/* argmax element i (an offset in elements), any width. */
 static inline int64_t dk__rp_arg_load(const dk__rp_ctx *cx, int64_t i)
 {
-    return cx->arg64 ? ((const int64_t *)cx->arg)[i] : ((const int32_t *)cx->arg)[i];
+    return cx->arg64   ? ((const int64_t *)cx->arg)[i]
+           : cx->arg16 ? ((const int16_t *)cx->arg)[i]
+                       : ((const int32_t *)cx->arg)[i];
 }
 static inline void dk__rp_arg_store(const dk__rp_ctx *cx, int64_t i, int64_t v)
 {
     if (cx->arg64) ((int64_t *)cx->arg)[i] = v;
-    else ((int32_t *)cx->arg)[i] = (int32_t)v; /* ops/roi_pool.c: int32 only where every index fits */
+    else if (cx->arg16) ((int16_t *)cx->arg)[i] = (int16_t)v; /* ops/roi_pool.c: only where every index fits */
+    else ((int32_t *)cx->arg)[i] = (int32_t)v;
 }
+
+/* The backward's usual layouts (dk__rp_backward_worker): RoI k's block of channels c0 .. c1, its
+ * argmax AR0 (int32 or int16: Note [A narrow argmax]) and gradients GR0 as runs of P, added into
+ * the planes from IMG0 (channel c0 of image n), two channels' runs side by side (Note [RoIPool on
+ * a CPU]): each channel's additions in its own order, on planes that do not overlap (`pairs`). -1
+ * (nothing was pooled: ops/roi_pool.c), or any index off the plane, wraps high and is skipped. A
+ * macro: the same loop for both widths, and every storage type. */
+#define DK__RP_BACKWARD_RUNS(AR0, GR0, IMG0)                                                                  \
+    do {                                                                                                      \
+        const __typeof__(*(AR0)) *ar = (AR0);                                                                 \
+        const DK_S *gr = (GR0);                                                                               \
+        DK_S *img = (IMG0);                                                                                   \
+        int64_t c = c0;                                                                                       \
+        for (; pairs && c + 1 < c1; c += 2, ar += 2 * P, gr += 2 * P, img += 2 * xs[1]) {                     \
+            DK_S *img2 = img + xs[1];                                                                         \
+            _Pragma("GCC unroll 2") for (int64_t j = 0; j < P; j++)                                           \
+            {                                                                                                 \
+                const int64_t a = ar[j], b = ar[P + j];                                                       \
+                if ((uint64_t)a < (uint64_t)plane) img[a] = DK_STORE(DK_LOAD(img[a]) + DK_LOAD(gr[j]));       \
+                if ((uint64_t)b < (uint64_t)plane) img2[b] = DK_STORE(DK_LOAD(img2[b]) + DK_LOAD(gr[P + j])); \
+            }                                                                                                 \
+        }                                                                                                     \
+        for (; c < c1; c++, ar += P, gr += P, img += xs[1]) {                                                 \
+            _Pragma("GCC unroll 4") for (int64_t j = 0; j < P; j++)                                           \
+            {                                                                                                 \
+                const int64_t a = ar[j];                                                                      \
+                if ((uint64_t)a < (uint64_t)plane) img[a] = DK_STORE(DK_LOAD(img[a]) + DK_LOAD(gr[j]));       \
+            }                                                                                                 \
+        }                                                                                                     \
+    } while (0)
+
+/* The bytes of one argmax element. */
+static inline size_t dk__rp_arg_bytes(const dk__rp_ctx *cx) { return cx->arg64 ? 8 : cx->arg16 ? 2 : 4; }
 
 /*
  * A bin's maximum over a channels-last block: m[c], a[c] for the DK__RP_BLOCK channels of the
@@ -571,6 +626,30 @@ __attribute__((target("avx2"))) static void dk__rp_tile_stream32_avx2(void *dst,
     _Alignas(64) float run[DK__RP_BLOCK * DK__RP_TILE];
     dk__rp_tile_store32_avx2(run, P, 0, t, P);
     dk__rp_stream_run32_avx2(dst, run, DK__RP_BLOCK * P);
+}
+
+/* A RoI's whole tile (nbins = P) of a whole block's int32 indices, t [bin][channel], to its run of
+ * DK__RP_BLOCK P int16 elements at dst ([channel][bin]; Note [A narrow argmax]): transposed into an
+ * L1 buffer, narrowed there 16 at a time (packs of values in [-1, 32767) are exact), and written
+ * as one run, streamed where `stream` (a run of whole 4-byte units: DK__RP_BLOCK P is even). */
+__attribute__((target("avx2"))) static void dk__rp_tile_run16_avx2(int16_t *dst, int64_t P, const int32_t *t,
+                                                                   bool stream)
+{
+    _Alignas(64) int32_t run[DK__RP_BLOCK * DK__RP_TILE];
+    _Alignas(64) int16_t narrow[DK__RP_BLOCK * DK__RP_TILE];
+    dk__rp_tile_store32_avx2(run, P, 0, t, P);
+    const int64_t n = DK__RP_BLOCK * P;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m256i lo = _mm256_load_si256((const __m256i *)(const void *)(run + i));
+        const __m256i hi = _mm256_load_si256((const __m256i *)(const void *)(run + i + 8));
+        /* packs interleaves the 128-bit halves: lo0 hi0 lo1 hi1, put back in order */
+        _mm256_store_si256((__m256i *)(void *)(narrow + i),
+                           _mm256_permute4x64_epi64(_mm256_packs_epi32(lo, hi), _MM_SHUFFLE(3, 1, 2, 0)));
+    }
+    for (; i < n; i++) narrow[i] = (int16_t)run[i];
+    if (stream) dk__rp_stream_run32_avx2(dst, narrow, n / 2);
+    else memcpy(dst, narrow, (size_t)n * sizeof(int16_t));
 }
 
 #else

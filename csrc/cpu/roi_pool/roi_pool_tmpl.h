@@ -104,7 +104,8 @@ static void DK_SFN(dk__rp_forward_blocks_worker)(void *p, int tid)
     const int64_t *xs = v.xs, *ys = v.ys, *as = v.as;
     const int64_t H = cx->H, W = cx->W, B = DK__RP_BLOCK;
     int64_t *arg64 = cx->arg && cx->arg64 ? (int64_t *)cx->arg : NULL;
-    int32_t *arg32 = cx->arg && !cx->arg64 ? (int32_t *)cx->arg : NULL;
+    int32_t *arg32 = cx->arg && !cx->arg64 && !cx->arg16 ? (int32_t *)cx->arg : NULL;
+    int16_t *arg16 = cx->arg && cx->arg16 ? (int16_t *)cx->arg : NULL;
     DK_T *buf = (DK_T *)cx->block + (size_t)tid * (size_t)(H * W * B);
     const int64_t blocks = (cx->C + B - 1) / B;
     const int64_t *first = cx->image_rois, *list = cx->image_rois + cx->N + 1, P = cx->PH * cx->PW;
@@ -161,6 +162,14 @@ static void DK_SFN(dk__rp_forward_blocks_worker)(void *p, int tid)
                     } else
 #endif
                         DK__RP_TILE_STORE(ak, as, a, , cx->PW, P, b0, nbins, nb);
+                } else if (arg16) { /* Note [A narrow argmax] */
+                    int16_t *ak = arg16 + k * as[0] + c0 * as[1];
+#if DK__RP_AVX2
+                    if (cx->avx2 && nb == B && nbins == P && dk__rp_runs(as, cx->PW, P))
+                        dk__rp_tile_run16_avx2(ak, P, a, cx->stream_out);
+                    else
+#endif
+                        DK__RP_TILE_STORE(ak, as, a, (int16_t), cx->PW, P, b0, nbins, nb);
                 }
             }
         }
@@ -243,7 +252,7 @@ static dk_status DK_SFN(dk__rp_forward)(dk__rp_ctx *cx, int nthreads, int64_t la
                          cx->avx2;
         if (cx->arg) {
             dk__rp_strides(cx->argmax, s);
-            dk_large_output_prepare(&lo, cx->arg, 4, cx->argmax->shape, s, cx->arg64 ? 8 : 4, false);
+            dk_large_output_prepare(&lo, cx->arg, 4, cx->argmax->shape, s, dk__rp_arg_bytes(cx), false);
         }
         DK_SFN(dk__rp_forward_strays)(cx);
         dk_parallel_run(nthreads, &cx->counter, DK_SFN(dk__rp_forward_blocks_worker), cx);
@@ -275,6 +284,8 @@ static void DK_SFN(dk__rp_backward_worker)(void *p, int tid)
     /* the usual layouts (NCHW grad_input, [K, C, PH, PW] int32 argmax and grad_output): planes
      * zeroed as runs, and each RoI's block read as one run, an index a plane offset */
     const bool runs = rows && xs[3] == 1 && !cx->arg64 && dk__rp_runs(as, cx->PW, P) && dk__rp_runs(gs, cx->PW, P);
+    const int16_t *arg16 = cx->arg16 ? (const int16_t *)cx->arg : NULL; /* Note [A narrow argmax] */
+    const int32_t *arg32 = cx->arg16 ? NULL : (const int32_t *)cx->arg;
     /* and whether two channels' planes never share an element, so that a pair's runs may be walked
      * side by side (a grad_input of overlapping planes would see their additions interleaved) */
     const bool pairs = xs[1] >= plane;
@@ -292,29 +303,12 @@ static void DK_SFN(dk__rp_backward_worker)(void *p, int tid)
             const int64_t n = dk__rp_batch((double)DK_SFN(dk__rp_roi_value)(cx->rois, k, 0), cx->N);
             if (n < 0) continue;
             if (runs) {
-                const int32_t *ar = (const int32_t *)cx->arg + k * as[0] + c0 * as[1];
-                const DK_S *gr = g + k * gs[0] + c0 * gs[1];
-                int64_t c = c0;
-                /* two channels' runs side by side (Note [RoIPool on a CPU]): each channel's
-                 * additions in its own order, on planes that do not overlap */
-                for (; pairs && c + 1 < c1; c += 2, ar += 2 * P, gr += 2 * P) {
-                    DK_S *img = x + n * xs[0] + c * xs[1], *img2 = img + xs[1];
-#pragma GCC unroll 2
-                    for (int64_t j = 0; j < P; j++) {
-                        const int64_t a = ar[j], b = ar[P + j];
-                        /* -1 (nothing was pooled: ops/roi_pool.c), or any index off the plane, wraps high */
-                        if ((uint64_t)a < (uint64_t)plane) img[a] = DK_STORE(DK_LOAD(img[a]) + DK_LOAD(gr[j]));
-                        if ((uint64_t)b < (uint64_t)plane) img2[b] = DK_STORE(DK_LOAD(img2[b]) + DK_LOAD(gr[P + j]));
-                    }
-                }
-                for (; c < c1; c++, ar += P, gr += P) {
-                    DK_S *img = x + n * xs[0] + c * xs[1];
-#pragma GCC unroll 4
-                    for (int64_t j = 0; j < P; j++) {
-                        const int64_t a = ar[j];
-                        if ((uint64_t)a < (uint64_t)plane) img[a] = DK_STORE(DK_LOAD(img[a]) + DK_LOAD(gr[j]));
-                    }
-                }
+                if (arg16)
+                    DK__RP_BACKWARD_RUNS(arg16 + k * as[0] + c0 * as[1], g + k * gs[0] + c0 * gs[1],
+                                         x + n * xs[0] + c0 * xs[1]);
+                else
+                    DK__RP_BACKWARD_RUNS(arg32 + k * as[0] + c0 * as[1], g + k * gs[0] + c0 * gs[1],
+                                         x + n * xs[0] + c0 * xs[1]);
                 continue;
             }
             for (int64_t c = c0; c < c1; c++) {

@@ -63,7 +63,7 @@ static dk__rp_gpu_args dk__rp_gpu_args_of(const dk_tensor *img, const dk_tensor 
         a.bins_s[d] = dk_tensor_stride(bins, d);
         a.arg_s[d] = argmax ? dk_tensor_stride(argmax, d) : 0;
     }
-    a.arg_bits = argmax ? (int)argmax->dtype.bits : 0; /* int32 or int64 (ops/roi_pool.c) */
+    a.arg_bits = argmax ? (int)argmax->dtype.bits : 0; /* int16, int32 or int64 (ops/roi_pool.c) */
     a.rois_s[0] = dk_tensor_stride(rois, 0), a.rois_s[1] = dk_tensor_stride(rois, 1);
     a.scale = 1.0;
     a.bins_kind = DK_ROI_POOL_BINS_TORCHVISION;

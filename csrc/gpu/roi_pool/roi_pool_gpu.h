@@ -78,7 +78,7 @@
 typedef struct {
     int64_t N, C, H, W, K, PH, PW;
     int64_t img_s[4], bins_s[4], arg_s[4], rois_s[2];
-    int arg_bits; /* roi_pool's argmax: 32 or 64, or 0 when the forward writes none */
+    int arg_bits; /* roi_pool's argmax: 16, 32 or 64, or 0 when the forward writes none */
     double scale;
     int bins_kind;          /* DK_ROI_POOL_BINS_* (kernels/roi_pool_math.h) */
     int64_t sampling_ratio; /* ps_roi_align */

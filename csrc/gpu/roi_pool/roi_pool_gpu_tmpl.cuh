@@ -5,6 +5,14 @@
  */
 #if DK_TMPL_PASS == DK_TMPL_FLOAT
 
+/* argmax element ao, of any width (ops/roi_pool.c: int16, int32 or int64). */
+__device__ static inline int64_t DK_SFN(dk__rp_gpu_arg)(const dk__rp_gpu_args &a, const void *arg, int64_t ao)
+{
+    return a.arg_bits == 64   ? ((const int64_t *)arg)[ao]
+           : a.arg_bits == 16 ? ((const int16_t *)arg)[ao]
+                              : ((const int32_t *)arg)[ao];
+}
+
 /* RoI k's batch index, or -1 when it is not one of the N images (the CPU's dk__rp_batch). */
 __device__ static inline int64_t DK_SFN(dk__rp_gpu_batch)(const DK_S *rois, const dk__rp_gpu_args &a, int64_t k)
 {
@@ -35,6 +43,7 @@ __global__ void DK_SFN(dk__rp_gpu_forward_kernel)(const DK_S *__restrict__ x, co
         const int64_t ao = k * a.arg_s[0] + c * a.arg_s[1] + ph * a.arg_s[2] + pw * a.arg_s[3];
         if (a.arg_bits == 64) ((int64_t *)arg)[ao] = am;
         else if (a.arg_bits == 32) ((int32_t *)arg)[ao] = (int32_t)am; /* ops/roi_pool.c: it fits */
+        else if (a.arg_bits == 16) ((int16_t *)arg)[ao] = (int16_t)am;
     }
 }
 
@@ -74,7 +83,7 @@ __global__ void DK_SFN(dk__rp_gpu_backward_kernel)(const DK_S *__restrict__ gout
                 const int64_t k = j / bins, ph = j % bins / a.PW, pw = j % a.PW;
                 if (DK_SFN(dk__rp_gpu_batch)(rois, a, k) == n) {
                     const int64_t ao = k * a.arg_s[0] + c * a.arg_s[1] + ph * a.arg_s[2] + pw * a.arg_s[3];
-                    const int64_t am = a.arg_bits == 64 ? ((const int64_t *)arg)[ao] : ((const int32_t *)arg)[ao];
+                    const int64_t am = DK_SFN(dk__rp_gpu_arg)(a, arg, ao);
                     if (am >= 0 && am < plane) { /* -1: nothing was pooled (ops/roi_pool.c) */
                         pix = am;
                         g = DK_LOAD(gout[k * a.bins_s[0] + c * a.bins_s[1] + ph * a.bins_s[2] + pw * a.bins_s[3]]);
@@ -110,7 +119,7 @@ __global__ void DK_SFN(dk__rp_gpu_backward_atomic_kernel)(const DK_S *__restrict
         const int64_t n = DK_SFN(dk__rp_gpu_batch)(rois, a, k);
         if (n < 0) continue;
         const int64_t ao = k * a.arg_s[0] + c * a.arg_s[1] + ph * a.arg_s[2] + pw * a.arg_s[3];
-        const int64_t am = a.arg_bits == 64 ? ((const int64_t *)arg)[ao] : ((const int32_t *)arg)[ao];
+        const int64_t am = DK_SFN(dk__rp_gpu_arg)(a, arg, ao);
         if (am < 0 || am >= plane) continue; /* -1: nothing was pooled (ops/roi_pool.c) */
         atomicAdd(acc + n * s.s[0] + c * s.s[1] + (am / a.W) * s.s[2] + (am % a.W) * s.s[3],
                   DK_LOAD(gout[k * a.bins_s[0] + c * a.bins_s[1] + ph * a.bins_s[2] + pw * a.bins_s[3]]));

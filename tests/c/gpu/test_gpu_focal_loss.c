@@ -136,7 +136,7 @@ static void check_softmax(dk_dtype dt, bool weighted, int reduction, bool transp
 {
     char what[160];
     snprintf(what, sizeof what, "softmax %s weight %d reduction %d", dk_dtype_name(dt), weighted, reduction);
-    const int64_t N = 200, C = 5; /* four chunks of rows */
+    const int64_t N = 200, C = 21; /* four chunks of rows; Note [A row in lanes]: two groups of 8 and 5 */
     const int *order = transposed ? (const int[]){1, 0} : NULL;
     dkk_tensor *x = dkk_new(dt, 2, (int64_t[]){N, C}, order, 0);
     dkk_fill_uniform(x, r, -6, 6);

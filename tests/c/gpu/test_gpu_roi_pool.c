@@ -109,6 +109,25 @@ static dkk_tensor *make_rois(dk_dtype dt, int64_t K, int64_t N, double span, dkk
     return rois;
 }
 
+/* The forward with an argmax of type adt on the CPU (into *arg) and on the GPU (*garg, through
+ * *darg, kept for the backward): the same values as `out` and the same indices. */
+static void check_narrow_argmax(dk_dtype adt, const dkk_tensor *x, const dkk_tensor *rois, dkk_tensor *out,
+                                dkk_tensor *gout, dkg_tensor *dx, dkg_tensor *dr, int64_t PH, int64_t PW, double scale,
+                                int geometry, const char *what, dkk_tensor **arg, dkk_tensor **garg, dkg_tensor *darg)
+{
+    *arg = dkk_new(adt, 4, out->t.shape, NULL, 0), *garg = dkk_new(adt, 4, out->t.shape, NULL, 0);
+    assert_ok(dk_roi_pool_forward(&x->t, &rois->t, &out->t, &(*arg)->t, PH, PW, scale, geometry));
+    dkg_up(darg, *garg);
+    memset(gout->mem, 0x7f, gout->bytes);
+    dkg_tensor dout;
+    dkg_up(&dout, gout);
+    assert_ok(GPU_FORWARD(&dx->dev, &dr->dev, &dout.dev, &darg->dev, PH, PW, scale, geometry));
+    dkg_down(&dout), dkg_down(darg);
+    dkk_assert_identical(gout, out, what);
+    dkk_assert_identical(*garg, *arg, what);
+    dkg_release(&dout);
+}
+
 static void check_case(dk_dtype dt, int geometry, double scale, int64_t PH, int64_t PW, bool nhwc, int64_t K,
                        dkk_rng *r)
 {
@@ -133,17 +152,14 @@ static void check_case(dk_dtype dt, int geometry, double scale, int64_t PH, int6
     dkg_down(&dout), dkg_down(&darg);
     dkk_assert_identical(gout, out, what);
     dkk_assert_identical(garg, arg, what);
-    /* an int32 argmax (torchvision's), and none (inference): the same values and indices */
-    dkk_tensor *arg32 = dkk_new(DK_INT32, 4, shape, NULL, 0), *garg32 = dkk_new(DK_INT32, 4, shape, NULL, 0);
-    assert_ok(dk_roi_pool_forward(&x->t, &rois->t, &out->t, &arg32->t, PH, PW, scale, geometry));
-    dkg_tensor darg32;
-    dkg_up(&darg32, garg32);
-    memset(gout->mem, 0x7f, gout->bytes);
-    dkg_up(&dout, gout);
-    assert_ok(GPU_FORWARD(&dx.dev, &dr.dev, &dout.dev, &darg32.dev, PH, PW, scale, geometry));
-    dkg_down(&dout), dkg_down(&darg32);
-    dkk_assert_identical(gout, out, what);
-    dkk_assert_identical(garg32, arg32, what);
+    /* an int32 argmax (torchvision's), an int16 one (Note [A narrow argmax] in roi_pool_cpu.h: the
+     * 13 x 11 maps here allow it), and none (inference): the same values and indices */
+    dkk_tensor *arg32, *garg32, *arg16, *garg16;
+    dkg_tensor darg32, darg16;
+    check_narrow_argmax(DK_INT32, x, rois, out, gout, &dx, &dr, PH, PW, scale, geometry, what, &arg32, &garg32,
+                        &darg32);
+    check_narrow_argmax(DK_INT16, x, rois, out, gout, &dx, &dr, PH, PW, scale, geometry, what, &arg16, &garg16,
+                        &darg16);
     dkg_release(&dout);
     memset(gout->mem, 0x7f, gout->bytes);
     dkg_up(&dout, gout);
@@ -182,27 +198,28 @@ static void check_case(dk_dtype dt, int geometry, double scale, int64_t PH, int6
     if (K > 0) dkk_fill_uniform(ones, r, 1, 1);
     assert_ok(dk_roi_pool_backward(&ones->t, &rois->t, &arg->t, &cnt->t));
     assert_ok(dk_roi_pool_backward(&gabs->t, &rois->t, &arg->t, &mag->t));
-    for (int run = 0; run < 4; run++) { /* deterministic twice, then atomic twice; both widths */
+    for (int run = 0; run < 6; run++) { /* deterministic three times, then atomic; every width */
         dkk_tensor *ggi = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, order, 3);
         memset(ggi->mem, 0x7f, ggi->bytes);
         dkg_tensor dgi;
         dkg_up(&dgi, ggi);
-        set_deterministic(run < 2);
-        assert_ok(GPU_BACKWARD(&dg.dev, &dr.dev, run % 2 ? &darg32.dev : &darg.dev, &dgi.dev));
+        set_deterministic(run < 3);
+        const dk_tensor *da = run % 3 == 0 ? &darg.dev : run % 3 == 1 ? &darg32.dev : &darg16.dev;
+        assert_ok(GPU_BACKWARD(&dg.dev, &dr.dev, da, &dgi.dev));
         set_deterministic(0);
         dkg_down(&dgi);
         char sub[200];
-        snprintf(sub, sizeof sub, "%s, backward (%s)", what, run < 2 ? "deterministic" : "atomic");
-        if (run < 2) dkk_assert_identical(ggi, gi, sub);
+        snprintf(sub, sizeof sub, "%s, backward (%s)", what, run < 3 ? "deterministic" : "atomic");
+        if (run < 3) dkk_assert_identical(ggi, gi, sub);
         else assert_sum_close(ggi, gi, mag, cnt, 0, dt, sub);
         dkg_release(&dgi);
         dkk_free(ggi);
     }
     dkk_free(ones), dkk_free(gabs), dkk_free(cnt), dkk_free(mag);
     dkg_release(&dx), dkg_release(&dr), dkg_release(&dout), dkg_release(&darg), dkg_release(&dg);
-    dkg_release(&darg32);
+    dkg_release(&darg32), dkg_release(&darg16);
     dkk_free(x), dkk_free(rois), dkk_free(out), dkk_free(arg), dkk_free(gout), dkk_free(garg), dkk_free(g);
-    dkk_free(arg32), dkk_free(garg32);
+    dkk_free(arg32), dkk_free(garg32), dkk_free(arg16), dkk_free(garg16);
     dkk_free(gi);
 }
 
