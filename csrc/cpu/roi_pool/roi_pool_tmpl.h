@@ -281,7 +281,7 @@ static void DK_SFN(dk__rp_backward_worker)(void *p, int tid)
     const int64_t plane = cx->H * cx->W, W = cx->W, P = cx->PH * cx->PW;
     /* rows of whole width (NCHW or NHWC): a plane index is an element offset, no division */
     const bool rows = xs[2] == W * xs[3];
-    /* the usual layouts (NCHW grad_input, [K, C, PH, PW] int32 argmax and grad_output): planes
+    /* the usual layouts (NCHW grad_input, [K, C, PH, PW] int32 or int16 argmax and grad_output): planes
      * zeroed as runs, and each RoI's block read as one run, an index a plane offset */
     const bool runs = rows && xs[3] == 1 && !cx->arg64 && dk__rp_runs(as, cx->PW, P) && dk__rp_runs(gs, cx->PW, P);
     const int16_t *arg16 = cx->arg16 ? (const int16_t *)cx->arg : NULL; /* Note [A narrow argmax] */
