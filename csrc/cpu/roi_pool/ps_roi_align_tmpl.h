@@ -2,7 +2,7 @@
  * roi_pool/ps_roi_align_tmpl.h — ps_roi_align (position-sensitive RoIAlign) on the CPU, for one
  * storage type (Note [Templates in C] in kernels/dk_template.h). roi_pool_cpu.c instantiates it
  * after the templates whose helpers it uses: roi_pool_tmpl.h's RoI readers and ps_roi_pool_tmpl.h's
- * view, tasks and channels-last blocks. Note [RoIAlign's position-sensitive form on a CPU] in roi_pool_cpu.h says how the work
+ * view, tasks and channels-last blocks. Note [RoIAlign's position-sensitive form on a CPU] in ps_roi_pool_cpu.h says how the work
  * is split.
  */
 #if DK_TMPL_PASS == DK_TMPL_FLOAT

@@ -2,7 +2,7 @@
  * roi_pool/ps_roi_pool_tmpl.h — ps_roi_pool (R-FCN's position-sensitive RoIPool) on the CPU, for one
  * storage type (Note [Templates in C] in kernels/dk_template.h). roi_pool_cpu.c instantiates it
  * after the templates whose helpers it uses: roi_pool_tmpl.h's RoI readers. Note [Position-sensitive
- * RoIPool on a CPU] in roi_pool_cpu.h says how the work is split.
+ * RoIPool on a CPU] in ps_roi_pool_cpu.h says how the work is split.
  */
 #if DK_TMPL_PASS == DK_TMPL_FLOAT
 
@@ -491,7 +491,7 @@ static void DK_SFN(dk__rp_ps_backward_worker)(void *p, int tid)
     }
 }
 
-/* dk__psp_grad_image (roi_pool_cpu.h) for every storage type, pixel by pixel, each addition rounded
+/* dk__psp_grad_image (ps_roi_pool_cpu.h) for every storage type, pixel by pixel, each addition rounded
  * to the storage type as in place. */
 static void DK_SFN(dk__psp_grad_image)(DK_S *buf, int64_t H, int64_t W, int64_t K, int64_t PW, const int64_t *list,
                                        int64_t first, int64_t last, const int64_t *hb, const int64_t *cols,

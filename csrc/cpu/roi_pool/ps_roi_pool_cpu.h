@@ -1,0 +1,387 @@
+/*
+ * roi_pool/ps_roi_pool_cpu.h — what the position-sensitive ops' CPU kernels (ps_roi_pool_tmpl.h,
+ * ps_roi_align_tmpl.h, entry points in roi_pool_cpu.c) share beyond roi_pool_cpu.h: their tasks'
+ * cost models, the plane-major gathers, the buffered backward's additions and the AVX2 copy of
+ * their channels-last blocks. A header of its own: the RoI pooling family's one (roi_pool_cpu.h)
+ * keeps the context, the bins and roi_pool's tiles.
+ *
+ * Note [Position-sensitive RoIPool on a CPU]
+ * ps_roi_pool's output channel c at bin (ph, pw) reads input channel (c PH + ph) PW + pw: every
+ * bin of a RoI is on a plane of its own, and output channels c .. c + 15 at one bin read planes
+ * that sit at the same pixels. Walked per RoI (a task per RoI and 16 output channels), each bin
+ * row was a cache miss on a 13 MB map. Every RoI's axes are found once per call (dk__psp_table:
+ * its image, the rows of each ph and the columns of each pw, laid out [PH][K] and [PW][K] so that
+ * a task reads them in order of k; dk_roi_pool_bin's bounds, one axis at a time), with each
+ * image's RoIs in order (dk__rp_image_rois). The forward has three ways (ps_roi_pool.layout, a
+ * tunable: -1 the cost model, 0 planes, 1 blocks, 2 plane-major):
+ *  - plane-major (the cost model's choice for float32 where the CPU has AVX-512, ps_roi_pool.isa 2):
+ *    ps_roi_align's task split, a task per (image, bin, block of DK__RP_CHANNELS output channels),
+ *    whose planes it reads in place, in their own layout, two at a time: no copy. Each plane serves
+ *    bin (ph, pw) of every RoI of the image, 16 RoIs to a vector (dk__psp_group, in the order of
+ *    dk__psp_order: by the size of their largest bins, so that a group's window is close to each
+ *    of its bins), one masked gather per pixel of the group's window (dk__psp_gather): each lane
+ *    adds dk_roi_pool_avg's terms in its order (rows, then columns, from +0), +0 where its bin has
+ *    no such pixel (+0 added to a sum that started at +0 never changes it), and divides by the same
+ *    area: the same bits, with no branch per bin (the blocks' sums mispredicted about 3 branches per
+ *    RoI and task on bins of 1-4 rows of 1-4 pixels). The next two planes are read ahead a few
+ *    lines per group. Without AVX-512 (isa 0 or 1, or another dtype where forced) each RoI's bin is
+ *    dk_roi_pool_avg on the plane, in the same tasks.
+ *  - channels-last blocks (the cost model's choice otherwise): the same tasks copy their planes
+ *    channels-last into a per-thread buffer (dk__ps_block_load, shared with ps_roi_align; float32
+ *    rows in 8-pixel AVX2 spans where the CPU has them, ps_roi_pool.isa 1 or 2) and sum every RoI
+ *    of the image from it, one vector addition per pixel per four output channels, each lane
+ *    dk_roi_pool_avg's terms in its order, divided by the same area (a vector division rounds each
+ *    lane as the scalar one does). The cost model takes blocks when a bin's pixels over all RoIs
+ *    number at least one per DK__PSP_PIXELS_PER_PIXEL pixels of the map (the copy is a pass over
+ *    the planes; the bench has about one per 2 pixels) and the block fits in
+ *    DK__RP_BLOCK_MAX_BYTES. The blocks (ps_roi_align's as well) come from the host cache (Note
+ *    [Host output cache]): from the call's arena they were new pages every call on two threads
+ *    (some 400 page faults per forward of the bench, which made two threads slower than one).
+ *  - planes: a task per output channel c and block of RoIs (DK__PSP_ROIS, fewer where that would
+ *    leave threads without work), sweeping the PH PW input planes of c and pooling every RoI of the
+ *    block from each (dk_roi_pool_avg), prefetching the next plane of every image a line or two per
+ *    RoI: it reads only the lines under the RoIs.
+ * The backward, a task per output channel c and bin row ph, which owns input channels
+ * (c PH + ph) PW + pw for every pw, two ways:
+ *  - buffered planes (every layout but 0, where a thread's PW planes take at most
+ *    DK__PSP_PLANES_MAX_BYTES): for each image its PW planes are zeroed in a per-thread buffer (95
+ *    KB for the bench, in L2), each RoI of the image adds its share, g / area, over its PW bins in
+ *    order of k, rounded to the storage type after every addition as in place (float32 with
+ *    AVX-512: one masked 16-lane addition per bin row, dk__psp_grad_image; with AVX2 alone
+ *    (ps_roi_pool.isa 1 or 2, PW <= 8), a RoI's PW shares from one 8-lane division and one 8-lane
+ *    addition per bin row, +0 in the lanes past the bin, dk__psp_grad_image_avx2; each pixel still
+ *    gets its one addition), and the planes are written into grad_input once, streamed where it is large
+ *    (Note [Streaming stores]): grad_input is written once and never read, where the in-place
+ *    planes memset it and then read-modify-write the lines under the bins.
+ *  - in place (layout 0, and larger maps): the planes zeroed in every image (one memset per image
+ *    for contiguous planes: all-zero bits are +0 in every dtype), then each RoI's share added to
+ *    grad_input itself, RoIs in order.
+ * (A backward on channels-last blocks, forced-only, took half the planes' instructions but no less
+ * time, 4.1-4.6 ms against 3.6-4.2 ms, and was dropped for the buffered planes.)
+ * On a CPU without AVX-512 (a 2-core AMD EPYC VM, AVX2, 2026-11-27, the bench's case, one thread,
+ * thread CPU time of the backward after _disturb(), the two switched per call in one process, 41
+ * calls each, four runs): the AVX2 additions take medians of 3.1-4.0 ms against 4.3-5.4 ms pixel by
+ * pixel (minima 2.4-3.0 against 2.9-3.2). Pixel by pixel, perf's samples sat on the division,
+ * whose result the next addition waited for, and on the load of the gradient (a line per RoI);
+ * a first AVX2 version that built the division's lanes in memory lost much of the gain to the
+ * vector load of eight scalars just stored. There the plane-major forward was tried with 8-lane
+ * AVX2 gathers (each half of a group over its own window, the same bits): 3.7-4.4 ms against the
+ * blocks' 2.6-2.8 ms (medians; 41 calls each way, in one process), so the cost model keeps the
+ * blocks without AVX-512 and the AVX2 gathers were not kept.
+ * Every way computes every output element in one task, and every grad_input element receives
+ * torchvision's additions in torchvision's order (its backward walks the output in order of k), on
+ * any thread count, with no two tasks on one element: the same bits.
+ * Measured on bench_roi_pool.py's case (2 x 490 x 50 x 68, 512 RoIs, 7 x 7 bins, 10 output
+ * channels, one thread). Before the plane-major forward: 33.5M instructions on the planes, 12.1M on
+ * blocks with the AVX2 copy (the copy 5.6M, the sums 5.8M, the tables 0.6M), 1.5-2.1 ms, of which
+ * the copy about half. How much of the map must be read: a bin's pixels over all RoIs of an image
+ * cover 34% of its plane's pixels but 86% of its 64-byte lines, so the forward reads the map about
+ * whole either way. Plane-major (2026-11-27, load average 1.3-2.8 from other sessions, thread CPU
+ * time): 190,610 gathers a call (47% of their lanes used), 1.0-1.4 ms when the map is in cache and
+ * 2.0-2.2 ms after _disturb() (blocks: 1.7 / 2.4-2.6 ms). Its memory floor: 11.4 MB of lines at the
+ * 10-12.7 GB/s one thread reads here after the same _disturb() (a 13 MB torch sum, 1.05-1.3 ms),
+ * 0.9-1.1 ms, against torchvision's 9.6-10 ms: 10x is the floor itself. The backward on buffered
+ * planes: 2.7-3.0 ms against 3.7-4.7 ms in place (memset and read-modify-write); its floor is
+ * writing 13.3 MB (7-10 GB/s here), 1.3-1.9 ms, so forward + backward cannot pass about 2.3-3 ms,
+ * against torchvision's 17 ms: the floor forbids 10x there (it allows about 6-7x).
+ *
+ * Note [RoIAlign's position-sensitive form on a CPU]
+ * Output channel c's bin (ph, pw) reads input plane (c PH + ph) PW + pw only, so a RoI's 7 x 7
+ * bins and 10 channels read 490 planes, a few pixels on each, 13.6 KB apart: walked a RoI at a
+ * time (torchvision's order, and dkit's until issue 22) every bin is a cache miss. Both passes
+ * are instead a task per (image, bin, block of DK__RP_CHANNELS output channels), which serves
+ * every RoI of the image in order: its planes are the block's, and no other task's.
+ *  - Channels-last blocks (the usual way): the task copies its planes (dk__ps_block_load, shared
+ *    with ps_roi_pool), four rows of four at a time (dk_transpose4; float32 in 8-pixel AVX2
+ *    spans where the CPU has them, ps_roi_pool.isa), into a per-thread [H][W][L] buffer in the compute type (L, the
+ *    channels rounded up to whole 4-lane vectors; 163 KB for the bench's 10 channels of 50 x
+ *    68, held in L2), and each sample's four taps are then four vector loads per four channels.
+ *    The forward sums w1 v1 + w2 v2 + w3 v3 + w4 v4 per lane and adds it to the lane's sum,
+ *    dk_roi_align_forward_avg's terms in its order; the backward adds each tap's share, g w /
+ *    count per lane (dk_ps_roi_align_share; (g w) 2^-k where count is 2^k, the same bits), tap
+ *    by tap as torchvision does (two taps are one pixel at an edge), to a zeroed buffer, and
+ *    writes the buffer back once, streamed when grad_input is large (Note [Streaming stores];
+ *    it also gets huge pages, Note [Huge pages for large outputs]): through whole planes where
+ *    grad_input's planes are dense (ps_roi_align.grad_planes 1, and a thread's DK__RP_CHANNELS
+ *    planes within DK__PSP_PLANES_MAX_BYTES, ps_roi_pool's bound for its buffered planes:
+ *    dk__psa_grad_store turns the block into dense planes of the storage type in a second
+ *    per-thread buffer from the host cache, float32 in dk_cl_scatter32's AVX2 tiles, and writes
+ *    each plane as one run, ps_roi_pool's dk__ps_stream_run), else a row of four planes at a
+ *    time (dk__ps_block_store). 16-bit maps are computed in float32 in the buffer and rounded
+ *    once when stored.
+ *  - Channel planes: the same tasks, each channel's samples read from (or added to) its plane in
+ *    place, scalar; 16-bit gradients add in per-thread float planes (cx->scratch). It costs no
+ *    copy, so it serves a map that few samples touch, and one whose block would pass
+ *    DK__RP_BLOCK_MAX_BYTES.
+ * The blocks come from the host cache, as ps_roi_pool's (Note [Position-sensitive RoIPool on a
+ * CPU]). The cost model (ps_roi_align.layout -1; 0 and 1 force a way, Note [Tunables]) takes blocks
+ * when a bin's samples over all RoIs number at least one per DK__PSA_SAMPLES_PER_PIXEL pixels of
+ * the map (the copy is a pass over the planes; the bench has about one sample per 2.3 pixels).
+ * Every RoI's axes, count and 1-D taps (rows[ph grid + iy], cols[pw grid + ix]) are found once
+ * per call (torchvision finds them per output element and sample; the tables are dropped past
+ * DK__PSA_TABLE_TAPS, or with ps_roi_align.tap_tables 0, and each task finds its own: the same
+ * values), and a task forms a bin's 2-D taps DK__PSA_SAMPLES at a time. Each output element, and
+ * each grad_input element, gets torchvision's terms in torchvision's order on any number of
+ * threads, whichever way is taken: the same bits. RoIs with no image or no samples are written 0
+ * by the forward and skipped by the backward. Measured on the bench (one thread, CPU time):
+ * forward 10 ms before, 2.4-2.6 ms now, torchvision 30-41 ms; backward 13-15 ms before,
+ * 6.3-6.8 ms now (torchvision 30-37 ms), where a third is writing the 13 MB grad_input and much
+ * of the rest the divisions by a count that is no power of two (four per sample and channel).
+ * Since (branch ps-speed): the backward block's additions specialized by the number of 4-lane
+ * vectors (the gradients held in registers, the power-of-two test once per RoI): its worker's
+ * instructions 27.2M to 15.8M (callgrind), forward + backward CPU time 13.1 ms to 12.1-12.4 ms
+ * at a load average of 3.0-3.4; the divisions are unchanged (each is one lane's g w / count,
+ * whose bits a multiplication by a reciprocal would not keep).
+ * Since (branch psab, 2026-11-27 15:57-16:09 UTC, load average 0.9-2.1 from other sessions, thread
+ * CPU time, the two stores switched per call in one process, 61 calls each, after 128 MB written
+ * and read elsewhere): the block's store through whole planes. A row of four planes at a time
+ * streamed the block's 10 planes side by side, a 272-byte row of each in turn, so the lines
+ * that straddle two rows (two of every four or five) left the write-combining buffers half
+ * full before the next row came to fill them: the store alone (the additions and the memset
+ * skipped) took 3.9-4.3 ms (medians of two runs; minimum 3.8 ms: 3.5 GB/s for 13.3 MB). Whole
+ * planes, each one run of whole lines, take 2.1-3.1 ms (minimum 2.0 ms), near the floor of
+ * writing 13.3 MB at the 7-10 GB/s one thread writes here (1.3-1.9 ms), for an extra pass over a
+ * 136 KB buffer in L2. The backward: medians 4.8-8.1 ms
+ * against 6.7-9.5 ms (1.4-1.9 ms less in every run). What is left: the additions and the
+ * memset 2.0-2.2 ms (the divisions by a count that is no power of two), the plan and the
+ * call 0.6-0.7 ms, and the store at its floor.
+ */
+#ifndef DK_PS_ROI_POOL_CPU_H
+#define DK_PS_ROI_POOL_CPU_H
+
+#include "roi_pool_cpu.h"
+
+/* The position-sensitive backwards: grad_input (cx->img, of `elem`-byte elements) is about to be
+ * written whole, once: huge pages hinted where it is large, and then worth streaming (Note [Huge
+ * pages for large outputs], Note [Streaming stores] in dk_large_output.h): returns whether. */
+static inline bool dk__ps_prepare_grad_input(dk__rp_ctx *cx, size_t elem)
+{
+    int64_t xs[4];
+    dk__rp_strides(cx->img, xs);
+    dk_large_output gl;
+    return dk_large_output_prepare(&gl, dk_tensor_data(cx->img), 4, cx->img->shape, xs, elem, false);
+}
+
+/* ps_roi_align: the samples of a bin a task finds at a time (Note [RoIAlign's position-sensitive
+ * form on a CPU]); an adaptive grid of 8 x 8 (a bin over 7 pixels each way) fits. */
+#define DK__PSA_SAMPLES 64
+
+/* ps_roi_align: the most 1-D taps a call keeps in its tables (32 or 48 bytes each). */
+#define DK__PSA_TABLE_TAPS ((int64_t)1 << 20)
+
+/* ps_roi_align's cost model: channels-last blocks when a bin's samples over the RoIs number at
+ * least one per DK__PSA_SAMPLES_PER_PIXEL pixels of the map (Note [RoIAlign's position-sensitive
+ * form on a CPU]). */
+#define DK__PSA_SAMPLES_PER_PIXEL 4
+
+/* ps_roi_pool's cost model: channels-last blocks when a bin's pixels over the RoIs number at least
+ * one per DK__PSP_PIXELS_PER_PIXEL pixels of the map (Note [Position-sensitive RoIPool on a CPU]). */
+#define DK__PSP_PIXELS_PER_PIXEL 4
+
+#if DK__RP_AVX2
+/* Part of dk__ps_block_load's row for float32 planes, with 8-lane AVX2 vectors (Note [AVX2 spans]
+ * in box_iou_cpu.h; ps_roi_pool.isa picks): pixels w .. w + 7 of the four planes' rows src[i]
+ * to row[w L + i], 4 x 4 transposes in both 128-bit halves at once, half the shuffles of the 4-lane
+ * ones. Elements moved, not computed. Returns the pixels done, a multiple of 8; the caller does
+ * the rest. */
+__attribute__((target("avx2"))) static int64_t dk__ps_row_load_avx2(const float *const src[4], float *row, int64_t L,
+                                                                    int64_t W)
+{
+    int64_t w = 0;
+    for (; w + 8 <= W; w += 8) {
+        const __m256 r0 = _mm256_loadu_ps(src[0] + w), r1 = _mm256_loadu_ps(src[1] + w);
+        const __m256 r2 = _mm256_loadu_ps(src[2] + w), r3 = _mm256_loadu_ps(src[3] + w);
+        const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+        const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+        const __m256 v[4] = {_mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2)),
+                             _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2))}; /* pixels i | 4 + i */
+        float *p = row + w * L;
+        for (int i = 0; i < 4; i++)
+            _mm_storeu_ps(p + i * L, _mm256_castps256_ps128(v[i])),
+                _mm_storeu_ps(p + (4 + i) * L, _mm256_extractf128_ps(v[i], 1));
+    }
+    return w;
+}
+#endif
+
+/* The pixels of one axis of a ps_roi_pool bin, e = {lo, hi}: none when empty. */
+static inline int64_t dk__psp_len(const int64_t e[2]) { return e[1] > e[0] ? e[1] - e[0] : 0; }
+
+/* ps_roi_pool's plane-major forward (AVX-512): each image's RoIs (cx->image_rois's lists) into
+ * cx->ps_order, by the rows, then the columns of their largest bins (a stable counting sort of keys
+ * up to 15 x 15), so that 16 consecutive ones make a group whose window (dk__psp_group) is close to
+ * each of its bins. The order is free: every output element is one RoI's, on its own. */
+static inline void dk__psp_order(dk__rp_ctx *cx)
+{
+    const int64_t K = cx->K, *rows = cx->bin_table, *cols = cx->bin_table + cx->PH * K * 2;
+    const int64_t *list = cx->image_rois + cx->N + 1;
+    for (int64_t n = 0; n < cx->N; n++) {
+        int64_t count[257] = {0};
+        const int64_t first = cx->image_rois[n], last = cx->image_rois[n + 1];
+        for (int pass = 0; pass < 2; pass++) {
+            for (int64_t i = first; i < last; i++) {
+                const int64_t k = list[i];
+                int64_t r = 0, c = 0;
+                for (int64_t ph = 0; ph < cx->PH; ph++) {
+                    const int64_t len = dk__psp_len(rows + (ph * K + k) * 2);
+                    r = len > r ? len : r;
+                }
+                for (int64_t pw = 0; pw < cx->PW; pw++) {
+                    const int64_t len = dk__psp_len(cols + (pw * K + k) * 2);
+                    c = len > c ? len : c;
+                }
+                const int64_t key = (r < 15 ? r : 15) * 16 + (c < 15 ? c : 15);
+                if (pass == 0) count[key + 1]++;
+                else cx->ps_order[first + count[key]++] = k;
+            }
+            if (pass == 0)
+                for (int b = 0; b < 256; b++) count[b + 1] += count[b];
+        }
+    }
+}
+
+/* ps_roi_pool's backward on buffered planes: the most bytes of a thread's PW planes (Note
+ * [Position-sensitive RoIPool on a CPU]); a larger map takes the in-place planes. Also the most of
+ * a thread's DK__RP_CHANNELS planes in ps_roi_align's backward through whole planes (Note
+ * [RoIAlign's position-sensitive form on a CPU]); a larger map is stored a row at a time. */
+#define DK__PSP_PLANES_MAX_BYTES ((int64_t)1 << 20)
+
+/* ps_roi_align's lanes in a channels-last block of nc channels: whole 4-lane vectors. */
+#define DK__PSA_LANES(nc) (((nc) + 3) / 4 * 4)
+
+/* ps_roi_pool's plane-major forward (Note [Position-sensitive RoIPool on a CPU]): a group of up
+ * to 16 RoIs of one image, one lane each, and their bins at one (ph, pw): the offset of each bin's
+ * first pixel in its plane, its rows and columns (0 for a lane with no bin: nothing is loaded), the
+ * divisor (its area; 1 where there is no bin, so that the lane's +0 stays +0), and the window that
+ * covers every lane's bin. */
+typedef struct {
+    _Alignas(64) int32_t off[16];
+    int32_t rows[16], cols[16];
+    float area[16];
+    int32_t max_rows, max_cols, n;
+    const int64_t *k; /* the lanes' RoIs (n of them) */
+} dk__psp_group;
+
+/* The most groups one image's RoIs make, K RoIs over N images. */
+#define DK__PSP_GROUPS(K, N) ((K) / 16 + (N) + 1)
+
+/* ps_roi_pool's buffered backward (Note [Position-sensitive RoIPool on a CPU]): BODY for each bin of
+ * row ph of image n's RoIs list[first .. last), RoIs in order, then pw: k, pw and the bin's rows
+ * [h0, h1) and columns [w0, w1) in scope, empty bins skipped. hb: the rows of ph, cols the columns
+ * of every pw (dk__psp_table). BODY adds the RoI's share, grow[k gk + pw gw] / area, to the task's
+ * plane pw in buf (dense H x W each). A macro: the same walk for every storage type and for the
+ * AVX-512 additions. */
+#define DK__PSP_GRAD_BINS(BODY)                                                         \
+    for (int64_t i = first; i < last; i++) {                                            \
+        const int64_t k = list[i], h0 = hb[2 * k], h1 = hb[2 * k + 1];                  \
+        if (h1 <= h0) continue;                                                         \
+        for (int64_t pw = 0; pw < PW; pw++) {                                           \
+            const int64_t w0 = cols[(pw * K + k) * 2], w1 = cols[(pw * K + k) * 2 + 1]; \
+            if (w1 <= w0) continue;                                                     \
+            BODY                                                                        \
+        }                                                                               \
+    }
+
+#if DK__RP_AVX2
+/* The group's sums on two float32 planes (p1 may be p0: the same sums twice), one 16-lane gather
+ * per pixel of the window, masked to each lane's bin: each lane adds dk_roi_pool_avg's terms in its
+ * order (rows, then columns) from +0, and +0 where its bin has no such pixel (+0 added to a sum
+ * that started at +0 never changes it), then divides by the same area: the same bits. Offsets in
+ * int32: the caller checked that the plane's span fits. */
+__attribute__((target("avx512f"))) static void dk__psp_gather(const float *p0, const float *p1, int64_t sy, int64_t sx,
+                                                              const dk__psp_group *g, float *r0, float *r1)
+{
+    const __m512i off = _mm512_load_si512(g->off), nr = _mm512_load_si512(g->rows);
+    const __m512i nc = _mm512_load_si512(g->cols);
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0;
+    for (int32_t i = 0; i < g->max_rows; i++) {
+        const __mmask16 rm = _mm512_cmpgt_epi32_mask(nr, _mm512_set1_epi32(i));
+        for (int32_t j = 0; j < g->max_cols; j++) {
+            const __mmask16 m = rm & _mm512_cmpgt_epi32_mask(nc, _mm512_set1_epi32(j));
+            const __m512i at = _mm512_add_epi32(off, _mm512_set1_epi32((int32_t)(i * sy + j * sx)));
+            a0 = _mm512_add_ps(a0, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, at, p0, 4));
+            a1 = _mm512_add_ps(a1, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, at, p1, 4));
+        }
+    }
+    const __m512 area = _mm512_load_ps(g->area);
+    _mm512_storeu_ps(r0, _mm512_div_ps(a0, area)), _mm512_storeu_ps(r1, _mm512_div_ps(a1, area));
+}
+
+/* ps_roi_pool's buffered backward for float32 (Note [Position-sensitive RoIPool on a CPU]): image
+ * n's RoIs in order (DK__PSP_GRAD_BINS), one masked 16-lane addition per bin row where the bin is
+ * at most 16 pixels wide (each pixel still gets its one addition, in the same order; no branch per
+ * pixel), pixel by pixel where it is wider. */
+__attribute__((target("avx512f"))) static void dk__psp_grad_image(float *buf, int64_t H, int64_t W, int64_t K,
+                                                                  int64_t PW, const int64_t *list, int64_t first,
+                                                                  int64_t last, const int64_t *hb, const int64_t *cols,
+                                                                  const float *grow, int64_t gk, int64_t gw)
+{
+    DK__PSP_GRAD_BINS({
+        const float d = grow[k * gk + pw * gw] / (float)((h1 - h0) * (w1 - w0));
+        float *p = buf + pw * H * W + h0 * W + w0;
+        if (w1 - w0 <= 16) {
+            const __mmask16 m = (__mmask16)((1u << (w1 - w0)) - 1);
+            const __m512 dv = _mm512_set1_ps(d);
+            for (int64_t h = h0; h < h1; h++, p += W)
+                _mm512_mask_storeu_ps(p, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, p), dv));
+        } else
+            for (int64_t h = h0; h < h1; h++, p += W)
+                for (int64_t w = 0; w < w1 - w0; w++) p[w] += d;
+    });
+}
+/* The same additions with AVX2, for RoIs of at most 8 bins a row (PW <= 8): a RoI's PW shares come
+ * from one 8-lane division (each lane rounds as the scalar division does), and each bin row of at
+ * most 8 pixels is one unmasked 8-lane load, addition and store in which the lanes past the bin add
+ * +0. That is the identity on every element of the buffer: it starts at +0 and a sum of rounded
+ * additions from +0 is never -0 (x + -x is +0 when rounding to nearest), so the bits are those of
+ * the addition per pixel. The lanes may reach 7 elements past the thread's planes, into its
+ * DK__PSP_GRAD_PAD (zeroed with them). Each RoI's gradients are prefetched four RoIs ahead: they
+ * are C_out PH PW elements apart, a line per RoI. */
+#define DK__PSP_GRAD_PAD 16
+__attribute__((target("avx2"))) static void
+dk__psp_grad_image_avx2(float *buf, int64_t H, int64_t W, int64_t K, int64_t PW, const int64_t *list, int64_t first,
+                        int64_t last, const int64_t *hb, const int64_t *cols, const float *grow, int64_t gk, int64_t gw)
+{
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int64_t i = first; i < last; i++) {
+        const int64_t k = list[i], h0 = hb[2 * k], h1 = hb[2 * k + 1];
+        if (i + 4 < last) __builtin_prefetch(grow + list[i + 4] * gk);
+        if (h1 <= h0) continue;
+        float g[8], area[8], d[8];
+        int64_t w0[8], n[8];
+        for (int64_t pw = 0; pw < 8; pw++) {
+            const bool in = pw < PW;
+            w0[pw] = in ? cols[(pw * K + k) * 2] : 0;
+            n[pw] = in ? cols[(pw * K + k) * 2 + 1] - w0[pw] : 0;
+            g[pw] = in ? grow[k * gk + pw * gw] : 0.0f;
+            area[pw] = n[pw] > 0 ? (float)((h1 - h0) * n[pw]) : 1.0f; /* empty bins: no division by 0 */
+        }
+        /* the lanes from registers: a vector load of the scalars just stored would wait on them */
+        _mm256_storeu_ps(
+            d, _mm256_div_ps(_mm256_setr_ps(g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7]),
+                             _mm256_setr_ps(area[0], area[1], area[2], area[3], area[4], area[5], area[6], area[7])));
+        for (int64_t pw = 0; pw < PW; pw++) {
+            if (n[pw] <= 0) continue;
+            float *p = buf + pw * H * W + h0 * W + w0[pw];
+            if (n[pw] <= 8) {
+                const __m256 dv = _mm256_and_ps(
+                    _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32((int32_t)n[pw]), lane)),
+                    _mm256_set1_ps(d[pw]));
+                for (int64_t h = h0; h < h1; h++, p += W) _mm256_storeu_ps(p, _mm256_add_ps(_mm256_loadu_ps(p), dv));
+            } else
+                for (int64_t h = h0; h < h1; h++, p += W)
+                    for (int64_t w = 0; w < n[pw]; w++) p[w] += d[pw];
+        }
+    }
+}
+#else
+#define DK__PSP_GRAD_PAD 0
+#endif
+
+/* ps_roi_pool's forward: RoIs per task; their outputs (PH PW elements apart for each plane) stay in
+ * cache while the task sweeps its planes (Note [Position-sensitive RoIPool on a CPU]). */
+#define DK__PSP_ROIS 1024
+
+#endif /* DK_PS_ROI_POOL_CPU_H */
