@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, UNDER_SANITIZER
 
 pytest.importorskip("torch")
 pytest.importorskip("torchvision")
@@ -53,6 +53,8 @@ def _check(out):
 def test_bench_box_iou_quick_smoke():
     out = _run()
     missed = _check(out)
+    if UNDER_SANITIZER:  # the figures were checked; the ratios measure the sanitizer (conftest)
+        return
     if missed:  # once more: a busy host slows one run, a regression every run
         out = _run()
         missed = _check(out)
