@@ -28,6 +28,8 @@ import subprocess
 import sys
 import time
 
+from _threads import set_threads as set_torch_and_dkit_threads
+
 from _dkit_path import child_env, use_checkout
 
 CASES = ("box_iou", "generalized_box_iou", "distance_box_iou", "complete_box_iou")
@@ -59,8 +61,7 @@ def worker(threads, reps, n):
             torch.empty(2**20).fill_(0.0)
 
     def set_threads(t):
-        torch.set_num_threads(t)
-        dkit.set_num_threads(t)
+        set_torch_and_dkit_threads(torch, dkit, t)  # Note [Switching torch's threads] in _threads.py
 
     fns = {case: {"torchvision": getattr(tvops, case), "dkit": getattr(dkit.ops, case)} for case in CASES}
     results = {"n": n, "threads": threads, "reps": reps, "maxdiff": {}, "cases": {}}

@@ -24,6 +24,8 @@ and dkit.set_num_threads set the counts. The results are checked close before ti
 import argparse
 import statistics
 
+from _threads import set_threads
+
 from _dkit_path import use_checkout
 
 use_checkout()  # the checkout's dkit where it is built (bench/_dkit_path.py), before importing it
@@ -116,8 +118,7 @@ def main():
     for _ in range(args.reps):
         for name, fs in pairs.items():
             for t in threads:
-                torch.set_num_threads(t)
-                dkit.set_num_threads(t)
+                set_threads(torch, dkit, t)  # Note [Switching torch's threads] in _threads.py
                 for lib, f in zip(("reference", "dkit"), fs):
                     times.setdefault((name, t, lib), []).append(_timed(run(name, f), name == "interleaved"))
     print(f"focal losses, logits {x.shape[0]}x{x.shape[1]}, float32, gamma {GAMMA}, alpha {ALPHA}, "

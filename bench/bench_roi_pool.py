@@ -25,6 +25,8 @@ import argparse
 import statistics
 import time
 
+from _threads import set_threads
+
 from _dkit_path import use_checkout
 
 use_checkout()  # the checkout's dkit where it is built (bench/_dkit_path.py), before importing it
@@ -129,8 +131,7 @@ def main():
     for _ in range(args.reps):
         for name, make, disturb in cases:
             for t in threads:
-                torch.set_num_threads(t)
-                dkit.set_num_threads(t)
+                set_threads(torch, dkit, t)  # Note [Switching torch's threads] in _threads.py
                 for lib, f in libs.items():
                     times.setdefault((name, t, lib), []).append(_timed(make(f), disturb))
     shape = "x".join(str(s) for s in x.shape)

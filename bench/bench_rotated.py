@@ -32,6 +32,8 @@ import math
 import statistics
 import time
 
+from _threads import SETTLE_S
+
 from _dkit_path import use_checkout
 
 use_checkout()
@@ -162,9 +164,11 @@ def main():
     threads = [int(t) for t in args.threads.split(",")]
     torch_threads = torch.get_num_threads()
 
-    def set_threads(t):
+    def set_threads(t):  # Note [Switching torch's threads] in _threads.py (t 0: the defaults)
         dkit.set_num_threads(t)
-        torch.set_num_threads(t if t else torch_threads)
+        if torch.get_num_threads() != (t if t else torch_threads):
+            torch.set_num_threads(t if t else torch_threads)
+            time.sleep(SETTLE_S)
 
     n, m, n_nms = (150, 150, 500) if args.quick else (600, 600, 2000)
     b1, b2 = boxes(torch, n, 1), boxes(torch, m, 2)

@@ -8,6 +8,8 @@
  * hostile vertices, the kernels and their refusals.
  */
 #include "dk_kernel_test.h"
+#include "dk_parallel.h"
+#include "dk_tunables.h"
 #include "rotated.h" /* ops/rotated.h */
 #include "kernels/rotated_math.h"
 
@@ -380,6 +382,34 @@ static int64_t ref_nms(const dkk_tensor *dets, const dkk_tensor *scores, const i
     return k;
 }
 
+/* How the suppression runs (Note [Rotated suppression in blocks]): one block on one thread (the
+ * serial walk), the default blocks, and small blocks on three and two threads with every block's
+ * parallel pass on threads (parallel.min_work 0); each must give the reference's keep. */
+static const struct {
+    const char *name;
+    int64_t block, min_work;
+    int threads;
+} nms_configs[] = {
+    {"one block, one thread", INT64_MAX, 32768, 1},
+    {"default blocks, two threads", 64, 0, 2},
+    {"blocks of 7, three threads", 7, 0, 3},
+    {"blocks of 1, two threads", 1, 0, 2},
+};
+#define NMS_CONFIGS ((int)(sizeof nms_configs / sizeof nms_configs[0]))
+
+static void nms_config(int c)
+{
+    assert_ok(dk_tunable_set("nms_rotated.block", nms_configs[c].block, NULL));
+    assert_ok(dk_tunable_set("parallel.min_work", nms_configs[c].min_work, NULL));
+    assert_ok(dk_set_num_threads(nms_configs[c].threads));
+}
+
+static void nms_defaults(void)
+{
+    dk_tunables_reset();
+    assert_ok(dk_set_num_threads(0));
+}
+
 static void check_nms(const char *what, dkk_tensor *dets, dkk_tensor *scores, const int64_t *lab, double thr, bool cw)
 {
     const int64_t n = dets->shape[0];
@@ -392,13 +422,19 @@ static void check_nms(const char *what, dkk_tensor *dets, dkk_tensor *scores, co
         labels = dkk_new(DK_INT32, 1, (int64_t[]){n}, NULL, 1);
         for (int64_t i = 0; i < n; i++) dkk_set(labels, (int64_t[]){i}, (double)lab[i]);
     }
-    assert_ok(dk_nms_rotated(&dets->t, &scores->t, labels ? &labels->t : NULL, &keep->t, &num->t, thr, cw));
-    const int64_t got = ((int64_t *)num->mem)[0];
-    if (got != nwant) fail_msg("%s: kept %lld, the reference %lld", what, (long long)got, (long long)nwant);
-    for (int64_t i = 0; i < got; i++)
-        if (((int64_t *)keep->mem)[i] != want[i])
-            fail_msg("%s: keep[%lld] = %lld, the reference %lld", what, (long long)i,
-                     (long long)((int64_t *)keep->mem)[i], (long long)want[i]);
+    for (int c = 0; c < NMS_CONFIGS; c++) {
+        nms_config(c);
+        assert_ok(dk_nms_rotated(&dets->t, &scores->t, labels ? &labels->t : NULL, &keep->t, &num->t, thr, cw));
+        const int64_t got = ((int64_t *)num->mem)[0];
+        if (got != nwant)
+            fail_msg("%s (%s): kept %lld, the reference %lld", what, nms_configs[c].name, (long long)got,
+                     (long long)nwant);
+        for (int64_t i = 0; i < got; i++)
+            if (((int64_t *)keep->mem)[i] != want[i])
+                fail_msg("%s (%s): keep[%lld] = %lld, the reference %lld", what, nms_configs[c].name, (long long)i,
+                         (long long)((int64_t *)keep->mem)[i], (long long)want[i]);
+    }
+    nms_defaults();
     dkk_free(keep), dkk_free(num), dkk_free(labels);
     free(want);
 }
@@ -614,6 +650,40 @@ static void quadri_kernels(void **state)
             }
         dkk_free(b), dkk_free(s), dkk_free(keep), dkk_free(num), dkk_free(out);
     }
+    /* random quadrilaterals (rotated boxes' corners from any vertex, either way round; clustered
+     * near-duplicates too): every configuration of nms_configs keeps what the serial walk keeps */
+    dkk_rng r = {21};
+    const int64_t nq = 400;
+    dkk_tensor *rb = random_rboxes(&r, DK_FLOAT64, nq, 150, 2);
+    dkk_tensor *qb = dkk_new(DK_FLOAT32, 2, (int64_t[]){nq, 8}, NULL, 0),
+               *qs = dkk_new(DK_FLOAT32, 1, (int64_t[]){nq}, NULL, 0);
+    dkk_fill_uniform(qs, &r, 0, 1);
+    for (int64_t i = 0; i < nq; i++) {
+        double box[5], q[8];
+        for (int d = 0; d < 5; d++) box[d] = dkk_get(rb, (int64_t[]){i % 5 == 0 ? i / 5 : i, d});
+        if (i % 5 == 0) box[0] += dkk_uniform(&r, -2, 2); /* near-duplicates of earlier boxes */
+        quad_of(box, (int)(i % 4), i % 3 == 0, q);
+        for (int d = 0; d < 8; d++) dkk_set(qb, (int64_t[]){i, d}, q[d]);
+    }
+    dkk_tensor *kq = dkk_new(DK_INT64, 1, (int64_t[]){nq}, NULL, 0),
+               *nq0 = dkk_new(DK_INT64, 1, (int64_t[]){1}, NULL, 0);
+    int64_t *serial = malloc((size_t)nq * sizeof *serial), nserial = 0;
+    for (int c = 0; c < NMS_CONFIGS; c++) {
+        nms_config(c);
+        assert_ok(dk_nms_quadri(&qb->t, &qs->t, NULL, &kq->t, &nq0->t, 0.3));
+        const int64_t got = ((int64_t *)nq0->mem)[0];
+        if (c == 0) {
+            nserial = got;
+            memcpy(serial, kq->mem, (size_t)got * sizeof *serial);
+            assert_true(got > 20 && got < nq - 20); /* some kept, some suppressed */
+        } else {
+            assert_int_equal(got, nserial);
+            assert_memory_equal(kq->mem, serial, (size_t)got * sizeof *serial);
+        }
+    }
+    nms_defaults();
+    free(serial);
+    dkk_free(rb), dkk_free(qb), dkk_free(qs), dkk_free(kq), dkk_free(nq0);
     /* refusals */
     dkk_tensor *b5 = dkk_new(DK_FLOAT32, 2, (int64_t[]){2, 5}, NULL, 0),
                *b8 = dkk_new(DK_FLOAT32, 2, (int64_t[]){2, 8}, NULL, 0),

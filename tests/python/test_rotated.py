@@ -721,3 +721,39 @@ def test_quadri_compat_signatures_scripting_empty_and_bad_input():
         dk_mmcv.nms_quadri(boxes[:, :8], boxes[:, 8], 0.3, labels=torch.zeros(2))
     with pytest.raises(_C.DkitTypeError):
         dkit.ops.nms_quadri(boxes[:, :8], boxes[:, 8].double(), 0.3)
+
+
+@pytest.mark.threads
+@pytest.mark.parametrize("block", [1, 7, 64])
+def test_suppression_in_blocks_keeps_the_greedy_walks_boxes(block):
+    """Note [Rotated suppression in blocks]: each block of candidates tested in parallel against the
+    boxes kept before it, then in order within it, keeps what the greedy walk keeps, on two and
+    three threads, with every block's parallel pass on threads (parallel.min_work 0); under
+    `make test-python-tsan` the passes run on pthreads that ThreadSanitizer watches."""
+    rng = np.random.default_rng(35)
+    n = 300
+    boxes = _random_boxes(rng, n, span=200, lo=5, hi=60, dtype=np.float32)
+    boxes[n // 2:] = boxes[: n // 2] + rng.normal(0, [2, 2, 3, 3, 0.1], (n // 2, 5)).astype(np.float32)
+    boxes[:, 2:4] = np.abs(boxes[:, 2:4])
+    quads = _random_quads(rng, n, span=200, dtype=np.float32)
+    quads[n // 2:] = quads[: n // 2] + rng.normal(0, 2, (n // 2, 8)).astype(np.float32)
+    scores = rng.uniform(0, 1, n).astype(np.float32)
+    labels = rng.integers(0, 2, n)
+    cases = (("rotated", boxes, dkit.ops.box_iou_rotated), ("quadri", quads, dkit.ops.box_iou_quadri))
+    want = {(kind, lab is None): ref_nms(d, scores, 0.3, lab, iou) for kind, d, iou in cases for lab in (None, labels)}
+    prev = (_C.tunable("nms_rotated.block"), _C.tunable("parallel.min_work"))
+    try:
+        _C.tunable("nms_rotated.block", block)
+        _C.tunable("parallel.min_work", 0)
+        for threads in (2, 3):
+            dkit.set_num_threads(threads)
+            for lab in (None, labels):
+                t_lab = None if lab is None else torch.from_numpy(lab)
+                _, keep = dkit.ops.nms_rotated(torch.from_numpy(boxes), torch.from_numpy(scores), 0.3, labels=t_lab)
+                assert keep.tolist() == want[("rotated", lab is None)]
+                _, keep = dkit.ops.nms_quadri(torch.from_numpy(quads), torch.from_numpy(scores), 0.3, t_lab)
+                assert keep.tolist() == want[("quadri", lab is None)]
+    finally:
+        _C.tunable("nms_rotated.block", prev[0])
+        _C.tunable("parallel.min_work", prev[1])
+        dkit.set_num_threads(0)

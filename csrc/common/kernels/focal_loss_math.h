@@ -42,14 +42,28 @@
  * maximum is 0 may differ from one pass in order, and the results then differ at most in the sign
  * of a zero.
  *
+ * Note [The softmax's backward]
+ * d loss / d x_c = b (delta(c, l) - s_c) needs every column's probability s_c. It is taken as
+ * e_c (1 / total), e_c = exp(x_c - max) the very values whose lanes' sum is the row's total (the
+ * statistics' pass computes them), not as exp((x_c - max) - lse): the CPU keeps a row's e_c from
+ * that pass (rows of up to DK__FL_BLOCK columns; longer rows take them again, the same bits) and
+ * so takes C exps per row, not 2 C, and the GPU, which keeps no row, takes them again with the
+ * same function on the same values: the same bits on every backend. (A reciprocal per row and a
+ * multiplication per column, within about an ulp of e_c / total, where exp((x_c - max) - lse)
+ * carries the rounding of lse into its argument: at x_c - max = -20, some 20 ulp; the row's C
+ * divisions were some 2 ms of bench_focal_loss.py's backward on an AVX2 host.)
+ * bench_focal_loss.py's MMCV softmax step: see focal_loss_tmpl.h.
+ *
  * What is here, for compute type float (_f32) and double (_f64):
  *   dk_focal_expneg_*, dk_focal_log1p_*    exp(y) for y <= 0, log1p(e) for e in [0, 1] (float:
  *                                          dk_focal_expneg_poly, dk_focal_log1p_poly)
+ *   dk_focal_omexp_*                       1 - exp(y) for y <= 0 (float: dk_focal_omexp_poly)
  *   dk_focal_sigmoid_loss_*                one element's sigmoid focal loss (w = 1)
  *   dk_focal_sigmoid_grad_*                its derivatives with respect to x and t
  *   dk_focal_softmax_loss_*                one row's softmax focal loss, and MMCV's "buff"
+ *   dk_focal_softmax_inv_*, _prob_*        a column's probability for the backward
  * and per storage type (f32, f64, f16, bf16):
- *   dk_focal_softmax_row_S                 a row's maximum and log-sum-exp
+ *   dk_focal_softmax_row_S                 a row's maximum, sum of exps and log-sum-exp
  */
 #ifndef DK_KERNELS_FOCAL_LOSS_MATH_H
 #define DK_KERNELS_FOCAL_LOSS_MATH_H
@@ -98,6 +112,22 @@ DK_HD DK_INLINE float dk_focal_expneg_poly(float y)
     const float keep = y < -87.0f ? 0.0f : 1.0f;
     const float nan = y == y ? 0.0f : y;
     return poly * scale * keep + nan;
+}
+
+/* 1 - exp(y) for y <= 0 (-expm1(y), the softmax loss's 1 - s): for y > -ln 2 / 2 (exp(y) > 0.707)
+ * the series of -expm1 to y^8 by Horner (the next term is below 2^-27 of the value), so that
+ * 1 - s keeps its digits as s nears 1; below, 1 - dk_focal_expneg_poly(y), whose subtraction then
+ * costs at most a bit (1 - exp(y) >= 0.29). 1 at -inf, NaN for NaN. */
+DK_HD DK_INLINE float dk_focal_omexp_poly(float y)
+{
+    const float q = (((((y * (1.0f / 40320.0f) + 1.0f / 5040.0f) * y + 1.0f / 720.0f) * y + 1.0f / 120.0f) * y +
+                      1.0f / 24.0f) *
+                         y +
+                     1.0f / 6.0f) *
+                        y +
+                    0.5f;
+    const float near = -(y + (y * y) * q), far = 1.0f - dk_focal_expneg_poly(y);
+    return y > -0.34657359f ? near : far;
 }
 
 /* log1p(e) for e in [0, 1], within 2 ulp: 2 atanh(u), u = e / (2 + e) <= 1/3, by its series to

@@ -13,6 +13,15 @@ DK_HD DK_INLINE DK_T DK_TFN(dk_focal_expneg)(DK_T y)
 #endif
 }
 
+DK_HD DK_INLINE DK_T DK_TFN(dk_focal_omexp)(DK_T y)
+{
+#if DK_T_BYTES == 4
+    return dk_focal_omexp_poly(y);
+#else
+    return -expm1(y);
+#endif
+}
+
 DK_HD DK_INLINE DK_T DK_TFN(dk_focal_log1p)(DK_T e)
 {
 #if DK_T_BYTES == 4
@@ -103,19 +112,26 @@ DK_HD DK_INLINE DK_T DK_TFN(dk_focal_sigmoid_grad)(DK_T x, DK_T t, DK_T gamma, D
 DK_HD DK_INLINE DK_T DK_TFN(dk_focal_softmax_loss)(DK_T xl, DK_T mx, DK_T lse, DK_T gamma, DK_T alpha, DK_T *buff)
 {
     const DK_T logs = (xl - mx) - lse;
-    const DK_T s = DK_TMATH(exp)(logs), om = -DK_TMATH(expm1)(logs); /* 1 - s, without cancellation */
+    /* logs <= 0: xl <= mx and lse >= 0 (NaN aside); 1 - s without cancellation */
+    const DK_T s = DK_TFN(dk_focal_expneg)(logs), om = DK_TFN(dk_focal_omexp)(logs);
     const int kind = gamma == 2 ? DK_FOCAL_POW_2 : DK_FOCAL_POW_ANY;
     const DK_T mg = DK_TFN(dk_focal_pow)(om, gamma, kind), dmg = DK_TFN(dk_focal_dpow)(om, gamma, kind);
     *buff = alpha * (dmg * s * logs - mg);
     return -alpha * mg * logs;
 }
 
+/* Column c's softmax probability for the backward (Note [The softmax's backward]): e =
+ * dk_focal_expneg(x_c - max) times inv = 1 / the row's total (dk_focal_softmax_inv). */
+DK_HD DK_INLINE DK_T DK_TFN(dk_focal_softmax_inv)(DK_T total) { return (DK_T)1 / total; }
+DK_HD DK_INLINE DK_T DK_TFN(dk_focal_softmax_prob)(DK_T e, DK_T inv) { return e * inv; }
+
 #elif DK_TMPL_PASS == DK_TMPL_FLOAT
 
 /* The maximum of a row of C values (stride sc; NaN never wins, and reaches the log-sum-exp
- * through its exp) and log(sum exp(x - max)), both in DK_FOCAL_ROW_LANES lanes (Note [A row in
- * lanes], kernels/focal_loss_math.h). */
-DK_HD DK_INLINE void DK_SFN(dk_focal_softmax_row)(const DK_S *row, int64_t C, int64_t sc, DK_T *mx, DK_T *lse)
+ * through its exp), *total = sum exp(x - max) and *lse its log, in DK_FOCAL_ROW_LANES lanes (Note
+ * [A row in lanes], kernels/focal_loss_math.h). */
+DK_HD DK_INLINE void DK_SFN(dk_focal_softmax_row)(const DK_S *row, int64_t C, int64_t sc, DK_T *mx, DK_T *total,
+                                                  DK_T *lse)
 {
     DK_T m[DK_FOCAL_ROW_LANES], sum[DK_FOCAL_ROW_LANES];
     for (int j = 0; j < DK_FOCAL_ROW_LANES; j++) m[j] = -(DK_T)INFINITY, sum[j] = 0;
@@ -126,7 +142,8 @@ DK_HD DK_INLINE void DK_SFN(dk_focal_softmax_row)(const DK_S *row, int64_t C, in
     const DK_T top = DK_TFN(dk_focal_row_max)(m);
     for (int64_t c = 0; c < C; c++) sum[c % DK_FOCAL_ROW_LANES] += DK_TFN(dk_focal_expneg)(DK_LOAD(row[c * sc]) - top);
     *mx = top;
-    *lse = DK_TFN(dk_focal_log)(DK_TFN(dk_focal_row_sum)(sum));
+    *total = DK_TFN(dk_focal_row_sum)(sum);
+    *lse = DK_TFN(dk_focal_log)(*total);
 }
 
 #endif

@@ -59,6 +59,8 @@ static dk__fl_ctx dk__fl_ctx_of(const dk_tensor *input, const dk_tensor *targets
                         .out = out,
                         .N = input->shape[0],
                         .C = input->shape[1],
+                        .xs = {dk_tensor_stride(input, 0), dk_tensor_stride(input, 1)},
+                        .ts = dk_tensor_stride(targets, 0),
                         .gamma = gamma,
                         .alpha_pos = alpha_pos,
                         .alpha_neg = alpha_neg,

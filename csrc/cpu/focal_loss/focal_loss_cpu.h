@@ -44,6 +44,9 @@ typedef struct {
     dk_tensor *out, *grad_targets;
     dk_tensor *fused; /* the forward's grad_input (Note [The backward in the forward] in ops/focal_loss.h) */
     int64_t N, C;
+    /* the input's strides and the targets': read per row by the softmax, whose rows cost some
+     * hundred operations (dk_tensor_stride is a call into the core) */
+    int64_t xs[2], ts;
     double gamma, alpha_pos, alpha_neg, divisor;
     int reduction; /* DK_FOCAL_NONE or DK_FOCAL_SUM */
     int kind;      /* DK_FOCAL_POW_2 or DK_FOCAL_POW_ANY (kernels/focal_loss_math.h) */
@@ -57,7 +60,7 @@ typedef struct {
 /* The class index of row n (any stride). */
 static inline int64_t dk__fl_label(const dk__fl_ctx *cx, int64_t n)
 {
-    return ((const int64_t *)dk_tensor_data(cx->targets))[n * dk_tensor_stride(cx->targets, 0)];
+    return ((const int64_t *)dk_tensor_data(cx->targets))[n * cx->ts];
 }
 
 #endif /* DK_FOCAL_LOSS_CPU_H */

@@ -16,6 +16,16 @@ static inline const DK_T *DK_SFN(dk__fl_row)(const dk_tensor *t, int64_t n, int6
     return buf;
 }
 
+/* dk__fl_row of the input, with the strides cx keeps. */
+static inline const DK_T *DK_SFN(dk__fl_input_row)(const dk__fl_ctx *cx, int64_t n, int64_t c0, int64_t len, DK_T *buf)
+{
+    const DK_S *p = (const DK_S *)dk_tensor_data(cx->input) + n * cx->xs[0];
+    const int64_t sc = cx->xs[1];
+    if (DK_S_IS_T && sc == 1) return (const DK_T *)(const void *)(p + c0);
+    for (int64_t k = 0; k < len; k++) buf[k] = DK_LOAD(p[(c0 + k) * sc]);
+    return buf;
+}
+
 /* buf's len values to columns [c0, c0 + len) of row n of a [N, C] tensor. */
 static inline void DK_SFN(dk__fl_store_row)(dk_tensor *t, int64_t n, int64_t c0, int64_t len, const DK_T *buf)
 {
@@ -75,7 +85,7 @@ static void DK_SFN(dk__fl_sig_forward_range)(const dk__fl_ctx *cx, int64_t i0, i
         const int64_t n = i / C, c0 = i % C, rest = C - c0 < i1 - i ? C - c0 : i1 - i;
         const int64_t len = rest < DK__FL_BLOCK ? rest : DK__FL_BLOCK;
         DK_T w;
-        const DK_T *xp = DK_SFN(dk__fl_row)(cx->input, n, c0, len, xb);
+        const DK_T *xp = DK_SFN(dk__fl_input_row)(cx, n, c0, len, xb);
         const DK_T *tp = DK_SFN(dk__fl_targets)(cx, n, c0, len, tb, &w);
         if (cx->fused) {
             if (cx->kind == DK_FOCAL_POW_2)
@@ -126,7 +136,7 @@ static void DK_SFN(dk__fl_sig_backward_range)(const dk__fl_ctx *cx, int64_t i0, 
         const int64_t n = i / C, c0 = i % C, rest = C - c0 < i1 - i ? C - c0 : i1 - i;
         const int64_t len = rest < DK__FL_BLOCK ? rest : DK__FL_BLOCK;
         DK_T w;
-        const DK_T *xp = DK_SFN(dk__fl_row)(cx->input, n, c0, len, xb);
+        const DK_T *xp = DK_SFN(dk__fl_input_row)(cx, n, c0, len, xb);
         const DK_T *tp = DK_SFN(dk__fl_targets)(cx, n, c0, len, tb, &w);
         const DK_T *gp = gb;
         if (cx->reduction == DK_FOCAL_SUM)
@@ -164,20 +174,22 @@ static void DK_SFN(dk__fl_sig_worker)(void *p, int tid)
 
 /* ---- softmax ------------------------------------------------------------------------------- */
 
-/* Row n's maximum and log-sum-exp, as dk_focal_softmax_row (kernels/focal_loss_math.h) takes
- * them, in the same lanes (Note [A row in lanes]), a block of columns at a time (DK__FL_BLOCK is a
- * multiple of the lanes, so column c is in lane c % 8 here too): eight columns' lanes at a time,
- * which vectorises (an 8-lane max and addition with AVX2, the target clone the CPU takes), and the
- * exps in a loop of their own. */
-DK__ALWAYS_INLINE static inline void DK_SFN(dk__fl_soft_stats)(const dk__fl_ctx *cx, int64_t n, DK_T *mx, DK_T *lse)
+/* Row n's maximum, sum of exps and log-sum-exp, as dk_focal_softmax_row (kernels/focal_loss_math.h)
+ * takes them, in the same lanes (Note [A row in lanes]), a block of columns at a time (DK__FL_BLOCK
+ * is a multiple of the lanes, so column c is in lane c % 8 here too): eight columns' lanes at a
+ * time, which vectorises (an 8-lane max and addition with AVX2, the workers' twins), and the exps
+ * in a loop of their own, into eb (DK__FL_BLOCK values): a row of up to DK__FL_BLOCK columns
+ * leaves its exps there for the backward (Note [The softmax's backward]). */
+DK__ALWAYS_INLINE static inline void DK_SFN(dk__fl_soft_stats)(const dk__fl_ctx *cx, int64_t n, DK_T *mx, DK_T *total,
+                                                               DK_T *lse, DK_T *eb)
 {
     enum { L = DK_FOCAL_ROW_LANES };
-    DK_T xb[DK__FL_BLOCK], eb[DK__FL_BLOCK];
+    DK_T xb[DK__FL_BLOCK];
     DK_T m[L], sum[L];
     for (int j = 0; j < L; j++) m[j] = -(DK_T)INFINITY, sum[j] = 0;
     for (int64_t c0 = 0; c0 < cx->C; c0 += DK__FL_BLOCK) {
         const int64_t len = cx->C - c0 < DK__FL_BLOCK ? cx->C - c0 : DK__FL_BLOCK;
-        const DK_T *xp = DK_SFN(dk__fl_row)(cx->input, n, c0, len, xb);
+        const DK_T *xp = DK_SFN(dk__fl_input_row)(cx, n, c0, len, xb);
         int64_t k = 0;
         for (; k + L <= len; k += L)
             for (int j = 0; j < L; j++) m[j] = xp[k + j] > m[j] ? xp[k + j] : m[j];
@@ -186,7 +198,7 @@ DK__ALWAYS_INLINE static inline void DK_SFN(dk__fl_soft_stats)(const dk__fl_ctx 
     const DK_T top = DK_TFN(dk_focal_row_max)(m);
     for (int64_t c0 = 0; c0 < cx->C; c0 += DK__FL_BLOCK) {
         const int64_t len = cx->C - c0 < DK__FL_BLOCK ? cx->C - c0 : DK__FL_BLOCK;
-        const DK_T *xp = DK_SFN(dk__fl_row)(cx->input, n, c0, len, xb);
+        const DK_T *xp = DK_SFN(dk__fl_input_row)(cx, n, c0, len, xb);
         for (int64_t k = 0; k < len; k++) eb[k] = DK_TFN(dk_focal_expneg)(xp[k] - top);
         int64_t k = 0;
         for (; k + L <= len; k += L)
@@ -194,22 +206,25 @@ DK__ALWAYS_INLINE static inline void DK_SFN(dk__fl_soft_stats)(const dk__fl_ctx 
         for (; k < len; k++) sum[k % L] += eb[k];
     }
     *mx = top;
-    *lse = DK_TFN(dk_focal_log)(DK_TFN(dk_focal_row_sum)(sum));
+    *total = DK_TFN(dk_focal_row_sum)(sum);
+    *lse = DK_TFN(dk_focal_log)(*total);
 }
 
 /* Row n's loss (w included) and, through *b, its factor b (ops/focal_loss.h); 0 and 0 for a
- * target outside [0, C) (negative: ignored; C or more: refused by ops/focal_loss.c). */
-DK__ALWAYS_INLINE static inline DK_T DK_SFN(dk__fl_soft_row)(const dk__fl_ctx *cx, int64_t n, DK_T *mx, DK_T *lse,
-                                                             DK_T *b)
+ * target outside [0, C) (negative: ignored; C or more: refused by ops/focal_loss.c). *mx, *total
+ * and eb: dk__fl_soft_stats'. */
+DK__ALWAYS_INLINE static inline DK_T DK_SFN(dk__fl_soft_row)(const dk__fl_ctx *cx, int64_t n, DK_T *mx, DK_T *total,
+                                                             DK_T *b, DK_T *eb)
 {
     const int64_t l = dk__fl_label(cx, n);
     *b = 0;
     if (l < 0 || l >= cx->C) return 0;
-    const DK_S *row = (const DK_S *)dk_tensor_data(cx->input) + n * dk_tensor_stride(cx->input, 0);
-    DK_SFN(dk__fl_soft_stats)(cx, n, mx, lse);
+    const DK_S *row = (const DK_S *)dk_tensor_data(cx->input) + n * cx->xs[0];
+    DK_T lse;
+    DK_SFN(dk__fl_soft_stats)(cx, n, mx, total, &lse, eb);
     DK_T buff;
-    const DK_T v = DK_TFN(dk_focal_softmax_loss)(DK_LOAD(row[l * dk_tensor_stride(cx->input, 1)]), *mx, *lse,
-                                                 (DK_T)cx->gamma, (DK_T)cx->alpha_pos, &buff);
+    const DK_T v = DK_TFN(dk_focal_softmax_loss)(DK_LOAD(row[l * cx->xs[1]]), *mx, lse, (DK_T)cx->gamma,
+                                                 (DK_T)cx->alpha_pos, &buff);
     DK_T w = 1;
     if (cx->weight) w = DK_LOAD(((const DK_S *)dk_tensor_data(cx->weight))[l * dk_tensor_stride(cx->weight, 0)]);
     *b = buff * w;
@@ -220,13 +235,14 @@ DK__ALWAYS_INLINE static inline void DK_SFN(dk__fl_soft_forward_body)(dk__fl_ctx
 {
     DK_S *out = (DK_S *)dk_tensor_data(cx->out);
     const int64_t so = cx->reduction == DK_FOCAL_SUM ? 0 : dk_tensor_stride(cx->out, 0);
+    DK_T eb[DK__FL_BLOCK];
     for (int64_t j; (j = dk_parallel_claim(&cx->counter)) < cx->chunks;) {
         const int64_t n0 = j * DK_FOCAL_CHUNK_ROWS;
         const int64_t n1 = cx->N - n0 < DK_FOCAL_CHUNK_ROWS ? cx->N : n0 + DK_FOCAL_CHUNK_ROWS;
         double acc[4] = {0, 0, 0, 0};
         for (int64_t n = n0; n < n1; n++) {
-            DK_T mx, lse, b;
-            const DK_T v = DK_SFN(dk__fl_soft_row)(cx, n, &mx, &lse, &b);
+            DK_T mx, total, b;
+            const DK_T v = DK_SFN(dk__fl_soft_row)(cx, n, &mx, &total, &b, eb);
             if (cx->reduction == DK_FOCAL_SUM) acc[n & 3] += (double)v;
             else out[n * so] = DK_STORE(v);
         }
@@ -234,8 +250,9 @@ DK__ALWAYS_INLINE static inline void DK_SFN(dk__fl_soft_forward_body)(dk__fl_ctx
     }
 }
 
-/* Backward: a row's gradients, a block of columns at a time (the softmax's values taken again
- * from the row's statistics), in a loop that vectorises. */
+/* Backward: a row's gradients, a block of columns at a time, in a loop that vectorises; each
+ * column's probability is its exp from the row's statistics over their total (Note [The softmax's
+ * backward]): kept from the statistics' pass where the row is one block, else taken again. */
 DK__ALWAYS_INLINE static inline void DK_SFN(dk__fl_soft_backward_body)(dk__fl_ctx *cx)
 {
     const DK_S *go = (const DK_S *)dk_tensor_data(cx->grad_output);
@@ -243,22 +260,27 @@ DK__ALWAYS_INLINE static inline void DK_SFN(dk__fl_soft_backward_body)(dk__fl_ct
     const int64_t sin = dk_tensor_stride(cx->out, 0), sic = dk_tensor_stride(cx->out, 1);
     const bool sum = cx->reduction == DK_FOCAL_SUM;
     const int64_t sg = sum ? 0 : dk_tensor_stride(cx->grad_output, 0);
-    DK_T xb[DK__FL_BLOCK], vb[DK__FL_BLOCK];
+    DK_T xb[DK__FL_BLOCK], eb[DK__FL_BLOCK], vb[DK__FL_BLOCK];
+    const bool kept = cx->C <= DK__FL_BLOCK; /* the statistics' pass leaves the row's exps in eb */
     for (int64_t j; (j = dk_parallel_claim(&cx->counter)) < cx->chunks;) {
         const int64_t n0 = j * DK_FOCAL_CHUNK_ROWS;
         const int64_t n1 = cx->N - n0 < DK_FOCAL_CHUNK_ROWS ? cx->N : n0 + DK_FOCAL_CHUNK_ROWS;
         for (int64_t n = n0; n < n1; n++) {
-            DK_T mx = 0, lse = 0, b;
-            (void)DK_SFN(dk__fl_soft_row)(cx, n, &mx, &lse, &b);
+            DK_T mx = 0, total = 1, b;
+            (void)DK_SFN(dk__fl_soft_row)(cx, n, &mx, &total, &b, eb);
             const int64_t l = dk__fl_label(cx, n);
             const DK_T gr = sum ? (DK_T)((double)DK_LOAD(go[0]) / cx->divisor) : DK_LOAD(go[n * sg]);
             const bool live = l >= 0 && l < cx->C;
+            const DK_T inv = DK_TFN(dk_focal_softmax_inv)(total);
             for (int64_t c0 = 0; c0 < cx->C; c0 += DK__FL_BLOCK) {
                 const int64_t len = cx->C - c0 < DK__FL_BLOCK ? cx->C - c0 : DK__FL_BLOCK;
                 if (live) {
-                    const DK_T *xp = DK_SFN(dk__fl_row)(cx->input, n, c0, len, xb);
+                    if (!kept) {
+                        const DK_T *xp = DK_SFN(dk__fl_input_row)(cx, n, c0, len, xb);
+                        for (int64_t k = 0; k < len; k++) eb[k] = DK_TFN(dk_focal_expneg)(xp[k] - mx);
+                    }
                     for (int64_t k = 0; k < len; k++) {
-                        const DK_T s = DK_TFN(dk_focal_expneg)((xp[k] - mx) - lse);
+                        const DK_T s = DK_TFN(dk_focal_softmax_prob)(eb[k], inv);
                         vb[k] = b * ((c0 + k == l ? (DK_T)1 : (DK_T)0) - s) * gr;
                     }
                 } else {

@@ -7,9 +7,14 @@
 #include "nms_rotated_cpu.h"
 
 #include "dk_registry.h"
+#include "dk_tunables.h"
 #include "kernels/dk_half.h"
 #include "kernels/dk_template.h"
 #include "kernels/sort_key.h"
+
+DK_TUNABLE(dk__nmsr_block, "nms_rotated.block", DK__NMSR_BLOCK_DEFAULT, 1, INT64_MAX,
+           "nms_rotated's and nms_quadri's candidates per block (Note [Rotated suppression in blocks] in "
+           "rotated/nms_rotated_tmpl.h): each block is tested in parallel against the boxes kept before it")
 
 #define DK_TEMPLATE "rotated/nms_rotated_tmpl.h"
 #define DK_TEMPLATE_TYPES DK_TYPES_FLOAT
@@ -27,6 +32,7 @@ dk_status dk__nmsr_cpu_run(dk__nmsr_ctx *cx, const dk_tensor *dets, const dk_ten
     DK_ARENA_ON_STACK(ar); /* Note [Scratch arena] */
     cx->n = n;
     cx->ar = &ar;
+    cx->block = dk_tunable(&dk__nmsr_block);
     dk_status st = DK_OK;
     cx->order = (int64_t *)dk_arena_take_n(&ar, (size_t)n, sizeof *cx->order);
     if (!cx->order) st = dk_error(DK_ENOMEM, "%s: out of memory for %lld boxes", cx->op, (long long)n);

@@ -119,20 +119,21 @@ __global__ void DK_SFN(dk__fl_gpu_sig_backward_kernel)(const DK_S *__restrict__ 
 
 /* ---- softmax ------------------------------------------------------------------------------- */
 
-/* Row n's loss (w included), its max, log-sum-exp and factor b (the CPU's dk__fl_soft_row); 0
+/* Row n's loss (w included), its max, sum of exps and factor b (the CPU's dk__fl_soft_row); 0
  * for a target outside [0, C) (the host refuses C or more where it can read the targets). */
 __device__ static inline DK_T DK_SFN(dk__fl_gpu_soft_row)(const DK_S *x, const int64_t *tgt, const DK_S *wt,
-                                                          const dk__fl_gpu_args &a, int64_t n, DK_T *mx, DK_T *lse,
+                                                          const dk__fl_gpu_args &a, int64_t n, DK_T *mx, DK_T *total,
                                                           DK_T *b)
 {
     const int64_t l = tgt[n * a.t_s[0]];
     *b = 0;
     if (l < 0 || l >= a.C) return 0;
     const DK_S *row = x + n * a.x_s[0];
-    DK_SFN(dk_focal_softmax_row)(row, a.C, a.x_s[1], mx, lse);
+    DK_T lse;
+    DK_SFN(dk_focal_softmax_row)(row, a.C, a.x_s[1], mx, total, &lse);
     DK_T buff;
-    const DK_T v = DK_TFN(dk_focal_softmax_loss)(DK_LOAD(row[l * a.x_s[1]]), *mx, *lse, (DK_T)a.gamma,
-                                                 (DK_T)a.alpha_pos, &buff);
+    const DK_T v = DK_TFN(dk_focal_softmax_loss)(DK_LOAD(row[l * a.x_s[1]]), *mx, lse, (DK_T)a.gamma, (DK_T)a.alpha_pos,
+                                                 &buff);
     const DK_T w = wt ? DK_LOAD(wt[l * a.w_s]) : (DK_T)1;
     *b = buff * w;
     return v * w;
@@ -143,8 +144,8 @@ __global__ void DK_SFN(dk__fl_gpu_soft_forward_kernel)(const DK_S *__restrict__ 
                                                        dk__fl_gpu_args a)
 {
     for (int64_t n = DK_GPU_FIRST(); n < a.N; n += DK_GPU_STRIDE()) {
-        DK_T mx, lse, b;
-        out[n * a.out_s[0]] = DK_STORE(DK_SFN(dk__fl_gpu_soft_row)(x, tgt, wt, a, n, &mx, &lse, &b));
+        DK_T mx, total, b;
+        out[n * a.out_s[0]] = DK_STORE(DK_SFN(dk__fl_gpu_soft_row)(x, tgt, wt, a, n, &mx, &total, &b));
     }
 }
 
@@ -159,8 +160,8 @@ __global__ void DK_SFN(dk__fl_gpu_soft_chunks_kernel)(const DK_S *__restrict__ x
         const int64_t n0 = j * DK_FOCAL_CHUNK_ROWS;
         const int64_t count = a.N - n0 < DK_FOCAL_CHUNK_ROWS ? a.N - n0 : DK_FOCAL_CHUNK_ROWS;
         for (int64_t e = threadIdx.x; e < count; e += blockDim.x) {
-            DK_T mx, lse, b;
-            vals[e] = (double)DK_SFN(dk__fl_gpu_soft_row)(x, tgt, wt, a, n0 + e, &mx, &lse, &b);
+            DK_T mx, total, b;
+            vals[e] = (double)DK_SFN(dk__fl_gpu_soft_row)(x, tgt, wt, a, n0 + e, &mx, &total, &b);
         }
         const double sum = DK_SFN(dk__fl_gpu_block_sum)(vals, count, lanes);
         if (threadIdx.x == 0) partials[j] = sum;
@@ -172,16 +173,19 @@ __global__ void DK_SFN(dk__fl_gpu_soft_backward_kernel)(const DK_S *__restrict__
                                                         DK_S *__restrict__ gi, dk__fl_gpu_args a)
 {
     for (int64_t n = DK_GPU_FIRST(); n < a.N; n += DK_GPU_STRIDE()) {
-        DK_T mx = 0, lse = 0, b;
-        (void)DK_SFN(dk__fl_gpu_soft_row)(x, tgt, wt, a, n, &mx, &lse, &b);
+        DK_T mx = 0, total = 1, b;
+        (void)DK_SFN(dk__fl_gpu_soft_row)(x, tgt, wt, a, n, &mx, &total, &b);
         const int64_t l = tgt[n * a.t_s[0]];
         const bool live = l >= 0 && l < a.C;
         const DK_T gr = a.reduction == DK_FOCAL_SUM ? (DK_T)((double)DK_LOAD(go[0]) / a.divisor)
                                                     : DK_LOAD(go[n * a.go_s[0]]);
+        const DK_T inv = DK_TFN(dk_focal_softmax_inv)(total);
         for (int64_t c = 0; c < a.C; c++) {
             DK_T v = 0;
             if (live) {
-                const DK_T s = DK_TFN(dk_focal_expneg)((DK_LOAD(x[n * a.x_s[0] + c * a.x_s[1]]) - mx) - lse);
+                /* Note [The softmax's backward]: the statistics' exps, taken again */
+                const DK_T e = DK_TFN(dk_focal_expneg)(DK_LOAD(x[n * a.x_s[0] + c * a.x_s[1]]) - mx);
+                const DK_T s = DK_TFN(dk_focal_softmax_prob)(e, inv);
                 v = b * ((c == l ? (DK_T)1 : (DK_T)0) - s) * gr;
             }
             gi[n * a.out_s[0] + c * a.out_s[1]] = DK_STORE(v);

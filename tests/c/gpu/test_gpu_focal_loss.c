@@ -132,11 +132,14 @@ static void check_sigmoid(dk_dtype dt, bool classes, bool weighted, int reductio
     dkk_free(x), dkk_free(t), dkk_free(w), dkk_free(out), dkk_free(gout), dkk_free(go), dkk_free(gi), dkk_free(gt);
 }
 
-static void check_softmax(dk_dtype dt, bool weighted, int reduction, bool transposed, dkk_rng *r)
+/* C: 21 (Note [A row in lanes]: two groups of 8 and 5), or wider than the CPU's block of columns
+ * (300: Note [The softmax's backward], whose CPU backward then takes the exps again). */
+static void check_softmax(dk_dtype dt, bool weighted, int reduction, bool transposed, int64_t C, dkk_rng *r)
 {
     char what[160];
-    snprintf(what, sizeof what, "softmax %s weight %d reduction %d", dk_dtype_name(dt), weighted, reduction);
-    const int64_t N = 200, C = 21; /* four chunks of rows; Note [A row in lanes]: two groups of 8 and 5 */
+    snprintf(what, sizeof what, "softmax %s weight %d reduction %d C %lld", dk_dtype_name(dt), weighted, reduction,
+             (long long)C);
+    const int64_t N = 200; /* four chunks of rows */
     const int *order = transposed ? (const int[]){1, 0} : NULL;
     dkk_tensor *x = dkk_new(dt, 2, (int64_t[]){N, C}, order, 0);
     dkk_fill_uniform(x, r, -6, 6);
@@ -181,8 +184,9 @@ static void gpu_matches_cpu(void **state)
             check_sigmoid(DTYPES[d], true, red == 0, red, 2.0, red == 0, &r);
             check_sigmoid(DTYPES[d], true, true, red, 1.5, false, &r);
             check_sigmoid(DTYPES[d], false, false, red, 0.0, false, &r);
-            check_softmax(DTYPES[d], red == 1, red, red == 0, &r);
-            check_softmax(DTYPES[d], red == 0, red, false, &r);
+            check_softmax(DTYPES[d], red == 1, red, red == 0, 21, &r);
+            check_softmax(DTYPES[d], red == 0, red, false, 21, &r);
+            check_softmax(DTYPES[d], red == 1, red, red == 1, 300, &r);
         }
 }
 
