@@ -24,4 +24,9 @@
 #define DK_INLINE static inline
 #endif
 
+/* DK_INLINE, inlined even where the host compiler's heuristics would not: for math that a CPU
+ * loop must see whole to vectorise (GCC otherwise calls a clone once the unit has grown, and the
+ * loop stays scalar: the sigmoid focal loss's forward did, Note [Focal loss arithmetic]). */
+#define DK_INLINE_ALWAYS static inline __attribute__((always_inline))
+
 #endif /* DK_KERNELS_HD_H */

@@ -93,7 +93,7 @@ enum { DK_FOCAL_POW_ANY = 0, DK_FOCAL_POW_2 = 2 };
  * float-to-int conversion, undefined for NaN). y is clamped to -87 in its bits (an unsigned
  * minimum, which vectorises where a float comparison's select does not); that also turns a
  * negative NaN into -87, so NaN is added back at the end. */
-DK_HD DK_INLINE float dk_focal_expneg_poly(float y)
+DK_HD DK_INLINE_ALWAYS float dk_focal_expneg_poly(float y)
 {
     const uint32_t bits = dk_float_to_bits(y), minus87 = 0xC2AE0000u; /* -87.0f */
     const float yc = dk_bits_to_float(bits > minus87 ? minus87 : bits);
@@ -118,7 +118,7 @@ DK_HD DK_INLINE float dk_focal_expneg_poly(float y)
  * the series of -expm1 to y^8 by Horner (the next term is below 2^-27 of the value), so that
  * 1 - s keeps its digits as s nears 1; below, 1 - dk_focal_expneg_poly(y), whose subtraction then
  * costs at most a bit (1 - exp(y) >= 0.29). 1 at -inf, NaN for NaN. */
-DK_HD DK_INLINE float dk_focal_omexp_poly(float y)
+DK_HD DK_INLINE_ALWAYS float dk_focal_omexp_poly(float y)
 {
     const float q = (((((y * (1.0f / 40320.0f) + 1.0f / 5040.0f) * y + 1.0f / 720.0f) * y + 1.0f / 120.0f) * y +
                       1.0f / 24.0f) *
@@ -132,7 +132,7 @@ DK_HD DK_INLINE float dk_focal_omexp_poly(float y)
 
 /* log1p(e) for e in [0, 1], within 2 ulp: 2 atanh(u), u = e / (2 + e) <= 1/3, by its series to
  * u^15 (the next term is below 2^-26 of the sum). Exact in the limit e -> 0 (log1p(e) = e). */
-DK_HD DK_INLINE float dk_focal_log1p_poly(float e)
+DK_HD DK_INLINE_ALWAYS float dk_focal_log1p_poly(float e)
 {
     const float u = e / (2.0f + e), s = u * u;
     const float q = ((((((s * (1.0f / 15.0f) + 1.0f / 13.0f) * s + 1.0f / 11.0f) * s + 1.0f / 9.0f) * s + 1.0f / 7.0f) *

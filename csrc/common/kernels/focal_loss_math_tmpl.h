@@ -4,7 +4,7 @@
  */
 #if DK_TMPL_PASS == DK_TMPL_COMPUTE
 
-DK_HD DK_INLINE DK_T DK_TFN(dk_focal_expneg)(DK_T y)
+DK_HD DK_INLINE_ALWAYS DK_T DK_TFN(dk_focal_expneg)(DK_T y)
 {
 #if DK_T_BYTES == 4
     return dk_focal_expneg_poly(y);
@@ -22,7 +22,7 @@ DK_HD DK_INLINE DK_T DK_TFN(dk_focal_omexp)(DK_T y)
 #endif
 }
 
-DK_HD DK_INLINE DK_T DK_TFN(dk_focal_log1p)(DK_T e)
+DK_HD DK_INLINE_ALWAYS DK_T DK_TFN(dk_focal_log1p)(DK_T e)
 {
 #if DK_T_BYTES == 4
     return dk_focal_log1p_poly(e);
@@ -54,7 +54,7 @@ typedef struct {
     DK_T p, q, ce, m;
 } DK_TFN(dk_focal_sig);
 
-DK_HD DK_INLINE DK_TFN(dk_focal_sig) DK_TFN(dk_focal_sig_parts)(DK_T x, DK_T t)
+DK_HD DK_INLINE_ALWAYS DK_TFN(dk_focal_sig) DK_TFN(dk_focal_sig_parts)(DK_T x, DK_T t)
 {
     DK_TFN(dk_focal_sig) s;
     const DK_T one = 1, ax = DK_TMATH(fabs)(x);
@@ -70,19 +70,20 @@ DK_HD DK_INLINE DK_TFN(dk_focal_sig) DK_TFN(dk_focal_sig_parts)(DK_T x, DK_T t)
 
 /* m^gamma and its derivative, as `kind` says (DK_FOCAL_POW_*); gamma 0 has derivative 0 (torch's
  * pow backward), not 0 * m^-1. */
-DK_HD DK_INLINE DK_T DK_TFN(dk_focal_pow)(DK_T m, DK_T gamma, int kind)
+DK_HD DK_INLINE_ALWAYS DK_T DK_TFN(dk_focal_pow)(DK_T m, DK_T gamma, int kind)
 {
     return kind == DK_FOCAL_POW_2 ? m * m : DK_TMATH(pow)(m, gamma);
 }
 
-DK_HD DK_INLINE DK_T DK_TFN(dk_focal_dpow)(DK_T m, DK_T gamma, int kind)
+DK_HD DK_INLINE_ALWAYS DK_T DK_TFN(dk_focal_dpow)(DK_T m, DK_T gamma, int kind)
 {
     if (kind == DK_FOCAL_POW_2) return (DK_T)2 * m;
     return gamma == 0 ? (DK_T)0 : gamma * DK_TMATH(pow)(m, gamma - (DK_T)1);
 }
 
 /* a ce m^gamma, a = alpha_pos t + alpha_neg (1 - t) (ops/focal_loss.h). */
-DK_HD DK_INLINE DK_T DK_TFN(dk_focal_sigmoid_loss)(DK_T x, DK_T t, DK_T gamma, DK_T alpha_pos, DK_T alpha_neg, int kind)
+DK_HD DK_INLINE_ALWAYS DK_T DK_TFN(dk_focal_sigmoid_loss)(DK_T x, DK_T t, DK_T gamma, DK_T alpha_pos, DK_T alpha_neg,
+                                                          int kind)
 {
     const DK_TFN(dk_focal_sig) s = DK_TFN(dk_focal_sig_parts)(x, t);
     const DK_T a = alpha_pos * t + alpha_neg * ((DK_T)1 - t);
@@ -91,8 +92,8 @@ DK_HD DK_INLINE DK_T DK_TFN(dk_focal_sigmoid_loss)(DK_T x, DK_T t, DK_T gamma, D
 
 /* d loss / d x, *dt = d loss / d t, and *loss the loss (dk_focal_sigmoid_loss's bits):
  *   dce/dx = p - t, dm/dx = p q (1 - 2t), dce/dt = -x, dm/dt = q - p, da/dt = alpha_pos - alpha_neg. */
-DK_HD DK_INLINE DK_T DK_TFN(dk_focal_sigmoid_grad)(DK_T x, DK_T t, DK_T gamma, DK_T alpha_pos, DK_T alpha_neg, int kind,
-                                                   DK_T *dt, DK_T *loss)
+DK_HD DK_INLINE_ALWAYS DK_T DK_TFN(dk_focal_sigmoid_grad)(DK_T x, DK_T t, DK_T gamma, DK_T alpha_pos, DK_T alpha_neg,
+                                                          int kind, DK_T *dt, DK_T *loss)
 {
     const DK_T one = 1;
     const DK_TFN(dk_focal_sig) s = DK_TFN(dk_focal_sig_parts)(x, t);

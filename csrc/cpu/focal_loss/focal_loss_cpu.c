@@ -10,7 +10,7 @@
 #include "kernels/dk_template.h"
 
 DK_TUNABLE(dk__fl_isa, "focal_loss.isa", 1, 0, 1,
-           "the softmax focal loss's loops: 1 with AVX2 where the CPU has it, 0 as the library is built (the same "
+           "the focal losses' loops: 1 with AVX2 where the CPU has it, 0 as the library is built (the same "
            "bits; Note [A row in lanes])")
 
 #define DK_TEMPLATE "focal_loss/focal_loss_tmpl.h"

@@ -75,7 +75,8 @@ static inline
 
 /* Sigmoid forward over flat elements [i0, i1) (row-major): written, or added to acc's lanes (and
  * the fused gradients written). */
-static void DK_SFN(dk__fl_sig_forward_range)(const dk__fl_ctx *cx, int64_t i0, int64_t i1, double *acc)
+DK__ALWAYS_INLINE static inline void DK_SFN(dk__fl_sig_forward_range)(const dk__fl_ctx *cx, int64_t i0, int64_t i1,
+                                                                      double *acc)
 {
     DK_T xb[DK__FL_BLOCK], tb[DK__FL_BLOCK], lb[DK__FL_BLOCK], ib[DK__FL_BLOCK];
     const DK_T g = (DK_T)cx->gamma, ap = (DK_T)cx->alpha_pos, an = (DK_T)cx->alpha_neg;
@@ -122,7 +123,7 @@ static inline
     }
 }
 
-static void DK_SFN(dk__fl_sig_backward_range)(const dk__fl_ctx *cx, int64_t i0, int64_t i1)
+DK__ALWAYS_INLINE static inline void DK_SFN(dk__fl_sig_backward_range)(const dk__fl_ctx *cx, int64_t i0, int64_t i1)
 {
     DK_T xb[DK__FL_BLOCK], tb[DK__FL_BLOCK], gb[DK__FL_BLOCK], ib[DK__FL_BLOCK], db[DK__FL_BLOCK];
     const DK_T g = (DK_T)cx->gamma, ap = (DK_T)cx->alpha_pos, an = (DK_T)cx->alpha_neg;
@@ -155,10 +156,8 @@ static void DK_SFN(dk__fl_sig_backward_range)(const dk__fl_ctx *cx, int64_t i0, 
     }
 }
 
-static void DK_SFN(dk__fl_sig_worker)(void *p, int tid)
+DK__ALWAYS_INLINE static inline void DK_SFN(dk__fl_sig_body)(dk__fl_ctx *cx)
 {
-    (void)tid;
-    dk__fl_ctx *cx = (dk__fl_ctx *)p;
     const int64_t total = cx->N * cx->C;
     for (int64_t j; (j = dk_parallel_claim(&cx->counter)) < cx->chunks;) {
         const int64_t i0 = j * DK_FOCAL_CHUNK, i1 = total - i0 < DK_FOCAL_CHUNK ? total : i0 + DK_FOCAL_CHUNK;
@@ -171,6 +170,26 @@ static void DK_SFN(dk__fl_sig_worker)(void *p, int tid)
         if (cx->partials) cx->partials[j] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
     }
 }
+
+/* The sigmoid's worker, as the library is built and with AVX2 (cx->avx2), as the softmax's below:
+ * the same source and bits, 8 lanes to a vector. Measured with bench_focal_loss.py (100,000 x 80,
+ * one thread, a 2-core AMD EPYC VM with AVX2, 2026-11-28, medians of 5, two runs): forward
+ * ("sum", its gradient fused) 30-33 ms against 52-56 ms as built, forward + backward 44-47 ms
+ * against 74-76 ms; the loops vectorise at all since their math is always inlined (DK_INLINE_ALWAYS
+ * in kernels/dk_hd.h: GCC had called a clone of dk_focal_sigmoid_grad from the fused forward's
+ * loop, element by element). */
+static void DK_SFN(dk__fl_sig_worker)(void *p, int tid)
+{
+    (void)tid;
+    DK_SFN(dk__fl_sig_body)((dk__fl_ctx *)p);
+}
+#if DK__FL_AVX2
+__attribute__((target("avx2"))) static void DK_SFN(dk__fl_sig_worker_avx2)(void *p, int tid)
+{
+    (void)tid;
+    DK_SFN(dk__fl_sig_body)((dk__fl_ctx *)p);
+}
+#endif
 
 /* ---- softmax ------------------------------------------------------------------------------- */
 
@@ -334,6 +353,7 @@ static dk_status DK_SFN(dk__fl_run)(dk__fl_ctx *cx, int nthreads, bool softmax)
 #if DK__FL_AVX2
     if (softmax && cx->avx2)
         worker = cx->grad_output ? DK_SFN(dk__fl_soft_backward_worker_avx2) : DK_SFN(dk__fl_soft_forward_worker_avx2);
+    if (!softmax && cx->avx2) worker = DK_SFN(dk__fl_sig_worker_avx2);
 #endif
     dk_parallel_run(nthreads, &cx->counter, worker, cx);
     if (cx->partials) { /* Note [A deterministic sum] */
