@@ -18,7 +18,9 @@
  * p and q are then 0 or 1, as the references' float32 sigmoid gives them). Double uses libm.
  * Selects are written as a choice between values already computed (`x >= 0 ? 1 : e`): GCC
  * if-converts those, and the loop vectorises; a choice between expressions it would keep as a
- * branch.
+ * branch. The functions a CPU loop calls per element are DK_INLINE_ALWAYS: as plain inline
+ * functions GCC called a clone of dk_focal_sigmoid_grad from the sigmoid's fused forward, element
+ * by element, and that loop never vectorised (found 2026-11-28; focal_loss_tmpl.h has the figures).
  *
  * Note [A deterministic sum]
  * A reduced loss is the sum of the elements' losses in a fixed order, whatever runs it: the
