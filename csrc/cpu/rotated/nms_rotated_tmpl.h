@@ -27,6 +27,10 @@
  * arithmetic and stopping at the first that does (the kept boxes before the block are a prefix of
  * those before the candidate): the same decisions, the same overlaps computed, on any number of
  * threads. What stays serial is the tests within a block, about block / (2 kept) of the work.
+ * Measured (2,000 boxes, threshold 0.5, a 2-core AMD EPYC VM, 2026-11-28, medians of 7 calls in a
+ * row): nms_rotated 24.4-25.3 ms on one thread, 13.1-16.9 ms on two; nms_quadri 20.4 and
+ * 10.1-10.3 ms; one thread as before within the noise. Blocks of 16 to 256 measured alike on one
+ * thread; 64 keeps the serial part small and a pass's join (some microseconds) rare.
  */
 #if DK_TMPL_PASS == DK_TMPL_FLOAT
 
