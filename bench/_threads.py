@@ -22,9 +22,11 @@ import time
 SETTLE_S = 0.05  # after torch.set_num_threads: twice the busy time measured above
 
 
-def set_threads(torch, dkit, t):
-    """dkit's and torch's thread counts to t (torch's only if it differs, then SETTLE_S of rest)."""
+def set_threads(torch, dkit, t, torch_default=None):
+    """dkit's and torch's thread counts to t (torch's only if it differs, then SETTLE_S of rest);
+    t 0: dkit's default, and torch's torch_default."""
     dkit.set_num_threads(t)
-    if torch.get_num_threads() != t:
-        torch.set_num_threads(t)
+    want = t if t else torch_default
+    if want and torch.get_num_threads() != want:
+        torch.set_num_threads(want)
         time.sleep(SETTLE_S)

@@ -32,7 +32,7 @@ import math
 import statistics
 import time
 
-from _threads import SETTLE_S
+from _threads import set_threads as set_torch_and_dkit_threads
 
 from _dkit_path import use_checkout
 
@@ -165,10 +165,7 @@ def main():
     torch_threads = torch.get_num_threads()
 
     def set_threads(t):  # Note [Switching torch's threads] in _threads.py (t 0: the defaults)
-        dkit.set_num_threads(t)
-        if torch.get_num_threads() != (t if t else torch_threads):
-            torch.set_num_threads(t if t else torch_threads)
-            time.sleep(SETTLE_S)
+        set_torch_and_dkit_threads(torch, dkit, t, torch_threads)
 
     n, m, n_nms = (150, 150, 500) if args.quick else (600, 600, 2000)
     b1, b2 = boxes(torch, n, 1), boxes(torch, m, 2)

@@ -38,6 +38,25 @@ _Static_assert(DK__FL_BLOCK % DK_FOCAL_ROW_LANES == 0, "a block keeps column c i
 #define DK__FL_AVX2 0
 #endif
 
+/* In focal_loss_tmpl.h: the worker DK_SFN(worker) running DK_SFN(body) as the library is built,
+ * and where DK__FL_AVX2 its twin DK_SFN(worker_avx2) built for AVX2: the same source inlined whole
+ * into each, the same bits (ISO C: no contraction, and AVX2 without FMA), chosen at run time by
+ * cx->avx2 (focal_loss.isa). Functions of their own rather than target clones: a clone's ifunc
+ * resolver runs while the library is relocated, before a sanitizer's runtime is ready. */
+#define DK__FL_WORKER_AS(worker, body, attr)          \
+    attr static void DK_SFN(worker)(void *p, int tid) \
+    {                                                 \
+        (void)tid;                                    \
+        DK_SFN(body)((dk__fl_ctx *)p);                \
+    }
+#if DK__FL_AVX2
+#define DK__FL_WORKERS(worker, body) \
+    DK__FL_WORKER_AS(worker, body, ) \
+    DK__FL_WORKER_AS(worker##_avx2, body, __attribute__((target("avx2"))))
+#else
+#define DK__FL_WORKERS(worker, body) DK__FL_WORKER_AS(worker, body, )
+#endif
+
 /* One call's tensors and scalars. `out`: output (forward) or grad_input (backward). */
 typedef struct {
     const dk_tensor *input, *targets, *weight, *grad_output;

@@ -5,25 +5,28 @@
  */
 #if DK_TMPL_PASS == DK_TMPL_FLOAT
 
-/* Columns [c0, c0 + len) of row n of a [N, C] tensor as compute-type values: the tensor's own
- * memory where it already is such an array, else gathered into buf. */
-static inline const DK_T *DK_SFN(dk__fl_row)(const dk_tensor *t, int64_t n, int64_t c0, int64_t len, DK_T *buf)
+/* Columns [c0, c0 + len) of row n of a [N, C] array at p0, strides s0 and s1, as compute-type
+ * values: the array's own memory where it already is such an array, else gathered into buf. */
+static inline const DK_T *DK_SFN(dk__fl_row_at)(const DK_S *p0, int64_t s0, int64_t s1, int64_t n, int64_t c0,
+                                                int64_t len, DK_T *buf)
 {
-    const DK_S *p = (const DK_S *)dk_tensor_data(t) + n * dk_tensor_stride(t, 0);
-    const int64_t sc = dk_tensor_stride(t, 1);
-    if (DK_S_IS_T && sc == 1) return (const DK_T *)(const void *)(p + c0);
-    for (int64_t k = 0; k < len; k++) buf[k] = DK_LOAD(p[(c0 + k) * sc]);
+    const DK_S *p = p0 + n * s0;
+    if (DK_S_IS_T && s1 == 1) return (const DK_T *)(const void *)(p + c0);
+    for (int64_t k = 0; k < len; k++) buf[k] = DK_LOAD(p[(c0 + k) * s1]);
     return buf;
 }
 
-/* dk__fl_row of the input, with the strides cx keeps. */
+/* dk__fl_row_at of a [N, C] tensor. */
+static inline const DK_T *DK_SFN(dk__fl_row)(const dk_tensor *t, int64_t n, int64_t c0, int64_t len, DK_T *buf)
+{
+    return DK_SFN(dk__fl_row_at)((const DK_S *)dk_tensor_data(t), dk_tensor_stride(t, 0), dk_tensor_stride(t, 1), n, c0,
+                                 len, buf);
+}
+
+/* dk__fl_row_at of the input, with the strides cx keeps (the softmax reads it per row). */
 static inline const DK_T *DK_SFN(dk__fl_input_row)(const dk__fl_ctx *cx, int64_t n, int64_t c0, int64_t len, DK_T *buf)
 {
-    const DK_S *p = (const DK_S *)dk_tensor_data(cx->input) + n * cx->xs[0];
-    const int64_t sc = cx->xs[1];
-    if (DK_S_IS_T && sc == 1) return (const DK_T *)(const void *)(p + c0);
-    for (int64_t k = 0; k < len; k++) buf[k] = DK_LOAD(p[(c0 + k) * sc]);
-    return buf;
+    return DK_SFN(dk__fl_row_at)((const DK_S *)dk_tensor_data(cx->input), cx->xs[0], cx->xs[1], n, c0, len, buf);
 }
 
 /* buf's len values to columns [c0, c0 + len) of row n of a [N, C] tensor. */
@@ -171,25 +174,13 @@ DK__ALWAYS_INLINE static inline void DK_SFN(dk__fl_sig_body)(dk__fl_ctx *cx)
     }
 }
 
-/* The sigmoid's worker, as the library is built and with AVX2 (cx->avx2), as the softmax's below:
- * the same source and bits, 8 lanes to a vector. Measured with bench_focal_loss.py (100,000 x 80,
+/* The sigmoid's worker and its AVX2 twin (DK__FL_WORKERS), 8 lanes to a vector. Measured with bench_focal_loss.py (100,000 x 80,
  * one thread, a 2-core AMD EPYC VM with AVX2, 2026-11-28, medians of 5, two runs): forward
  * ("sum", its gradient fused) 30-33 ms against 52-56 ms as built, forward + backward 44-47 ms
  * against 74-76 ms; the loops vectorise at all since their math is always inlined (DK_INLINE_ALWAYS
  * in kernels/dk_hd.h: GCC had called a clone of dk_focal_sigmoid_grad from the fused forward's
  * loop, element by element). */
-static void DK_SFN(dk__fl_sig_worker)(void *p, int tid)
-{
-    (void)tid;
-    DK_SFN(dk__fl_sig_body)((dk__fl_ctx *)p);
-}
-#if DK__FL_AVX2
-__attribute__((target("avx2"))) static void DK_SFN(dk__fl_sig_worker_avx2)(void *p, int tid)
-{
-    (void)tid;
-    DK_SFN(dk__fl_sig_body)((dk__fl_ctx *)p);
-}
-#endif
+DK__FL_WORKERS(dk__fl_sig_worker, dk__fl_sig_body)
 
 /* ---- softmax ------------------------------------------------------------------------------- */
 
@@ -318,32 +309,9 @@ DK__ALWAYS_INLINE static inline void DK_SFN(dk__fl_soft_backward_body)(dk__fl_ct
     }
 }
 
-/* The softmax's workers, as the library is built and with AVX2 (cx->avx2; Note [A row in lanes]):
- * the same source, inlined whole into each, and the same bits (ISO C: no contraction, and AVX2
- * without FMA). Functions of their own, chosen at run time, rather than target clones: a clone's
- * ifunc resolver runs while the library is relocated, before a sanitizer's runtime is ready. */
-static void DK_SFN(dk__fl_soft_forward_worker)(void *p, int tid)
-{
-    (void)tid;
-    DK_SFN(dk__fl_soft_forward_body)((dk__fl_ctx *)p);
-}
-static void DK_SFN(dk__fl_soft_backward_worker)(void *p, int tid)
-{
-    (void)tid;
-    DK_SFN(dk__fl_soft_backward_body)((dk__fl_ctx *)p);
-}
-#if DK__FL_AVX2
-__attribute__((target("avx2"))) static void DK_SFN(dk__fl_soft_forward_worker_avx2)(void *p, int tid)
-{
-    (void)tid;
-    DK_SFN(dk__fl_soft_forward_body)((dk__fl_ctx *)p);
-}
-__attribute__((target("avx2"))) static void DK_SFN(dk__fl_soft_backward_worker_avx2)(void *p, int tid)
-{
-    (void)tid;
-    DK_SFN(dk__fl_soft_backward_body)((dk__fl_ctx *)p);
-}
-#endif
+/* The softmax's workers and their AVX2 twins (DK__FL_WORKERS; Note [A row in lanes]). */
+DK__FL_WORKERS(dk__fl_soft_forward_worker, dk__fl_soft_forward_body)
+DK__FL_WORKERS(dk__fl_soft_backward_worker, dk__fl_soft_backward_body)
 
 static dk_status DK_SFN(dk__fl_run)(dk__fl_ctx *cx, int nthreads, bool softmax)
 {
