@@ -309,7 +309,8 @@ static inline void dk__rp_block_bin_f64(const double *buf, int64_t W, int64_t h0
  * tiles, 74M after; inference 43M.
  * With AVX-512 (roi_pool.isa 2, the default where the CPU has it) a block's 16 channels are one
  * vector: a pixel of a bin is a load, a maxps and, with an argmax, a comparison into a mask and a
- * masked move, 7 instructions with the loop where the AVX2 tile takes 16. It serves the forward
+ * masked move, 7 instructions with the loop where the AVX2 tile takes 13 (16 before 2026-11-28: GCC
+ * broadcast the index afresh and loaded each half twice per pixel). It serves the forward
  * with an argmax (training): 15.5-19.4 ms -> 7.2-7.6 ms together with the streaming below (the
  * AVX2 tile with streaming: 9.8 ms); inference's tile is bound by its chain of maxps per bin, not
  * by instructions, and takes the same time either way. (valgrind does not run AVX-512: callgrind
@@ -324,6 +325,13 @@ static inline void dk__rp_block_bin_f64(const double *buf, int64_t W, int64_t h0
  * (dk__rp_tile_stream32_avx2; plain stores at an unaligned head and tail): with the AVX2 tile,
  * forward with an argmax 15-19 ms -> 9.8 ms, inference 7.5-10 ms -> 4.9-5.6 ms (C harness, CPU
  * time, load 2-5), 81.6M and 47.1M instructions (the staging copy adds 9M and 4M).
+ * With an int16 argmax (training on the CPU, Note [A narrow argmax]) a RoI's two runs go out
+ * together (dk__rp_tile_stream_pair16_avx2): both tiles transposed, then each run read back and
+ * streamed, so that no read-back waits on transposed stores still in flight. Measured 2026-11-28
+ * (the AMD host, one thread, a C harness on bench_roi_pool.py's case, the two builds alternating,
+ * ten runs each, minimum of 15 calls): the forward with an argmax 7.9 -> 6.9 ms (medians of the
+ * runs) with its caches warm, where perf had put the transpositions at a quarter of its time;
+ * after 128 MB written elsewhere, 6.9 ms either way (the writes bound it there).
  * e: the tile's bins from the bin table (h0, h1, w0, w1 each; h0 = -1 empty), m and a: nbins x
  * DK__RP_BLOCK. The same bins, pixels in the same order, the same comparison: the same results.
  */
@@ -374,36 +382,49 @@ static inline bool dk__rp_runs(const int64_t ds[4], int64_t PW, int64_t P)
 #define DK__RP_AVX2 1
 #include <immintrin.h>
 
-/* The tile's body: `arg` a constant in each caller, so inference's (no argmax) keeps the maxima
- * alone, two loads and two maxps a pixel. */
-__attribute__((target("avx2"), always_inline)) static inline void
-dk__rp_block_tile_f32_avx2_body(const float *buf, int64_t W, const int64_t *e, int64_t nbins, float *m, int32_t *a,
-                                bool arg)
+/* Inference's tile: the maxima alone, two loads and two maxps a pixel. */
+__attribute__((target("avx2"))) static void dk__rp_block_tile_max_f32_avx2(const float *buf, int64_t W,
+                                                                           const int64_t *e, int64_t nbins, float *m)
 {
     for (int64_t b = 0; b < nbins; b++, e += 4) {
         const bool some = e[0] >= 0;
         __m256 m0 = _mm256_set1_ps(dk_roi_pool_start_f32(some)), m1 = m0;
-        __m256i a0 = _mm256_set1_epi32(-1), a1 = a0;
         const int64_t h1 = some ? e[1] : 0, w0 = some ? e[2] : 0, w1 = some ? e[3] : 0;
         for (int64_t h = some ? e[0] : 0; h < h1; h++) {
-            const float *px = buf + (h * W + w0) * DK__RP_BLOCK;
-            int32_t i = (int32_t)(h * W + w0);
-            for (int64_t w = w0; w < w1; w++, px += DK__RP_BLOCK, i++) {
+            const float *px = buf + (h * W + w0) * DK__RP_BLOCK, *end = px + (w1 - w0) * DK__RP_BLOCK;
+            for (; px < end; px += DK__RP_BLOCK)
+                m0 = _mm256_max_ps(_mm256_loadu_ps(px), m0), m1 = _mm256_max_ps(_mm256_loadu_ps(px + 8), m1);
+        }
+        _mm256_storeu_ps(m + b * DK__RP_BLOCK, m0), _mm256_storeu_ps(m + b * DK__RP_BLOCK + 8, m1);
+    }
+}
+
+/* The training forward's tile: the maxima and their indices. The pixel's index is a vector that
+ * steps by one along the row (a broadcast per pixel costs two instructions more), and each
+ * pixel's two halves are loaded once: 12 instructions a pixel with the loop. */
+__attribute__((target("avx2"))) static void
+dk__rp_block_tile_arg_f32_avx2(const float *buf, int64_t W, const int64_t *e, int64_t nbins, float *m, int32_t *a)
+{
+    const __m256i one = _mm256_set1_epi32(1);
+    for (int64_t b = 0; b < nbins; b++, e += 4) {
+        const bool some = e[0] >= 0;
+        __m256 m0 = _mm256_set1_ps(dk_roi_pool_start_f32(some)), m1 = m0;
+        __m256 a0 = _mm256_castsi256_ps(_mm256_set1_epi32(-1)), a1 = a0;
+        const int64_t h1 = some ? e[1] : 0, w0 = some ? e[2] : 0, w1 = some ? e[3] : 0;
+        for (int64_t h = some ? e[0] : 0; h < h1; h++) {
+            const float *px = buf + (h * W + w0) * DK__RP_BLOCK, *end = px + (w1 - w0) * DK__RP_BLOCK;
+            __m256i at = _mm256_set1_epi32((int32_t)(h * W + w0));
+            for (; px < end; px += DK__RP_BLOCK, at = _mm256_add_epi32(at, one)) {
                 const __m256 v0 = _mm256_loadu_ps(px), v1 = _mm256_loadu_ps(px + 8);
-                if (arg) {
-                    const __m256 at = _mm256_castsi256_ps(_mm256_set1_epi32(i));
-                    const __m256 win0 = _mm256_cmp_ps(v0, m0, _CMP_GT_OQ), win1 = _mm256_cmp_ps(v1, m1, _CMP_GT_OQ);
-                    a0 = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(a0), at, win0));
-                    a1 = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(a1), at, win1));
-                }
+                const __m256 atf = _mm256_castsi256_ps(at);
+                a0 = _mm256_blendv_ps(a0, atf, _mm256_cmp_ps(v0, m0, _CMP_GT_OQ));
+                a1 = _mm256_blendv_ps(a1, atf, _mm256_cmp_ps(v1, m1, _CMP_GT_OQ));
                 m0 = _mm256_max_ps(v0, m0), m1 = _mm256_max_ps(v1, m1);
             }
         }
         _mm256_storeu_ps(m + b * DK__RP_BLOCK, m0), _mm256_storeu_ps(m + b * DK__RP_BLOCK + 8, m1);
-        if (arg) {
-            _mm256_storeu_si256((__m256i *)(a + b * DK__RP_BLOCK), a0);
-            _mm256_storeu_si256((__m256i *)(a + b * DK__RP_BLOCK + 8), a1);
-        }
+        _mm256_storeu_ps((float *)(void *)(a + b * DK__RP_BLOCK), a0);
+        _mm256_storeu_ps((float *)(void *)(a + b * DK__RP_BLOCK + 8), a1);
     }
 }
 
@@ -411,8 +432,8 @@ dk__rp_block_tile_f32_avx2_body(const float *buf, int64_t W, const int64_t *e, i
 __attribute__((target("avx2"))) static void dk__rp_block_tile_f32_avx2(const float *buf, int64_t W, const int64_t *e,
                                                                        int64_t nbins, float *m, int32_t *a)
 {
-    if (a) dk__rp_block_tile_f32_avx2_body(buf, W, e, nbins, m, a, true);
-    else dk__rp_block_tile_f32_avx2_body(buf, W, e, nbins, m, NULL, false);
+    if (a) dk__rp_block_tile_arg_f32_avx2(buf, W, e, nbins, m, a);
+    else dk__rp_block_tile_max_f32_avx2(buf, W, e, nbins, m);
 }
 
 /* The same tile with AVX-512 (roi_pool.isa 2): a block's 16 channels are one 16-lane vector, so a
@@ -487,17 +508,10 @@ __attribute__((target("avx2"))) static void dk__rp_tile_stream32_avx2(void *dst,
     dk__rp_stream_run32_avx2(dst, run, DK__RP_BLOCK * P);
 }
 
-/* A RoI's whole tile (nbins = P) of a whole block's int32 indices, t [bin][channel], to its run of
- * DK__RP_BLOCK P int16 elements at dst ([channel][bin]; Note [A narrow argmax]): transposed into an
- * L1 buffer, narrowed there 16 at a time (packs of values in [-1, 32767) are exact), and written
- * as one run, streamed where `stream` (a run of whole 4-byte units: DK__RP_BLOCK P is even). */
-__attribute__((target("avx2"))) static void dk__rp_tile_run16_avx2(int16_t *dst, int64_t P, const int32_t *t,
-                                                                   bool stream)
+/* DK__RP_BLOCK P int32 indices in run[] narrowed to int16 in narrow[], 16 at a time (packs of
+ * values in [-1, 32767) are exact; Note [A narrow argmax]). */
+__attribute__((target("avx2"))) static void dk__rp_narrow16_avx2(int16_t *narrow, const int32_t *run, int64_t n)
 {
-    _Alignas(64) int32_t run[DK__RP_BLOCK * DK__RP_TILE];
-    _Alignas(64) int16_t narrow[DK__RP_BLOCK * DK__RP_TILE];
-    dk__rp_tile_store32_avx2(run, P, 0, t, P);
-    const int64_t n = DK__RP_BLOCK * P;
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
         const __m256i lo = _mm256_load_si256((const __m256i *)(const void *)(run + i));
@@ -507,8 +521,43 @@ __attribute__((target("avx2"))) static void dk__rp_tile_run16_avx2(int16_t *dst,
                            _mm256_permute4x64_epi64(_mm256_packs_epi32(lo, hi), _MM_SHUFFLE(3, 1, 2, 0)));
     }
     for (; i < n; i++) narrow[i] = (int16_t)run[i];
-    if (stream) dk__rp_stream_run32_avx2(dst, narrow, n / 2);
-    else memcpy(dst, narrow, (size_t)n * sizeof(int16_t));
+}
+
+/* A RoI's whole tile (nbins = P) of a whole block's int32 indices, t [bin][channel], to its run of
+ * DK__RP_BLOCK P int16 elements at dst ([channel][bin]; Note [A narrow argmax]): transposed into an
+ * L1 buffer, narrowed there and written as one run, streamed where `stream` (a run of whole 4-byte
+ * units: DK__RP_BLOCK P is even). */
+__attribute__((target("avx2"))) static void dk__rp_tile_run16_avx2(int16_t *dst, int64_t P, const int32_t *t,
+                                                                   bool stream)
+{
+    _Alignas(64) int32_t run[DK__RP_BLOCK * DK__RP_TILE];
+    _Alignas(64) int16_t narrow[DK__RP_BLOCK * DK__RP_TILE];
+    dk__rp_tile_store32_avx2(run, P, 0, t, P);
+    dk__rp_narrow16_avx2(narrow, run, DK__RP_BLOCK * P);
+    if (stream) dk__rp_stream_run32_avx2(dst, narrow, DK__RP_BLOCK * P / 2);
+    else memcpy(dst, narrow, (size_t)(DK__RP_BLOCK * P) * sizeof(int16_t));
+}
+
+/* The training forward's streamed pair: a RoI's whole tile of maxima m to its run of floats at y
+ * (dk__rp_tile_stream32_avx2) and of indices a to its run of int16 at arg (dk__rp_tile_run16_avx2),
+ * in an order that lets each buffer's stores retire before it is read back. A transposition's
+ * 8-lane stores land 49 elements apart (P of 7 x 7), so every aligned load that reads the run back
+ * spans two of them, and a load that needs two stores still in flight waits for both to reach the
+ * cache (no store-to-load forwarding): streaming each run straight after its transposition made the
+ * transpositions a quarter of the forward's time at half its rate of instructions. Here both are
+ * transposed first, so the maxima are read back behind the indices' hundred-odd stores, and the
+ * indices behind the maxima's streaming. The same elements reach the same places. */
+__attribute__((target("avx2"))) static void dk__rp_tile_stream_pair16_avx2(float *y, int16_t *arg, int64_t P,
+                                                                           const float *m, const int32_t *a)
+{
+    _Alignas(64) float run_m[DK__RP_BLOCK * DK__RP_TILE];
+    _Alignas(64) int32_t run_a[DK__RP_BLOCK * DK__RP_TILE];
+    _Alignas(64) int16_t narrow[DK__RP_BLOCK * DK__RP_TILE];
+    dk__rp_tile_store32_avx2(run_m, P, 0, m, P);
+    dk__rp_tile_store32_avx2(run_a, P, 0, a, P);
+    dk__rp_stream_run32_avx2(y, run_m, DK__RP_BLOCK * P);
+    dk__rp_narrow16_avx2(narrow, run_a, DK__RP_BLOCK * P);
+    dk__rp_stream_run32_avx2(arg, narrow, DK__RP_BLOCK * P / 2);
 }
 
 #else

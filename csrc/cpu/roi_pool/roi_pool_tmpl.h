@@ -145,6 +145,11 @@ static void DK_SFN(dk__rp_forward_blocks_worker)(void *p, int tid)
                                              cx->arg != NULL);
                 DK_S *yk = y + k * ys[0] + c0 * ys[1];
 #if DK__RP_AVX2
+                if (fast32 && arg16 && cx->stream_out && nbins == P && nb == B && dk__rp_runs(ys, cx->PW, P) &&
+                    dk__rp_runs(as, cx->PW, P)) { /* training's usual case: both runs at once */
+                    dk__rp_tile_stream_pair16_avx2((float *)yk, arg16 + k * as[0] + c0 * as[1], P, (const float *)m, a);
+                    continue;
+                }
                 if (fast32 && nb == B && dk__rp_runs(ys, cx->PW, P)) {
                     if (cx->stream_out && nbins == P) dk__rp_tile_stream32_avx2(yk, P, m);
                     else dk__rp_tile_store32_avx2(yk, P, b0, m, nbins);
