@@ -308,7 +308,9 @@ static void check_ps_case_co(dk_dtype dt, double scale, int PH, int PW, bool nhw
     dkk_tensor *rois = make_rois(dt, r, K, N, W / scale);
     dkk_tensor *out = dkk_new(dt, 4, (int64_t[]){K, CO, PH, PW}, NULL, 2);
     assert_ok(dk_ps_roi_pool_forward(&x->t, &rois->t, &out->t, scale));
-    dkk_tensor *go = dkk_new(dt, 4, (int64_t[]){K, CO, PH, PW}, NULL, 0);
+    /* with the map channels-last, the gradients too: their bins then lie CO apart (the AVX2
+     * additions' gathered shares) */
+    dkk_tensor *go = dkk_new(dt, 4, (int64_t[]){K, CO, PH, PW}, nhwc ? (int[]){0, 2, 3, 1} : NULL, 0);
     dkk_fill_uniform(go, r, -1, 1);
     dkk_tensor *gi = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, nhwc ? (int[]){0, 2, 3, 1} : NULL, 3);
     dkk_fill_uniform(gi, r, 7, 8); /* overwritten */

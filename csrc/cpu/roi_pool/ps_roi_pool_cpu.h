@@ -338,43 +338,65 @@ __attribute__((target("avx512f"))) static void dk__psp_grad_image(float *buf, in
  * additions from +0 is never -0 (x + -x is +0 when rounding to nearest), so the bits are those of
  * the addition per pixel. The lanes may reach 7 elements past the thread's planes, into its
  * DK__PSP_GRAD_PAD (zeroed with them). Each RoI's gradients are prefetched four RoIs ahead: they
- * are C_out PH PW elements apart, a line per RoI. */
+ * are C_out PH PW elements apart, a line per RoI.
+ * A RoI's columns come from cols8 (dk__psp_cols8: its PW first columns, then its PW widths, as
+ * 8-lane int32 rows), so that its areas and shares are a few vector operations: gathering them
+ * from the [PW][K] table a lane at a time took 390 instructions per RoI and task, 40% of the
+ * backward's (callgrind, bench_roi_pool.py's case). */
 #define DK__PSP_GRAD_PAD 16
-__attribute__((target("avx2"))) static void
-dk__psp_grad_image_avx2(float *buf, int64_t H, int64_t W, int64_t K, int64_t PW, const int64_t *list, int64_t first,
-                        int64_t last, const int64_t *hb, const int64_t *cols, const float *grow, int64_t gk, int64_t gw)
+__attribute__((target("avx2"))) static void dk__psp_grad_image_avx2(float *buf, int64_t H, int64_t W, int64_t PW,
+                                                                    const int64_t *list, int64_t first, int64_t last,
+                                                                    const int64_t *hb, const int32_t *cols8,
+                                                                    const float *grow, int64_t gk, int64_t gw)
 {
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i in = _mm256_cmpgt_epi32(_mm256_set1_epi32((int32_t)PW), lane); /* lanes pw < PW */
+    _Alignas(32) float d[8];
     for (int64_t i = first; i < last; i++) {
         const int64_t k = list[i], h0 = hb[2 * k], h1 = hb[2 * k + 1];
         if (i + 4 < last) __builtin_prefetch(grow + list[i + 4] * gk);
         if (h1 <= h0) continue;
-        float g[8], area[8], d[8];
-        int64_t w0[8], n[8];
-        for (int64_t pw = 0; pw < 8; pw++) {
-            const bool in = pw < PW;
-            w0[pw] = in ? cols[(pw * K + k) * 2] : 0;
-            n[pw] = in ? cols[(pw * K + k) * 2 + 1] - w0[pw] : 0;
-            g[pw] = in ? grow[k * gk + pw * gw] : 0.0f;
-            area[pw] = n[pw] > 0 ? (float)((h1 - h0) * n[pw]) : 1.0f; /* empty bins: no division by 0 */
+        const int32_t *w0 = cols8 + k * 16, *n = w0 + 8; /* n 0 past PW and for empty bins */
+        const __m256i nv = _mm256_load_si256((const __m256i *)(const void *)n);
+        __m256 g;
+        if (gw == 1) g = _mm256_maskload_ps(grow + k * gk, in);
+        else {
+            float gs[8];
+            for (int64_t pw = 0; pw < 8; pw++) gs[pw] = pw < PW ? grow[k * gk + pw * gw] : 0.0f;
+            g = _mm256_setr_ps(gs[0], gs[1], gs[2], gs[3], gs[4], gs[5], gs[6], gs[7]);
         }
-        /* the lanes from registers: a vector load of the scalars just stored would wait on them */
-        _mm256_storeu_ps(
-            d, _mm256_div_ps(_mm256_setr_ps(g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7]),
-                             _mm256_setr_ps(area[0], area[1], area[2], area[3], area[4], area[5], area[6], area[7])));
+        /* the area (h1 - h0) n, exact in int32 and float (a thread's planes hold at most 2^18
+         * pixels: DK__PSP_PLANES_MAX_BYTES); 1 for an empty bin, whose share is never added */
+        const __m256 area = _mm256_blendv_ps(
+            _mm256_cvtepi32_ps(_mm256_mullo_epi32(nv, _mm256_set1_epi32((int32_t)(h1 - h0)))), _mm256_set1_ps(1.0f),
+            _mm256_castsi256_ps(_mm256_cmpeq_epi32(nv, _mm256_setzero_si256())));
+        _mm256_store_ps(d, _mm256_div_ps(g, area));
         for (int64_t pw = 0; pw < PW; pw++) {
-            if (n[pw] <= 0) continue;
+            const int32_t np = n[pw];
+            if (np <= 0) continue;
             float *p = buf + pw * H * W + h0 * W + w0[pw];
-            if (n[pw] <= 8) {
-                const __m256 dv = _mm256_and_ps(
-                    _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32((int32_t)n[pw]), lane)),
-                    _mm256_set1_ps(d[pw]));
+            if (np <= 8) {
+                const __m256 dv = _mm256_and_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(np), lane)),
+                                                _mm256_set1_ps(d[pw]));
                 for (int64_t h = h0; h < h1; h++, p += W) _mm256_storeu_ps(p, _mm256_add_ps(_mm256_loadu_ps(p), dv));
             } else
                 for (int64_t h = h0; h < h1; h++, p += W)
-                    for (int64_t w = 0; w < n[pw]; w++) p[w] += d[pw];
+                    for (int32_t w = 0; w < np; w++) p[w] += d[pw];
         }
     }
+}
+
+/* dk__psp_grad_image_avx2's rows of columns: for each RoI k, 16 int32 at cols8 + 16 k, its first
+ * column of each pw < 8 and then its width (0 where pw >= PW or the bin is empty), from the
+ * [PW][K] table of dk__psp_table. PW <= 8, and W < 2^31. */
+static inline void dk__psp_cols8(const int64_t *cols, int64_t K, int64_t PW, int32_t *cols8)
+{
+    for (int64_t k = 0; k < K; k++)
+        for (int64_t pw = 0; pw < 8; pw++) {
+            const int64_t w0 = pw < PW ? cols[(pw * K + k) * 2] : 0, w1 = pw < PW ? cols[(pw * K + k) * 2 + 1] : 0;
+            cols8[k * 16 + pw] = w1 > w0 ? (int32_t)w0 : 0;
+            cols8[k * 16 + 8 + pw] = w1 > w0 ? (int32_t)(w1 - w0) : 0;
+        }
 }
 #else
 #define DK__PSP_GRAD_PAD 0

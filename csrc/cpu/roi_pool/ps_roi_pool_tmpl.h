@@ -533,10 +533,9 @@ static void DK_SFN(dk__psp_backward_buffered_worker)(void *p, int tid)
             if (DK_S_IS_T && sizeof(DK_T) == sizeof(float) && cx->ps_avx512)
                 dk__psp_grad_image((float *)(void *)buf, H, W, K, PW, list, cx->image_rois[n], cx->image_rois[n + 1],
                                    hb, cols, (const float *)(const void *)grow, gs[0], gs[3]);
-            else if (DK_S_IS_T && sizeof(DK_T) == sizeof(float) && cx->ps_avx2 && PW <= 8)
-                dk__psp_grad_image_avx2((float *)(void *)buf, H, W, K, PW, list, cx->image_rois[n],
-                                        cx->image_rois[n + 1], hb, cols, (const float *)(const void *)grow, gs[0],
-                                        gs[3]);
+            else if (cx->ps_cols8)
+                dk__psp_grad_image_avx2((float *)(void *)buf, H, W, PW, list, cx->image_rois[n], cx->image_rois[n + 1],
+                                        hb, cx->ps_cols8, (const float *)(const void *)grow, gs[0], gs[3]);
             else
 #endif
                 DK_SFN(dk__psp_grad_image)(buf, H, W, K, PW, list, cx->image_rois[n], cx->image_rois[n + 1], hb, cols,
@@ -569,6 +568,17 @@ static dk_status DK_SFN(dk__rp_ps_backward)(dk__rp_ctx *cx, int nthreads)
         if (!cx->block) cx->block = dk_arena_take(&ar, n);
     }
     if (cx->block) cx->stream = dk__ps_prepare_grad_input(cx, sizeof(DK_S));
+    cx->ps_cols8 = NULL;
+#if DK__RP_AVX2
+    /* the AVX2 additions' rows of columns (dk__psp_cols8), 32-byte aligned */
+    if (cx->block && !cx->ps_avx512 && DK_S_IS_T && sizeof(DK_T) == sizeof(float) && cx->ps_avx2 && cx->PW <= 8) {
+        char *c8 = (char *)dk_arena_take_n(&ar, dk_sat_mul((size_t)cx->K, 16) + 8, sizeof(int32_t));
+        if (c8) {
+            cx->ps_cols8 = (int32_t *)(void *)(c8 + ((32 - ((uintptr_t)c8 & 31)) & 31));
+            dk__psp_cols8(cx->bin_table + cx->PH * cx->K * 2, cx->K, cx->PW, cx->ps_cols8);
+        }
+    }
+#endif
     dk_parallel_run(nthreads, &cx->counter,
                     cx->block ? DK_SFN(dk__psp_backward_buffered_worker) : DK_SFN(dk__rp_ps_backward_worker), cx);
     dk_host_cache_release(cx->block_owner);
