@@ -312,7 +312,10 @@ static void check_ps_case_co(dk_dtype dt, double scale, int PH, int PW, bool nhw
      * additions' gathered shares) */
     dkk_tensor *go = dkk_new(dt, 4, (int64_t[]){K, CO, PH, PW}, nhwc ? (int[]){0, 2, 3, 1} : NULL, 0);
     dkk_fill_uniform(go, r, -1, 1);
-    dkk_tensor *gi = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, nhwc ? (int[]){0, 2, 3, 1} : NULL, 3);
+    /* dense NCHW planes (the buffered backward's planes written as one run, streamed where
+     * large), or rows with a gap (written element by element) for one output channel and NHWC */
+    dkk_tensor *gi = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, nhwc ? (int[]){0, 2, 3, 1} : NULL,
+                             nhwc || CO == 1 ? 3 : 0);
     dkk_fill_uniform(gi, r, 7, 8); /* overwritten */
     assert_ok(dk_ps_roi_pool_backward(&go->t, &rois->t, &gi->t, scale));
     dkk_tensor *gw = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, NULL, 0);
@@ -398,15 +401,19 @@ static void ps_roi_pool_same_bits_for_any_thread_count(void **state)
  * are not unit-stride), every dtype; the blocks' copy with AVX2 and without (ps_roi_pool.isa),
  * rows of 13 pixels: one 8-pixel AVX2 span, one of 4, one left; the buffered backward's float32
  * additions with AVX2 (isa 1: dk__psp_grad_image_avx2, its bins up to 8 pixels wide, wider ones
- * pixel by pixel, and PW > 8 on the scalar walk) and without. */
+ * pixel by pixel, and PW > 8 on the scalar walk) and without; grad_input's dense planes streamed
+ * (every output "large": large_output.min_bytes 0) and not. */
 static void ps_roi_pool_every_path(void **state)
 {
     (void)state;
+    int64_t min_bytes = 0;
+    assert_ok(dk_tunable_get("large_output.min_bytes", &min_bytes));
     for (int64_t layout = -1; layout <= 1; layout++)
-        for (int t = 1; t <= 2; t++) {
+        for (int t = 1; t <= 4; t++) {
+            assert_ok(dk_tunable_set("large_output.min_bytes", t <= 2 ? min_bytes : 0, NULL));
             assert_ok(dk_tunable_set("ps_roi_pool.layout", layout, NULL));
-            assert_ok(dk_tunable_set("ps_roi_pool.isa", t == 1, NULL)); /* both, on one thread and on two */
-            assert_ok(dk_set_num_threads(t));
+            assert_ok(dk_tunable_set("ps_roi_pool.isa", t % 2 == 1, NULL)); /* both, on one thread and on two */
+            assert_ok(dk_set_num_threads(2 - t % 2));
             dkk_rng r = {0x9007};
             for (size_t d = 0; d < DK_COUNTOF(DTYPES); d++) {
                 check_ps_case_co(DTYPES[d], 0.5, 3, 2, false, 23, 5, &r);
@@ -418,6 +425,7 @@ static void ps_roi_pool_every_path(void **state)
         }
     assert_ok(dk_tunable_set("ps_roi_pool.layout", -1, NULL));
     assert_ok(dk_tunable_set("ps_roi_pool.isa", 1, NULL));
+    assert_ok(dk_tunable_set("large_output.min_bytes", min_bytes, NULL));
     assert_ok(dk_set_num_threads(0));
 }
 
