@@ -11,11 +11,17 @@
 DK_TUNABLE(dk__hc_max, "host_cache.max_bytes", (int64_t)256 << 20, 0, INT64_MAX,
            "free blocks of large outputs kept mapped for the next call (0: none)")
 
-#define DK__HC_PAGE ((size_t)2 << 20) /* a huge page on x86-64 and 4 KiB-page arm64 */
+DK_TUNABLE(dk__hc_min, "host_cache.min_bytes", (int64_t)256 << 10, 0, INT64_MAX,
+           "CPU outputs of torch calls at least this large come from the host cache (Note [Host output cache])")
+
+#define DK__HC_PAGE ((size_t)2 << 20)   /* a huge page on x86-64 and 4 KiB-page arm64 */
+#define DK__HC_GRAIN ((size_t)64 << 10) /* the size step of blocks under DK__HC_PAGE */
+
+int64_t dk_host_cache_min_bytes(void) { return dk_tunable(&dk__hc_min); }
 
 struct dk_host_block {
     void *data;
-    size_t bytes;               /* a multiple of DK__HC_PAGE */
+    size_t bytes;               /* a multiple of DK__HC_PAGE, or under one of DK__HC_GRAIN */
     struct dk_host_block *next; /* in the free list, newest first */
 };
 
@@ -27,10 +33,16 @@ static void dk__hc_lock(void) { pthread_mutex_lock(&dk__hc_mu); }
 static void dk__hc_unlock(void) { pthread_mutex_unlock(&dk__hc_mu); }
 DK__CONSTRUCTOR(dk__hc_atfork) { pthread_atfork(dk__hc_lock, dk__hc_unlock, dk__hc_unlock); }
 
-/* A fresh mapping of `bytes` (a multiple of DK__HC_PAGE), aligned to DK__HC_PAGE so that every
- * 2 MiB of it can be one huge page: the slack of a larger mapping is unmapped. NULL on failure. */
+/* A fresh mapping of `bytes`: for a multiple of DK__HC_PAGE, aligned to DK__HC_PAGE so that every
+ * 2 MiB of it can be one huge page (the slack of a larger mapping is unmapped) and hinted for huge
+ * pages; a smaller block is plain pages (a huge page would more than double it). NULL on
+ * failure. */
 static void *dk__hc_map(size_t bytes)
 {
+    if (bytes < DK__HC_PAGE) {
+        void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        return p == MAP_FAILED ? NULL : p;
+    }
     const size_t span = bytes + DK__HC_PAGE;
     char *p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return NULL;
@@ -69,7 +81,9 @@ dk_status dk_host_cache_alloc(size_t bytes, void **data, dk_host_block **blk)
     *data = NULL;
     *blk = NULL;
     if (bytes == 0 || bytes > SIZE_MAX / 2) return dk_error(DK_EINVAL, "host cache: cannot map %zu bytes", bytes);
-    const size_t need = (bytes + DK__HC_PAGE - 1) / DK__HC_PAGE * DK__HC_PAGE;
+    /* whole huge pages, or under one, whole grains: a block's size is what reuse compares */
+    const size_t step = bytes < DK__HC_PAGE ? DK__HC_GRAIN : DK__HC_PAGE;
+    const size_t need = (bytes + step - 1) / step * step;
     /* The smallest free block that fits and exceeds the request by at most an eighth. */
     dk__hc_lock();
     dk_host_block **best = NULL;

@@ -16,7 +16,6 @@
 
 #include "dk_check.h"
 #include "dk_host_cache.h"
-#include "dk_large_output.h"
 
 typedef struct {
     DLManagedTensor m;
@@ -117,7 +116,7 @@ static PyObject *dk__host_cache_stats(PyObject *m, PyObject *unused)
                          "cached_blocks", (unsigned long long)st.cached_blocks, "live_bytes",
                          (unsigned long long)st.live_bytes, "live_blocks", (unsigned long long)st.live_blocks, "hits",
                          (unsigned long long)st.hits, "misses", (unsigned long long)st.misses, "min_bytes",
-                         (long long)dk_large_output_min_bytes());
+                         (long long)dk_host_cache_min_bytes());
 }
 
 static PyMethodDef dk__functions[] = {

@@ -37,7 +37,7 @@ static PyObject *dk__tunable(PyObject *m, PyObject *const *args, Py_ssize_t n)
 
 /*
  * Note [Tunables Python reads]
- * A tunable that Python code also reads on a hot path (large_output.min_bytes, which decides
+ * A tunable that Python code also reads on a hot path (host_cache.min_bytes, which decides
  * whether a torch output comes from the host cache: Note [Large outputs from the host cache]
  * in dkit/_frameworks/torch.py) is read there once, at import, and kept in a global; a call
  * through the C library would cost every allocation its time. _tunable_watch(name, fn) registers

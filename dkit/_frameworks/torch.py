@@ -59,7 +59,7 @@ def as_tensor(x, what, op):
 
 
 # Note [Large outputs from the host cache]
-# An output of at least large_output.min_bytes for a CPU tensor comes from dkit's host output
+# An output of at least host_cache.min_bytes (256 KiB) for a CPU tensor comes from dkit's host output
 # cache (Note [Host output cache] in csrc/cpu/dk_host_cache.h), through a DLPack capsule: a
 # training loop then faults its large outputs in once instead of at every call (roi_align's
 # forward: 53.7 ms end to end against 43.7 ms into an output allocated once, on one thread). The
@@ -76,7 +76,7 @@ def _set_cache_min(value):
     _CACHE_MIN = value
 
 
-_C._tunable_watch("large_output.min_bytes", _set_cache_min)  # Note [Tunables Python reads]
+_C._tunable_watch("host_cache.min_bytes", _set_cache_min)  # Note [Tunables Python reads]
 
 
 def new_empty(like, shape):

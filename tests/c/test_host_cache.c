@@ -1,6 +1,7 @@
 /*
  * test_host_cache.c — the host output cache (Note [Host output cache] in
- * csrc/cpu/dk_host_cache.h): blocks are whole aligned huge pages, reused for requests of about
+ * csrc/cpu/dk_host_cache.h): blocks are whole aligned huge pages (under 2 MiB, whole 64 KiB),
+ * reused for requests of about
  * their size and not for others, bounded by host_cache.max_bytes (oldest out first, a block
  * larger than the bound never kept), emptied on request and when a mapping fails, released from
  * other threads. Run under ThreadSanitizer too (make test-c-tsan).
@@ -60,6 +61,39 @@ static void blocks_are_aligned_writable_and_reused_for_their_size(void **state)
     dk_host_cache_empty();
     s = stats();
     assert_true(s.cached_bytes == 0 && s.cached_blocks == 0);
+}
+
+/* Under 2 MiB (torch outputs from host_cache.min_bytes, 256 KiB): blocks of whole 64 KiB, page
+ * aligned, reused within an eighth as the large ones; never rounded up to a huge page. */
+static void small_blocks_take_whole_grains_not_huge_pages(void **state)
+{
+    (void)state;
+    const size_t KiB = 1024;
+    void *a, *b;
+    dk_host_block *ba, *bb;
+    const dk_host_cache_stats s0 = stats();
+    assert_ok(dk_host_cache_alloc(1000000, &a, &ba)); /* ps_roi_pool's bench output: 1,024 KiB */
+    assert_true(((uintptr_t)a & 4095) == 0);
+    memset(a, 0x3c, 1024 * KiB);
+    assert_true(stats().live_bytes == s0.live_bytes + 1024 * KiB);
+    dk_host_cache_release(ba);
+    assert_true(stats().cached_bytes == 1024 * KiB);
+    assert_ok(dk_host_cache_alloc(1024 * KiB, &b, &bb)); /* the same size: the same block */
+    assert_ptr_equal(a, b);
+    assert_int_equal(((unsigned char *)b)[1024 * KiB - 1], 0x3c);
+    dk_host_cache_release(bb);
+    assert_ok(dk_host_cache_alloc(900 * KiB, &b, &bb)); /* 960 KiB: a sixteenth less, still served */
+    assert_ptr_equal(a, b);
+    dk_host_cache_release(bb);
+    assert_ok(dk_host_cache_alloc(256 * KiB, &b, &bb)); /* a quarter: a block of its own */
+    assert_ptr_not_equal(a, b);
+    assert_true(stats().live_bytes == s0.live_bytes + 256 * KiB);
+    dk_host_cache_release(bb);
+    assert_ok(dk_host_cache_alloc(2 * MiB - 1, &b, &bb)); /* just under a huge page: 2 MiB of grains */
+    assert_true(stats().live_bytes == s0.live_bytes + 2 * MiB);
+    dk_host_cache_release(bb);
+    assert_true(dk_host_cache_min_bytes() == 256 << 10);
+    dk_host_cache_empty();
 }
 
 static void the_bound_evicts_the_oldest_and_never_keeps_a_larger_block(void **state)
@@ -152,6 +186,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(blocks_are_aligned_writable_and_reused_for_their_size, reset),
+        cmocka_unit_test_setup(small_blocks_take_whole_grains_not_huge_pages, reset),
         cmocka_unit_test_setup(the_bound_evicts_the_oldest_and_never_keeps_a_larger_block, reset),
         cmocka_unit_test_setup(bad_sizes_are_errors, reset),
         cmocka_unit_test_setup(threads_allocate_and_release_each_others_blocks, reset),

@@ -187,24 +187,27 @@ def test_dkit_tune_sets_tunables_at_load_and_reports_what_it_ignores():
 
 def test_the_threshold_set_at_run_time_reaches_torch_outputs():
     # Note [Tunables Python reads] in csrc/python/dk_pytunables.c: Python keeps the threshold in a
-    # global, which follows tunable(): an output of 1 MiB comes from the cache once the threshold
-    # is 1 MiB, and from torch again once it is back
+    # global, which follows tunable(): an output of 1 MiB comes from torch while the threshold is
+    # 2 MiB, from the cache once it is 1 MiB, and from the cache again at the default (256 KiB)
     fw = importlib.import_module("dkit._frameworks.torch")
-    old = _C.tunable("large_output.min_bytes")
+    old = _C.tunable("host_cache.min_bytes")
     like = torch.empty(0)
-    try:
-        _C.tunable("large_output.min_bytes", 1 << 20)
-        assert fw._CACHE_MIN == 1 << 20
+
+    def cached(threshold):
+        _C.tunable("host_cache.min_bytes", threshold)
+        assert fw._CACHE_MIN == threshold
         before = dkit.host_cache_stats()["live_blocks"]
         y = fw.new_empty(like, (1 << 18,))  # 1 MiB of float32
-        assert dkit.host_cache_stats()["live_blocks"] == before + 1
+        got = dkit.host_cache_stats()["live_blocks"] - before
         del y
+        return got
+
+    try:
+        assert cached(2 << 20) == 0
+        assert cached(1 << 20) == 1
     finally:
-        _C.tunable("large_output.min_bytes", old)
-    assert fw._CACHE_MIN == old
-    before = dkit.host_cache_stats()["live_blocks"]
-    y = fw.new_empty(like, (1 << 18,))
-    assert dkit.host_cache_stats()["live_blocks"] == before
-    del y
+        _C.tunable("host_cache.min_bytes", old)
+    assert fw._CACHE_MIN == old == 256 << 10
+    assert cached(old) == 1
     with pytest.raises(_C.DkitError, match="no tunable named"):
         _C._tunable_watch("no.such", print)
