@@ -244,6 +244,17 @@ static void DK_SFN(dk__rp_ps_forward_worker)(void *p, int tid)
     }
 }
 
+/* The output lines of the RoI DK__PSP_OUT_AHEAD places after the i-th of task a's image
+ * (Note [Storing ahead]), prefetched. */
+static inline void DK_SFN(dk__ps_store_ahead)(const dk__rp_ctx *cx, const DK_SFN(dk__rp_ps_view) *v,
+                                              const DK_SFN(dk__ps_task) *a, int64_t i)
+{
+    if (i + DK__PSP_OUT_AHEAD >= cx->image_rois[a->n + 1]) return;
+    const int64_t k = cx->image_rois[cx->N + 1 + i + DK__PSP_OUT_AHEAD];
+    const DK_S *o = v->y + k * v->ys[0] + a->c0 * v->ys[1] + a->ph * v->ys[2] + a->pw * v->ys[3];
+    for (int j = 0; j < a->nc; j++) __builtin_prefetch(o + j * v->ys[1], 1);
+}
+
 /* Forward on a channels-last block (Note [Position-sensitive RoIPool on a CPU]): task a's planes
  * copied into buf, then every RoI of its image pooled from it, nv vectors of four output channels
  * per pixel: each lane's sum is dk_roi_pool_avg's, the same terms in the same order, divided by the
@@ -258,6 +269,7 @@ __attribute__((always_inline)) static inline void DK_SFN(dk__psp_pool_block)(con
     const int64_t *hb = cx->bin_table + a->ph * K * 2, *wb = cx->bin_table + (cx->PH + a->pw) * K * 2;
     for (int64_t i = cx->image_rois[a->n]; i < cx->image_rois[a->n + 1]; i++) {
         const int64_t k = list[i], h0 = hb[2 * k], h1 = hb[2 * k + 1], w0 = wb[2 * k], w1 = wb[2 * k + 1];
+        DK_SFN(dk__ps_store_ahead)(cx, v, a, i);
         DK_TFN(dk_v4) acc[4];
         for (int u = 0; u < nv; u++) acc[u] = (DK_TFN(dk_v4)){0, 0, 0, 0};
         if (h1 > h0 && w1 > w0) { /* else 0, as dk_roi_pool_avg gives an empty bin */
