@@ -13,6 +13,9 @@
 DK_TUNABLE(dk__rp_isa, "roi_pool.isa", 2, 0, 2,
            "roi_pool's channels-last forward: 2 AVX-512, 1 AVX2 (each where the CPU has it, else the next), 0 "
            "the baseline (Note [RoIPool tiles])")
+DK_TUNABLE(dk__rp_read_ahead, "roi_pool.read_ahead", 4, 0, 64,
+           "roi_pool's backward: the RoI whose runs each channel pair prefetches, this many ahead (0: none; Note "
+           "[RoIPool on a CPU])")
 DK_TUNABLE(dk__rp_layout, "roi_pool.layout", -1, -1, 1,
            "roi_pool's forward: -1 the cost model, 0 channel planes, 1 channels-last blocks (Note [RoIPool on a CPU])")
 DK_TUNABLE(dk__psa_layout, "ps_roi_align.layout", -1, -1, 1,

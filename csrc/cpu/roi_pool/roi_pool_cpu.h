@@ -93,6 +93,16 @@
  *  - fewer instructions: the run's loop in a function of restrict pointers with a 32-bit index,
  *    7 instructions an element where GCC's four-fold unroll of the loop here takes 8 (movslq,
  *    cmp, jae, add, lea, movss, addss, movss): 9.5-9.6 ms against 8.8-9.6 ms, no faster.
+ * Reading ahead, revisited (2026-11-28, the AMD host): with the gradients and argmax in cache
+ * (bench_roi_pool.py's case cut to 16 channels, a C harness) the loop takes 0.82 ns an element,
+ * which over all 256 channels would be 5.3 ms, against 8.2 ms measured: the reading's 3 ms were
+ * not overlapped at all. Prefetching the next RoI's whole runs at once (74 lines, above) had
+ * changed nothing; spread out, a channel pair's runs (11 lines) prefetched by the pair before the
+ * same pair of RoI k + 4 (roi_pool.read_ahead, a tunable), the backward took 6.8-10.4 ms against
+ * 8.4-12.6 ms (medians of 25 calls after _disturb(), in one process, the tunable switched per call;
+ * 2, 3, 4 and 8 RoIs ahead alike, 1 about half the gain), and the Python training step 21.7-25.0
+ * ms against 23.7-27.9 ms. Presumably the burst of 74 filled the core's miss buffers, where 11 at
+ * a time leave the loop's own loads room.
  * So neither the instructions, the branch nor the reading alone bound the backward: it moves
  * 51 MB (its reading, 2.1-3.9 ms, overlapped with the adds) and makes 6.4 million
  * read-modify-writes at data-dependent addresses of a 435 KB block of grad_input (the 16
@@ -218,17 +228,27 @@ static inline void dk__rp_arg_store(const dk__rp_ctx *cx, int64_t i, int64_t v)
 /* The backward's usual layouts (dk__rp_backward_worker): RoI k's block of channels c0 .. c1, its
  * argmax AR0 (int32 or int16: Note [A narrow argmax]) and gradients GR0 as runs of P, added into
  * the planes from IMG0 (channel c0 of image n), two channels' runs side by side (Note [RoIPool on
- * a CPU]): each channel's additions in its own order, on planes that do not overlap (`pairs`). -1
+ * a CPU]): each channel's additions in its own order, on planes that do not overlap (`pairs`).
+ * Each pair first prefetches the same two channels' runs of a later RoI, NAR and NGR (NGR NULL:
+ * none). -1
  * (nothing was pooled: ops/roi_pool.c), or any index off the plane, wraps high and is skipped. A
  * macro: the same loop for both widths, and every storage type. */
-#define DK__RP_BACKWARD_RUNS(AR0, GR0, IMG0)                                                                  \
+#define DK__RP_BACKWARD_RUNS(AR0, GR0, IMG0, NAR, NGR)                                                        \
     do {                                                                                                      \
         const __typeof__(*(AR0)) *ar = (AR0);                                                                 \
         const DK_S *gr = (GR0);                                                                               \
+        const char *nar = (const char *)(NAR), *ngr = (const char *)(NGR);                                    \
         DK_S *img = (IMG0);                                                                                   \
         int64_t c = c0;                                                                                       \
         for (; pairs && c + 1 < c1; c += 2, ar += 2 * P, gr += 2 * P, img += 2 * xs[1]) {                     \
             DK_S *img2 = img + xs[1];                                                                         \
+            if (ngr) {                                                                                        \
+                const int64_t o = (c - c0) * P;                                                               \
+                for (int64_t b = 0; b < 2 * P * (int64_t)sizeof(DK_S); b += 64)                               \
+                    __builtin_prefetch(ngr + o * (int64_t)sizeof(DK_S) + b);                                  \
+                for (int64_t b = 0; b < 2 * P * (int64_t)sizeof(*ar); b += 64)                                \
+                    __builtin_prefetch(nar + o * (int64_t)sizeof(*ar) + b);                                   \
+            }                                                                                                 \
             _Pragma("GCC unroll 2") for (int64_t j = 0; j < P; j++)                                           \
             {                                                                                                 \
                 const int64_t a = ar[j], b = ar[P + j];                                                       \

@@ -294,6 +294,7 @@ static void DK_SFN(dk__rp_backward_worker)(void *p, int tid)
     /* and whether two channels' planes never share an element, so that a pair's runs may be walked
      * side by side (a grad_input of overlapping planes would see their additions interleaved) */
     const bool pairs = xs[1] >= plane;
+    const int64_t ahead = dk_tunable(&dk__rp_read_ahead); /* Note [RoIPool on a CPU] */
     const int64_t blocks = (cx->C + DK__RP_CHANNELS - 1) / DK__RP_CHANNELS;
     for (int64_t t; (t = dk_parallel_claim(&cx->counter)) < blocks;) {
         const int64_t c0 = t * DK__RP_CHANNELS, c1 = c0 + DK__RP_CHANNELS < cx->C ? c0 + DK__RP_CHANNELS : cx->C;
@@ -308,12 +309,16 @@ static void DK_SFN(dk__rp_backward_worker)(void *p, int tid)
             const int64_t n = dk__rp_batch((double)DK_SFN(dk__rp_roi_value)(cx->rois, k, 0), cx->N);
             if (n < 0) continue;
             if (runs) {
+                /* the runs of RoI k + ahead, read ahead a channel pair at a time (none past the last) */
+                const bool next = ahead > 0 && k + ahead < cx->K;
+                const int64_t kn = next ? k + ahead : k;
+                const DK_S *gn = next ? g + kn * gs[0] + c0 * gs[1] : NULL;
                 if (arg16)
                     DK__RP_BACKWARD_RUNS(arg16 + k * as[0] + c0 * as[1], g + k * gs[0] + c0 * gs[1],
-                                         x + n * xs[0] + c0 * xs[1]);
+                                         x + n * xs[0] + c0 * xs[1], arg16 + kn * as[0] + c0 * as[1], gn);
                 else
                     DK__RP_BACKWARD_RUNS(arg32 + k * as[0] + c0 * as[1], g + k * gs[0] + c0 * gs[1],
-                                         x + n * xs[0] + c0 * xs[1]);
+                                         x + n * xs[0] + c0 * xs[1], arg32 + kn * as[0] + c0 * as[1], gn);
                 continue;
             }
             for (int64_t c = c0; c < c1; c++) {
