@@ -306,7 +306,9 @@ static void check_ps_case_co(dk_dtype dt, double scale, int PH, int PW, bool nhw
     dkk_tensor *x = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, nhwc ? (int[]){0, 2, 3, 1} : NULL, 1);
     dkk_fill_uniform(x, r, -5, 5);
     dkk_tensor *rois = make_rois(dt, r, K, N, W / scale);
-    dkk_tensor *out = dkk_new(dt, 4, (int64_t[]){K, CO, PH, PW}, NULL, 2);
+    /* a dense output for an odd K (the staged outputs moved in AVX2 tiles, Note [Staged outputs]),
+     * rows with a gap for an even one (moved element by element) */
+    dkk_tensor *out = dkk_new(dt, 4, (int64_t[]){K, CO, PH, PW}, NULL, K % 2 ? 0 : 2);
     assert_ok(dk_ps_roi_pool_forward(&x->t, &rois->t, &out->t, scale));
     /* with the map channels-last, the gradients too: their bins then lie CO apart (the AVX2
      * additions' gathered shares) */
@@ -401,8 +403,10 @@ static void ps_roi_pool_same_bits_for_any_thread_count(void **state)
  * are not unit-stride), every dtype; the blocks' copy with AVX2 and without (ps_roi_pool.isa),
  * rows of 13 pixels: one 8-pixel AVX2 span, one of 4, one left; the buffered backward's float32
  * additions with AVX2 (isa 1: dk__psp_grad_image_avx2, its bins up to 8 pixels wide, wider ones
- * pixel by pixel, and PW > 8 on the scalar walk) and without; grad_input's dense planes streamed
- * (every output "large": large_output.min_bytes 0) and not. */
+ * pixel by pixel, and PW > 8 on the scalar walk; PW 1, 2, 3, 5, 7 and 8 each compiled on its own)
+ * and without; grad_input's dense planes streamed (every output "large": large_output.min_bytes 0)
+ * and not; the forward's outputs staged and stored in place (ps_roi_pool.stage, Note [Staged
+ * outputs]). */
 static void ps_roi_pool_every_path(void **state)
 {
     (void)state;
@@ -413,6 +417,7 @@ static void ps_roi_pool_every_path(void **state)
             assert_ok(dk_tunable_set("large_output.min_bytes", t <= 2 ? min_bytes : 0, NULL));
             assert_ok(dk_tunable_set("ps_roi_pool.layout", layout, NULL));
             assert_ok(dk_tunable_set("ps_roi_pool.isa", t % 2 == 1, NULL)); /* both, on one thread and on two */
+            assert_ok(dk_tunable_set("ps_roi_pool.stage", t != 3, NULL));
             assert_ok(dk_set_num_threads(2 - t % 2));
             dkk_rng r = {0x9007};
             for (size_t d = 0; d < DK_COUNTOF(DTYPES); d++) {
@@ -421,10 +426,13 @@ static void ps_roi_pool_every_path(void **state)
                 check_ps_case_co(DTYPES[d], 1.0, 7, 7, false, 9, 1, &r);
                 check_ps_case_co(DTYPES[d], 1.0, 2, 1, false, 17, 3, &r); /* bins up to 13 wide */
                 check_ps_case_co(DTYPES[d], 1.0, 1, 9, false, 13, 2, &r); /* PW > 8 */
+                check_ps_case_co(DTYPES[d], 0.8, 2, 8, false, 15, 2, &r);
+                check_ps_case_co(DTYPES[d], 0.6, 3, 5, false, 12, 3, &r);
             }
         }
     assert_ok(dk_tunable_set("ps_roi_pool.layout", -1, NULL));
     assert_ok(dk_tunable_set("ps_roi_pool.isa", 1, NULL));
+    assert_ok(dk_tunable_set("ps_roi_pool.stage", 1, NULL));
     assert_ok(dk_tunable_set("large_output.min_bytes", min_bytes, NULL));
     assert_ok(dk_set_num_threads(0));
 }

@@ -335,7 +335,7 @@ static void DK_SFN(dk__psa_grad_store)(const dk__rp_ctx *cx, DK_S *img, const DK
         for (int j = 0; j < a->nc; j++)
             for (int64_t p = 0; p < HW; p++) stage[j * HW + p] = DK_STORE(buf[p * L + j]);
     for (int j = 0; j < a->nc; j++) {
-        if (DK_S_IS_T && cx->stream) DK_SFN(dk__ps_stream_run)(img + j * a->cstep, stage + j * HW, HW);
+        if (DK_S_IS_T && cx->stream) DK_SFN(dk__ps_stream_run)(img + j * a->cstep, stage + j * HW, HW, cx->ps_avx2);
         else memcpy(img + j * a->cstep, stage + j * HW, (size_t)HW * sizeof(DK_S));
     }
 }

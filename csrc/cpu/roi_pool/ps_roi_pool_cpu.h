@@ -36,7 +36,8 @@
  *    the planes; the bench has about one per 2 pixels) and the block fits in
  *    DK__RP_BLOCK_MAX_BYTES. The blocks (ps_roi_align's as well) come from the host cache (Note
  *    [Host output cache]): from the call's arena they were new pages every call on two threads
- *    (some 400 page faults per forward of the bench, which made two threads slower than one).
+ *    (some 400 page faults per forward of the bench, which made two threads slower than one). The
+ *    sums go to a stage and then to the output in a second pass (Note [Staged outputs]).
  *  - planes: a task per output channel c and block of RoIs (DK__PSP_ROIS, fewer where that would
  *    leave threads without work), sweeping the PH PW input planes of c and pooling every RoI of the
  *    block from each (dk_roi_pool_avg), prefetching the next plane of every image a line or two per
@@ -84,6 +85,19 @@
  * planes: 2.7-3.0 ms against 3.7-4.7 ms in place (memset and read-modify-write); its floor is
  * writing 13.3 MB (7-10 GB/s here), 1.3-1.9 ms, so forward + backward cannot pass about 2.3-3 ms,
  * against torchvision's 17 ms: the floor forbids 10x there (it allows about 6-7x).
+ * Those floors were a busy day's. On 2026-11-28 (the AMD host: Zen 3, AVX2, 512 KB of L2 a core)
+ * one thread read 13.3 MB at 17.5-18.6 GB/s and streamed it out at 21-22 GB/s (a C loop after
+ * 128 MB written elsewhere: 0.6-0.76 ms each), and the step was bound by its instructions instead:
+ * 31M a forward and backward (callgrind) at an estimated 2-3 a cycle; the backward's additions took the same
+ * time with their buffer confined to L1 (a test build), and prefetching the next task's planes or
+ * the copy's rows ahead changed nothing or lost. Three changes took it to 21M: the staged outputs
+ * (the pooling loop 8.2M -> 3.2M, and 0.5M to move the stage), the AVX2 stream of the backward's
+ * planes (dk__ps_stream_run: 6.7M -> 1.7M) and the additions compiled per PW
+ * (dk__psp_grad_image_avx2: 9.3M -> 4.5M). The training step of bench_roi_pool.py's case (one
+ * process, 41 calls, minima): 3.08 ms staged, 3.28 ms with ps_roi_pool.stage 0, where before the
+ * other two changes the same script gave 3.78-4.39 ms (three runs); a C harness with the builds
+ * alternating (four runs of 41 calls after 128 MB written): forward medians 1.59-2.31 ms against
+ * 1.68-2.58 ms, backward 1.57-1.89 ms against 1.86-2.62 ms.
  *
  * Note [RoIAlign's position-sensitive form on a CPU]
  * Output channel c's bin (ph, pw) reads input plane (c PH + ph) PW + pw only, so a RoI's 7 x 7
@@ -342,62 +356,110 @@ __attribute__((target("avx512f"))) static void dk__psp_grad_image(float *buf, in
  * A RoI's columns come from cols8 (dk__psp_cols8: its PW first columns, then its PW widths, as
  * 8-lane int32 rows), so that its areas and shares are a few vector operations: gathering them
  * from the [PW][K] table a lane at a time took 390 instructions per RoI and task, 40% of the
- * backward's (callgrind, bench_roi_pool.py's case). */
+ * backward's (callgrind, bench_roi_pool.py's case).
+ * The body is compiled once per PW (dk__psp_grad_roi_avx2's PW a constant): a RoI's PW masked
+ * shares and bin addresses are set up once, in registers, and each of its rows (the same rows in
+ * every bin of row ph) is then PW loads, additions and stores with no branch per bin; an empty bin
+ * (width 0, first column 0) adds +0 to the first 8 pixels of each of its rows, the identity. A RoI
+ * with a bin wider than 8 takes the bin-by-bin loop. That took the additions from 258 to 124
+ * instructions per RoI and task (callgrind, bench_roi_pool.py's case: PW = 7, bins of 1-5 rows). */
 #define DK__PSP_GRAD_PAD 16
+
+/* dk__psp_grad_image_avx2's rows of columns: for each RoI k, DK__PSP_COLS8 int32 at
+ * cols8 + DK__PSP_COLS8 k, three 8-lane rows over pw < 8: the offset of its bin's first column in
+ * the task's PW planes, pw H W + w0 (pw H W where the bin is empty, and 0 past PW); its width n (0
+ * past PW and for empty bins); and 8 - n (dk__psp_grad_roi_avx2's mask), from the [PW][K] table of
+ * dk__psp_table. PW <= 8 and PW H W < 2^31 (DK__PSP_PLANES_MAX_BYTES). */
+#define DK__PSP_COLS8 24
+static inline void dk__psp_cols8(const int64_t *cols, int64_t K, int64_t PW, int64_t HW, int32_t *cols8)
+{
+    for (int64_t k = 0; k < K; k++)
+        for (int64_t pw = 0; pw < 8; pw++) {
+            const int64_t w0 = pw < PW ? cols[(pw * K + k) * 2] : 0, w1 = pw < PW ? cols[(pw * K + k) * 2 + 1] : 0;
+            const int32_t n = w1 > w0 ? (int32_t)(w1 - w0) : 0;
+            cols8[k * DK__PSP_COLS8 + pw] = pw < PW ? (int32_t)(pw * HW + (n > 0 ? w0 : 0)) : 0;
+            cols8[k * DK__PSP_COLS8 + 8 + pw] = n;
+            cols8[k * DK__PSP_COLS8 + 16 + pw] = 8 - n;
+        }
+}
+
+/* One RoI's bins of row ph (rows [h0, h1), h1 > h0) in the task's PW planes at buf (HW elements
+ * apart, rows W elements apart), c its row of dk__psp_cols8, g its PW gradients in the lanes
+ * pw < PW: see dk__psp_grad_image_avx2. */
+__attribute__((target("avx2"), always_inline)) static inline void
+dk__psp_grad_roi_avx2(float *buf, int64_t W, int64_t h0, int64_t h1, const int32_t *c, __m256 g, const int PW)
+{
+    const __m256i nv = _mm256_load_si256((const __m256i *)(const void *)(c + 8)); /* 0 past PW, empty bins */
+    /* the area (h1 - h0) n, exact in int32 and float (a thread's planes hold at most 2^18 pixels:
+     * DK__PSP_PLANES_MAX_BYTES); 1 for an empty bin, whose share adds nowhere */
+    const __m256 area = _mm256_blendv_ps(
+        _mm256_cvtepi32_ps(_mm256_mullo_epi32(nv, _mm256_set1_epi32((int32_t)(h1 - h0)))), _mm256_set1_ps(1.0f),
+        _mm256_castsi256_ps(_mm256_cmpeq_epi32(nv, _mm256_setzero_si256())));
+    _Alignas(32) float d[8];
+    _mm256_store_ps(d, _mm256_div_ps(g, area));
+    float *row = buf + h0 * W;
+    if (_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(nv, _mm256_set1_epi32(8))))) {
+        for (int pw = 0; pw < PW; pw++) /* a bin wider than 8: pixel by pixel */
+            for (int64_t r = 0; r < (h1 - h0) * W; r += W)
+                for (int32_t w = 0; w < c[8 + pw]; w++) row[c[pw] + r + w] += d[pw];
+        return;
+    }
+    /* lane < n: a window into 8 ones and 8 zeros, at 8 - n */
+    static const int32_t ones_zeros[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+    __m256 share[8];
+    float *at[8];
+    for (int pw = 0; pw < PW; pw++) { /* unrolled: PW is a constant */
+        share[pw] = _mm256_and_ps(_mm256_loadu_ps((const float *)(const void *)(ones_zeros + c[16 + pw])),
+                                  _mm256_broadcast_ss(d + pw));
+        at[pw] = row + c[pw];
+    }
+    for (int64_t r = 0; r < (h1 - h0) * W; r += W)
+        for (int pw = 0; pw < PW; pw++)
+            _mm256_storeu_ps(at[pw] + r, _mm256_add_ps(_mm256_loadu_ps(at[pw] + r), share[pw]));
+}
+
+/* Image n's RoIs list[first .. last) into buf's PW planes, RoIs in order (DK__PSP_GRAD_BINS's walk,
+ * PW a constant in each caller: dk__psp_grad_image_avx2). */
+__attribute__((target("avx2"), always_inline)) static inline void
+dk__psp_grad_rois_avx2(float *buf, int64_t H, int64_t W, const int64_t *list, int64_t first, int64_t last,
+                       const int64_t *hb, const int32_t *cols8, const float *grow, int64_t gk, int64_t gw, const int PW)
+{
+    const __m256i in = _mm256_cmpgt_epi32(_mm256_set1_epi32(PW), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    for (int64_t i = first; i < last; i++) {
+        const int64_t k = list[i], h0 = hb[2 * k], h1 = hb[2 * k + 1];
+        if (i + 4 < last) __builtin_prefetch(grow + list[i + 4] * gk);
+        if (h1 <= h0) continue;
+        __m256 g;
+        if (gw == 1) g = _mm256_maskload_ps(grow + k * gk, in);
+        else {
+            _Alignas(32) float gs[8] = {0};
+            for (int pw = 0; pw < PW; pw++) gs[pw] = grow[k * gk + pw * gw];
+            g = _mm256_load_ps(gs);
+        }
+        dk__psp_grad_roi_avx2(buf, W, h0, h1, cols8 + k * DK__PSP_COLS8, g, PW);
+    }
+}
+
 __attribute__((target("avx2"))) static void dk__psp_grad_image_avx2(float *buf, int64_t H, int64_t W, int64_t PW,
                                                                     const int64_t *list, int64_t first, int64_t last,
                                                                     const int64_t *hb, const int32_t *cols8,
                                                                     const float *grow, int64_t gk, int64_t gw)
 {
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256i in = _mm256_cmpgt_epi32(_mm256_set1_epi32((int32_t)PW), lane); /* lanes pw < PW */
-    _Alignas(32) float d[8];
-    for (int64_t i = first; i < last; i++) {
-        const int64_t k = list[i], h0 = hb[2 * k], h1 = hb[2 * k + 1];
-        if (i + 4 < last) __builtin_prefetch(grow + list[i + 4] * gk);
-        if (h1 <= h0) continue;
-        const int32_t *w0 = cols8 + k * 16, *n = w0 + 8; /* n 0 past PW and for empty bins */
-        const __m256i nv = _mm256_load_si256((const __m256i *)(const void *)n);
-        __m256 g;
-        if (gw == 1) g = _mm256_maskload_ps(grow + k * gk, in);
-        else {
-            float gs[8];
-            for (int64_t pw = 0; pw < 8; pw++) gs[pw] = pw < PW ? grow[k * gk + pw * gw] : 0.0f;
-            g = _mm256_setr_ps(gs[0], gs[1], gs[2], gs[3], gs[4], gs[5], gs[6], gs[7]);
-        }
-        /* the area (h1 - h0) n, exact in int32 and float (a thread's planes hold at most 2^18
-         * pixels: DK__PSP_PLANES_MAX_BYTES); 1 for an empty bin, whose share is never added */
-        const __m256 area = _mm256_blendv_ps(
-            _mm256_cvtepi32_ps(_mm256_mullo_epi32(nv, _mm256_set1_epi32((int32_t)(h1 - h0)))), _mm256_set1_ps(1.0f),
-            _mm256_castsi256_ps(_mm256_cmpeq_epi32(nv, _mm256_setzero_si256())));
-        _mm256_store_ps(d, _mm256_div_ps(g, area));
-        for (int64_t pw = 0; pw < PW; pw++) {
-            const int32_t np = n[pw];
-            if (np <= 0) continue;
-            float *p = buf + pw * H * W + h0 * W + w0[pw];
-            if (np <= 8) {
-                const __m256 dv = _mm256_and_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(np), lane)),
-                                                _mm256_set1_ps(d[pw]));
-                for (int64_t h = h0; h < h1; h++, p += W) _mm256_storeu_ps(p, _mm256_add_ps(_mm256_loadu_ps(p), dv));
-            } else
-                for (int64_t h = h0; h < h1; h++, p += W)
-                    for (int32_t w = 0; w < np; w++) p[w] += d[pw];
-        }
+#define DK__PSP_GRAD_PW(P) \
+    case P: dk__psp_grad_rois_avx2(buf, H, W, list, first, last, hb, cols8, grow, gk, gw, P); break;
+    switch (PW) {
+        DK__PSP_GRAD_PW(1)
+        DK__PSP_GRAD_PW(2)
+        DK__PSP_GRAD_PW(3)
+        DK__PSP_GRAD_PW(4)
+        DK__PSP_GRAD_PW(5)
+        DK__PSP_GRAD_PW(6)
+        DK__PSP_GRAD_PW(7)
+    default: dk__psp_grad_rois_avx2(buf, H, W, list, first, last, hb, cols8, grow, gk, gw, 8); break;
     }
+#undef DK__PSP_GRAD_PW
 }
 
-/* dk__psp_grad_image_avx2's rows of columns: for each RoI k, 16 int32 at cols8 + 16 k, its first
- * column of each pw < 8 and then its width (0 where pw >= PW or the bin is empty), from the
- * [PW][K] table of dk__psp_table. PW <= 8, and W < 2^31. */
-static inline void dk__psp_cols8(const int64_t *cols, int64_t K, int64_t PW, int32_t *cols8)
-{
-    for (int64_t k = 0; k < K; k++)
-        for (int64_t pw = 0; pw < 8; pw++) {
-            const int64_t w0 = pw < PW ? cols[(pw * K + k) * 2] : 0, w1 = pw < PW ? cols[(pw * K + k) * 2 + 1] : 0;
-            cols8[k * 16 + pw] = w1 > w0 ? (int32_t)w0 : 0;
-            cols8[k * 16 + 8 + pw] = w1 > w0 ? (int32_t)(w1 - w0) : 0;
-        }
-}
 #else
 #define DK__PSP_GRAD_PAD 0
 #endif
@@ -417,6 +479,24 @@ static inline void dk__psp_cols8(const int64_t *cols, int64_t K, int64_t PW, int
  * does not.
  */
 #define DK__PSP_OUT_AHEAD 4
+
+/*
+ * Note [Staged outputs]
+ * Storing ahead (above) hid the misses of the scattered stores, not their instructions: a RoI's
+ * DK__RP_CHANNELS outputs went out one lane at a time, each lane taken out of its vector and
+ * stored PH PW elements from the last, with a prefetch each: about 130 of the 330 instructions
+ * per RoI and task of the pooling loop (callgrind, bench_roi_pool.py's case). So where the host
+ * cache has room (at most DK__PSP_STAGE_MAX_BYTES), the blocks' tasks write their sums whole, one
+ * vector store per four channels, into a stage laid out [PH PW][K][L] (L: each block of
+ * DK__RP_CHANNELS channels in whole 4-lane vectors, the lanes past the channels unused): a task's
+ * bin is one row of it, written in order of k. A second parallel loop then moves each RoI's
+ * [bin][channel] to the output's [channel][bin] (dk__psp_unstage_worker: float32 in
+ * dk_cl_scatter32's 8 x 8 AVX2 tiles where the output is dense). The values are the sums
+ * themselves, stored once more: the same bits. Without a stage (no room, or a stage past
+ * DK__PSP_STAGE_MAX_BYTES: some 8 K RoIs of 10 x 7 x 7 bins) the tasks store ahead as before.
+ */
+#define DK__PSP_STAGE_MAX_BYTES ((size_t)64 << 20)
+#define DK__PSP_UNSTAGE_ROIS 16
 
 /* ps_roi_pool's forward: RoIs per task; their outputs (PH PW elements apart for each plane) stay in
  * cache while the task sweeps its planes (Note [Position-sensitive RoIPool on a CPU]). */

@@ -265,11 +265,13 @@ __attribute__((always_inline)) static inline void DK_SFN(dk__psp_pool_block)(con
                                                                              const DK_SFN(dk__ps_task) *a,
                                                                              const DK_T *buf, int nv)
 {
-    const int64_t K = cx->K, W = cx->W, L = 4 * nv, *list = cx->image_rois + cx->N + 1;
+    const int64_t K = cx->K, W = cx->W, L = 4 * nv, *list = cx->image_rois + cx->N + 1, SL = cx->ps_stage_lanes;
     const int64_t *hb = cx->bin_table + a->ph * K * 2, *wb = cx->bin_table + (cx->PH + a->pw) * K * 2;
+    /* this bin's row of the staged outputs (Note [Staged outputs]), at the task's first lane */
+    DK_T *stage = cx->stage ? (DK_T *)cx->stage + (a->ph * cx->PW + a->pw) * K * SL + a->c0 : NULL;
     for (int64_t i = cx->image_rois[a->n]; i < cx->image_rois[a->n + 1]; i++) {
         const int64_t k = list[i], h0 = hb[2 * k], h1 = hb[2 * k + 1], w0 = wb[2 * k], w1 = wb[2 * k + 1];
-        DK_SFN(dk__ps_store_ahead)(cx, v, a, i);
+        if (!stage) DK_SFN(dk__ps_store_ahead)(cx, v, a, i);
         DK_TFN(dk_v4) acc[4];
         for (int u = 0; u < nv; u++) acc[u] = (DK_TFN(dk_v4)){0, 0, 0, 0};
         if (h1 > h0 && w1 > w0) { /* else 0, as dk_roi_pool_avg gives an empty bin */
@@ -285,8 +287,40 @@ __attribute__((always_inline)) static inline void DK_SFN(dk__psp_pool_block)(con
             const DK_T area = (DK_T)((h1 - h0) * (w1 - w0));
             for (int u = 0; u < nv; u++) acc[u] = acc[u] / area;
         }
+        if (stage) { /* whole vectors: the lanes past nc are the stage's padding */
+            for (int u = 0; u < nv; u++) DK_TFN(dk_st4)(stage + k * SL + 4 * u, &acc[u]);
+            continue;
+        }
         DK_S *out = v->y + k * v->ys[0] + a->c0 * v->ys[1] + a->ph * v->ys[2] + a->pw * v->ys[3];
         for (int j = 0; j < a->nc; j++) out[j * v->ys[1]] = DK_STORE(acc[j / 4][j % 4]);
+    }
+}
+
+/* The staged outputs (Note [Staged outputs]) into the output: a task per DK__PSP_UNSTAGE_ROIS
+ * RoIs, each RoI's [bin][channel] rows transposed to its [channel][bin] (float32 in
+ * dk_cl_scatter32's AVX2 tiles where the output is dense, element by element otherwise). RoIs
+ * with no image were written 0 before the forward's tasks, which staged nothing for them. */
+static void DK_SFN(dk__psp_unstage_worker)(void *p, int tid)
+{
+    (void)tid;
+    dk__rp_ctx *cx = (dk__rp_ctx *)p;
+    const DK_SFN(dk__rp_ps_view) v = DK_SFN(dk__rp_ps_view_of)(cx);
+    const int64_t K = cx->K, PW = cx->PW, B = cx->PH * PW, C = v.cout, SL = cx->ps_stage_lanes;
+    const DK_T *st = (const DK_T *)cx->stage;
+    const bool dense = DK_S_IS_T && sizeof(DK_T) == sizeof(float) && v.ys[3] == 1 && v.ys[2] == PW && v.ys[1] == B;
+    for (int64_t t; (t = dk_parallel_claim(&cx->counter)) < (K + DK__PSP_UNSTAGE_ROIS - 1) / DK__PSP_UNSTAGE_ROIS;) {
+        const int64_t k1 = (t + 1) * DK__PSP_UNSTAGE_ROIS < K ? (t + 1) * DK__PSP_UNSTAGE_ROIS : K;
+        for (int64_t k = t * DK__PSP_UNSTAGE_ROIS; k < k1; k++) {
+            if (cx->roi_batch[k] < 0) continue;
+            if (dense)
+                dk_cl_scatter32((const float *)(const void *)(st + k * SL), K * SL, B, C,
+                                (float *)(void *)(v.y + k * v.ys[0]), B, cx->ps_avx2);
+            else
+                for (int64_t c = 0; c < C; c++)
+                    for (int64_t b = 0; b < B; b++)
+                        v.y[k * v.ys[0] + c * v.ys[1] + b / PW * v.ys[2] + b % PW * v.ys[3]] = DK_STORE(
+                            st[(b * K + k) * SL + c]);
+        }
     }
 }
 
@@ -427,8 +461,20 @@ static dk_status DK_SFN(dk__rp_ps_forward)(dk__rp_ctx *cx, int nthreads)
                     for (int64_t ph = 0; ph < cx->PH; ph++)
                         for (int64_t pw = 0; pw < cx->PW; pw++)
                             v.y[k * v.ys[0] + c * v.ys[1] + ph * v.ys[2] + pw * v.ys[3]] = DK_STORE((DK_T)0);
+        /* the blocks' outputs staged where the host cache has room (Note [Staged outputs]) */
+        cx->stage = NULL, cx->stage_owner = NULL;
+        cx->ps_stage_lanes = (v.chunks - 1) * DK__RP_CHANNELS +
+                             DK__PSA_LANES(v.cout - (v.chunks - 1) * DK__RP_CHANNELS);
+        const size_t stage_bytes = dk_sat_mul(dk_sat_mul((size_t)(cx->PH * cx->PW), (size_t)cx->K),
+                                              (size_t)cx->ps_stage_lanes * sizeof(DK_T));
+        if (!planes && cx->ps_stage && stage_bytes <= DK__PSP_STAGE_MAX_BYTES &&
+            dk_host_cache_alloc(stage_bytes, &cx->stage, &cx->stage_owner) != DK_OK)
+            cx->stage = NULL, cx->stage_owner = NULL;
         dk_parallel_run(nthreads, &cx->counter,
                         planes ? DK_SFN(dk__psp_forward_planes_worker) : DK_SFN(dk__psp_forward_blocks_worker), cx);
+        if (cx->stage) dk_parallel_run(nthreads, &cx->counter, DK_SFN(dk__psp_unstage_worker), cx);
+        dk_host_cache_release(cx->stage_owner);
+        cx->stage = NULL, cx->stage_owner = NULL;
     } else if (st == DK_OK) dk_parallel_run(nthreads, &cx->counter, DK_SFN(dk__rp_ps_forward_worker), cx);
     dk_host_cache_release(cx->block_owner);
     dk_arena_free(&ar);
@@ -437,9 +483,19 @@ static dk_status DK_SFN(dk__rp_ps_forward)(dk__rp_ctx *cx, int nthreads)
 
 /* n elements from src to dst (storage the compute type) with non-temporal stores where dst is
  * 16-byte aligned (Note [Streaming stores] in dk_large_output.h), plain ones at an unaligned head
- * and a tail. The caller ends the thread's stores with dk_sfence(). */
-static void DK_SFN(dk__ps_stream_run)(DK_S *dst, const DK_S *src, int64_t n)
+ * and a tail; 32-bit elements in whole 64-byte lines of 32-byte AVX2 stores where `avx2` (the CPU
+ * has it: cx->ps_avx2), a quarter of the 4-lane loop's instructions (that loop was 6.7M of the
+ * ps_roi_pool backward's 17M on bench_roi_pool.py's case, callgrind). The caller ends the
+ * thread's stores with dk_sfence(). */
+static void DK_SFN(dk__ps_stream_run)(DK_S *dst, const DK_S *src, int64_t n, bool avx2)
 {
+#if DK__RP_AVX2
+    if (avx2 && sizeof(DK_S) == 4) {
+        dk__rp_stream_run32_avx2(dst, src, n);
+        return;
+    }
+#endif
+    (void)avx2;
     int64_t i = 0;
     for (; i < n && (uintptr_t)(dst + i) % 16 != 0; i++) dst[i] = src[i];
     if ((uintptr_t)(dst + i) % 16 == 0)
@@ -553,7 +609,7 @@ static void DK_SFN(dk__psp_backward_buffered_worker)(void *p, int tid)
                 DK_SFN(dk__psp_grad_image)(buf, H, W, K, PW, list, cx->image_rois[n], cx->image_rois[n + 1], hb, cols,
                                            grow, gs[0], gs[3]);
             DK_S *planes = x + n * xs[0] + t * PW * xs[1]; /* input channel t PW + pw = (c PH + ph) PW + pw */
-            if (dense && DK_S_IS_T && cx->stream) DK_SFN(dk__ps_stream_run)(planes, buf, PW * HW);
+            if (dense && DK_S_IS_T && cx->stream) DK_SFN(dk__ps_stream_run)(planes, buf, PW * HW, cx->ps_avx2);
             else if (dense) memcpy(planes, buf, (size_t)(PW * HW) * sizeof(DK_S));
             else
                 for (int64_t pw = 0; pw < PW; pw++)
@@ -584,10 +640,10 @@ static dk_status DK_SFN(dk__rp_ps_backward)(dk__rp_ctx *cx, int nthreads)
 #if DK__RP_AVX2
     /* the AVX2 additions' rows of columns (dk__psp_cols8), 32-byte aligned */
     if (cx->block && !cx->ps_avx512 && DK_S_IS_T && sizeof(DK_T) == sizeof(float) && cx->ps_avx2 && cx->PW <= 8) {
-        char *c8 = (char *)dk_arena_take_n(&ar, dk_sat_mul((size_t)cx->K, 16) + 8, sizeof(int32_t));
+        char *c8 = (char *)dk_arena_take_n(&ar, dk_sat_mul((size_t)cx->K, DK__PSP_COLS8) + 8, sizeof(int32_t));
         if (c8) {
             cx->ps_cols8 = (int32_t *)(void *)(c8 + ((32 - ((uintptr_t)c8 & 31)) & 31));
-            dk__psp_cols8(cx->bin_table + cx->PH * cx->K * 2, cx->K, cx->PW, cx->ps_cols8);
+            dk__psp_cols8(cx->bin_table + cx->PH * cx->K * 2, cx->K, cx->PW, HW, cx->ps_cols8);
         }
     }
 #endif

@@ -29,6 +29,9 @@ DK_TUNABLE(dk__ps_isa, "ps_roi_pool.isa", 2, 0, 2,
            "ps_roi_pool's and ps_roi_align's float32 vectors: 2 ps_roi_pool's plane-major forward gathered with "
            "AVX-512 and 1 the channels-last copy with AVX2 (each where the CPU has it), 0 the baseline (Note [AVX2 "
            "spans])")
+DK_TUNABLE(dk__psp_stage, "ps_roi_pool.stage", 1, 0, 1,
+           "ps_roi_pool's forward on blocks: 1 its outputs staged [bin][RoI][channel] and moved to the output in a "
+           "second pass, 0 each stored in place as it is found (the same values; Note [Staged outputs])")
 DK_TUNABLE(dk__psa_grad_planes, "ps_roi_align.grad_planes", 1, 0, 1,
            "ps_roi_align's backward on blocks: 1 each block's planes staged whole and written once as one run "
            "(streamed where large), 0 written back a row of four planes at a time (the same values; Note "
@@ -156,6 +159,7 @@ dk_status dk_ps_roi_pool_forward_cpu(const dk_tensor *input, const dk_tensor *ro
     const int64_t sy = dk_tensor_stride(input, 2), sx = dk_tensor_stride(input, 3);
     cx.ps_avx512 = dk_tensor_dtype(input) == DK_FLOAT32 && dk_tunable(&dk__ps_isa) == 2 && dk__ps_cpu_avx512() &&
                    sy >= 0 && sx >= 0 && (cx.H - 1) * sy + (cx.W - 1) * sx < INT32_MAX;
+    cx.ps_stage = dk_tunable(&dk__psp_stage) == 1;
     DK_ARENA_ON_STACK(ar); /* Note [Scratch arena] */
     if (!dk__psp_take_table(&cx, &ar)) {
         dk_arena_free(&ar);

@@ -181,8 +181,12 @@ typedef struct {
     void *ps_groups;   /* and its per-thread groups (dk__psp_group), DK__PSP_GROUPS(K, N) each */
     dk_host_block *block_owner; /* the position-sensitive blocks' memory (dk__ps_blocks), or NULL */
     bool psa_grad_planes;       /* ps_roi_align's backward: blocks stored through whole planes (its tunable) */
-    void *stage;                /* and then a thread's DK__RP_CHANNELS dense planes (dk__psa_grad_store), or NULL */
+    void *stage; /* ps_roi_align's backward: then a thread's DK__RP_CHANNELS dense planes (dk__psa_grad_store);
+                  * ps_roi_pool's forward on blocks: every output, [PH PW][K][ps_stage_lanes] (Note [Staged
+                  * outputs]); or NULL */
     dk_host_block *stage_owner; /* their memory, or NULL */
+    int64_t ps_stage_lanes;     /* ps_roi_pool's staged outputs: a RoI's lanes, its channels in whole vectors */
+    bool ps_stage;              /* ps_roi_pool's forward: stage the blocks' outputs (its tunable) */
     dk_parallel_counter counter;
 } dk__rp_ctx;
 
