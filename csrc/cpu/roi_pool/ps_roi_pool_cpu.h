@@ -481,6 +481,20 @@ __attribute__((target("avx2"))) static void dk__psp_grad_image_avx2(float *buf, 
 #define DK__PSP_OUT_AHEAD 4
 
 /*
+ * Note [Copying ahead]
+ * The channels-last copy (dk__ps_block_load) reads its 4-16 planes a row of each at a time: as
+ * many streams, each a few 4 KB pages long (13.6 KB for bench_roi_pool.py's 50 x 68), which the
+ * hardware prefetchers pick up afresh at every page. perf put half the copy's samples on its
+ * loads. So at each row it prefetches the planes' row ps_roi_pool.copy_ahead (a tunable, default 2)
+ * rows on, where the planes' columns are dense (each row one run). Measured 2026-11-28 (the AMD
+ * host, one thread, bench_roi_pool.py's ps_roi_pool forward after 128 MB written elsewhere): a C
+ * harness's medians 2.05-2.3 ms at 1-3 rows ahead against 2.33-3.45 ms without (three runs of 41
+ * calls each); in one process, switched per call, 2.24-2.25 ms against 2.27-2.50 (two runs), and
+ * ps_roi_align's forward 5.31-5.43 ms against 5.48-5.52 ms. Earlier (before the staged outputs
+ * and the lighter additions) the same prefetch had measured no change.
+ */
+
+/*
  * Note [Staged outputs]
  * Storing ahead (above) hid the misses of the scattered stores, not their instructions: a RoI's
  * DK__RP_CHANNELS outputs went out one lane at a time, each lane taken out of its vector and
@@ -488,8 +502,9 @@ __attribute__((target("avx2"))) static void dk__psp_grad_image_avx2(float *buf, 
  * per RoI and task of the pooling loop (callgrind, bench_roi_pool.py's case). So where the host
  * cache has room (at most DK__PSP_STAGE_MAX_BYTES), the blocks' tasks write their sums whole, one
  * vector store per four channels, into a stage laid out [PH PW][K][L] (L: each block of
- * DK__RP_CHANNELS channels in whole 4-lane vectors, the lanes past the channels unused): a task's
- * bin is one row of it, written in order of k. A second parallel loop then moves each RoI's
+ * DK__RP_CHANNELS channels in whole 4-lane vectors, the lanes past the channels unused; each bin's
+ * row padded to whole pages and a line, cx->ps_stage_row): a task's bin is one row of it, written
+ * in order of k. A second parallel loop then moves each RoI's
  * [bin][channel] to the output's [channel][bin] (dk__psp_unstage_worker: float32 in
  * dk_cl_scatter32's 8 x 8 AVX2 tiles where the output is dense). The values are the sums
  * themselves, stored once more: the same bits. Without a stage (no room, or a stage past

@@ -83,8 +83,16 @@ static void DK_SFN(dk__ps_block_load)(const dk__rp_ctx *cx, const DK_S *img, con
 {
     const int L = DK__PSA_LANES(a->nc);
     const bool vec = xs[3] == 1 && sizeof(DK_S) == sizeof(DK_T);
+    const int64_t ahead = xs[3] == 1 ? cx->ps_copy_ahead : 0, last = (cx->W - 1) * (int64_t)sizeof(DK_S);
     for (int64_t h = 0; h < cx->H; h++) {
         DK_T *row = buf + h * cx->W * L;
+        /* the planes' rows `ahead` rows on (the first ones too, at the first row): Note [Copying ahead] */
+        for (int64_t r = h == 0 ? 1 : h + ahead; ahead > 0 && r <= h + ahead && r < cx->H; r++)
+            for (int i = 0; i < a->nc; i++) {
+                const char *p = (const char *)(const void *)(img + i * a->cstep + r * xs[2]);
+                for (uintptr_t q = (uintptr_t)p & ~(uintptr_t)63; q <= (uintptr_t)(p + last); q += 64)
+                    __builtin_prefetch((const void *)q);
+            }
         for (int u = 0; u < L; u += 4) {
             const DK_S *src[4];
             for (int i = 0; i < 4; i++) src[i] = img + (u + i < a->nc ? u + i : a->nc - 1) * a->cstep + h * xs[2];
@@ -268,7 +276,7 @@ __attribute__((always_inline)) static inline void DK_SFN(dk__psp_pool_block)(con
     const int64_t K = cx->K, W = cx->W, L = 4 * nv, *list = cx->image_rois + cx->N + 1, SL = cx->ps_stage_lanes;
     const int64_t *hb = cx->bin_table + a->ph * K * 2, *wb = cx->bin_table + (cx->PH + a->pw) * K * 2;
     /* this bin's row of the staged outputs (Note [Staged outputs]), at the task's first lane */
-    DK_T *stage = cx->stage ? (DK_T *)cx->stage + (a->ph * cx->PW + a->pw) * K * SL + a->c0 : NULL;
+    DK_T *stage = cx->stage ? (DK_T *)cx->stage + (a->ph * cx->PW + a->pw) * cx->ps_stage_row + a->c0 : NULL;
     for (int64_t i = cx->image_rois[a->n]; i < cx->image_rois[a->n + 1]; i++) {
         const int64_t k = list[i], h0 = hb[2 * k], h1 = hb[2 * k + 1], w0 = wb[2 * k], w1 = wb[2 * k + 1];
         if (!stage) DK_SFN(dk__ps_store_ahead)(cx, v, a, i);
@@ -305,7 +313,7 @@ static void DK_SFN(dk__psp_unstage_worker)(void *p, int tid)
     (void)tid;
     dk__rp_ctx *cx = (dk__rp_ctx *)p;
     const DK_SFN(dk__rp_ps_view) v = DK_SFN(dk__rp_ps_view_of)(cx);
-    const int64_t K = cx->K, PW = cx->PW, B = cx->PH * PW, C = v.cout, SL = cx->ps_stage_lanes;
+    const int64_t K = cx->K, PW = cx->PW, B = cx->PH * PW, C = v.cout, SL = cx->ps_stage_lanes, R = cx->ps_stage_row;
     const DK_T *st = (const DK_T *)cx->stage;
     const bool dense = DK_S_IS_T && sizeof(DK_T) == sizeof(float) && v.ys[3] == 1 && v.ys[2] == PW && v.ys[1] == B;
     for (int64_t t; (t = dk_parallel_claim(&cx->counter)) < (K + DK__PSP_UNSTAGE_ROIS - 1) / DK__PSP_UNSTAGE_ROIS;) {
@@ -313,13 +321,13 @@ static void DK_SFN(dk__psp_unstage_worker)(void *p, int tid)
         for (int64_t k = t * DK__PSP_UNSTAGE_ROIS; k < k1; k++) {
             if (cx->roi_batch[k] < 0) continue;
             if (dense)
-                dk_cl_scatter32((const float *)(const void *)(st + k * SL), K * SL, B, C,
+                dk_cl_scatter32((const float *)(const void *)(st + k * SL), R, B, C,
                                 (float *)(void *)(v.y + k * v.ys[0]), B, cx->ps_avx2);
             else
                 for (int64_t c = 0; c < C; c++)
                     for (int64_t b = 0; b < B; b++)
                         v.y[k * v.ys[0] + c * v.ys[1] + b / PW * v.ys[2] + b % PW * v.ys[3]] = DK_STORE(
-                            st[(b * K + k) * SL + c]);
+                            st[b * R + k * SL + c]);
         }
     }
 }
@@ -465,8 +473,14 @@ static dk_status DK_SFN(dk__rp_ps_forward)(dk__rp_ctx *cx, int nthreads)
         cx->stage = NULL, cx->stage_owner = NULL;
         cx->ps_stage_lanes = (v.chunks - 1) * DK__RP_CHANNELS +
                              DK__PSA_LANES(v.cout - (v.chunks - 1) * DK__RP_CHANNELS);
-        const size_t stage_bytes = dk_sat_mul(dk_sat_mul((size_t)(cx->PH * cx->PW), (size_t)cx->K),
-                                              (size_t)cx->ps_stage_lanes * sizeof(DK_T));
+        /* a bin's row of K RoIs in whole 4 KB pages and one line more, so that the unstaging's 8 x 8
+         * tiles (8 rows, a RoI each) fall in 8 different sets of L1: rows of 512 RoIs x 12 lanes
+         * were 6 pages apart, all in one set, and the unstaging took three times its instructions' share */
+        const size_t row_bytes = dk_sat_mul((size_t)cx->K, (size_t)cx->ps_stage_lanes * sizeof(DK_T));
+        const size_t stage_bytes = row_bytes > DK__PSP_STAGE_MAX_BYTES
+                                       ? SIZE_MAX
+                                       : dk_sat_mul((size_t)(cx->PH * cx->PW), (row_bytes + 4095) / 4096 * 4096 + 64);
+        cx->ps_stage_row = (int64_t)(((row_bytes + 4095) / 4096 * 4096 + 64) / sizeof(DK_T));
         if (!planes && cx->ps_stage && stage_bytes <= DK__PSP_STAGE_MAX_BYTES &&
             dk_host_cache_alloc(stage_bytes, &cx->stage, &cx->stage_owner) != DK_OK)
             cx->stage = NULL, cx->stage_owner = NULL;

@@ -29,6 +29,9 @@ DK_TUNABLE(dk__ps_isa, "ps_roi_pool.isa", 2, 0, 2,
            "ps_roi_pool's and ps_roi_align's float32 vectors: 2 ps_roi_pool's plane-major forward gathered with "
            "AVX-512 and 1 the channels-last copy with AVX2 (each where the CPU has it), 0 the baseline (Note [AVX2 "
            "spans])")
+DK_TUNABLE(dk__ps_copy_ahead, "ps_roi_pool.copy_ahead", 2, 0, 64,
+           "ps_roi_pool's and ps_roi_align's channels-last copy: each row of its planes prefetched this many rows "
+           "ahead (0: none; Note [Copying ahead])")
 DK_TUNABLE(dk__psp_stage, "ps_roi_pool.stage", 1, 0, 1,
            "ps_roi_pool's forward on blocks: 1 its outputs staged [bin][RoI][channel] and moved to the output in a "
            "second pass, 0 each stored in place as it is found (the same values; Note [Staged outputs])")
@@ -77,6 +80,7 @@ static dk__rp_ctx dk__rp_ctx_of(const dk_tensor *img, const dk_tensor *bins, con
     return (dk__rp_ctx){.img = img,
                         .ps_avx2 = bins_kind == DK_ROI_POOL_BINS_PS && DK__RP_AVX2 && dk_tunable(&dk__ps_isa) >= 1 &&
                                    dk__ps_cpu_avx2(),
+                        .ps_copy_ahead = (int)dk_tunable(&dk__ps_copy_ahead),
                         .bins = bins,
                         .rois = rois,
                         .argmax = argmax,

@@ -175,6 +175,7 @@ typedef struct {
     bool stream;       /* ps_roi_align's, ps_roi_pool's backward: blocks stream grad_input (Note [Streaming stores]) */
     bool psa_tables;   /* ps_roi_align: keep each RoI's taps in tables (its tunable) */
     bool ps_avx2;      /* the position-sensitive blocks: copy float32 planes with AVX2 (dk__ps_row_load_avx2) */
+    int ps_copy_ahead; /* the position-sensitive blocks' copy: rows read ahead (Note [Copying ahead]), 0 none */
     int32_t *ps_cols8; /* ps_roi_pool's AVX2 backward: each RoI's columns (dk__psp_cols8), or NULL */
     bool ps_avx512;    /* ps_roi_pool's plane-major forward: float32 bins gathered with AVX-512 (dk__psp_gather) */
     int64_t *ps_order; /* ps_roi_pool's plane-major forward: each image's RoIs by their bins' size */
@@ -186,6 +187,7 @@ typedef struct {
                   * outputs]); or NULL */
     dk_host_block *stage_owner; /* their memory, or NULL */
     int64_t ps_stage_lanes;     /* ps_roi_pool's staged outputs: a RoI's lanes, its channels in whole vectors */
+    int64_t ps_stage_row;       /* and a bin's row of them (K RoIs, padded), in elements */
     bool ps_stage;              /* ps_roi_pool's forward: stage the blocks' outputs (its tunable) */
     dk_parallel_counter counter;
 } dk__rp_ctx;
