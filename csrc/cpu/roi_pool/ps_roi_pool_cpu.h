@@ -53,7 +53,10 @@
  *    addition per bin row, +0 in the lanes past the bin, dk__psp_grad_image_avx2; each pixel still
  *    gets its one addition), and the planes are written into grad_input once, streamed where it is large
  *    (Note [Streaming stores]): grad_input is written once and never read, where the in-place
- *    planes memset it and then read-modify-write the lines under the bins.
+ *    planes memset it and then read-modify-write the lines under the bins. Float32 planes streamed
+ *    with AVX2 write the buffer 0 behind them (dk__rp_stream_run32_clear_avx2), so that only a
+ *    thread's first planes take a memset: the memsets were 5% of the training step's samples, and
+ *    the backward's minima went 1.43-1.50 -> 1.31-1.38 ms (C harness, 2026-11-28, four runs).
  *  - in place (layout 0, and larger maps): the planes zeroed in every image (one memset per image
  *    for contiguous planes: all-zero bits are +0 in every dtype), then each RoI's share added to
  *    grad_input itself, RoIs in order.

@@ -606,11 +606,16 @@ static void DK_SFN(dk__psp_backward_buffered_worker)(void *p, int tid)
     DK_S *buf = (DK_S *)cx->block + (size_t)tid * (size_t)(PW * HW + DK__PSP_GRAD_PAD);
     /* the PW planes of a task, in every image, one run of whole rows */
     const bool dense = xs[3] == 1 && xs[2] == W && xs[1] == HW;
+    /* float32 planes streamed with AVX2 leave the buffer zero behind them: no memset but the first */
+    const bool clear = DK__RP_AVX2 && dense && DK_S_IS_T && cx->stream && sizeof(DK_S) == 4 && cx->ps_avx2;
+    bool zero = false;
     for (int64_t t; (t = dk_parallel_claim(&cx->counter)) < cx->C / PW;) { /* C = C_out PH PW (ops/roi_pool.c) */
         const int64_t ph = t % PH, c = t / PH, *hb = cx->bin_table + ph * K * 2;
         const DK_S *grow = g + c * gs[1] + ph * gs[2];
         for (int64_t n = 0; n < cx->N; n++) {
-            memset(buf, 0, (size_t)(PW * HW + DK__PSP_GRAD_PAD) * sizeof(DK_S)); /* 0 bits: +0, every dtype */
+            /* zeroed (0 bits: +0, every dtype), or left zero by the last planes' stream (clear) */
+            if (!zero) memset(buf, 0, (size_t)(PW * HW + DK__PSP_GRAD_PAD) * sizeof(DK_S));
+            zero = clear;
 #if DK__RP_AVX2
             if (DK_S_IS_T && sizeof(DK_T) == sizeof(float) && cx->ps_avx512)
                 dk__psp_grad_image((float *)(void *)buf, H, W, K, PW, list, cx->image_rois[n], cx->image_rois[n + 1],
@@ -623,7 +628,11 @@ static void DK_SFN(dk__psp_backward_buffered_worker)(void *p, int tid)
                 DK_SFN(dk__psp_grad_image)(buf, H, W, K, PW, list, cx->image_rois[n], cx->image_rois[n + 1], hb, cols,
                                            grow, gs[0], gs[3]);
             DK_S *planes = x + n * xs[0] + t * PW * xs[1]; /* input channel t PW + pw = (c PH + ph) PW + pw */
-            if (dense && DK_S_IS_T && cx->stream) DK_SFN(dk__ps_stream_run)(planes, buf, PW * HW, cx->ps_avx2);
+            if (clear) {
+#if DK__RP_AVX2
+                dk__rp_stream_run32_clear_avx2(planes, buf, PW * HW);
+#endif
+            } else if (dense && DK_S_IS_T && cx->stream) DK_SFN(dk__ps_stream_run)(planes, buf, PW * HW, cx->ps_avx2);
             else if (dense) memcpy(planes, buf, (size_t)(PW * HW) * sizeof(DK_S));
             else
                 for (int64_t pw = 0; pw < PW; pw++)

@@ -524,6 +524,30 @@ __attribute__((target("avx2"))) static void dk__rp_stream_run32_avx2(void *dst, 
     memcpy(d + i * 4, s + i * 4, (size_t)(n - i) * 4);
 }
 
+/* dk__rp_stream_run32_avx2, with src zeroed behind it: each line of src is written 0 as it goes out,
+ * while it is in L1 (ps_roi_pool's buffered backward, Note [Position-sensitive RoIPool on a CPU]). */
+__attribute__((target("avx2"))) static void dk__rp_stream_run32_clear_avx2(void *dst, void *src, int64_t n)
+{
+    char *d = (char *)dst;
+    char *s = (char *)src;
+    int64_t head = (int64_t)((64 - ((uintptr_t)d & 63)) & 63) / 4;
+    if (((uintptr_t)d & 3) || head > n) head = n;
+    memcpy(d, s, (size_t)head * 4);
+    memset(s, 0, (size_t)head * 4);
+    int64_t i = head;
+    const __m256i z = _mm256_setzero_si256();
+    for (; i + 16 <= n; i += 16) {
+        const __m256i a = _mm256_loadu_si256((const __m256i *)(s + i * 4)),
+                      b = _mm256_loadu_si256((const __m256i *)(s + i * 4 + 32));
+        _mm256_stream_si256((__m256i *)(d + i * 4), a);
+        _mm256_stream_si256((__m256i *)(d + i * 4 + 32), b);
+        _mm256_storeu_si256((__m256i *)(s + i * 4), z);
+        _mm256_storeu_si256((__m256i *)(s + i * 4 + 32), z);
+    }
+    memcpy(d + i * 4, s + i * 4, (size_t)(n - i) * 4);
+    memset(s + i * 4, 0, (size_t)(n - i) * 4);
+}
+
 /* A RoI's whole tile (nbins = P) of a whole block, t [bin][channel], to its run of DK__RP_BLOCK P
  * elements at dst ([channel][bin]), streamed: transposed into an L1 buffer first, so that the
  * lines go out whole and in order (the transposes' 32-byte stores, P elements apart, would leave
