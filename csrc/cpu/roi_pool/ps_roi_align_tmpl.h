@@ -156,6 +156,8 @@ static void DK_SFN(dk__psa_forward_block)(const dk__rp_ctx *cx, const DK_SFN(dk_
     const int L = DK__PSA_LANES(a->nc), nv = L / 4;
     DK_SFN(dk__ps_block_load)(cx, v->x + a->n * xs[0] + ((a->c0 * cx->PH + a->ph) * cx->PW + a->pw) * xs[1], xs, a,
                               buf);
+    /* this bin's row of the staged outputs (Note [Staged outputs]), at the task's first lane */
+    DK_T *stage = cx->stage ? (DK_T *)cx->stage + (a->ph * cx->PW + a->pw) * cx->ps_stage_row + a->c0 : NULL;
     for (int64_t i = cx->image_rois[a->n]; i < cx->image_rois[a->n + 1]; i++) {
         const int64_t k = cx->image_rois[cx->N + 1 + i];
         const DK_SFN(dk__psa_roi_entry) *e = &table[k];
@@ -177,6 +179,13 @@ static void DK_SFN(dk__psa_forward_block)(const dk__rp_ctx *cx, const DK_SFN(dk_
                     acc[u] += t->w1 * x1 + t->w2 * x2 + t->w3 * x3 + t->w4 * x4;
                 }
             }
+        }
+        if (stage) { /* Note [Staged outputs]: a vector division rounds each lane as the scalar one does */
+            for (int u = 0; u < nv; u++) {
+                const DK_TFN(dk_v4) r = acc[u] / e->count;
+                DK_TFN(dk_st4)(stage + k * cx->ps_stage_lanes + 4 * u, &r);
+            }
+            continue;
         }
         DK_S *out = v->y + k * ys[0] + a->c0 * ys[1] + a->ph * ys[2] + a->pw * ys[3];
         for (int j = 0; j < a->nc; j++) out[j * ys[1]] = DK_STORE(acc[j / 4][j % 4] / e->count);
@@ -206,16 +215,13 @@ static dk_status DK_SFN(dk__psa_forward)(dk__rp_ctx *cx, int nthreads)
         dk_arena_free(&ar);
         return st;
     }
-    /* the RoIs no task serves (no image, or no samples) pool to 0 */
     const DK_SFN(dk__rp_ps_view) v = DK_SFN(dk__rp_ps_view_of)(cx);
+    if (cx->block) DK_SFN(dk__ps_stage_take)(cx, &v); /* Note [Staged outputs] */
     const DK_SFN(dk__psa_roi_entry) *table = (const DK_SFN(dk__psa_roi_entry) *)cx->table;
-    for (int64_t k = 0; k < cx->K; k++)
-        if (table[k].n < 0)
-            for (int64_t c = 0; c < v.cout; c++)
-                for (int64_t ph = 0; ph < cx->PH; ph++)
-                    for (int64_t pw = 0; pw < cx->PW; pw++)
-                        v.y[k * v.ys[0] + c * v.ys[1] + ph * v.ys[2] + pw * v.ys[3]] = DK_STORE((DK_T)0);
+    for (int64_t k = 0; k < cx->K; k++) /* the RoIs no task serves (no image, or no samples) pool to 0 */
+        if (table[k].n < 0) DK_SFN(dk__ps_zero_roi)(cx, &v, k);
     dk_parallel_run(nthreads, &cx->counter, DK_SFN(dk__psa_forward_worker), cx);
+    DK_SFN(dk__ps_stage_flush)(cx, nthreads);
     dk_host_cache_release(cx->block_owner);
     dk_arena_free(&ar);
     return DK_OK;

@@ -306,8 +306,7 @@ __attribute__((always_inline)) static inline void DK_SFN(dk__psp_pool_block)(con
 
 /* The staged outputs (Note [Staged outputs]) into the output: a task per DK__PSP_UNSTAGE_ROIS
  * RoIs, each RoI's [bin][channel] rows transposed to its [channel][bin] (float32 in
- * dk_cl_scatter32's AVX2 tiles where the output is dense, element by element otherwise). RoIs
- * with no image were written 0 before the forward's tasks, which staged nothing for them. */
+ * dk_cl_scatter32's AVX2 tiles where the output is dense, element by element otherwise). */
 static void DK_SFN(dk__psp_unstage_worker)(void *p, int tid)
 {
     (void)tid;
@@ -319,7 +318,6 @@ static void DK_SFN(dk__psp_unstage_worker)(void *p, int tid)
     for (int64_t t; (t = dk_parallel_claim(&cx->counter)) < (K + DK__PSP_UNSTAGE_ROIS - 1) / DK__PSP_UNSTAGE_ROIS;) {
         const int64_t k1 = (t + 1) * DK__PSP_UNSTAGE_ROIS < K ? (t + 1) * DK__PSP_UNSTAGE_ROIS : K;
         for (int64_t k = t * DK__PSP_UNSTAGE_ROIS; k < k1; k++) {
-            if (cx->roi_batch[k] < 0) continue;
             if (dense)
                 dk_cl_scatter32((const float *)(const void *)(st + k * SL), R, B, C,
                                 (float *)(void *)(v.y + k * v.ys[0]), B, cx->ps_avx2);
@@ -330,6 +328,44 @@ static void DK_SFN(dk__psp_unstage_worker)(void *p, int tid)
                             st[b * R + k * SL + c]);
         }
     }
+}
+
+/* A stage for a forward on blocks (Note [Staged outputs]): cx->stage, where cx->ps_stage asks, the
+ * stage takes at most DK__PSP_STAGE_MAX_BYTES and the host cache has room; else NULL (the tasks
+ * store in place). Each bin's row of K RoIs takes whole 4 KB pages and one line more, so that the
+ * unstaging's 8 x 8 tiles (8 rows, a RoI each) fall in 8 different sets of L1: rows of 512 RoIs x
+ * 12 lanes had been 6 pages apart, all in one set, and the unstaging took three times its
+ * instructions' share of the time. */
+static void DK_SFN(dk__ps_stage_take)(dk__rp_ctx *cx, const DK_SFN(dk__rp_ps_view) *v)
+{
+    cx->stage = NULL, cx->stage_owner = NULL;
+    cx->ps_stage_lanes = (v->chunks - 1) * DK__RP_CHANNELS + DK__PSA_LANES(v->cout - (v->chunks - 1) * DK__RP_CHANNELS);
+    const size_t row_bytes = dk_sat_mul((size_t)cx->K, (size_t)cx->ps_stage_lanes * sizeof(DK_T));
+    if (!cx->ps_stage || row_bytes > DK__PSP_STAGE_MAX_BYTES) return;
+    const size_t row = (row_bytes + 4095) / 4096 * 4096 + 64;
+    cx->ps_stage_row = (int64_t)(row / sizeof(DK_T));
+    const size_t bytes = dk_sat_mul((size_t)(cx->PH * cx->PW), row);
+    if (bytes > DK__PSP_STAGE_MAX_BYTES || dk_host_cache_alloc(bytes, &cx->stage, &cx->stage_owner) != DK_OK)
+        cx->stage = NULL, cx->stage_owner = NULL;
+}
+
+/* RoI k's outputs 0 (a RoI no task serves): in the stage where there is one, which then moves them. */
+static void DK_SFN(dk__ps_zero_roi)(const dk__rp_ctx *cx, const DK_SFN(dk__rp_ps_view) *v, int64_t k)
+{
+    for (int64_t c = 0; c < v->cout; c++)
+        for (int64_t ph = 0; ph < cx->PH; ph++)
+            for (int64_t pw = 0; pw < cx->PW; pw++)
+                if (cx->stage)
+                    ((DK_T *)cx->stage)[(ph * cx->PW + pw) * cx->ps_stage_row + k * cx->ps_stage_lanes + c] = (DK_T)0;
+                else v->y[k * v->ys[0] + c * v->ys[1] + ph * v->ys[2] + pw * v->ys[3]] = DK_STORE((DK_T)0);
+}
+
+/* The stage, if any, into the output (dk__psp_unstage_worker), and given back. */
+static void DK_SFN(dk__ps_stage_flush)(dk__rp_ctx *cx, int nthreads)
+{
+    if (cx->stage) dk_parallel_run(nthreads, &cx->counter, DK_SFN(dk__psp_unstage_worker), cx);
+    dk_host_cache_release(cx->stage_owner);
+    cx->stage = NULL, cx->stage_owner = NULL;
 }
 
 static void DK_SFN(dk__psp_forward_block)(const dk__rp_ctx *cx, const DK_SFN(dk__rp_ps_view) *v,
@@ -461,34 +497,13 @@ static dk_status DK_SFN(dk__rp_ps_forward)(dk__rp_ctx *cx, int nthreads)
     }
     if (!planes) st = DK_SFN(dk__ps_blocks)(cx, &ar, nthreads, DK__PSP_PIXELS_PER_PIXEL, "ps_roi_pool_forward");
     if (st == DK_OK && (planes || cx->block)) {
-        /* the RoIs no task serves (no image) pool to 0 */
         const DK_SFN(dk__rp_ps_view) v = DK_SFN(dk__rp_ps_view_of)(cx);
-        for (int64_t k = 0; k < cx->K; k++)
-            if (cx->roi_batch[k] < 0)
-                for (int64_t c = 0; c < v.cout; c++)
-                    for (int64_t ph = 0; ph < cx->PH; ph++)
-                        for (int64_t pw = 0; pw < cx->PW; pw++)
-                            v.y[k * v.ys[0] + c * v.ys[1] + ph * v.ys[2] + pw * v.ys[3]] = DK_STORE((DK_T)0);
-        /* the blocks' outputs staged where the host cache has room (Note [Staged outputs]) */
-        cx->stage = NULL, cx->stage_owner = NULL;
-        cx->ps_stage_lanes = (v.chunks - 1) * DK__RP_CHANNELS +
-                             DK__PSA_LANES(v.cout - (v.chunks - 1) * DK__RP_CHANNELS);
-        /* a bin's row of K RoIs in whole 4 KB pages and one line more, so that the unstaging's 8 x 8
-         * tiles (8 rows, a RoI each) fall in 8 different sets of L1: rows of 512 RoIs x 12 lanes
-         * were 6 pages apart, all in one set, and the unstaging took three times its instructions' share */
-        const size_t row_bytes = dk_sat_mul((size_t)cx->K, (size_t)cx->ps_stage_lanes * sizeof(DK_T));
-        const size_t stage_bytes = row_bytes > DK__PSP_STAGE_MAX_BYTES
-                                       ? SIZE_MAX
-                                       : dk_sat_mul((size_t)(cx->PH * cx->PW), (row_bytes + 4095) / 4096 * 4096 + 64);
-        cx->ps_stage_row = (int64_t)(((row_bytes + 4095) / 4096 * 4096 + 64) / sizeof(DK_T));
-        if (!planes && cx->ps_stage && stage_bytes <= DK__PSP_STAGE_MAX_BYTES &&
-            dk_host_cache_alloc(stage_bytes, &cx->stage, &cx->stage_owner) != DK_OK)
-            cx->stage = NULL, cx->stage_owner = NULL;
+        if (!planes) DK_SFN(dk__ps_stage_take)(cx, &v); /* Note [Staged outputs] */
+        for (int64_t k = 0; k < cx->K; k++)             /* the RoIs no task serves (no image) pool to 0 */
+            if (cx->roi_batch[k] < 0) DK_SFN(dk__ps_zero_roi)(cx, &v, k);
         dk_parallel_run(nthreads, &cx->counter,
                         planes ? DK_SFN(dk__psp_forward_planes_worker) : DK_SFN(dk__psp_forward_blocks_worker), cx);
-        if (cx->stage) dk_parallel_run(nthreads, &cx->counter, DK_SFN(dk__psp_unstage_worker), cx);
-        dk_host_cache_release(cx->stage_owner);
-        cx->stage = NULL, cx->stage_owner = NULL;
+        DK_SFN(dk__ps_stage_flush)(cx, nthreads);
     } else if (st == DK_OK) dk_parallel_run(nthreads, &cx->counter, DK_SFN(dk__rp_ps_forward_worker), cx);
     dk_host_cache_release(cx->block_owner);
     dk_arena_free(&ar);

@@ -33,8 +33,9 @@ DK_TUNABLE(dk__ps_copy_ahead, "ps_roi_pool.copy_ahead", 2, 0, 64,
            "ps_roi_pool's and ps_roi_align's channels-last copy: each row of its planes prefetched this many rows "
            "ahead (0: none; Note [Copying ahead])")
 DK_TUNABLE(dk__psp_stage, "ps_roi_pool.stage", 1, 0, 1,
-           "ps_roi_pool's forward on blocks: 1 its outputs staged [bin][RoI][channel] and moved to the output in a "
-           "second pass, 0 each stored in place as it is found (the same values; Note [Staged outputs])")
+           "ps_roi_pool's and ps_roi_align's forward on blocks: 1 their outputs staged [bin][RoI][channel] and moved "
+           "to the output in a second pass, 0 each stored in place as it is found (the same values; Note [Staged "
+           "outputs])")
 DK_TUNABLE(dk__psa_grad_planes, "ps_roi_align.grad_planes", 1, 0, 1,
            "ps_roi_align's backward on blocks: 1 each block's planes staged whole and written once as one run "
            "(streamed where large), 0 written back a row of four planes at a time (the same values; Note "
@@ -206,6 +207,7 @@ dk_status dk_ps_roi_align_forward_cpu(const dk_tensor *input, const dk_tensor *r
     const int nthreads = dk_parallel_threads_for(dk_tensor_numel(output) * 64 + cx.K * 64);
     cx.ps_layout = (int)dk_tunable(&dk__psa_layout);
     cx.psa_tables = dk_tunable(&dk__psa_tables) == 1;
+    cx.ps_stage = dk_tunable(&dk__psp_stage) == 1;
     dk_status st = DK_OK;
     DK_SWITCH_FLOAT(dk_tensor_dtype(input), st, dk__psa_forward, (&cx, nthreads),
                     st = dk_error(DK_ETYPE, "ps_roi_align_forward: unsupported dtype"))
