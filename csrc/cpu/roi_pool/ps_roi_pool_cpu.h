@@ -503,23 +503,23 @@ __attribute__((target("avx2"))) static void dk__psp_grad_image_avx2(float *buf, 
  * DK__RP_CHANNELS outputs went out one lane at a time, each lane taken out of its vector and
  * stored PH PW elements from the last, with a prefetch each: about 130 of the 330 instructions
  * per RoI and task of the pooling loop (callgrind, bench_roi_pool.py's case). So where the host
- * cache has room (at most DK__PSP_STAGE_MAX_BYTES), the blocks' tasks write their sums whole, one
+ * cache has room (at most DK__PS_STAGE_MAX_BYTES), the blocks' tasks write their sums whole, one
  * vector store per four channels, into a stage laid out [PH PW][K][L] (L: each block of
  * DK__RP_CHANNELS channels in whole 4-lane vectors, the lanes past the channels unused; each bin's
  * row padded to whole pages and a line, cx->ps_stage_row): a task's bin is one row of it, written
  * in order of k. A second parallel loop then moves each RoI's
- * [bin][channel] to the output's [channel][bin] (dk__psp_unstage_worker: float32 in
+ * [bin][channel] to the output's [channel][bin] (dk__ps_unstage_worker: float32 in
  * dk_cl_scatter32's 8 x 8 AVX2 tiles where the output is dense). The values are the sums
  * themselves, stored once more: the same bits. Without a stage (no room, or a stage past
- * DK__PSP_STAGE_MAX_BYTES: some 8 K RoIs of 10 x 7 x 7 bins) the tasks store ahead as before.
+ * DK__PS_STAGE_MAX_BYTES: some 8 K RoIs of 10 x 7 x 7 bins) the tasks store ahead as before.
  * ps_roi_align's forward on blocks stages its outputs the same way (dk__ps_stage_take,
  * dk__ps_zero_roi, dk__ps_stage_flush, shared), each vector divided by the RoI's count at once
  * where each lane had been divided alone: on bench_roi_pool.py's case after 128 MB written
  * elsewhere, in one process with ps_roi_pool.stage switched per call, its forward took medians of
  * 3.01-3.05 ms against 3.68-3.69 ms (two runs of 41 calls, 2026-11-28).
  */
-#define DK__PSP_STAGE_MAX_BYTES ((size_t)64 << 20)
-#define DK__PSP_UNSTAGE_ROIS 16
+#define DK__PS_STAGE_MAX_BYTES ((size_t)64 << 20)
+#define DK__PS_UNSTAGE_ROIS 16
 
 /* ps_roi_pool's forward: RoIs per task; their outputs (PH PW elements apart for each plane) stay in
  * cache while the task sweeps its planes (Note [Position-sensitive RoIPool on a CPU]). */

@@ -304,10 +304,10 @@ __attribute__((always_inline)) static inline void DK_SFN(dk__psp_pool_block)(con
     }
 }
 
-/* The staged outputs (Note [Staged outputs]) into the output: a task per DK__PSP_UNSTAGE_ROIS
+/* The staged outputs (Note [Staged outputs]) into the output: a task per DK__PS_UNSTAGE_ROIS
  * RoIs, each RoI's [bin][channel] rows transposed to its [channel][bin] (float32 in
  * dk_cl_scatter32's AVX2 tiles where the output is dense, element by element otherwise). */
-static void DK_SFN(dk__psp_unstage_worker)(void *p, int tid)
+static void DK_SFN(dk__ps_unstage_worker)(void *p, int tid)
 {
     (void)tid;
     dk__rp_ctx *cx = (dk__rp_ctx *)p;
@@ -315,9 +315,9 @@ static void DK_SFN(dk__psp_unstage_worker)(void *p, int tid)
     const int64_t K = cx->K, PW = cx->PW, B = cx->PH * PW, C = v.cout, SL = cx->ps_stage_lanes, R = cx->ps_stage_row;
     const DK_T *st = (const DK_T *)cx->stage;
     const bool dense = DK_S_IS_T && sizeof(DK_T) == sizeof(float) && v.ys[3] == 1 && v.ys[2] == PW && v.ys[1] == B;
-    for (int64_t t; (t = dk_parallel_claim(&cx->counter)) < (K + DK__PSP_UNSTAGE_ROIS - 1) / DK__PSP_UNSTAGE_ROIS;) {
-        const int64_t k1 = (t + 1) * DK__PSP_UNSTAGE_ROIS < K ? (t + 1) * DK__PSP_UNSTAGE_ROIS : K;
-        for (int64_t k = t * DK__PSP_UNSTAGE_ROIS; k < k1; k++) {
+    for (int64_t t; (t = dk_parallel_claim(&cx->counter)) < (K + DK__PS_UNSTAGE_ROIS - 1) / DK__PS_UNSTAGE_ROIS;) {
+        const int64_t k1 = (t + 1) * DK__PS_UNSTAGE_ROIS < K ? (t + 1) * DK__PS_UNSTAGE_ROIS : K;
+        for (int64_t k = t * DK__PS_UNSTAGE_ROIS; k < k1; k++) {
             if (dense)
                 dk_cl_scatter32((const float *)(const void *)(st + k * SL), R, B, C,
                                 (float *)(void *)(v.y + k * v.ys[0]), B, cx->ps_avx2);
@@ -331,7 +331,7 @@ static void DK_SFN(dk__psp_unstage_worker)(void *p, int tid)
 }
 
 /* A stage for a forward on blocks (Note [Staged outputs]): cx->stage, where cx->ps_stage asks, the
- * stage takes at most DK__PSP_STAGE_MAX_BYTES and the host cache has room; else NULL (the tasks
+ * stage takes at most DK__PS_STAGE_MAX_BYTES and the host cache has room; else NULL (the tasks
  * store in place). Each bin's row of K RoIs takes whole 4 KB pages and one line more, so that the
  * unstaging's 8 x 8 tiles (8 rows, a RoI each) fall in 8 different sets of L1: rows of 512 RoIs x
  * 12 lanes had been 6 pages apart, all in one set, and the unstaging took three times its
@@ -341,11 +341,11 @@ static void DK_SFN(dk__ps_stage_take)(dk__rp_ctx *cx, const DK_SFN(dk__rp_ps_vie
     cx->stage = NULL, cx->stage_owner = NULL;
     cx->ps_stage_lanes = (v->chunks - 1) * DK__RP_CHANNELS + DK__PSA_LANES(v->cout - (v->chunks - 1) * DK__RP_CHANNELS);
     const size_t row_bytes = dk_sat_mul((size_t)cx->K, (size_t)cx->ps_stage_lanes * sizeof(DK_T));
-    if (!cx->ps_stage || row_bytes > DK__PSP_STAGE_MAX_BYTES) return;
+    if (!cx->ps_stage || row_bytes > DK__PS_STAGE_MAX_BYTES) return;
     const size_t row = (row_bytes + 4095) / 4096 * 4096 + 64;
     cx->ps_stage_row = (int64_t)(row / sizeof(DK_T));
     const size_t bytes = dk_sat_mul((size_t)(cx->PH * cx->PW), row);
-    if (bytes > DK__PSP_STAGE_MAX_BYTES || dk_host_cache_alloc(bytes, &cx->stage, &cx->stage_owner) != DK_OK)
+    if (bytes > DK__PS_STAGE_MAX_BYTES || dk_host_cache_alloc(bytes, &cx->stage, &cx->stage_owner) != DK_OK)
         cx->stage = NULL, cx->stage_owner = NULL;
 }
 
@@ -360,10 +360,10 @@ static void DK_SFN(dk__ps_zero_roi)(const dk__rp_ctx *cx, const DK_SFN(dk__rp_ps
                 else v->y[k * v->ys[0] + c * v->ys[1] + ph * v->ys[2] + pw * v->ys[3]] = DK_STORE((DK_T)0);
 }
 
-/* The stage, if any, into the output (dk__psp_unstage_worker), and given back. */
+/* The stage, if any, into the output (dk__ps_unstage_worker), and given back. */
 static void DK_SFN(dk__ps_stage_flush)(dk__rp_ctx *cx, int nthreads)
 {
-    if (cx->stage) dk_parallel_run(nthreads, &cx->counter, DK_SFN(dk__psp_unstage_worker), cx);
+    if (cx->stage) dk_parallel_run(nthreads, &cx->counter, DK_SFN(dk__ps_unstage_worker), cx);
     dk_host_cache_release(cx->stage_owner);
     cx->stage = NULL, cx->stage_owner = NULL;
 }
