@@ -183,12 +183,12 @@ typedef struct {
     dk_host_block *block_owner; /* the position-sensitive blocks' memory (dk__ps_blocks), or NULL */
     bool psa_grad_planes;       /* ps_roi_align's backward: blocks stored through whole planes (its tunable) */
     void *stage; /* ps_roi_align's backward: then a thread's DK__RP_CHANNELS dense planes (dk__psa_grad_store);
-                  * ps_roi_pool's forward on blocks: every output, [PH PW][K][ps_stage_lanes] (Note [Staged
-                  * outputs]); or NULL */
+                  * either position-sensitive forward on blocks: every output, [PH PW][K][ps_stage_lanes] (Note
+                  * [Staged outputs]); or NULL */
     dk_host_block *stage_owner; /* their memory, or NULL */
-    int64_t ps_stage_lanes;     /* ps_roi_pool's staged outputs: a RoI's lanes, its channels in whole vectors */
+    int64_t ps_stage_lanes;     /* the staged outputs: a RoI's lanes, its channels in whole vectors */
     int64_t ps_stage_row;       /* and a bin's row of them (K RoIs, padded), in elements */
-    bool ps_stage;              /* ps_roi_pool's forward: stage the blocks' outputs (its tunable) */
+    bool ps_stage;              /* the position-sensitive forwards: stage the blocks' outputs (ps_roi_pool.stage) */
     dk_parallel_counter counter;
 } dk__rp_ctx;
 
@@ -236,8 +236,8 @@ static inline void dk__rp_arg_store(const dk__rp_ctx *cx, int64_t i, int64_t v)
  * the planes from IMG0 (channel c0 of image n), two channels' runs side by side (Note [RoIPool on
  * a CPU]): each channel's additions in its own order, on planes that do not overlap (`pairs`).
  * Each pair first prefetches the same two channels' runs of a later RoI, NAR and NGR (NGR NULL:
- * none). -1
- * (nothing was pooled: ops/roi_pool.c), or any index off the plane, wraps high and is skipped. A
+ * none). -1 (nothing was pooled: ops/roi_pool.c), or any index off the plane, wraps high and is
+ * skipped. A
  * macro: the same loop for both widths, and every storage type. */
 #define DK__RP_BACKWARD_RUNS(AR0, GR0, IMG0, NAR, NGR)                                                        \
     do {                                                                                                      \
@@ -508,44 +508,39 @@ __attribute__((target("avx2"))) static void dk__rp_tile_store32_avx2(void *dst, 
 
 /* n 32-bit elements from src to dst with non-temporal stores (Note [Streaming stores] in
  * dk_large_output.h) where they fill whole 64-byte lines of dst, plain ones at an unaligned head
- * and a tail. The caller ends the thread's stores with dk_sfence(). */
-__attribute__((target("avx2"))) static void dk__rp_stream_run32_avx2(void *dst, const void *src, int64_t n)
+ * and a tail; where `clear` (a constant in each caller), src is written 0 behind them, each line
+ * while it is in L1 (ps_roi_pool's buffered backward, Note [Position-sensitive RoIPool on a CPU]).
+ * The caller ends the thread's stores with dk_sfence(). */
+__attribute__((target("avx2"), always_inline)) static inline void dk__rp_stream_run32_body(void *dst, void *src,
+                                                                                           int64_t n, const bool clear)
 {
     char *d = (char *)dst;
-    const char *s = (const char *)src;
+    char *s = (char *)src;
     int64_t head = (int64_t)((64 - ((uintptr_t)d & 63)) & 63) / 4; /* elements before a line starts */
     if (((uintptr_t)d & 3) || head > n) head = n;                  /* (argmax and outputs are 4-aligned) */
     memcpy(d, s, (size_t)head * 4);
+    if (clear) memset(s, 0, (size_t)head * 4);
     int64_t i = head;
     for (; i + 16 <= n; i += 16) {
         _mm256_stream_si256((__m256i *)(d + i * 4), _mm256_loadu_si256((const __m256i *)(s + i * 4)));
         _mm256_stream_si256((__m256i *)(d + i * 4 + 32), _mm256_loadu_si256((const __m256i *)(s + i * 4 + 32)));
+        if (clear) {
+            _mm256_storeu_si256((__m256i *)(s + i * 4), _mm256_setzero_si256());
+            _mm256_storeu_si256((__m256i *)(s + i * 4 + 32), _mm256_setzero_si256());
+        }
     }
     memcpy(d + i * 4, s + i * 4, (size_t)(n - i) * 4);
+    if (clear) memset(s + i * 4, 0, (size_t)(n - i) * 4);
 }
 
-/* dk__rp_stream_run32_avx2, with src zeroed behind it: each line of src is written 0 as it goes out,
- * while it is in L1 (ps_roi_pool's buffered backward, Note [Position-sensitive RoIPool on a CPU]). */
+__attribute__((target("avx2"))) static void dk__rp_stream_run32_avx2(void *dst, const void *src, int64_t n)
+{
+    dk__rp_stream_run32_body(dst, (void *)(uintptr_t)src, n, false); /* src only read */
+}
+
 __attribute__((target("avx2"))) static void dk__rp_stream_run32_clear_avx2(void *dst, void *src, int64_t n)
 {
-    char *d = (char *)dst;
-    char *s = (char *)src;
-    int64_t head = (int64_t)((64 - ((uintptr_t)d & 63)) & 63) / 4;
-    if (((uintptr_t)d & 3) || head > n) head = n;
-    memcpy(d, s, (size_t)head * 4);
-    memset(s, 0, (size_t)head * 4);
-    int64_t i = head;
-    const __m256i z = _mm256_setzero_si256();
-    for (; i + 16 <= n; i += 16) {
-        const __m256i a = _mm256_loadu_si256((const __m256i *)(s + i * 4)),
-                      b = _mm256_loadu_si256((const __m256i *)(s + i * 4 + 32));
-        _mm256_stream_si256((__m256i *)(d + i * 4), a);
-        _mm256_stream_si256((__m256i *)(d + i * 4 + 32), b);
-        _mm256_storeu_si256((__m256i *)(s + i * 4), z);
-        _mm256_storeu_si256((__m256i *)(s + i * 4 + 32), z);
-    }
-    memcpy(d + i * 4, s + i * 4, (size_t)(n - i) * 4);
-    memset(s + i * 4, 0, (size_t)(n - i) * 4);
+    dk__rp_stream_run32_body(dst, src, n, true);
 }
 
 /* A RoI's whole tile (nbins = P) of a whole block, t [bin][channel], to its run of DK__RP_BLOCK P
