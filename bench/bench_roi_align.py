@@ -18,7 +18,8 @@ Cases (float32, aligned=True, spatial_scale 0.25, 7x7 output, 1024 random boxes 
   scaling          the same three, dkit alone, at 1 thread and at the largest count: end to end
                    (dkit.ops, the output allocated by torch on every call) and kernel (dkit._C.ops
                    into outputs allocated once beforehand; torchvision has no such entry point),
-                   each next to the machine's own ceiling at the time (Note [Machine ceiling])
+                   each next to the machine's own ceiling at the time (Note [Machine ceiling] in
+                   _scaling.py)
   tiny call        [1, 4, 8, 8] input, one box, 2x2 output: per-call time of the Python entry
                    point with torch tensors, i.e. mostly overhead (target: ratio <= 0.5); also
                    per entry point (dkit.ops, dkit.compat.torchvision, dkit.compat.mmcv)
@@ -40,7 +41,10 @@ import subprocess
 import sys
 import time
 
-from _dkit_path import child_env, use_checkout
+import _scaling
+from _scaling import fmt_ms, table
+
+from _dkit_path import use_checkout
 
 # ------------------------------------------------------------------------------------------
 # Worker: one thread count, one process
@@ -57,17 +61,6 @@ def _boxes(torch, k, n, height, width, spatial_scale, seed=0):
     return torch.stack([idx, cx - wh[:, 0] / 2, cy - wh[:, 1] / 2, cx + wh[:, 0] / 2, cy + wh[:, 1] / 2], 1)
 
 
-# Note [Warm calls]
-# Every timed call follows an untimed call of the same function at the same thread count, as
-# in a training loop, which calls the op at every step. The first call after a switch pays for
-# things no loop pays for: on this VM (Firecracker, page_reporting_order=11) memory freed in
-# blocks of 8 MB is handed back to the host within seconds, so a fresh output's first touch
-# becomes a host page fault; and a vCPU that sat idle (halted) while the other ran a
-# single-threaded call has to be scheduled again by the host. Both are the same for both
-# libraries, but they fall on dkit's 2-thread calls as a fixed cost that hid its scaling
-# (1.2x measured without warm calls, 1.9x with, in the same hour).
-
-
 def _interleaved(fns, reps, threads, set_threads, setup=None):
     """Median ms of each fn in fns {name: fn} at each thread count, as {threads: {name: ms}}.
     Each rep runs every (thread count, fn) once, in turn, so slow drifts of a shared machine
@@ -78,7 +71,7 @@ def _interleaved(fns, reps, threads, set_threads, setup=None):
         for t in threads:
             set_threads(t)
             for name, fn in fns.items():
-                fn(setup(name) if setup else None)  # Note [Warm calls]
+                fn(setup(name) if setup else None)  # Note [Warm calls] in _scaling.py
                 state = setup(name) if setup else None
                 t0 = time.perf_counter()
                 fn(state)
@@ -121,99 +114,6 @@ def _scaling_cases(torch, dkit, x, rois, g, scale, out):
         "kernel backward sr=2": (None, lambda _: bwd(g, rois, None, None, grad_in, out, out, scale, 2, 1, True)),
         "kernel forward sr=0": (None, lambda _: fwd(x, rois, fwd_out, None, None, out, out, scale, 0, 1, True)),
     }  # fmt: skip
-
-
-def _timed(case):
-    setup, run = case
-    state = setup() if setup else None
-    t0 = time.perf_counter()
-    run(state)
-    return (time.perf_counter() - t0) * 1e3
-
-
-# Note [Machine ceiling]
-# How much faster t threads can be than one is bounded by the machine as well as by the code,
-# and on a shared host that bound moves by the minute: each vCPU shares its physical core (its
-# caches and execution units) with other tenants. Measured here: two independent 1-thread
-# processes running this kernel at the same time, each pinned to its own vCPU and sharing no
-# memory, at moments both ran at full speed and at others one of them ran 1.3-2x slower than
-# it does alone, the slow one changing from minute to minute; the same held for the kernel cut
-# down to computation on data in its own L2. dkit cannot do better than that, so each rep also
-# measures it: with the 1-thread time T1 of the kernel alone, t - 1 partner processes (pinned to
-# the team's other cores) run the same 1-thread kernel at the same time as this process, with
-# call times P_i, and
-#     ceiling = T1 * sum_i 1 / P_i
-# is the speed-up t perfectly parallel threads would reach at that moment: t on an idle host,
-# less when other tenants compete. "of ceiling" = dkit's t-thread speed-up / ceiling.
-def partner(cpu, quick):
-    """A 1-thread kernel runner pinned to `cpu`, driven through stdin (Note [Machine ceiling])."""
-    os.sched_setaffinity(0, {cpu})
-    import torch
-
-    use_checkout()
-    import dkit
-
-    dkit.set_num_threads(1)
-    cases = _scaling_cases(torch, dkit, *_problem(torch, quick))
-    for case in cases.values():
-        _timed(case)
-    print("ready", flush=True)
-    for line in sys.stdin:
-        name = line.strip()
-        if name not in cases:
-            break
-        print(_timed(cases[name]), flush=True)
-
-
-def _partners(cores, quick):
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    env = child_env(env)
-    procs = []
-    for cpu in cores:
-        cmd = [sys.executable, os.path.abspath(__file__), "--partner", str(cpu)] + (["--quick"] if quick else [])
-        p = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        if p.stdout.readline().strip() != "ready":
-            raise SystemExit("benchmark partner failed")
-        procs.append(p)
-    return procs
-
-
-def _together(case, name, procs):
-    """This process's call time and its partners', all running the case at once."""
-    for p in procs:
-        p.stdin.write(name + "\n")
-        p.stdin.flush()
-    mine = _timed(case)
-    return mine, [float(p.stdout.readline()) for p in procs]
-
-
-def _scaling(cases, reps, t, set_threads, procs):
-    """Per rep, for each case: 1 thread, t threads, then this process and its t - 1 partners
-    together on one thread each (Note [Machine ceiling]); every timed call after a warm one."""
-    rec = {name: {"one": [], "many": [], "speedup": [], "ceiling": []} for name in cases}
-    for _ in range(reps):
-        for name, case in cases.items():
-            r = rec[name]
-            set_threads(1)
-            _timed(case)  # Note [Warm calls]
-            one = _timed(case)
-            set_threads(t)
-            _timed(case)
-            many = _timed(case)
-            set_threads(1)
-            _together(case, name, procs)  # warm, together
-            mine, theirs = _together(case, name, procs)
-            r["one"].append(one)
-            r["many"].append(many)
-            r["speedup"].append(one / many)
-            r["ceiling"].append(one * (1 / mine + sum(1 / p for p in theirs)))
-    out = {}
-    for name, r in rec.items():
-        fractions = [a / b for a, b in zip(r["speedup"], r["ceiling"])]
-        out[name] = {"one": statistics.median(r["one"]), "threads": t, "many": statistics.median(r["many"]),
-                     "speedup": statistics.median(r["speedup"]), "ceiling": statistics.median(r["ceiling"]),
-                     "of ceiling": statistics.median(fractions)}  # fmt: skip
-    return out
 
 
 def worker(threads, reps, quick):
@@ -294,14 +194,8 @@ def worker(threads, reps, quick):
     # that changes what a fresh allocation costs the next call, a cost no thread count speeds up.
     t = max(threads)
     if t > 1 and len(cores) >= t:
-        procs = _partners(cores[1:t], quick)
-        try:
-            results["scaling"] = _scaling(_scaling_cases(torch, dkit, x, rois, g, scale, out), reps, t,
-                                          set_threads, procs)  # fmt: skip
-        finally:
-            for p in procs:
-                p.stdin.close()
-                p.wait()
+        results["scaling"] = _scaling.measure(__file__, _scaling_cases(torch, dkit, x, rois, g, scale, out), reps, t,
+                                              set_threads, cores[1:t], ["--quick"] if quick else [])  # fmt: skip
 
     # tiny call: per-call time, from Python, torch tensors, no grad; one thread (the call is
     # far too small for dkit to start a parallel region). The same work in every entry point:
@@ -351,10 +245,7 @@ def worker(threads, reps, quick):
 # torchvision's roi_align runs on one thread either way. Switching counts with
 # torch.set_num_threads cost more still (22.6 ms, bound), so the worker switches dkit's own count.
 def run_worker(threads, reps, quick):
-    env = dict(os.environ, OMP_NUM_THREADS=str(max(threads)))
-    env.setdefault("OMP_PROC_BIND", "true")
-    env.setdefault("OMP_PLACES", "cores")
-    env = child_env(env)
+    env = _scaling.bound_env(max(threads))
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--threads", ",".join(map(str, threads)),
            "--reps", str(reps)]  # fmt: skip
     if quick:
@@ -369,12 +260,6 @@ def run_worker(threads, reps, quick):
     return res
 
 
-def _fmt_ms(v):
-    if v is None:
-        return "-"
-    return f"{v * 1e3:.2f} us" if v < 0.1 else f"{v:.2f} ms"
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reps", type=int, default=7, help="repetitions per measurement (median)")
@@ -385,7 +270,7 @@ def main():
     args = ap.parse_args()
     thread_counts = [int(t) for t in args.threads.split(",")]
     if args.partner is not None:
-        partner(args.partner, args.quick)
+        _scaling.partner(args.partner, lambda torch, dkit: _scaling_cases(torch, dkit, *_problem(torch, args.quick)))
         return
     if args.worker:
         worker(thread_counts, args.reps, args.quick)
@@ -402,14 +287,6 @@ def main():
           f"torch reader: {res.get('reader')}")  # fmt: skip
     print()
 
-    def table(head, rows):
-        widths = [max(len(r[i]) for r in [head] + rows) for i in range(len(head))]
-        line = lambda r: "  ".join(r[0].ljust(widths[0]) if i == 0 else r[i].rjust(widths[i]) for i in range(len(r)))  # noqa: E731
-        print(line(head))
-        print("-" * len(line(head)))
-        for r in rows:
-            print(line(r))
-
     cases = res["cases"]
     rows = []
     for case in ("forward sr=2", "forward sr=2 in a step", "backward sr=2", "forward sr=0", "tiny call"):
@@ -419,7 +296,7 @@ def main():
                 continue
             tv, dk = r.get("torchvision"), r["dkit"]
             diff = res.get(case + " maxdiff")
-            rows.append((case, str(t), _fmt_ms(tv), _fmt_ms(dk), f"{dk / tv:.2f}x" if tv else "-",
+            rows.append((case, str(t), fmt_ms(tv), fmt_ms(dk), f"{dk / tv:.2f}x" if tv else "-",
                          f"{diff:.1e}" if diff is not None else ""))  # fmt: skip
     print("against torchvision (taking turns with it):")
     table(("case", "threads", "torchvision", "dkit", "ratio", "max |diff|"), rows)
@@ -432,14 +309,13 @@ def main():
                 measure, case = "end to end", name[len("end to end "):]
             else:
                 measure, case = "kernel", name[len("kernel "):]
-            rows.append((case, measure, _fmt_ms(r["one"]), str(r["threads"]), _fmt_ms(r["many"]),
-                         f"{r['speedup']:.2f}x", f"{r['ceiling']:.2f}x", f"{r['of ceiling']:.0%}"))  # fmt: skip
+            rows.append(_scaling.scaling_row(case, measure, r))
         rows.sort(key=lambda row: ("forward sr=2", "backward sr=2", "forward sr=0").index(row[0]))
         print("\ndkit's scaling with threads, dkit alone; end to end = dkit.ops allocating the output per")
         print("call (host output cache); kernel = dkit._C.ops into outputs allocated once. ceiling = the")
         print("speed-up of as many 1-thread processes running the same call at once, one per core: what")
-        print("perfectly parallel threads would reach at that moment (Note [Machine ceiling]):")
-        table(("case", "measure", "1 thread", "threads", "time", "speed-up", "ceiling", "of ceiling"), rows)
+        print("perfectly parallel threads would reach at that moment (Note [Machine ceiling] in _scaling.py):")
+        table(_scaling.SCALING_HEAD, rows)
         print("(medians over reps; each rep's figures are taken within a second of each other)")
     tiny = res["cases"].get("tiny call", {}).get(1, {})
     if tiny.get("torchvision"):
@@ -450,7 +326,7 @@ def main():
     if entries:
         runs, number = res["tiny call runs"]
         print(f"\ntiny call by entry point (best of {runs} runs of {number} calls; + = over dkit.ops):")
-        rows = [(name if name != "dkit" else "dkit.ops", _fmt_ms(v),
+        rows = [(name if name != "dkit" else "dkit.ops", fmt_ms(v),
                  f"{(v - entries['dkit']) * 1e3:+.2f} us" if name.startswith("dkit.") else "")
                 for name, v in entries.items()]  # fmt: skip
         table(("entry point", "per call", "over dkit.ops"), rows)

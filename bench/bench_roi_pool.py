@@ -19,18 +19,35 @@ Cases (float32): a Faster R-CNN head's feature map [2, 256, 50, 68] (quick: [1, 
 Each rep runs every (thread count, library) once, in turn; the median of --reps is printed as
 time and as the ratio dkit / torchvision (below 1: dkit is faster). torch.set_num_threads and
 dkit.set_num_threads set the counts. The results are checked equal before timing.
+
+Then, unless --scaling 0, dkit's scaling: the forward and forward+backward of each op, dkit alone,
+at 1 and --scaling threads (default 2, where the process may use that many cores), each timed call
+after a warm one, next to the machine's ceiling measured in the same rep by partner processes
+(_scaling.py: Notes [Warm calls] and [Machine ceiling]). It runs in a worker process whose OpenMP
+threads are bound to cores, as bench_roi_align.py's (Note [Binding] there). In the comparison
+above, every dkit call follows a torchvision call of 20-250 ms on one thread, after which the
+pool's second thread comes late (Note [Warm calls]): its two-thread rows show that, these rows
+what a second thread gives a training loop that calls dkit's ops back to back.
 """
 
 import argparse
+import json
+import os
 import statistics
+import subprocess
+import sys
 import time
 
 from _threads import set_threads
 
 from _dkit_path import use_checkout
 
+# the cores this process may use, read before torch loads libgomp, which may bind this thread to
+# one of them (Note [Binding] in bench_roi_align.py)
+_CORES = sorted(os.sched_getaffinity(0))
 use_checkout()  # the checkout's dkit where it is built (bench/_dkit_path.py), before importing it
 
+import _scaling  # noqa: E402
 import torch  # noqa: E402
 import torchvision.ops as tvops  # noqa: E402
 
@@ -67,12 +84,67 @@ def _timed(fn, disturb=False):
     return time.perf_counter() - t0
 
 
+def _scaling_cases(torch, dkit, quick):
+    """dkit alone, end to end through dkit.ops, as {name: (setup, run)} for _scaling.measure: the
+    same tensors in every process (seeded)."""
+    x, rois = _case(quick)
+    g = torch.Generator().manual_seed(1)
+    xps = torch.randn(x.shape[0], (2 if quick else 10) * 49, x.shape[2], x.shape[3], generator=g)
+    gout = torch.randn(rois.shape[0], x.shape[1], 7, 7, generator=g)
+    gps = torch.randn(rois.shape[0], xps.shape[1] // 49, 7, 7, generator=g)
+    ops = {"": (dkit.ops.roi_pool, x, gout, ()), "ps ": (dkit.ops.ps_roi_pool, xps, gps, ()),
+           "psa ": (dkit.ops.ps_roi_align, xps, gps, (-1,))}  # fmt: skip
+    cases = {}
+    for prefix, (op, inp, grad, extra) in ops.items():
+
+        def forward(_, op=op, inp=inp, extra=extra):
+            op(inp, rois, 7, 1 / 16, *extra)
+
+        def training(_, op=op, inp=inp, grad=grad, extra=extra):
+            op(inp.detach().requires_grad_(), rois, 7, 1 / 16, *extra).backward(grad)
+
+        cases[prefix + "forward"] = (None, forward)
+        cases[prefix + "forward+backward"] = (None, training)
+    return cases
+
+
+def _scaling_worker(t, reps, quick):
+    """The scaling table's figures as JSON (in the bound worker process, _run_scaling)."""
+    res = _scaling.measure(__file__, _scaling_cases(torch, dkit, quick), reps, t, dkit.set_num_threads, _CORES[1:t],
+                           ["--quick"] if quick else [])  # fmt: skip
+    print(json.dumps(res))
+
+
+def _run_scaling(t, reps, quick):
+    cmd = [sys.executable, os.path.abspath(__file__), "--scaling-worker", "--scaling", str(t), "--reps", str(reps)]
+    r = subprocess.run(cmd + (["--quick"] if quick else []), env=_scaling.bound_env(t), capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.stderr.write(r.stderr)
+        raise SystemExit("benchmark scaling worker failed")
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    print("\ndkit's scaling with threads, dkit alone, end to end (dkit.ops), each timed call after a warm one,")
+    print("in a process whose OpenMP threads are bound to cores. ceiling = the speed-up of as many 1-thread")
+    print("processes running the same call at once, one per core: what perfectly parallel threads would")
+    print("reach at that moment (Note [Machine ceiling] in _scaling.py):")
+    _scaling.table(_scaling.SCALING_HEAD, [_scaling.scaling_row(name, "end to end", r) for name, r in res.items()])
+    print("(medians over reps; each rep's figures are taken within a second of each other)")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--threads", default="1")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--scaling", type=int, default=2, help="threads of the scaling table (0: none)")
+    ap.add_argument("--scaling-worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--partner", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.partner is not None:
+        _scaling.partner(args.partner, lambda torch, dkit: _scaling_cases(torch, dkit, args.quick))
+        return
+    if args.scaling_worker:
+        _scaling_worker(args.scaling, args.reps, args.quick)
+        return
     x, rois = _case(args.quick)
     gout = torch.randn(rois.shape[0], x.shape[1], 7, 7)
     libs = {"torchvision": tvops.roi_pool, "dkit": dkit.ops.roi_pool}
@@ -143,6 +215,8 @@ def main():
             tv = statistics.median(times[(name, t, "torchvision")]) * 1e3
             dk = statistics.median(times[(name, t, "dkit")]) * 1e3
             print(f"{name:20} {t:7d} {tv:11.3f} ms {dk:9.3f} ms {dk / tv:7.3f}x")
+    if args.scaling > 1 and len(_CORES) >= args.scaling:
+        _run_scaling(args.scaling, args.reps, args.quick)
 
 
 if __name__ == "__main__":
