@@ -41,7 +41,8 @@
  * forward took 4.9-5.2 ms on two threads against 2.3-2.6 ms on one, a 64-RoI roi_align 4.5 ms
  * against 3.4 ms. So every loop is judged as it ends (dk_parallel_run): the caller notes when its own
  * share began and ended (no iteration left) and each other thread when it came in. If the caller
- * then waited more than parallel.late_us (200 us: well past a wake-up, about 90 us on this VM) and
+ * then waited more than parallel.late_us (200 us: well past a wake-up of a thread that was spinning
+ * or had just gone to sleep, about 90 us on this VM) and
  * either a thread came in after the work was gone or the wait was longer than the caller's own share
  * (a thread descheduled in the middle of its iteration), the loop was late: the next calls use at
  * most half its threads (two: the caller alone) for parallel.solo_ms (10 ms) times 2^(score / 2),
@@ -53,7 +54,11 @@
  * it worked); it then runs on fewer threads, which costs it at most a round of its iterations. The same loop's figures with the judgement (five runs): 2.3-3.1 ms on
  * two threads, a 64-RoI roi_align 2.3-3.3 ms (parallel.late_us 0 turns it off, and forgets the
  * window: 4.5-4.9 and 4.5-4.6 ms again, in runs between them); on a quiet host no loop is judged late and two threads are
- * as fast as before (bench_roi_pool.py --threads 2, alternating builds). Fewer threads than asked
+ * as fast as before (bench_roi_pool.py --threads 2, alternating builds). A team that sat idle
+ * for long is judged late as well, and rightly: after a pause of 30-100 ms libgomp's thread, which
+ * spins before it sleeps, came in 1.8-3.8 ms after the region began on the AMD VM (2026-11-28;
+ * bench/_scaling.py, Note [Warm calls]), so a call of a few milliseconds is not faster on two
+ * threads then. Fewer threads than asked
  * only means fewer tids run: kernels allocate per-thread buffers for nthreads and never rely on
  * every tid running (each worker claims until the counter runs out; tid 0, the caller, always
  * runs).

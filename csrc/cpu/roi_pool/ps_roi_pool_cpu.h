@@ -356,8 +356,9 @@ __attribute__((target("avx512f"))) static void dk__psp_grad_image(float *buf, in
  * the addition per pixel. The lanes may reach 7 elements past the thread's planes, into its
  * DK__PSP_GRAD_PAD (zeroed with them). Each RoI's gradients are prefetched four RoIs ahead: they
  * are C_out PH PW elements apart, a line per RoI.
- * A RoI's columns come from cols8 (dk__psp_cols8: its PW first columns, then its PW widths, as
- * 8-lane int32 rows), so that its areas and shares are a few vector operations: gathering them
+ * A RoI's columns come from cols8 (dk__psp_cols8: its PW first columns' offsets, its PW widths and
+ * the widths' complements to 8, as three 8-lane int32 rows), so that its areas, shares and masks are
+ * a few vector operations: gathering them
  * from the [PW][K] table a lane at a time took 390 instructions per RoI and task, 40% of the
  * backward's (callgrind, bench_roi_pool.py's case).
  * The body is compiled once per PW (dk__psp_grad_roi_avx2's PW a constant): a RoI's PW masked
