@@ -58,6 +58,7 @@ def test_bench_roi_pool_quick():
         assert abs(numbers[2] / numbers[3] * 100 / numbers[4] - 1) < 0.1, (case, numbers)
 
 
+@pytest.mark.slow
 def test_bench_roi_pool_scaling_off():
     """--scaling 0 leaves the table out (and starts no worker or partner)."""
     cmd = [sys.executable, os.path.join(ROOT, "bench", "bench_roi_pool.py"), "--quick", "--reps", "1",
