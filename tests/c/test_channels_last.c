@@ -48,9 +48,9 @@ static void check_both(int64_t nc, int64_t npix, int64_t ld, int64_t cs, bool av
         for (int64_t c = 0; c < ld; c++) {
             const float want = c < nc && p < npix ? planes[c * cs + p] : SENTINEL;
             if (rows[p * ld + c] != want)
-                fail_msg("gather nc %lld npix %lld ld %lld cs %lld avx2 %d: rows[%lld][%lld] = %g, want %g", (long long)nc,
-                         (long long)npix, (long long)ld, (long long)cs, (int)avx2, (long long)p, (long long)c,
-                         (double)rows[p * ld + c], (double)want);
+                fail_msg("gather nc %lld npix %lld ld %lld cs %lld avx2 %d: rows[%lld][%lld] = %g, want %g",
+                         (long long)nc, (long long)npix, (long long)ld, (long long)cs, (int)avx2, (long long)p,
+                         (long long)c, (double)rows[p * ld + c], (double)want);
         }
     dk_cl_scatter32(rows, ld, npix, nc, back, cs, avx2);
     for (int64_t c = 0; c <= nc; c++)
