@@ -31,12 +31,17 @@ def _ms(text):
     return float(value) * (1e-3 if unit == "us" else 1.0)
 
 
-@pytest.mark.slow
-def test_bench_roi_pool_quick():
-    cmd = [sys.executable, os.path.join(ROOT, "bench", "bench_roi_pool.py"), "--quick", "--reps", "1",
-           "--threads", "1,2"]  # fmt: skip
+def _bench(*args):
+    """The quick problem, one rep, with `args`; the run must succeed."""
+    cmd = [sys.executable, os.path.join(ROOT, "bench", "bench_roi_pool.py"), "--quick", "--reps", "1", *args]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert r.returncode == 0, r.stderr
+    return r
+
+
+@pytest.mark.slow
+def test_bench_roi_pool_quick():
+    r = _bench("--threads", "1,2")
     rows = re.findall(_ROW, r.stdout, re.M)
     assert len(rows) == 18, r.stdout  # 9 cases at 1 and 2 threads
     for case, _threads, tv_ms, dk_ms, ratio in rows:
@@ -61,9 +66,6 @@ def test_bench_roi_pool_quick():
 @pytest.mark.slow
 def test_bench_roi_pool_scaling_off():
     """--scaling 0 leaves the table out (and starts no worker or partner)."""
-    cmd = [sys.executable, os.path.join(ROOT, "bench", "bench_roi_pool.py"), "--quick", "--reps", "1",
-           "--scaling", "0"]  # fmt: skip
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert r.returncode == 0, r.stderr
+    r = _bench("--scaling", "0")
     assert len(re.findall(_ROW, r.stdout, re.M)) == 9, r.stdout
     assert "ceiling" not in r.stdout, r.stdout
