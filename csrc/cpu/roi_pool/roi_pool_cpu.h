@@ -129,6 +129,16 @@
  * each after _disturb(), two runs): the backward 13.0-14.4 ms against 14.6-16.8 ms with int32, the
  * step 23.8-27.5 ms against 25.0-30.3 ms; the forward is no faster (11.3-13.7 against 11.0-13.5 ms:
  * the narrowing costs about what the smaller writes save).
+ * Narrower still does not pay. An 8-bit argmax relative to its bin (row offset x 16 + column
+ * offset, 255 for none: that case's bins are at most 5 x 5 pixels) would halve the argmax's bytes
+ * again, but the backward must then rebuild each plane index from the bin's corner, a 49-entry
+ * table per RoI. A standalone copy of the backward's loop, measured both ways on the same data
+ * (2026-11-28, the AMD host, one thread, 15 calls each after 128 MB written elsewhere, the index
+ * rebuilt through a 256-entry offset table or by a shift and a multiply, three runs each): minima
+ * of 11.1-17.6 ms against 7.9-12.2 ms with the int16 plane index, for the same additions. The
+ * corner's load and the offset lengthen each addition's chain to its address,
+ * and the loop is bound by those chains (Note [RoIPool on a CPU]), not by the 6.4 MB it would
+ * save.
  */
 #ifndef DK_ROI_POOL_CPU_H
 #define DK_ROI_POOL_CPU_H
