@@ -60,7 +60,9 @@ def test_equal_to_torchvision(dtype, size, scale):
 def test_both_forward_layouts_equal_torchvision(layout, isa):
     """Note [RoIPool on a CPU]: channel planes and channels-last blocks (with and without AVX2), on
     a map of 35 channels (two whole blocks of 16 and part of one) after a ReLU, so most bins hold
-    equal maxima (zeros) and the first of them must win, as in torchvision."""
+    equal maxima (zeros) and the first of them must win, as in torchvision; one image of small
+    integers ties in every bin, across rows too, with -0.0 against 0.0, and the outputs are
+    compared bit for bit (a tile that kept a later pixel's index, or the other zero's sign, fails)."""
     _check_forward_path(layout, isa, stream=False)
 
 
@@ -78,6 +80,10 @@ def _check_forward_path(layout, isa, stream):
     g = torch.Generator().manual_seed(11)
     x = torch.randn(3, 35, 21, 18, generator=g).relu()
     x[1, 4, 2:6, 3:9] = 1.0  # equal positive maxima too
+    x[2, :20, 1::3] = -0.0  # and -0.0 tying with 0.0: the first's sign is kept, compared bit for bit below
+    # image 0 small integers, ties in every bin between rows and within them, half their zeros -0.0
+    x[0] = torch.randint(-2, 3, x[0].shape, generator=g).float()
+    x[0][(x[0] == 0) & (torch.rand(x[0].shape, generator=g) < 0.5)] = -0.0
     rois = _rois(3, 80, 18 / 0.5, 12)
     prev = (_C.tunable("roi_pool.layout"), _C.tunable("roi_pool.isa"), _C.tunable("large_output.min_bytes"))
     try:
@@ -94,6 +100,7 @@ def _check_forward_path(layout, isa, stream):
             got = dkit.ops.roi_pool(xb, rois, size, 0.5)  # training: an int16 argmax
             got.backward(gout)
             assert torch.equal(got, want) and torch.equal(xa.grad, xb.grad)
+            assert torch.equal(got.detach().view(torch.int32), want.view(torch.int32))
     finally:
         _C.tunable("roi_pool.layout", prev[0])
         _C.tunable("roi_pool.isa", prev[1])

@@ -438,7 +438,15 @@ __attribute__((target("avx2"))) static void dk__rp_block_tile_max_f32_avx2(const
 
 /* The training forward's tile: the maxima and their indices. The pixel's index is a vector that
  * steps by one along the row (a broadcast per pixel costs two instructions more), and each
- * pixel's two halves are loaded once: 12 instructions a pixel with the loop. */
+ * pixel's two halves are loaded once: 12 instructions a pixel with the loop. Rows in pairs, each
+ * row of a pair into its own maxima and indices merged at the end of the bin (the greater maximum,
+ * on a tie the earlier index with its own value), halve a bin's chain of maxps and share the loop
+ * step between two pixels; measured and dropped (2026-11-28, the AMD host, bench_roi_pool.py's
+ * case in a C harness, one thread, the two builds alternating, five runs each warm and five after
+ * 128 MB written elsewhere): the forward with an argmax 7.4-9.9 ms (minima of 15) against
+ * 6.9-7.7 ms, and 13.0 against 12.8 ms in a pair of runs that met one of the host's slow
+ * stretches. That case's bins are one to five rows high (its RoIs span 1-25 pixels of the map),
+ * so the merge and the odd row's own loop cost more than the shorter chains save. */
 __attribute__((target("avx2"))) static void
 dk__rp_block_tile_arg_f32_avx2(const float *buf, int64_t W, const int64_t *e, int64_t nbins, float *m, int32_t *a)
 {
