@@ -136,9 +136,8 @@
  * (2026-11-28, the AMD host, one thread, 15 calls each after 128 MB written elsewhere, the index
  * rebuilt through a 256-entry offset table or by a shift and a multiply, three runs each): minima
  * of 11.1-17.6 ms against 7.9-12.2 ms with the int16 plane index, for the same additions. The
- * corner's load and the offset lengthen each addition's chain to its address,
- * and the loop is bound by those chains (Note [RoIPool on a CPU]), not by the 6.4 MB it would
- * save.
+ * corner's load and the offset lengthen each addition's chain to its address, and the loop is
+ * bound by those chains (Note [RoIPool on a CPU]), not by the 6.4 MB it would save.
  */
 #ifndef DK_ROI_POOL_CPU_H
 #define DK_ROI_POOL_CPU_H
