@@ -103,6 +103,11 @@
  * 2, 3, 4 and 8 RoIs ahead alike, 1 about half the gain), and the Python training step 21.7-25.0
  * ms against 23.7-27.9 ms. Presumably the burst of 74 filled the core's miss buffers, where 11 at
  * a time leave the loop's own loads room.
+ * Nor is it L2's size: a task per (image, block of channels), whose grad_input is then one image's
+ * 218 KB rather than both images' 435 KB (RoIs of other images skipped; each element's additions
+ * in the same order, the same bits), took minima / medians of 6.63-6.73 / 7.68-9.96 ms against
+ * 6.31-6.91 / 8.12-10.14 ms (2026-11-28, the AMD host, one thread, a C harness, 41 calls each
+ * after 128 MB written elsewhere, the two switched per call, three runs): no change, dropped.
  * So neither the instructions, the branch nor the reading alone bound the backward: it moves
  * 51 MB (its reading, 2.1-3.9 ms, overlapped with the adds) and makes 6.4 million
  * read-modify-writes at data-dependent addresses of a 435 KB block of grad_input (the 16
@@ -171,7 +176,8 @@ typedef struct {
     int64_t N, C, H, W, K, PH, PW;
     double scale;
     int bins_kind;          /* DK_ROI_POOL_BINS_* (kernels/roi_pool_math.h) */
-    int64_t *bin_table;     /* every RoI's bins (dk__rp_bin_table): roi_pool's blocks; ps_roi_pool's axes */
+    int32_t *roi_bins;      /* roi_pool's channels-last forward: every RoI's bins (dk__rp_bin_table) */
+    int64_t *bin_table;     /* ps_roi_pool: every RoI's axes (dk__psp_table) */
     int64_t *roi_batch;     /* ps_roi_pool: each RoI's image, or -1 (dk__psp_table) */
     int64_t roi_block;      /* ps_roi_pool's forward: RoIs per task (dk__psp_roi_block) */
     int64_t sampling_ratio; /* ps_roi_align */
@@ -368,14 +374,14 @@ static inline void dk__rp_block_bin_f64(const double *buf, int64_t W, int64_t h0
  * ten runs each, minimum of 15 calls): the forward with an argmax 7.9 -> 6.9 ms (medians of the
  * runs) with its caches warm, where perf had put the transpositions at a quarter of its time;
  * after 128 MB written elsewhere, 6.9 ms either way (the writes bound it there).
- * e: the tile's bins from the bin table (h0, h1, w0, w1 each; h0 = -1 empty), m and a: nbins x
+ * e: the tile's bins from cx->roi_bins (h0, h1, w0, w1 each; h0 = -1 empty), m and a: nbins x
  * DK__RP_BLOCK. The same bins, pixels in the same order, the same comparison: the same results.
  */
 #define DK__RP_TILE 64
 
 /* dk__rp_block_tile_f32 and _f64: the bins of a tile in order, each by dk__rp_block_bin_*. */
 #define DK__RP_BLOCK_TILE(SUF, T)                                                                              \
-    static inline void dk__rp_block_tile_##SUF(const T *buf, int64_t W, const int64_t *e, int64_t nbins, T *m, \
+    static inline void dk__rp_block_tile_##SUF(const T *buf, int64_t W, const int32_t *e, int64_t nbins, T *m, \
                                                int32_t *a)                                                     \
     {                                                                                                          \
         for (int64_t b = 0; b < nbins; b++, e += 4) {                                                          \
@@ -420,7 +426,7 @@ static inline bool dk__rp_runs(const int64_t ds[4], int64_t PW, int64_t P)
 
 /* Inference's tile: the maxima alone, two loads and two maxps a pixel. */
 __attribute__((target("avx2"))) static void dk__rp_block_tile_max_f32_avx2(const float *buf, int64_t W,
-                                                                           const int64_t *e, int64_t nbins, float *m)
+                                                                           const int32_t *e, int64_t nbins, float *m)
 {
     for (int64_t b = 0; b < nbins; b++, e += 4) {
         const bool some = e[0] >= 0;
@@ -447,7 +453,7 @@ __attribute__((target("avx2"))) static void dk__rp_block_tile_max_f32_avx2(const
  * stretches. That case's bins are one to five rows high (its RoIs span 1-25 pixels of the map),
  * so the merge and the odd row's own loop cost more than the shorter chains save. */
 __attribute__((target("avx2"))) static void
-dk__rp_block_tile_arg_f32_avx2(const float *buf, int64_t W, const int64_t *e, int64_t nbins, float *m, int32_t *a)
+dk__rp_block_tile_arg_f32_avx2(const float *buf, int64_t W, const int32_t *e, int64_t nbins, float *m, int32_t *a)
 {
     const __m256i one = _mm256_set1_epi32(1);
     for (int64_t b = 0; b < nbins; b++, e += 4) {
@@ -473,7 +479,7 @@ dk__rp_block_tile_arg_f32_avx2(const float *buf, int64_t W, const int64_t *e, in
 }
 
 /* a NULL: the maxima alone (inference), a left as it was. */
-__attribute__((target("avx2"))) static void dk__rp_block_tile_f32_avx2(const float *buf, int64_t W, const int64_t *e,
+__attribute__((target("avx2"))) static void dk__rp_block_tile_f32_avx2(const float *buf, int64_t W, const int32_t *e,
                                                                        int64_t nbins, float *m, int32_t *a)
 {
     if (a) dk__rp_block_tile_arg_f32_avx2(buf, W, e, nbins, m, a);
@@ -485,7 +491,7 @@ __attribute__((target("avx2"))) static void dk__rp_block_tile_f32_avx2(const flo
  * of its index (the AVX2 tile's selections, lane for lane: the same results). */
 _Static_assert(DK__RP_BLOCK == 16, "the AVX-512 tile holds a block in one vector");
 __attribute__((target("avx512f"), always_inline)) static inline void
-dk__rp_block_tile_f32_avx512_body(const float *buf, int64_t W, const int64_t *e, int64_t nbins, float *m, int32_t *a,
+dk__rp_block_tile_f32_avx512_body(const float *buf, int64_t W, const int32_t *e, int64_t nbins, float *m, int32_t *a,
                                   bool arg)
 {
     for (int64_t b = 0; b < nbins; b++, e += 4) {
@@ -508,7 +514,7 @@ dk__rp_block_tile_f32_avx512_body(const float *buf, int64_t W, const int64_t *e,
 }
 
 __attribute__((target("avx512f"))) static void
-dk__rp_block_tile_f32_avx512(const float *buf, int64_t W, const int64_t *e, int64_t nbins, float *m, int32_t *a)
+dk__rp_block_tile_f32_avx512(const float *buf, int64_t W, const int32_t *e, int64_t nbins, float *m, int32_t *a)
 {
     if (a) dk__rp_block_tile_f32_avx512_body(buf, W, e, nbins, m, a, true);
     else dk__rp_block_tile_f32_avx512_body(buf, W, e, nbins, m, NULL, false);
@@ -629,7 +635,7 @@ __attribute__((target("avx2"))) static void dk__rp_tile_stream_pair16_avx2(float
 
 /* dk__rp_block_tile_*, the AVX2 one where the call chose it; `arg`: whether a is wanted (the
  * AVX2 one then skips the argmax; the others fill a regardless). */
-static inline void dk__rp_block_tile_on_f32(const dk__rp_ctx *cx, const float *buf, int64_t W, const int64_t *e,
+static inline void dk__rp_block_tile_on_f32(const dk__rp_ctx *cx, const float *buf, int64_t W, const int32_t *e,
                                             int64_t nbins, float *m, int32_t *a, bool arg)
 {
 #if DK__RP_AVX2
@@ -645,7 +651,7 @@ static inline void dk__rp_block_tile_on_f32(const dk__rp_ctx *cx, const float *b
     (void)arg;
     dk__rp_block_tile_f32(buf, W, e, nbins, m, a);
 }
-static inline void dk__rp_block_tile_on_f64(const dk__rp_ctx *cx, const double *buf, int64_t W, const int64_t *e,
+static inline void dk__rp_block_tile_on_f64(const dk__rp_ctx *cx, const double *buf, int64_t W, const int32_t *e,
                                             int64_t nbins, double *m, int32_t *a, bool arg)
 {
     (void)cx, (void)arg;
