@@ -374,6 +374,13 @@ static inline void dk__rp_block_bin_f64(const double *buf, int64_t W, int64_t h0
  * ten runs each, minimum of 15 calls): the forward with an argmax 7.9 -> 6.9 ms (medians of the
  * runs) with its caches warm, where perf had put the transpositions at a quarter of its time;
  * after 128 MB written elsewhere, 6.9 ms either way (the writes bound it there).
+ * The block's copy is not what is left either (2026-11-28, the AMD host, one thread, a C harness,
+ * after 128 MB written elsewhere): the copies alone take 0.86-0.98 ms of a forward, and the forward
+ * without them (pooling stale blocks) 3.8-4.1 ms for inference and 6.0-6.9 ms with an argmax,
+ * against 4.3-5.7 and 6.5-7.9 ms with them (minima of 15, five runs): about half of the copy
+ * already overlaps the pooling. Reading the next task's planes ahead into L2, a share of their
+ * lines per RoI pooled, changed neither the minima nor the medians of 31 calls (alternating with
+ * the plain build in one process, four runs), and was dropped.
  * e: the tile's bins from cx->roi_bins (h0, h1, w0, w1 each; h0 = -1 empty), m and a: nbins x
  * DK__RP_BLOCK. The same bins, pixels in the same order, the same comparison: the same results.
  */
