@@ -108,6 +108,25 @@
  * in the same order, the same bits), took minima / medians of 6.63-6.73 / 7.68-9.96 ms against
  * 6.31-6.91 / 8.12-10.14 ms (2026-11-28, the AMD host, one thread, a C harness, 41 calls each
  * after 128 MB written elsewhere, the two switched per call, three runs): no change, dropped.
+ * Three more, measured the same night (the AMD host, one thread, a standalone copy of the loop on
+ * bench_roi_pool.py's case built as the core is, -O3, 31 calls each after 128 MB written elsewhere,
+ * each variant alternating with a copy of the loop here, minima of each run):
+ *  - L1 rather than L2: a task per (image, block), walking one channel pair over all the image's
+ *    RoIs before the next pair, so that the pair's two planes (27 KB) stay in L1 (each pair's
+ *    runs read ahead 4 RoIs on, the same bits): 8.2-11.8 ms against 7.5-11.6 ms, eight runs.
+ *  - no index test at all (a timing-only copy, each -1 replaced by a valid index spread over the
+ *    plane, so a quarter more additions and no branch): 8.2-10.6 ms against 7.4-10.8 ms, six runs,
+ *    the same. The loop is not bound by its instructions or its branch.
+ *  - vector additions without gathers: argmax kept channels-last ([K][C / 16][PH PW][16], as the
+ *    forward's tiles find it, so that only the gradients need turning), a zeroed [H][W][16] block
+ *    per (image, block), and for every pixel of every bin's window (from the bins' geometry, 284
+ *    pixels per RoI here) one comparison of the bin's 16 indices with the pixel's, the matching
+ *    lanes' gradients added and -0.0 in the others (x + -0.0 is x for every x, -0.0 and NaN
+ *    included, so the sums keep their bits: checked equal). 14.2-17.2 ms against 8.3-11.4 ms, four
+ *    runs: the 2.3 million window visits alone took 10.7 ms walked bin by bin (their trip counts
+ *    vary with the data) and 12.6 ms from a flat list of (pixel, bin) built once per call (no
+ *    data-dependent branch, but about 16 instructions a visit: callgrind counts 61M instructions
+ *    a call, before the gradients are turned, against the scalar loop's 48M).
  * So neither the instructions, the branch nor the reading alone bound the backward: it moves
  * 51 MB (its reading, 2.1-3.9 ms, overlapped with the adds) and makes 6.4 million
  * read-modify-writes at data-dependent addresses of a 435 KB block of grad_input (the 16
