@@ -39,17 +39,16 @@ static dk_status DK_SFN(dk__psa_plan)(dk__rp_ctx *cx, dk_arena *ar, const char *
         return dk_error(DK_ENOMEM, "%s: out of memory for the geometry of %lld RoIs", what, (long long)cx->K);
     for (int64_t k = 0; k < cx->K; k++) {
         DK_SFN(dk__psa_roi_entry) *e = &table[k];
-        DK_TFN(dk_ps_roi_align_roi_init)(
-            DK_SFN(dk__rp_roi_value)(cx->rois, k, 1), DK_SFN(dk__rp_roi_value)(cx->rois, k, 2),
-            DK_SFN(dk__rp_roi_value)(cx->rois, k, 3), DK_SFN(dk__rp_roi_value)(cx->rois, k, 4), (DK_T)cx->scale, cx->PH,
-            cx->PW, cx->sampling_ratio, cx->H, cx->W, &e->ay, &e->ax);
+        DK_TFN(dk_ps_roi_align_roi_init)(DK_SFN(dk__rp_roi_value)(cx, k, 1), DK_SFN(dk__rp_roi_value)(cx, k, 2),
+                                         DK_SFN(dk__rp_roi_value)(cx, k, 3), DK_SFN(dk__rp_roi_value)(cx, k, 4),
+                                         (DK_T)cx->scale, cx->PH, cx->PW, cx->sampling_ratio, cx->H, cx->W, &e->ay,
+                                         &e->ax);
         e->count = DK_TFN(dk_roi_align_count)(&e->ay, &e->ax);
         /* count, an integer in [1, 2^62], a power of two: its reciprocal is exact and normal, and
          * multiplying by it divides exactly */
         const int64_t ci = (int64_t)e->count;
         e->inv = (ci & (ci - 1)) == 0 ? (DK_T)1 / e->count : (DK_T)0;
-        e->n = e->ay.grid > 0 && e->ax.grid > 0 ? dk__rp_batch((double)DK_SFN(dk__rp_roi_value)(cx->rois, k, 0), cx->N)
-                                                : -1;
+        e->n = e->ay.grid > 0 && e->ax.grid > 0 ? dk__rp_batch((double)DK_SFN(dk__rp_roi_value)(cx, k, 0), cx->N) : -1;
     }
     int64_t samples = 0; /* per bin, of every RoI with an image (saturating: the grids may be huge) */
     for (int64_t k = 0; k < cx->K; k++)

@@ -172,7 +172,7 @@ static void DK_SFN(dk__psp_table)(dk__rp_ctx *cx)
     const int64_t K = cx->K;
     int64_t *rows = cx->bin_table, *cols = cx->bin_table + cx->PH * K * 2, *batch = cx->roi_batch;
     for (int64_t k = 0; k < K; k++) {
-        batch[k] = dk__rp_batch((double)DK_SFN(dk__rp_roi_value)(cx->rois, k, 0), cx->N);
+        batch[k] = dk__rp_batch((double)DK_SFN(dk__rp_roi_value)(cx, k, 0), cx->N);
         const DK_TFN(dk_roi_pool_roi) r = DK_SFN(dk__rp_roi)(cx, k);
         for (int64_t ph = 0; ph < cx->PH; ph++)
             DK_TFN(dk_roi_pool_axis)(&r, true, ph, cx->H, rows + (ph * K + k) * 2, rows + (ph * K + k) * 2 + 1);

@@ -84,6 +84,8 @@ static dk__rp_ctx dk__rp_ctx_of(const dk_tensor *img, const dk_tensor *bins, con
                         .ps_copy_ahead = (int)dk_tunable(&dk__ps_copy_ahead),
                         .bins = bins,
                         .rois = rois,
+                        .roi_s0 = dk_tensor_stride(rois, 0),
+                        .roi_s1 = dk_tensor_stride(rois, 1),
                         .argmax = argmax,
                         .arg = argmax ? dk_tensor_data(argmax) : NULL,
                         .arg64 = argmax && dk_tensor_dtype(argmax) == DK_INT64,

@@ -167,6 +167,16 @@
  * corner, -1 for none), then the int16 loop's additions over them: minima of 8.5-9.2 ms against
  * 7.2-8.0 ms (the same harness, four runs, 2026-11-28 evening). The decoding costs more than the
  * 6.4 MB read.
+ * Nor does the argmax pay kept in the tiles' order ([K][C / 16][PH PW][16], private to the training
+ * step, which would spare the forward the indices' transposition). Measured 2026-11-28 night (the
+ * AMD host, one thread): the forward with the transposition skipped (a timing-only build, the
+ * two alternating in one C program, 21-41 calls each after 64-128 MB written elsewhere, eight
+ * runs) took medians of 13.8-17.0 ms against 15.4-17.6 ms, about 0.5-1 ms less; but the backward
+ * reading its pairs from that layout (a standalone copy of the loop, alternating with the loop
+ * here, five runs) took medians of 12.8-14.1 ms against 12.2-13.5 ms, 0.4-0.7 ms more in four of
+ * the five: a net of a few percent of the step at best, for an argmax that the op's callers could
+ * no longer read as [K, C, PH, PW]. Walking a bin's 16 channels at once in that layout (16 planes a
+ * bin) took 22-25 ms against 10-11.5 ms.
  */
 #ifndef DK_ROI_POOL_CPU_H
 #define DK_ROI_POOL_CPU_H
@@ -190,6 +200,7 @@
 
 typedef struct {
     const dk_tensor *img, *bins, *rois, *argmax; /* input or grad_input; output or grad_output */
+    int64_t roi_s0, roi_s1;                      /* rois' strides, read once (dk__rp_roi_value) */
     void *arg;                                   /* argmax's data, or NULL (the forward's inference) */
     bool arg64;                                  /* argmax is int64 (else int32, or int16:) */
     bool arg16;                                  /* argmax is int16 (Note [A narrow argmax]) */
@@ -397,7 +408,11 @@ static inline void dk__rp_block_bin_f64(const double *buf, int64_t W, int64_t h0
  * (the AMD host, one thread, a C harness on bench_roi_pool.py's case, the two builds alternating,
  * ten runs each, minimum of 15 calls): the forward with an argmax 7.9 -> 6.9 ms (medians of the
  * runs) with its caches warm, where perf had put the transpositions at a quarter of its time;
- * after 128 MB written elsewhere, 6.9 ms either way (the writes bound it there).
+ * after 128 MB written elsewhere, 6.9 ms either way (the writes bound it there). Writing each
+ * RoI's runs out a RoI later (a ring of two transposed tiles per task, so that no read-back meets
+ * a transposed store still in flight) measured no faster (2026-11-28 night, one thread, the two
+ * builds alternating in one C program, 41 calls each after 64 MB written elsewhere, the same bits:
+ * medians 11.5-18.1 ms against 12.1-17.6 ms over five runs of a slow stretch), and was dropped.
  * The block's copy is not what is left either (2026-11-28, the AMD host, one thread, a C harness,
  * after 128 MB written elsewhere): the copies alone take 0.86-0.98 ms of a forward, and the forward
  * without them (pooling stale blocks) 3.8-4.1 ms for inference and 6.0-6.9 ms with an argmax,
