@@ -84,32 +84,34 @@ static void DK_SFN(dk__ps_block_load)(const dk__rp_ctx *cx, const DK_S *img, con
     const int L = DK__PSA_LANES(a->nc);
     const bool vec = xs[3] == 1 && sizeof(DK_S) == sizeof(DK_T);
     const int64_t ahead = xs[3] == 1 ? cx->ps_copy_ahead : 0, last = (cx->W - 1) * (int64_t)sizeof(DK_S);
+    const DK_S *plane[DK__RP_CHANNELS], *src[DK__RP_CHANNELS];
+    for (int j = 0; j < L; j++) plane[j] = img + (j < a->nc ? j : a->nc - 1) * a->cstep;
     for (int64_t h = 0; h < cx->H; h++) {
         DK_T *row = buf + h * cx->W * L;
         /* the planes' rows `ahead` rows on (the first ones too, at the first row): Note [Copying ahead] */
         for (int64_t r = h == 0 ? 1 : h + ahead; ahead > 0 && r <= h + ahead && r < cx->H; r++)
             for (int i = 0; i < a->nc; i++) {
-                const char *p = (const char *)(const void *)(img + i * a->cstep + r * xs[2]);
-                for (uintptr_t q = (uintptr_t)p & ~(uintptr_t)63; q <= (uintptr_t)(p + last); q += 64)
-                    __builtin_prefetch((const void *)q);
+                const uintptr_t end = (uintptr_t)(const void *)(plane[i] + r * xs[2]) + (uintptr_t)last;
+                uintptr_t q = (uintptr_t)(const void *)(plane[i] + r * xs[2]) & ~(uintptr_t)63;
+                for (; q <= end; q += 64) __builtin_prefetch((const void *)q);
             }
-        for (int u = 0; u < L; u += 4) {
-            const DK_S *src[4];
-            for (int i = 0; i < 4; i++) src[i] = img + (u + i < a->nc ? u + i : a->nc - 1) * a->cstep + h * xs[2];
-            int64_t w = 0;
+        for (int j = 0; j < L; j++) src[j] = plane[j] + h * xs[2];
+        int64_t w0 = 0;
 #if DK__RP_AVX2
-            if (vec && cx->ps_avx2 && sizeof(DK_T) == sizeof(float))
-                w = dk__ps_row_load_avx2((const float *const *)(const void *)src, (float *)(void *)(row + u), L, cx->W);
+        if (vec && cx->ps_avx2 && sizeof(DK_T) == sizeof(float))
+            w0 = dk__ps_row_load_avx2((const float *const *)(const void *)src, (float *)(void *)row, L, cx->W);
 #endif
+        for (int u = 0; u < L; u += 4) {
+            int64_t w = w0;
             if (vec)
                 for (; w + 4 <= cx->W; w += 4) {
                     DK_TFN(dk_v4) v[4];
-                    for (int i = 0; i < 4; i++) DK_TFN(dk_ld4)(&v[i], (const DK_T *)(const void *)(src[i] + w));
+                    for (int i = 0; i < 4; i++) DK_TFN(dk_ld4)(&v[i], (const DK_T *)(const void *)(src[u + i] + w));
                     DK_TFN(dk_transpose4)(v);
                     for (int i = 0; i < 4; i++) DK_TFN(dk_st4)(row + (w + i) * L + u, &v[i]);
                 }
             for (; w < cx->W; w++)
-                for (int i = 0; i < 4; i++) row[w * L + u + i] = DK_LOAD(src[i][w * xs[3]]);
+                for (int i = 0; i < 4; i++) row[w * L + u + i] = DK_LOAD(src[u + i][w * xs[3]]);
         }
     }
 }
