@@ -61,7 +61,13 @@
  *    for contiguous planes: all-zero bits are +0 in every dtype), then each RoI's share added to
  *    grad_input itself, RoIs in order.
  * (A backward on channels-last blocks, forced-only, took half the planes' instructions but no less
- * time, 4.1-4.6 ms against 3.6-4.2 ms, and was dropped for the buffered planes.)
+ * time, 4.1-4.6 ms against 3.6-4.2 ms, and was dropped for the buffered planes. Also dropped,
+ * 2026-11-29: streaming each image's planes while the next image's RoIs are added, so that the
+ * writes to memory would overlap the additions. That took two buffers a thread, and a part of
+ * the last planes went out every RoI or every 8 RoIs. In a C harness, both builds alternating, 41
+ * calls each after 128 MB written: medians 4.5-4.7 ms against 3.6-3.9 ms streaming every RoI,
+ * and 4.58-4.71 ms against 4.18-4.46 ms every 8 RoIs, three runs each. The non-temporal stores
+ * among the additions slowed the additions by more than the overlap saved.)
  * On a CPU without AVX-512 (a 2-core AMD EPYC VM, AVX2, 2026-11-27, the bench's case, one thread,
  * thread CPU time of the backward after _disturb(), the two switched per call in one process, 41
  * calls each, four runs): the AVX2 additions take medians of 3.1-4.0 ms against 4.3-5.4 ms pixel by
