@@ -84,6 +84,7 @@ static void DK_SFN(dk__ps_block_load)(const dk__rp_ctx *cx, const DK_S *img, con
     const int L = DK__PSA_LANES(a->nc);
     const bool vec = xs[3] == 1 && sizeof(DK_S) == sizeof(DK_T);
     const int64_t ahead = xs[3] == 1 ? cx->ps_copy_ahead : 0, last = (cx->W - 1) * (int64_t)sizeof(DK_S);
+    _Static_assert(DK__RP_CHANNELS <= 16, "dk__ps_row_load_avx2 is compiled for 4, 8, 12 and 16 lanes");
     const DK_S *plane[DK__RP_CHANNELS], *src[DK__RP_CHANNELS];
     for (int j = 0; j < L; j++) plane[j] = img + (j < a->nc ? j : a->nc - 1) * a->cstep;
     for (int64_t h = 0; h < cx->H; h++) {
