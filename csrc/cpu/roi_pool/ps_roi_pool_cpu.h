@@ -523,10 +523,11 @@ __attribute__((target("avx2"))) static void dk__psp_grad_image_avx2(float *buf, 
  * the bench's case, the forward from 11.4M to 9.8M (callgrind). In time (a C harness, both builds
  * linked in and alternating, 41-61 calls each): within the noise after 128 MB written elsewhere
  * (medians -0.1 to +0.1 ms, eight runs of ps_roi_pool and ps_roi_align), 1-7% less with the map in
- * cache (six runs). The copy waits on memory, not on its instructions. Issuing the prefetches four
- * to an iteration, a loop with a third of the instructions, was slower: the forward's medians
- * +1-7% in five runs of five. Spread over the copy's rows they keep pace with it; in bursts
- * they do not. So it stays one prefetch per iteration.
+ * cache (six runs). The copy waits on memory (the block in L2 as much as the map: below), not on
+ * its instructions. Issuing the prefetches four to an iteration, a loop with a third of the
+ * instructions, was slower: the forward's medians +1-7% in five runs of five. Spread over the
+ * copy's rows they keep pace with it; in bursts they do not. So it stays one prefetch per
+ * iteration.
  * Also measured that day and dropped: reading the next task's planes ahead while a task pools
  * (each thread claiming its next task first, and prefetching a few of its lines per RoI). In
  * one process, switched per call, 41 calls each, three runs after 128 MB written: medians
