@@ -399,14 +399,14 @@ static void ps_roi_pool_same_bits_for_any_thread_count(void **state)
 /* Note [Position-sensitive RoIPool on a CPU]: channel planes and channels-last blocks (the
  * forward's, and the backward's for float32 and float64), forced and by the cost model, on one and
  * two threads, to the reference's bits: output channels 5 (one block, lanes past them computed and
- * dropped), 17 (a block of 16 and a tail of 1), 10 (12 lanes, as in bench_roi_pool.py) and 1,
- * dense and channels-last maps (whose columns are not unit-stride), every dtype; the blocks' copy with AVX2 and without (ps_roi_pool.isa),
- * rows of 13 pixels: one 8-pixel AVX2 span, one of 4, one left; the buffered backward's float32
- * additions with AVX2 (isa 1: dk__psp_grad_image_avx2, its bins up to 8 pixels wide, wider ones
- * pixel by pixel, and PW > 8 on the scalar walk; PW 1, 2, 3, 5, 7 and 8 each compiled on its own)
- * and without; grad_input's dense planes streamed (every output "large": large_output.min_bytes 0)
- * and not; the forward's outputs staged and stored in place (ps_roi_pool.stage, Note [Staged
- * outputs]). */
+ * dropped), 17 (a block of 16 and a tail of 1), 10 (12 lanes, as in bench_roi_pool.py) and 1, dense
+ * and channels-last maps (whose columns are not unit-stride), every dtype; the blocks' copy with
+ * AVX2 and without (ps_roi_pool.isa), rows of 13 pixels: one 8-pixel AVX2 span, one of 4, one left;
+ * the buffered backward's float32 additions with AVX2 (isa 1: dk__psp_grad_image_avx2, its bins up
+ * to 8 pixels wide, wider ones pixel by pixel, and PW > 8 on the scalar walk; PW 1, 2, 3, 5, 7 and
+ * 8 each compiled on its own) and without; grad_input's dense planes streamed (every output
+ * "large": large_output.min_bytes 0) and not; the forward's outputs staged and stored in place
+ * (ps_roi_pool.stage, Note [Staged outputs]). */
 static void ps_roi_pool_every_path(void **state)
 {
     (void)state;

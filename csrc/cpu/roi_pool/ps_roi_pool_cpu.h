@@ -535,6 +535,23 @@ __attribute__((target("avx2"))) static void dk__psp_grad_image_avx2(float *buf, 
  * With the map in cache the forward still took 2.28-2.40 ms, against 2.57-2.67 ms after 128 MB
  * written: the forward is bound by the copy's and the sums' passes over the block in L2, not by
  * reading the map.
+ * Three more ways were measured and dropped the next day (float32, the bench's case, one thread,
+ * medians of 41 calls after 128 MB written; a C harness with both builds linked in, alternating,
+ * unless said):
+ *  - Summing each RoI's bin as soon as the copy has passed the bin's last row, the image's RoIs
+ *    ordered by that row, so that the sums read rows still in L1. After every row: 2.9-3.7 ms
+ *    against 2.2-2.6 ms; after every 8 rows: 3.4 against 2.7 ms. Copying every row first and
+ *    changing only the order: 3.07-3.19 against 2.54-2.80 ms, and 2.60-2.62 against 2.32-2.40 ms
+ *    with the map in cache. Out of order of k, the stage's stores miss where they had been a
+ *    stream, even with its lines prefetched along the copy.
+ *  - Pooling each image's RoIs in order of their bins' shapes, so that the sums' short loops end
+ *    where the branch predictor expects, with the stage written in that order: within the noise
+ *    (four runs, 2.41-3.11 against 2.48-3.19 ms).
+ *  - No copy: each bin summed from the planes in place, a task's 10 channels as 10 scalar chains,
+ *    the next task's planes prefetched a few lines per RoI (a stand-alone C model of the
+ *    forward): 2.6-3.6 ms, and 2.0-3.2 ms with the map in cache. One AVX2 gather per pixel for
+ *    8 of the channels (and a masked one for the rest) costs about 10 ns a pixel on this host
+ *    with the planes in L2: some 1.3 ms for the bench's 128K bin pixels, before reading the map.
  */
 
 /*
