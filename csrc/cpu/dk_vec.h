@@ -14,6 +14,11 @@
 
 typedef float dk_v4_f32 __attribute__((vector_size(16)));
 typedef double dk_v4_f64 __attribute__((vector_size(32)));
+/* Two 4-lane vectors as one: a single AVX register for float where the caller is compiled for AVX2
+ * (target("avx2")), two SSE ones elsewhere. Passed by pointer, never by value (the ABI of a 32-byte
+ * vector argument depends on the target). */
+typedef float dk_v8_f32 __attribute__((vector_size(32)));
+typedef double dk_v8_f64 __attribute__((vector_size(64)));
 
 /* Lane shuffle of two 4-lane vectors (indices 4..7 pick from b). */
 #if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)
@@ -35,6 +40,10 @@ static inline void dk_ld4_f32(dk_v4_f32 *v, const float *p) { memcpy(v, p, sizeo
 static inline void dk_st4_f32(float *p, const dk_v4_f32 *v) { memcpy(p, v, sizeof *v); }
 static inline void dk_ld4_f64(dk_v4_f64 *v, const double *p) { memcpy(v, p, sizeof *v); }
 static inline void dk_st4_f64(double *p, const dk_v4_f64 *v) { memcpy(p, v, sizeof *v); }
+static inline void dk_ld8_f32(dk_v8_f32 *v, const float *p) { memcpy(v, p, sizeof *v); }
+static inline void dk_st8_f32(float *p, const dk_v8_f32 *v) { memcpy(p, v, sizeof *v); }
+static inline void dk_ld8_f64(dk_v8_f64 *v, const double *p) { memcpy(v, p, sizeof *v); }
+static inline void dk_st8_f64(double *p, const dk_v8_f64 *v) { memcpy(p, v, sizeof *v); }
 
 /* *v to p (16-byte aligned) with non-temporal stores, which do not read the line first; plain
  * stores where there are none. */

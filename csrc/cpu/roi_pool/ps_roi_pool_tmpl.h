@@ -268,9 +268,10 @@ static inline void DK_SFN(dk__ps_store_ahead)(const dk__rp_ctx *cx, const DK_SFN
 
 /* Forward on a channels-last block (Note [Position-sensitive RoIPool on a CPU]): task a's planes
  * copied into buf, then every RoI of its image pooled from it, nv vectors of four output channels
- * per pixel: each lane's sum is dk_roi_pool_avg's, the same terms in the same order, divided by the
- * same area (a vector division rounds each lane as the scalar one does). nv a constant in each
- * caller (dk__psp_forward_block), so the lanes' loop unrolls. */
+ * per pixel, taken two at a time (dk_v8: one AVX register for float where the caller is compiled
+ * for AVX2, dk__psp_pool_block_avx2): each lane's sum is dk_roi_pool_avg's, the same terms in the
+ * same order, divided by the same area (a vector division rounds each lane as the scalar one does).
+ * nv a constant in each caller (dk__psp_pool_block_nv), so the lanes' loops unroll. */
 __attribute__((always_inline)) static inline void DK_SFN(dk__psp_pool_block)(const dk__rp_ctx *cx,
                                                                              const DK_SFN(dk__rp_ps_view) *v,
                                                                              const DK_SFN(dk__ps_task) *a,
@@ -278,34 +279,69 @@ __attribute__((always_inline)) static inline void DK_SFN(dk__psp_pool_block)(con
 {
     const int64_t K = cx->K, W = cx->W, L = 4 * nv, *list = cx->image_rois + cx->N + 1, SL = cx->ps_stage_lanes;
     const int64_t *hb = cx->bin_table + a->ph * K * 2, *wb = cx->bin_table + (cx->PH + a->pw) * K * 2;
+    const int n8 = nv / 2, odd = nv % 2; /* lanes [0, 8 n8) in pairs, then one vector of four if odd */
     /* this bin's row of the staged outputs (Note [Staged outputs]), at the task's first lane */
     DK_T *stage = cx->stage ? (DK_T *)cx->stage + (a->ph * cx->PW + a->pw) * cx->ps_stage_row + a->c0 : NULL;
     for (int64_t i = cx->image_rois[a->n]; i < cx->image_rois[a->n + 1]; i++) {
         const int64_t k = list[i], h0 = hb[2 * k], h1 = hb[2 * k + 1], w0 = wb[2 * k], w1 = wb[2 * k + 1];
         if (!stage) DK_SFN(dk__ps_store_ahead)(cx, v, a, i);
-        DK_TFN(dk_v4) acc[4];
-        for (int u = 0; u < nv; u++) acc[u] = (DK_TFN(dk_v4)){0, 0, 0, 0};
+        DK_TFN(dk_v8) acc[2] = {{0}, {0}};
+        DK_TFN(dk_v4) tail = {0, 0, 0, 0};
         if (h1 > h0 && w1 > w0) { /* else 0, as dk_roi_pool_avg gives an empty bin */
             for (int64_t h = h0; h < h1; h++) {
                 const DK_T *px = buf + (h * W + w0) * L;
-                for (int64_t w = w0; w < w1; w++, px += L)
-                    for (int u = 0; u < nv; u++) {
-                        DK_TFN(dk_v4) x;
-                        DK_TFN(dk_ld4)(&x, px + 4 * u);
+                for (int64_t w = w0; w < w1; w++, px += L) {
+                    for (int u = 0; u < n8; u++) {
+                        DK_TFN(dk_v8) x;
+                        DK_TFN(dk_ld8)(&x, px + 8 * u);
                         acc[u] += x;
                     }
+                    if (odd) {
+                        DK_TFN(dk_v4) x;
+                        DK_TFN(dk_ld4)(&x, px + 8 * n8);
+                        tail += x;
+                    }
+                }
             }
             const DK_T area = (DK_T)((h1 - h0) * (w1 - w0));
-            for (int u = 0; u < nv; u++) acc[u] = acc[u] / area;
+            for (int u = 0; u < n8; u++) acc[u] = acc[u] / area;
+            if (odd) tail = tail / area;
         }
         if (stage) { /* whole vectors: the lanes past nc are the stage's padding */
-            for (int u = 0; u < nv; u++) DK_TFN(dk_st4)(stage + k * SL + 4 * u, &acc[u]);
+            for (int u = 0; u < n8; u++) DK_TFN(dk_st8)(stage + k * SL + 8 * u, &acc[u]);
+            if (odd) DK_TFN(dk_st4)(stage + k * SL + 8 * n8, &tail);
             continue;
         }
         DK_S *out = v->y + k * v->ys[0] + a->c0 * v->ys[1] + a->ph * v->ys[2] + a->pw * v->ys[3];
-        for (int j = 0; j < a->nc; j++) out[j * v->ys[1]] = DK_STORE(acc[j / 4][j % 4]);
+        for (int j = 0; j < a->nc; j++) out[j * v->ys[1]] = DK_STORE(j < 8 * n8 ? acc[j / 8][j % 8] : tail[j % 4]);
     }
 }
+
+/* dk__psp_pool_block for task a's number of vectors, each a constant. */
+__attribute__((always_inline)) static inline void DK_SFN(dk__psp_pool_block_nv)(const dk__rp_ctx *cx,
+                                                                                const DK_SFN(dk__rp_ps_view) *v,
+                                                                                const DK_SFN(dk__ps_task) *a,
+                                                                                const DK_T *buf)
+{
+    switch (DK__PSA_LANES(a->nc) / 4) {
+    case 1: DK_SFN(dk__psp_pool_block)(cx, v, a, buf, 1); break;
+    case 2: DK_SFN(dk__psp_pool_block)(cx, v, a, buf, 2); break;
+    case 3: DK_SFN(dk__psp_pool_block)(cx, v, a, buf, 3); break;
+    default: DK_SFN(dk__psp_pool_block)(cx, v, a, buf, 4); break;
+    }
+}
+
+#if DK__RP_AVX2
+/* The same compiled for AVX2, where the CPU has it (cx->ps_avx2): a pair of float vectors is one
+ * register, so a bin's pixel is one load and one addition per eight channels. */
+__attribute__((target("avx2"))) static void DK_SFN(dk__psp_pool_block_avx2)(const dk__rp_ctx *cx,
+                                                                            const DK_SFN(dk__rp_ps_view) *v,
+                                                                            const DK_SFN(dk__ps_task) *a,
+                                                                            const DK_T *buf)
+{
+    DK_SFN(dk__psp_pool_block_nv)(cx, v, a, buf);
+}
+#endif
 
 /* The staged outputs (Note [Staged outputs]) into the output: a task per DK__PS_UNSTAGE_ROIS
  * RoIs, each RoI's [bin][channel] rows transposed to its [channel][bin] (float32 in
@@ -377,12 +413,13 @@ static void DK_SFN(dk__psp_forward_block)(const dk__rp_ctx *cx, const DK_SFN(dk_
     const int64_t *xs = v->xs;
     DK_SFN(dk__ps_block_load)(cx, v->x + a->n * xs[0] + ((a->c0 * cx->PH + a->ph) * cx->PW + a->pw) * xs[1], xs, a,
                               buf);
-    switch (DK__PSA_LANES(a->nc) / 4) {
-    case 1: DK_SFN(dk__psp_pool_block)(cx, v, a, buf, 1); break;
-    case 2: DK_SFN(dk__psp_pool_block)(cx, v, a, buf, 2); break;
-    case 3: DK_SFN(dk__psp_pool_block)(cx, v, a, buf, 3); break;
-    default: DK_SFN(dk__psp_pool_block)(cx, v, a, buf, 4); break;
+#if DK__RP_AVX2
+    if (cx->ps_avx2) {
+        DK_SFN(dk__psp_pool_block_avx2)(cx, v, a, buf);
+        return;
     }
+#endif
+    DK_SFN(dk__psp_pool_block_nv)(cx, v, a, buf);
 }
 
 /* Forward on channels-last blocks: a task per (image, bin, block of DK__RP_CHANNELS output
