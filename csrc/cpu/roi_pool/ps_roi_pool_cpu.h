@@ -44,11 +44,12 @@
  *    leave threads without work), sweeping the PH PW input planes of c and pooling every RoI of the
  *    block from each (dk_roi_pool_avg), prefetching the next plane of every image a line or two per
  *    RoI: it reads only the lines under the RoIs.
- * The backward, a task per output channel c and bin row ph, which owns input channels
- * (c PH + ph) PW + pw for every pw, two ways:
- *  - buffered planes (every layout but 0, where a thread's PW planes take at most
+ * The backward, a task per bin row ph and output channel c, which owns input channels
+ * (c PH + ph) PW + pw for every pw (with the AVX2 additions two output channels, c and c + 1, a
+ * task: dk__psp_grad_image_avx2), two ways:
+ *  - buffered planes (every layout but 0, where a thread's planes take at most
  *    DK__PSP_PLANES_MAX_BYTES): for each image its PW planes are zeroed in a per-thread buffer (95
- *    KB for the bench, in L2), each RoI of the image adds its share, g / area, over its PW bins in
+ *    KB a channel for the bench, in L2), each RoI of the image adds its share, g / area, over its PW bins in
  *    order of k, rounded to the storage type after every addition as in place (float32 with
  *    AVX-512: one masked 16-lane addition per bin row, dk__psp_grad_image; with AVX2 alone
  *    (ps_roi_pool.isa 1 or 2, PW <= 8), a RoI's PW shares from one 8-lane division and one 8-lane
@@ -378,14 +379,27 @@ __attribute__((target("avx512f"))) static void dk__psp_grad_image(float *buf, in
  * +0. That is the identity on every element of the buffer: it starts at +0 and a sum of rounded
  * additions from +0 is never -0 (x + -x is +0 when rounding to nearest), so the bits are those of
  * the addition per pixel. The lanes may reach 7 elements past the thread's planes, into its
- * DK__PSP_GRAD_PAD (zeroed with them). Each RoI's gradients are prefetched four RoIs ahead: they
- * are C_out PH PW elements apart, a line per RoI.
+ * DK__PSP_GRAD_PAD (zeroed with them); with two channels, the first channel's lanes may reach into
+ * the second's first plane, the same identity, in the same thread.
+ * Two output channels a task, and the shares before the walks: a task's RoIs are walked once for
+ * both channels (the same rows and columns), and DK__PSP_GRAD_CHUNK RoIs' shares are found first, a
+ * RoI's loads of its gradients (C_out PH PW elements apart, a line per RoI and channel, from memory
+ * after other work) and its divisions one after another with nothing waiting on them, then the
+ * walks, which read the shares from L1. Before, each walk's stores waited on its load and division,
+ * after the mispredicted end of the last walk's rows: a sampling profile put a third of the
+ * additions' samples on the division. In a stand-alone model of the additions (the bench's bins,
+ * their buffer in cache) the walks took 1.9-2.5 ms one channel at a time and 1.2-1.5 ms two at a
+ * time with the shares first; in the C harness (both builds alternating after 128 MB written, 61
+ * calls each, four runs, 2026-11-29, a slow hour) the backward's medians went 3.87-4.70 -> 3.66-4.02
+ * ms (6-14% less), its minima unchanged (3.06-3.84 -> 3.10-3.50 ms): the stream into grad_input
+ * is the rest. Four channels a task took no less time than two; prefetching the gradients in the
+ * first pass changed nothing.
  * A RoI's columns come from cols8 (dk__psp_cols8: its PW first columns' offsets, its PW widths and
  * the widths' complements to 8, as three 8-lane int32 rows), so that its areas, shares and masks are
  * a few vector operations: gathering them
  * from the [PW][K] table a lane at a time took 390 instructions per RoI and task, 40% of the
  * backward's (callgrind, bench_roi_pool.py's case).
- * The body is compiled once per PW (dk__psp_grad_roi_avx2's PW a constant): a RoI's PW masked
+ * The body is compiled once per PW and NC (dk__psp_grad_roi_avx2's constants): a RoI's PW masked
  * shares and bin addresses are set up once, in registers, and each of its rows (the same rows in
  * every bin of row ph) is then PW loads, additions and stores with no branch per bin; an empty bin
  * (width 0, first column 0) adds +0 to the first 8 pixels of each of its rows, the identity. A RoI
@@ -411,80 +425,114 @@ static inline void dk__psp_cols8(const int64_t *cols, int64_t K, int64_t PW, int
         }
 }
 
+/* The RoIs dk__psp_grad_rois_avx2 finds shares for at a time (a thread's stack: 16 KB at NC = 2). */
+#define DK__PSP_GRAD_CHUNK 256
+
 /* One RoI's bins of row ph (rows [h0, h1), h1 > h0) in the task's PW planes at buf (HW elements
- * apart, rows W elements apart), c its row of dk__psp_cols8, g its PW gradients in the lanes
- * pw < PW: see dk__psp_grad_image_avx2. */
+ * apart, rows W elements apart) and, where NC is 2, in the second channel's PW planes at buf + cs;
+ * c its row of dk__psp_cols8, d[8 j + pw] channel j's share of bin pw: see
+ * dk__psp_grad_image_avx2. */
 __attribute__((target("avx2"), always_inline)) static inline void
-dk__psp_grad_roi_avx2(float *buf, int64_t W, int64_t h0, int64_t h1, const int32_t *c, __m256 g, const int PW)
+dk__psp_grad_roi_avx2(float *buf, int64_t W, int64_t h0, int64_t h1, const int32_t *c, const float *d, int64_t cs,
+                      const int PW, const int NC)
 {
-    const __m256i nv = _mm256_load_si256((const __m256i *)(const void *)(c + 8)); /* 0 past PW, empty bins */
-    /* the area (h1 - h0) n, exact in int32 and float (a thread's planes hold at most 2^18 pixels:
-     * DK__PSP_PLANES_MAX_BYTES); 1 for an empty bin, whose share adds nowhere */
-    const __m256 area = _mm256_blendv_ps(
-        _mm256_cvtepi32_ps(_mm256_mullo_epi32(nv, _mm256_set1_epi32((int32_t)(h1 - h0)))), _mm256_set1_ps(1.0f),
-        _mm256_castsi256_ps(_mm256_cmpeq_epi32(nv, _mm256_setzero_si256())));
-    _Alignas(32) float d[8];
-    _mm256_store_ps(d, _mm256_div_ps(g, area));
     float *row = buf + h0 * W;
-    if (_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(nv, _mm256_set1_epi32(8))))) {
-        for (int pw = 0; pw < PW; pw++) /* a bin wider than 8: pixel by pixel */
-            for (int64_t r = 0; r < (h1 - h0) * W; r += W)
-                for (int32_t w = 0; w < c[8 + pw]; w++) row[c[pw] + r + w] += d[pw];
+    if (c[8] > 8 || c[9] > 8 || (PW > 2 && c[10] > 8) || (PW > 3 && c[11] > 8) || (PW > 4 && c[12] > 8) ||
+        (PW > 5 && c[13] > 8) || (PW > 6 && c[14] > 8) || (PW > 7 && c[15] > 8)) {
+        for (int j = 0; j < NC; j++) /* a bin wider than 8: pixel by pixel */
+            for (int pw = 0; pw < PW; pw++)
+                for (int64_t r = j * cs; r < j * cs + (h1 - h0) * W; r += W)
+                    for (int32_t w = 0; w < c[8 + pw]; w++) row[c[pw] + r + w] += d[8 * j + pw];
         return;
     }
     /* lane < n: a window into 8 ones and 8 zeros, at 8 - n */
     static const int32_t ones_zeros[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
-    __m256 share[8];
+    __m256 share[2][8];
     float *at[8];
-    for (int pw = 0; pw < PW; pw++) { /* unrolled: PW is a constant */
-        share[pw] = _mm256_and_ps(_mm256_loadu_ps((const float *)(const void *)(ones_zeros + c[16 + pw])),
-                                  _mm256_broadcast_ss(d + pw));
+    for (int pw = 0; pw < PW; pw++) { /* unrolled: PW and NC are constants */
+        const __m256 m = _mm256_loadu_ps((const float *)(const void *)(ones_zeros + c[16 + pw]));
+        for (int j = 0; j < NC; j++) share[j][pw] = _mm256_and_ps(m, _mm256_broadcast_ss(d + 8 * j + pw));
         at[pw] = row + c[pw];
     }
     for (int64_t r = 0; r < (h1 - h0) * W; r += W)
         for (int pw = 0; pw < PW; pw++)
-            _mm256_storeu_ps(at[pw] + r, _mm256_add_ps(_mm256_loadu_ps(at[pw] + r), share[pw]));
+            for (int j = 0; j < NC; j++)
+                _mm256_storeu_ps(at[pw] + j * cs + r,
+                                 _mm256_add_ps(_mm256_loadu_ps(at[pw] + j * cs + r), share[j][pw]));
 }
 
-/* Image n's RoIs list[first .. last) into buf's PW planes, RoIs in order (DK__PSP_GRAD_BINS's walk,
- * PW a constant in each caller: dk__psp_grad_image_avx2). */
+/* Image n's RoIs list[first .. last) into buf's PW planes (and NC = 2: the second channel's, gradients
+ * grow + g1, at buf + cs), RoIs in order (DK__PSP_GRAD_BINS's walk, PW and NC constants in each
+ * caller: dk__psp_grad_image_avx2), DK__PSP_GRAD_CHUNK RoIs at a time: first their shares, then
+ * their walks, so that a walk's stores wait on no load of a gradient and no division. */
 __attribute__((target("avx2"), always_inline)) static inline void
-dk__psp_grad_rois_avx2(float *buf, int64_t H, int64_t W, const int64_t *list, int64_t first, int64_t last,
-                       const int64_t *hb, const int32_t *cols8, const float *grow, int64_t gk, int64_t gw, const int PW)
+dk__psp_grad_rois_avx2(float *buf, int64_t W, const int64_t *list, int64_t first, int64_t last, const int64_t *hb,
+                       const int32_t *cols8, const float *grow, int64_t g1, int64_t cs, int64_t gk, int64_t gw,
+                       const int PW, const int NC)
 {
     const __m256i in = _mm256_cmpgt_epi32(_mm256_set1_epi32(PW), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    for (int64_t i = first; i < last; i++) {
-        const int64_t k = list[i], h0 = hb[2 * k], h1 = hb[2 * k + 1];
-        if (i + 4 < last) __builtin_prefetch(grow + list[i + 4] * gk);
-        if (h1 <= h0) continue;
-        __m256 g;
-        if (gw == 1) g = _mm256_maskload_ps(grow + k * gk, in);
-        else {
-            _Alignas(32) float gs[8] = {0};
-            for (int pw = 0; pw < PW; pw++) gs[pw] = grow[k * gk + pw * gw];
-            g = _mm256_load_ps(gs);
+    _Alignas(32) float d[DK__PSP_GRAD_CHUNK * 2 * 8];
+    for (int64_t i0 = first; i0 < last; i0 += DK__PSP_GRAD_CHUNK) {
+        const int64_t i1 = last - i0 < DK__PSP_GRAD_CHUNK ? last : i0 + DK__PSP_GRAD_CHUNK;
+        for (int64_t i = i0; i < i1; i++) {
+            const int64_t k = list[i];
+            const int32_t *c = cols8 + k * DK__PSP_COLS8;
+            const __m256i nv = _mm256_load_si256((const __m256i *)(const void *)(c + 8)); /* 0 past PW, empty bins */
+            /* the area (h1 - h0) n, exact in int32 and float (a thread's planes hold at most 2^18
+             * pixels: DK__PSP_PLANES_MAX_BYTES); 1 for an empty bin, whose share adds nowhere, and
+             * for a RoI with no rows, which is not walked */
+            const int32_t rows = hb[2 * k + 1] > hb[2 * k] ? (int32_t)(hb[2 * k + 1] - hb[2 * k]) : 1;
+            const __m256 area = _mm256_blendv_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(nv, _mm256_set1_epi32(rows))),
+                                                 _mm256_set1_ps(1.0f),
+                                                 _mm256_castsi256_ps(_mm256_cmpeq_epi32(nv, _mm256_setzero_si256())));
+            for (int j = 0; j < NC; j++) {
+                __m256 g;
+                if (gw == 1) g = _mm256_maskload_ps(grow + j * g1 + k * gk, in);
+                else {
+                    _Alignas(32) float gs[8] = {0};
+                    for (int pw = 0; pw < PW; pw++) gs[pw] = grow[j * g1 + k * gk + pw * gw];
+                    g = _mm256_load_ps(gs);
+                }
+                _mm256_store_ps(d + ((i - i0) * NC + j) * 8, _mm256_div_ps(g, area));
+            }
         }
-        dk__psp_grad_roi_avx2(buf, W, h0, h1, cols8 + k * DK__PSP_COLS8, g, PW);
+        for (int64_t i = i0; i < i1; i++) {
+            const int64_t k = list[i], h0 = hb[2 * k], h1 = hb[2 * k + 1];
+            if (h1 > h0)
+                dk__psp_grad_roi_avx2(buf, W, h0, h1, cols8 + k * DK__PSP_COLS8, d + (i - i0) * NC * 8, cs, PW, NC);
+        }
     }
 }
 
-__attribute__((target("avx2"))) static void dk__psp_grad_image_avx2(float *buf, int64_t H, int64_t W, int64_t PW,
+/* NC (1 or 2) output channels' planes at once: buf's PW planes take grow's gradients, and where
+ * NC is 2 the PW planes at buf + cs take grow + g1's. */
+__attribute__((target("avx2"))) static void dk__psp_grad_image_avx2(float *buf, int64_t W, int64_t PW,
                                                                     const int64_t *list, int64_t first, int64_t last,
                                                                     const int64_t *hb, const int32_t *cols8,
-                                                                    const float *grow, int64_t gk, int64_t gw)
+                                                                    const float *grow, int64_t g1, int64_t cs, int NC,
+                                                                    int64_t gk, int64_t gw)
 {
-#define DK__PSP_GRAD_PW(P) \
-    case P: dk__psp_grad_rois_avx2(buf, H, W, list, first, last, hb, cols8, grow, gk, gw, P); break;
+#define DK__PSP_GRAD_PW(P, NC_) \
+    dk__psp_grad_rois_avx2(buf, W, list, first, last, hb, cols8, grow, g1, cs, gk, gw, P, NC_)
+#define DK__PSP_GRAD_NC(P)                  \
+    case P:                                 \
+        if (NC == 2) DK__PSP_GRAD_PW(P, 2); \
+        else DK__PSP_GRAD_PW(P, 1);         \
+        break;
     switch (PW) {
-        DK__PSP_GRAD_PW(1)
-        DK__PSP_GRAD_PW(2)
-        DK__PSP_GRAD_PW(3)
-        DK__PSP_GRAD_PW(4)
-        DK__PSP_GRAD_PW(5)
-        DK__PSP_GRAD_PW(6)
-        DK__PSP_GRAD_PW(7)
-    default: dk__psp_grad_rois_avx2(buf, H, W, list, first, last, hb, cols8, grow, gk, gw, 8); break;
+        DK__PSP_GRAD_NC(1)
+        DK__PSP_GRAD_NC(2)
+        DK__PSP_GRAD_NC(3)
+        DK__PSP_GRAD_NC(4)
+        DK__PSP_GRAD_NC(5)
+        DK__PSP_GRAD_NC(6)
+        DK__PSP_GRAD_NC(7)
+    default:
+        if (NC == 2) DK__PSP_GRAD_PW(8, 2);
+        else DK__PSP_GRAD_PW(8, 1);
+        break;
     }
+#undef DK__PSP_GRAD_NC
 #undef DK__PSP_GRAD_PW
 }
 

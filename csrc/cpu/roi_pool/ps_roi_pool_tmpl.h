@@ -657,43 +657,54 @@ static void DK_SFN(dk__psp_backward_buffered_worker)(void *p, int tid)
     int64_t xs[4], gs[4];
     dk__rp_strides(cx->img, xs), dk__rp_strides(cx->bins, gs);
     const int64_t K = cx->K, PH = cx->PH, PW = cx->PW, H = cx->H, W = cx->W, HW = H * W;
+    const int64_t NC = cx->ps_grad_channels, C_out = cx->C / (PH * PW); /* C = C_out PH PW (ops/roi_pool.c) */
     const int64_t *list = cx->image_rois + cx->N + 1, *cols = cx->bin_table + PH * K * 2;
-    DK_S *buf = (DK_S *)cx->block + (size_t)tid * (size_t)(PW * HW + DK__PSP_GRAD_PAD);
-    /* the PW planes of a task, in every image, one run of whole rows */
+    DK_S *buf = (DK_S *)cx->block + (size_t)tid * (size_t)(NC * PW * HW + DK__PSP_GRAD_PAD);
+    /* the PW planes of a channel, in every image, one run of whole rows */
     const bool dense = xs[3] == 1 && xs[2] == W && xs[1] == HW;
     /* float32 planes streamed with AVX2 leave the buffer zero behind them: no memset but the first */
     const bool clear = DK__RP_AVX2 && dense && DK_S_IS_T && cx->stream && sizeof(DK_S) == 4 && cx->ps_avx2;
     bool zero = false;
-    for (int64_t t; (t = dk_parallel_claim(&cx->counter)) < cx->C / PW;) { /* C = C_out PH PW (ops/roi_pool.c) */
-        const int64_t ph = t % PH, c = t / PH, *hb = cx->bin_table + ph * K * 2;
+    for (int64_t t; (t = dk_parallel_claim(&cx->counter)) < (C_out + NC - 1) / NC * PH;) {
+        const int64_t ph = t % PH, c = t / PH * NC, nc = C_out - c < NC ? C_out - c : NC,
+                      *hb = cx->bin_table + ph * K * 2;
         const DK_S *grow = g + c * gs[1] + ph * gs[2];
         for (int64_t n = 0; n < cx->N; n++) {
             /* zeroed (0 bits: +0, every dtype), or left zero by the last planes' stream (clear) */
-            if (!zero) memset(buf, 0, (size_t)(PW * HW + DK__PSP_GRAD_PAD) * sizeof(DK_S));
+            if (!zero) memset(buf, 0, (size_t)(NC * PW * HW + DK__PSP_GRAD_PAD) * sizeof(DK_S));
             zero = clear;
 #if DK__RP_AVX2
             if (DK_S_IS_T && sizeof(DK_T) == sizeof(float) && cx->ps_avx512)
-                dk__psp_grad_image((float *)(void *)buf, H, W, K, PW, list, cx->image_rois[n], cx->image_rois[n + 1],
-                                   hb, cols, (const float *)(const void *)grow, gs[0], gs[3]);
+                for (int64_t j = 0; j < nc; j++)
+                    dk__psp_grad_image((float *)(void *)buf + j * PW * HW, H, W, K, PW, list, cx->image_rois[n],
+                                       cx->image_rois[n + 1], hb, cols, (const float *)(const void *)(grow + j * gs[1]),
+                                       gs[0], gs[3]);
             else if (cx->ps_cols8)
-                dk__psp_grad_image_avx2((float *)(void *)buf, H, W, PW, list, cx->image_rois[n], cx->image_rois[n + 1],
-                                        hb, cx->ps_cols8, (const float *)(const void *)grow, gs[0], gs[3]);
+                dk__psp_grad_image_avx2((float *)(void *)buf, W, PW, list, cx->image_rois[n], cx->image_rois[n + 1], hb,
+                                        cx->ps_cols8, (const float *)(const void *)grow, gs[1], PW * HW, (int)nc, gs[0],
+                                        gs[3]);
             else
 #endif
-                DK_SFN(dk__psp_grad_image)(buf, H, W, K, PW, list, cx->image_rois[n], cx->image_rois[n + 1], hb, cols,
-                                           grow, gs[0], gs[3]);
-            DK_S *planes = x + n * xs[0] + t * PW * xs[1]; /* input channel t PW + pw = (c PH + ph) PW + pw */
-            if (clear) {
+                for (int64_t j = 0; j < nc; j++)
+                    DK_SFN(dk__psp_grad_image)(buf + j * PW * HW, H, W, K, PW, list, cx->image_rois[n],
+                                               cx->image_rois[n + 1], hb, cols, grow + j * gs[1], gs[0], gs[3]);
+            for (int64_t j = 0; j < nc; j++) {
+                /* input channel ((c + j) PH + ph) PW + pw */
+                DK_S *planes = x + n * xs[0] + ((c + j) * PH + ph) * PW * xs[1];
+                DK_S *from = buf + j * PW * HW;
+                if (clear) {
 #if DK__RP_AVX2
-                dk__rp_stream_run32_clear_avx2(planes, buf, PW * HW);
+                    dk__rp_stream_run32_clear_avx2(planes, from, PW * HW);
 #endif
-            } else if (dense && DK_S_IS_T && cx->stream) DK_SFN(dk__ps_stream_run)(planes, buf, PW * HW, cx->ps_avx2);
-            else if (dense) memcpy(planes, buf, (size_t)(PW * HW) * sizeof(DK_S));
-            else
-                for (int64_t pw = 0; pw < PW; pw++)
-                    for (int64_t h = 0; h < H; h++)
-                        for (int64_t w = 0; w < W; w++)
-                            planes[pw * xs[1] + h * xs[2] + w * xs[3]] = buf[pw * HW + h * W + w];
+                } else if (dense && DK_S_IS_T && cx->stream)
+                    DK_SFN(dk__ps_stream_run)(planes, from, PW * HW, cx->ps_avx2);
+                else if (dense) memcpy(planes, from, (size_t)(PW * HW) * sizeof(DK_S));
+                else
+                    for (int64_t pw = 0; pw < PW; pw++)
+                        for (int64_t h = 0; h < H; h++)
+                            for (int64_t w = 0; w < W; w++)
+                                planes[pw * xs[1] + h * xs[2] + w * xs[3]] = from[pw * HW + h * W + w];
+            }
         }
     }
     if (cx->stream) dk_sfence();
@@ -708,8 +719,16 @@ static dk_status DK_SFN(dk__rp_ps_backward)(dk__rp_ctx *cx, int nthreads)
      * cache) or not fit in memory */
     const int64_t HW = cx->H * cx->W;
     cx->block = NULL, cx->block_owner = NULL, cx->stream = false;
-    if (cx->ps_layout != 0 && HW <= DK__PSP_PLANES_MAX_BYTES / (cx->PW * (int64_t)sizeof(DK_S))) {
-        const size_t n = (size_t)(nthreads * (cx->PW * HW + DK__PSP_GRAD_PAD)) * sizeof(DK_S);
+    /* the AVX2 additions take two output channels a task (dk__psp_grad_image_avx2) */
+    const bool avx2 = DK__RP_AVX2 && !cx->ps_avx512 && DK_S_IS_T && sizeof(DK_T) == sizeof(float) && cx->ps_avx2 &&
+                      cx->PW <= 8;
+    cx->ps_grad_channels = avx2 && cx->C / (cx->PH * cx->PW) > 1 &&
+                                   HW <= DK__PSP_PLANES_MAX_BYTES / (2 * cx->PW * (int64_t)sizeof(DK_S))
+                               ? 2
+                               : 1;
+    if (cx->ps_layout != 0 &&
+        HW <= DK__PSP_PLANES_MAX_BYTES / (cx->ps_grad_channels * cx->PW * (int64_t)sizeof(DK_S))) {
+        const size_t n = (size_t)(nthreads * (cx->ps_grad_channels * cx->PW * HW + DK__PSP_GRAD_PAD)) * sizeof(DK_S);
         if (dk_host_cache_alloc(n, &cx->block, &cx->block_owner) != DK_OK) cx->block = NULL, cx->block_owner = NULL;
         if (!cx->block) cx->block = dk_arena_take(&ar, n);
     }
@@ -717,7 +736,7 @@ static dk_status DK_SFN(dk__rp_ps_backward)(dk__rp_ctx *cx, int nthreads)
     cx->ps_cols8 = NULL;
 #if DK__RP_AVX2
     /* the AVX2 additions' rows of columns (dk__psp_cols8), 32-byte aligned */
-    if (cx->block && !cx->ps_avx512 && DK_S_IS_T && sizeof(DK_T) == sizeof(float) && cx->ps_avx2 && cx->PW <= 8) {
+    if (cx->block && avx2) {
         char *c8 = (char *)dk_arena_take_n(&ar, dk_sat_mul((size_t)cx->K, DK__PSP_COLS8) + 8, sizeof(int32_t));
         if (c8) {
             cx->ps_cols8 = (int32_t *)(void *)(c8 + ((32 - ((uintptr_t)c8 & 31)) & 31));

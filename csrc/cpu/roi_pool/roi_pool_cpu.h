@@ -227,6 +227,7 @@ typedef struct {
     bool ps_avx2;      /* the position-sensitive blocks: copy float32 planes with AVX2 (dk__ps_row_load_avx2) */
     int ps_copy_ahead; /* the position-sensitive blocks' copy: rows read ahead (Note [Copying ahead]), 0 none */
     int32_t *ps_cols8; /* ps_roi_pool's AVX2 backward: each RoI's columns (dk__psp_cols8), or NULL */
+    int64_t ps_grad_channels; /* ps_roi_pool's buffered backward: output channels a task takes (1 or 2) */
     bool ps_avx512;    /* ps_roi_pool's plane-major forward: float32 bins gathered with AVX-512 (dk__psp_gather) */
     int64_t *ps_order; /* ps_roi_pool's plane-major forward: each image's RoIs by their bins' size */
     void *ps_groups;   /* and its per-thread groups (dk__psp_group), DK__PSP_GROUPS(K, N) each */
