@@ -602,6 +602,13 @@ __attribute__((target("avx2"))) static void dk__psp_grad_image_avx2(float *buf, 
  *    forward): 2.6-3.6 ms, and 2.0-3.2 ms with the map in cache. One AVX2 gather per pixel for
  *    8 of the channels (and a masked one for the rest) costs about 10 ns a pixel on this host
  *    with the planes in L2: some 1.3 ms for the bench's 128K bin pixels, before reading the map.
+ * Two more for the sums, 2026-11-29 (a C harness with the old build and the new one's two ways
+ * alternating, 41 calls each), no better in any run, so dropped:
+ *  - prefetching the block's first two rows of the next bin, one or two RoIs ahead (six runs after
+ *    128 MB written): the forward's medians 2.41-3.13 against 2.45-2.91 ms without;
+ *  - bins up to 4 pixels wide summed as 4 pixels, those past the bin read as +0 from a vector of
+ *    zeros (the same bits, no branch on the width; three runs after 128 MB written, three with the
+ *    map in cache): 2.56-3.21 against 2.35-3.09 ms.
  */
 
 /*
