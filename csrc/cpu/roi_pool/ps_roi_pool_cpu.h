@@ -437,8 +437,8 @@ dk__psp_grad_roi_avx2(float *buf, int64_t W, int64_t h0, int64_t h1, const int32
                       const int PW, const int NC)
 {
     float *row = buf + h0 * W;
-    if (c[8] > 8 || c[9] > 8 || (PW > 2 && c[10] > 8) || (PW > 3 && c[11] > 8) || (PW > 4 && c[12] > 8) ||
-        (PW > 5 && c[13] > 8) || (PW > 6 && c[14] > 8) || (PW > 7 && c[15] > 8)) {
+    const __m256i nv = _mm256_load_si256((const __m256i *)(const void *)(c + 8)); /* 0 past PW, empty bins */
+    if (_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(nv, _mm256_set1_epi32(8))))) {
         for (int j = 0; j < NC; j++) /* a bin wider than 8: pixel by pixel */
             for (int pw = 0; pw < PW; pw++)
                 for (int64_t r = j * cs; r < j * cs + (h1 - h0) * W; r += W)
