@@ -392,8 +392,11 @@ __attribute__((target("avx512f"))) static void dk__psp_grad_image(float *buf, in
  * time with the shares first; in the C harness (both builds alternating after 128 MB written, 61
  * calls each, four runs, 2026-11-29, a slow hour) the backward's medians went 3.87-4.70 -> 3.66-4.02
  * ms (6-14% less), its minima unchanged (3.06-3.84 -> 3.10-3.50 ms): the stream into grad_input
- * is the rest. Four channels a task took no less time than two; prefetching the gradients in the
- * first pass changed nothing.
+ * is the rest, and it is near its floor: in a stand-alone loop (the bench's 140 runs of 7 planes,
+ * after 128 MB written) streaming them from such a buffer took medians of 0.95-1.13 ms, and
+ * streaming one non-zero constant over the same 13.3 MB 0.84-0.87 ms (zeros went faster still,
+ * 0.58-0.71 ms, so a floor measured with zeros would mislead). Four channels a task took no less
+ * time than two; prefetching the gradients in the first pass changed nothing.
  * A RoI's columns come from cols8 (dk__psp_cols8: its PW first columns' offsets, its PW widths and
  * the widths' complements to 8, as three 8-lane int32 rows), so that its areas, shares and masks are
  * a few vector operations: gathering them
