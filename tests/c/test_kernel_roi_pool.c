@@ -294,14 +294,15 @@ static void ref_ps_axis(double c1, double c2, double scale, int p, int pooled, i
     *hi = b < 0 ? 0 : b > size - 1 ? size - 1 : b;
 }
 
-static void check_ps_case_co(dk_dtype dt, double scale, int PH, int PW, bool nhwc, int64_t K, int64_t CO, dkk_rng *r)
+static void check_ps_case_hw(dk_dtype dt, double scale, int PH, int PW, bool nhwc, int64_t K, int64_t CO, int64_t H,
+                             int64_t W, dkk_rng *r)
 {
     char what[200];
     int64_t layout = 0;
     assert_ok(dk_tunable_get("ps_roi_pool.layout", &layout));
     snprintf(what, sizeof what, "ps_roi_pool %s scale %g %dx%d %s %lld RoIs, %lld channels, layout %lld",
              dk_dtype_name(dt), scale, PH, PW, nhwc ? "NHWC" : "NCHW", (long long)K, (long long)CO, (long long)layout);
-    const int64_t N = 2, C = CO * PH * PW, H = 11, W = 13;
+    const int64_t N = 2, C = CO * PH * PW;
     const bool f32 = dt != DK_FLOAT64;
     dkk_tensor *x = dkk_new(dt, 4, (int64_t[]){N, C, H, W}, nhwc ? (int[]){0, 2, 3, 1} : NULL, 1);
     dkk_fill_uniform(x, r, -5, 5);
@@ -357,6 +358,11 @@ static void check_ps_case_co(dk_dtype dt, double scale, int PH, int PW, bool nhw
 #undef T
     dkk_assert_identical(gi, gw, what);
     dkk_free(x), dkk_free(rois), dkk_free(out), dkk_free(go), dkk_free(gi), dkk_free(gw);
+}
+
+static void check_ps_case_co(dk_dtype dt, double scale, int PH, int PW, bool nhwc, int64_t K, int64_t CO, dkk_rng *r)
+{
+    check_ps_case_hw(dt, scale, PH, PW, nhwc, K, CO, 11, 13, r);
 }
 
 static void check_ps_case_k(dk_dtype dt, double scale, int PH, int PW, bool nhwc, int64_t K, dkk_rng *r)
@@ -435,6 +441,23 @@ static void ps_roi_pool_every_path(void **state)
     assert_ok(dk_tunable_set("ps_roi_pool.isa", 1, NULL));
     assert_ok(dk_tunable_set("ps_roi_pool.stage", 1, NULL));
     assert_ok(dk_tunable_set("large_output.min_bytes", min_bytes, NULL));
+    assert_ok(dk_set_num_threads(0));
+}
+
+/* Note [Position-sensitive RoIPool on a CPU]: the buffered backward's AVX2 additions take two output
+ * channels a task where their 2 PW planes fit in DK__PSP_PLANES_MAX_BYTES (1 MB), else one: with
+ * PW = 8, a 130 x 130 map (two channels' planes 1.08 MB) takes one channel a task and 100 x 100
+ * (0.64 MB) two, with a last task of one for the third channel; RoIs across the whole map, so bins
+ * up to 8 pixels wide and wider. One thread and two. */
+static void ps_roi_pool_backward_channels_a_task(void **state)
+{
+    (void)state;
+    dkk_rng r = {0x900b};
+    for (int t = 1; t <= 2; t++) {
+        assert_ok(dk_set_num_threads(t));
+        check_ps_case_hw(DK_FLOAT32, 1.0, 1, 8, false, 13, 3, 130, 130, &r);
+        check_ps_case_hw(DK_FLOAT32, 1.0, 1, 8, false, 13, 3, 100, 100, &r);
+    }
     assert_ok(dk_set_num_threads(0));
 }
 
@@ -805,13 +828,21 @@ static void bad_input(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(both_geometries_every_dtype),    cmocka_unit_test(packed_tensors_take_the_runs),
-        cmocka_unit_test(same_bits_for_any_thread_count), cmocka_unit_test(mmcv_published_vectors),
-        cmocka_unit_test(ps_roi_pool_every_dtype),        cmocka_unit_test(ps_roi_pool_same_bits_for_any_thread_count),
-        cmocka_unit_test(ps_roi_pool_every_path),         cmocka_unit_test(ps_roi_pool_plane_major),
-        cmocka_unit_test(ps_roi_align_every_dtype),       cmocka_unit_test(ps_roi_align_same_bits_for_any_thread_count),
-        cmocka_unit_test(ps_roi_align_grad_planes),       cmocka_unit_test(ps_roi_align_beyond_the_tap_table),
-        cmocka_unit_test(ps_roi_align_every_path),        cmocka_unit_test(bad_input),
+        cmocka_unit_test(both_geometries_every_dtype),
+        cmocka_unit_test(packed_tensors_take_the_runs),
+        cmocka_unit_test(same_bits_for_any_thread_count),
+        cmocka_unit_test(mmcv_published_vectors),
+        cmocka_unit_test(ps_roi_pool_backward_channels_a_task),
+        cmocka_unit_test(ps_roi_pool_every_dtype),
+        cmocka_unit_test(ps_roi_pool_same_bits_for_any_thread_count),
+        cmocka_unit_test(ps_roi_pool_every_path),
+        cmocka_unit_test(ps_roi_pool_plane_major),
+        cmocka_unit_test(ps_roi_align_every_dtype),
+        cmocka_unit_test(ps_roi_align_same_bits_for_any_thread_count),
+        cmocka_unit_test(ps_roi_align_grad_planes),
+        cmocka_unit_test(ps_roi_align_beyond_the_tap_table),
+        cmocka_unit_test(ps_roi_align_every_path),
+        cmocka_unit_test(bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
