@@ -70,7 +70,25 @@
  * the last planes went out every RoI or every 8 RoIs. In a C harness, both builds alternating, 41
  * calls each after 128 MB written: medians 4.5-4.7 ms against 3.6-3.9 ms streaming every RoI,
  * and 4.58-4.71 ms against 4.18-4.46 ms every 8 RoIs, three runs each. The non-temporal stores
- * among the additions slowed the additions by more than the overlap saved.)
+ * among the additions slowed the additions by more than the overlap saved. Two more were measured
+ * and dropped later that day, with the AVX2 additions; a C harness, both builds alternating, 61
+ * calls each, medians:
+ *  - Walking a band of 4 rows at a time, so that a walk's lines stay in L1 (the 190 KB of a
+ *    task's planes do not): each image's bins of row ph sorted by band once a call, a bin over two
+ *    bands cut in two, the RoIs in order within a band (the same bits), and each band's rows
+ *    streamed to grad_input as soon as its walks were done. In a stand-alone model with the
+ *    planes in cache, the walks alone took 0.96-1.13 ms banded against 1.34-1.66 ms. In the
+ *    backward they gained nothing: 2.31-3.39 ms against 2.29-3.01 ms after 64 MB written and 64
+ *    MB read, as _disturb() leaves the caches (six runs, slower in every one), and 2.77-4.18
+ *    against 2.98-3.77 ms after 128 MB written (nine runs, either way). Timed inside it (rdtsc),
+ *    the walks took about 1 ms a call, the stream 1.5 ms, the shares 0.75 ms.
+ *  - Finding every share in a pass of its own before the tasks, reading the gradient once in
+ *    order into a [c PH + ph][i][8] table that each task then reads in order: the pass took as
+ *    long as the tasks' own shares had (1.5-1.9 M cycles a call against 1.7-2.5 M), with its
+ *    table's stores cached or streamed, and the backward's medians moved by -0.26 to +0.04 ms
+ *    (six runs after 128 MB written). What the shares wait on was not pinned down: the divisions
+ *    take about 5 cycles each in a loop of their own (0.08 ms a call), and with the gradient read
+ *    into cache beforehand the tasks' own shares still took 1.4-1.9 M cycles.)
  * On a CPU without AVX-512 (a 2-core AMD EPYC VM, AVX2, 2026-11-27, the bench's case, one thread,
  * thread CPU time of the backward after _disturb(), the two switched per call in one process, 41
  * calls each, four runs): the AVX2 additions take medians of 3.1-4.0 ms against 4.3-5.4 ms pixel by
