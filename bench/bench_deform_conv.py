@@ -24,8 +24,8 @@ import argparse
 import ctypes
 import os
 import statistics
-import time
 
+from _disturb import timed
 from _threads import set_threads
 
 from _dkit_path import use_checkout
@@ -48,26 +48,6 @@ def _case(quick, seed=0):
     w = torch.randn(cout, c, 3, 3, generator=g) * 0.1
     b = torch.randn(cout, generator=g)
     return x, off, mask, w, b
-
-
-_SCRATCH = {}
-
-
-def _disturb():
-    """What a training step's other work leaves behind: 64 MB written, 64 MB read, allocations."""
-    a = _SCRATCH.setdefault("a", torch.empty(16 << 20))
-    b = _SCRATCH.setdefault("b", torch.ones(16 << 20))
-    a.fill_(1.0)
-    float(b.sum())
-    [torch.empty(1 << 16) for _ in range(8)]
-
-
-def _timed(fn, disturb=False):
-    if disturb:
-        _disturb()
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
 
 
 def _sgemm():
@@ -108,7 +88,7 @@ def _gemm_seconds(n, cin, cout, p, reps):
         f(False, False, k, cout, block, 1.0, ptr(col), block, ptr(gt), cout, 1.0, ptr(gw), cout)
 
     one()
-    best = min(_timed(one) for _ in range(reps))
+    best = min(timed(one) for _ in range(reps))
     return best * n * blocks
 
 
@@ -139,13 +119,13 @@ def main():
     times = {}
     for _name, make, _d in cases:
         for f in libs.values():
-            _timed(make(f))  # warm-up
+            timed(make(f))  # warm-up
     for _ in range(args.reps):
         for name, make, disturb in cases:
             for t in threads:
                 set_threads(torch, dkit, t)  # Note [Switching torch's threads] in _threads.py
                 for lib, f in libs.items():
-                    times.setdefault((name, t, lib), []).append(_timed(make(f), disturb))
+                    times.setdefault((name, t, lib), []).append(timed(make(f), disturb))
     shape = "x".join(str(s) for s in x.shape)
     print(f"deform_conv2d, input {shape}, 3x3, {w.shape[0]} out channels, padding 1, with mask and bias, "
           f"float32, median of {args.reps}")  # fmt: skip

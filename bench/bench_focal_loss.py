@@ -24,6 +24,7 @@ and dkit.set_num_threads set the counts. The results are checked close before ti
 import argparse
 import statistics
 
+from _disturb import timed
 from _threads import set_threads
 
 from _dkit_path import use_checkout
@@ -33,7 +34,6 @@ use_checkout()  # the checkout's dkit where it is built (bench/_dkit_path.py), b
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 import torchvision.ops as tvops  # noqa: E402
-from bench_roi_pool import _timed  # noqa: E402  (the disturbance before "interleaved" calls, and the timer)
 
 import dkit  # noqa: E402
 
@@ -113,14 +113,14 @@ def main():
     threads = [int(t) for t in args.threads.split(",")]
     for name, fs in pairs.items():  # warm-up
         for f in fs:
-            _timed(run(name, f))
+            timed(run(name, f))
     times = {}
     for _ in range(args.reps):
         for name, fs in pairs.items():
             for t in threads:
                 set_threads(torch, dkit, t)  # Note [Switching torch's threads] in _threads.py
                 for lib, f in zip(("reference", "dkit"), fs):
-                    times.setdefault((name, t, lib), []).append(_timed(run(name, f), name == "interleaved"))
+                    times.setdefault((name, t, lib), []).append(timed(run(name, f), name == "interleaved"))
     print(f"focal losses, logits {x.shape[0]}x{x.shape[1]}, float32, gamma {GAMMA}, alpha {ALPHA}, "
           f"median of {args.reps}")  # fmt: skip
     print("reference: torchvision.ops.sigmoid_focal_loss; mmcv rows: torch ops from MMCV's definitions")

@@ -29,6 +29,7 @@ import argparse
 import math
 import statistics
 
+from _disturb import timed
 from _threads import set_threads
 
 from _dkit_path import use_checkout
@@ -36,7 +37,6 @@ from _dkit_path import use_checkout
 use_checkout()  # the checkout's dkit where it is built (bench/_dkit_path.py), before importing it
 
 import torch  # noqa: E402
-from bench_roi_pool import _timed  # noqa: E402  (the same disturbance between calls)
 
 import dkit  # noqa: E402
 
@@ -151,13 +151,13 @@ def main():
     times = {}
     for _name, make, _disturb in cases:
         for f in libs.values():
-            _timed(make(f))  # warm-up
+            timed(make(f))  # warm-up
     for _ in range(args.reps):
         for name, make, disturb in cases:
             for t in threads:
                 set_threads(torch, dkit, t)  # Note [Switching torch's threads] in _threads.py
                 for lib, f in libs.items():
-                    times.setdefault((name, t, lib), []).append(_timed(make(f), disturb))
+                    times.setdefault((name, t, lib), []).append(timed(make(f), disturb))
     shape = "x".join(str(s) for s in x.shape)
     print(f"roi_align_rotated, input {shape}, {rois.shape[0]} RoIs, 7x7 bins, clockwise, float32, "
           f"median of {args.reps}")  # fmt: skip

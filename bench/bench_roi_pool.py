@@ -36,8 +36,8 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
+from _disturb import timed
 from _threads import set_threads
 
 from _dkit_path import use_checkout
@@ -62,26 +62,6 @@ def _case(quick, seed=0):
     wh = 16 + torch.rand(k, 2, generator=g) * 384
     rois = torch.cat([torch.randint(0, n, (k, 1), generator=g).float(), xy, xy + wh], 1)
     return x, rois
-
-
-_SCRATCH = {}
-
-
-def _disturb():
-    """What a training step's other work leaves behind: 64 MB written, 64 MB read, allocations."""
-    a = _SCRATCH.setdefault("a", torch.empty(16 << 20))
-    b = _SCRATCH.setdefault("b", torch.ones(16 << 20))
-    a.fill_(1.0)
-    float(b.sum())
-    [torch.empty(1 << 16) for _ in range(8)]
-
-
-def _timed(fn, disturb=False):
-    if disturb:
-        _disturb()
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
 
 
 def _scaling_cases(torch, dkit, quick):
@@ -199,13 +179,13 @@ def main():
     times = {}
     for _name, make, _disturb in cases:
         for f in libs.values():
-            _timed(make(f))  # warm-up
+            timed(make(f))  # warm-up
     for _ in range(args.reps):
         for name, make, disturb in cases:
             for t in threads:
                 set_threads(torch, dkit, t)  # Note [Switching torch's threads] in _threads.py
                 for lib, f in libs.items():
-                    times.setdefault((name, t, lib), []).append(_timed(make(f), disturb))
+                    times.setdefault((name, t, lib), []).append(timed(make(f), disturb))
     shape = "x".join(str(s) for s in x.shape)
     print(f"roi_pool, input {shape}, {rois.shape[0]} RoIs, 7x7 bins, float32, median of {args.reps}")
     print(f"ps_roi_pool and ps_roi_align (psa), input {'x'.join(str(s) for s in xps.shape)}, the same RoIs and bins")

@@ -14,7 +14,6 @@ import pytest
 from conftest import ROOT
 
 pytest.importorskip("torch")
-pytest.importorskip("torchvision")  # the bench shares bench_roi_pool.py's timing, which imports it
 
 _CASE = r"(forward|forward\+backward|interleaved|adaptive forward)"
 _ROW = r"^" + _CASE + r"\s+(\d+)\s+(\d+\.\d+) ms\s+(\d+\.\d+) ms\s+(\d+\.\d+)x"
