@@ -614,7 +614,16 @@ __attribute__((target("avx2"))) static void dk__psp_grad_image_avx2(float *buf, 
  *    against 2.2-2.6 ms; after every 8 rows: 3.4 against 2.7 ms. Copying every row first and
  *    changing only the order: 3.07-3.19 against 2.54-2.80 ms, and 2.60-2.62 against 2.32-2.40 ms
  *    with the map in cache. Out of order of k, the stage's stores miss where they had been a
- *    stream, even with its lines prefetched along the copy.
+ *    stream, even with its lines prefetched along the copy. The same with the stage written in
+ *    order (2026-11-29): each row copied alone into an L1 buffer, each RoI's sums kept in an L1
+ *    array in its image's order and staged in order of k after the last row, each row's RoIs
+ *    from lists made once a call per (image, ph): the same bits, but 2.34-2.73 ms against
+ *    2.22-2.51 ms (two runs), 2.63 against 2.33 ms with the map in cache; with every bin row
+ *    summed as 4 masked pixels from entries built per task (no branch on its width, no chain of
+ *    loads through the tables), 2.73-2.94 against 2.53-2.72 ms. Without the copy and the sums
+ *    (the outputs wrong) that forward took 1.3-1.5 ms, the reading of the map, the tables and the
+ *    unstaging: a floor under every way here; the copy and the sums took about 1.1 ms over it,
+ *    10.3M instructions a forward against the blocks' 8.2M (callgrind).
  *  - Pooling each image's RoIs in order of their bins' shapes, so that the sums' short loops end
  *    where the branch predictor expects, with the stage written in that order: within the noise
  *    (four runs, 2.41-3.11 against 2.48-3.19 ms).
@@ -623,6 +632,8 @@ __attribute__((target("avx2"))) static void dk__psp_grad_image_avx2(float *buf, 
  *    forward): 2.6-3.6 ms, and 2.0-3.2 ms with the map in cache. One AVX2 gather per pixel for
  *    8 of the channels (and a masked one for the rest) costs about 10 ns a pixel on this host
  *    with the planes in L2: some 1.3 ms for the bench's 128K bin pixels, before reading the map.
+ *    In the library itself (2026-11-29: the plane-major tasks, a gather per pixel per 8 channels,
+ *    the next task's planes prefetched a few lines per RoI), 3.43-3.47 ms against 2.58-2.68 ms.
  * Two more for the sums, 2026-11-29 (a C harness with the old build and the new one's two ways
  * alternating, 41 calls each), no better in any run, so dropped:
  *  - prefetching the block's first two rows of the next bin, one or two RoIs ahead (six runs after
