@@ -25,8 +25,8 @@ import ctypes
 import os
 import statistics
 
-from _disturb import timed
 from _threads import set_threads
+from _turns import print_ratios, take_turns, timed
 
 from _dkit_path import use_checkout
 
@@ -115,26 +115,14 @@ def main():
         return run
 
     cases = [("forward", forward, False), ("forward+backward", training, False), ("interleaved", training, True)]
+    cases = [(name, {lib: make(f) for lib, f in libs.items()}, disturb) for name, make, disturb in cases]
     threads = [int(t) for t in args.threads.split(",")]
-    times = {}
-    for _name, make, _d in cases:
-        for f in libs.values():
-            timed(make(f))  # warm-up
-    for _ in range(args.reps):
-        for name, make, disturb in cases:
-            for t in threads:
-                set_threads(torch, dkit, t)  # Note [Switching torch's threads] in _threads.py
-                for lib, f in libs.items():
-                    times.setdefault((name, t, lib), []).append(timed(make(f), disturb))
+    # Note [Switching torch's threads] in _threads.py
+    times = take_turns(cases, args.reps, threads, lambda t: set_threads(torch, dkit, t))
     shape = "x".join(str(s) for s in x.shape)
     print(f"deform_conv2d, input {shape}, 3x3, {w.shape[0]} out channels, padding 1, with mask and bias, "
           f"float32, median of {args.reps}")  # fmt: skip
-    print(f"{'case':20} {'threads':>7} {'torchvision':>14} {'dkit':>12} {'ratio':>8}")
-    for name, _, _ in cases:
-        for t in threads:
-            tv = statistics.median(times[(name, t, "torchvision")]) * 1e3
-            dk = statistics.median(times[(name, t, "dkit")]) * 1e3
-            print(f"{name:20} {t:7d} {tv:11.3f} ms {dk:9.3f} ms {dk / tv:7.3f}x")
+    print_ratios(times, cases, threads, "torchvision")
     if 1 in threads:
         total = statistics.median(times[("forward+backward", 1, "dkit")])
         gemm = _gemm_seconds(x.shape[0], x.shape[1], w.shape[0], x.shape[2] * x.shape[3], max(args.reps, 1))

@@ -22,10 +22,9 @@ and dkit.set_num_threads set the counts. The results are checked close before ti
 """
 
 import argparse
-import statistics
 
-from _disturb import timed
 from _threads import set_threads
+from _turns import print_ratios, take_turns
 
 from _dkit_path import use_checkout
 
@@ -110,27 +109,15 @@ def main():
 
         return train
 
+    cases = [(name, dict(zip(("reference", "dkit"), (run(name, f) for f in fs))), name == "interleaved")
+             for name, fs in pairs.items()]  # fmt: skip
     threads = [int(t) for t in args.threads.split(",")]
-    for name, fs in pairs.items():  # warm-up
-        for f in fs:
-            timed(run(name, f))
-    times = {}
-    for _ in range(args.reps):
-        for name, fs in pairs.items():
-            for t in threads:
-                set_threads(torch, dkit, t)  # Note [Switching torch's threads] in _threads.py
-                for lib, f in zip(("reference", "dkit"), fs):
-                    times.setdefault((name, t, lib), []).append(timed(run(name, f), name == "interleaved"))
+    # Note [Switching torch's threads] in _threads.py
+    times = take_turns(cases, args.reps, threads, lambda t: set_threads(torch, dkit, t))
     print(f"focal losses, logits {x.shape[0]}x{x.shape[1]}, float32, gamma {GAMMA}, alpha {ALPHA}, "
           f"median of {args.reps}")  # fmt: skip
     print("reference: torchvision.ops.sigmoid_focal_loss; mmcv rows: torch ops from MMCV's definitions")
-    print(f"{'case':20} {'threads':>7} {'reference':>14} {'dkit':>12} {'ratio':>8}")
-    for name in pairs:
-        for t in threads:
-            ref = statistics.median(times[(name, t, "reference")]) * 1e3
-            dk = statistics.median(times[(name, t, "dkit")]) * 1e3
-            print(f"{name:20} {t:7d} {ref:11.3f} ms {dk:9.3f} ms {dk / ref:7.3f}x")
-
+    print_ratios(times, cases, threads, "reference")
 
 if __name__ == "__main__":
     main()

@@ -27,10 +27,9 @@ dkit.set_num_threads set the counts.
 
 import argparse
 import math
-import statistics
 
-from _disturb import timed
 from _threads import set_threads
+from _turns import print_ratios, take_turns
 
 from _dkit_path import use_checkout
 
@@ -147,27 +146,14 @@ def main():
 
     cases = [("forward", forward, False), ("forward+backward", training, False), ("interleaved", forward, True),
              ("adaptive forward", adaptive, False)]  # fmt: skip
+    cases = [(name, {lib: make(f) for lib, f in libs.items()}, disturb) for name, make, disturb in cases]
     threads = [int(t) for t in args.threads.split(",")]
-    times = {}
-    for _name, make, _disturb in cases:
-        for f in libs.values():
-            timed(make(f))  # warm-up
-    for _ in range(args.reps):
-        for name, make, disturb in cases:
-            for t in threads:
-                set_threads(torch, dkit, t)  # Note [Switching torch's threads] in _threads.py
-                for lib, f in libs.items():
-                    times.setdefault((name, t, lib), []).append(timed(make(f), disturb))
+    # Note [Switching torch's threads] in _threads.py
+    times = take_turns(cases, args.reps, threads, lambda t: set_threads(torch, dkit, t))
     shape = "x".join(str(s) for s in x.shape)
     print(f"roi_align_rotated, input {shape}, {rois.shape[0]} RoIs, 7x7 bins, clockwise, float32, "
           f"median of {args.reps}")  # fmt: skip
-    print(f"{'case':20} {'threads':>7} {'reference':>14} {'dkit':>12} {'ratio':>8}")
-    for name, _, _ in cases:
-        for t in threads:
-            ref = statistics.median(times[(name, t, "reference")]) * 1e3
-            dk = statistics.median(times[(name, t, "dkit")]) * 1e3
-            print(f"{name:20} {t:7d} {ref:11.3f} ms {dk:9.3f} ms {dk / ref:7.3f}x")
-
+    print_ratios(times, cases, threads, "reference")
 
 if __name__ == "__main__":
     main()

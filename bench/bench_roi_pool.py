@@ -33,12 +33,11 @@ what a second thread gives a training loop that calls dkit's ops back to back.
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 
-from _disturb import timed
 from _threads import set_threads
+from _turns import print_ratios, take_turns
 
 from _dkit_path import use_checkout
 
@@ -175,26 +174,14 @@ def main():
              ("ps interleaved", ps_forward, True),
              ("psa forward", psa_forward, False), ("psa forward+backward", psa_training, False),
              ("psa interleaved", psa_forward, True)]  # fmt: skip
+    cases = [(name, {lib: make(f) for lib, f in libs.items()}, disturb) for name, make, disturb in cases]
     threads = [int(t) for t in args.threads.split(",")]
-    times = {}
-    for _name, make, _disturb in cases:
-        for f in libs.values():
-            timed(make(f))  # warm-up
-    for _ in range(args.reps):
-        for name, make, disturb in cases:
-            for t in threads:
-                set_threads(torch, dkit, t)  # Note [Switching torch's threads] in _threads.py
-                for lib, f in libs.items():
-                    times.setdefault((name, t, lib), []).append(timed(make(f), disturb))
+    # Note [Switching torch's threads] in _threads.py
+    times = take_turns(cases, args.reps, threads, lambda t: set_threads(torch, dkit, t))
     shape = "x".join(str(s) for s in x.shape)
     print(f"roi_pool, input {shape}, {rois.shape[0]} RoIs, 7x7 bins, float32, median of {args.reps}")
     print(f"ps_roi_pool and ps_roi_align (psa), input {'x'.join(str(s) for s in xps.shape)}, the same RoIs and bins")
-    print(f"{'case':20} {'threads':>7} {'torchvision':>14} {'dkit':>12} {'ratio':>8}")
-    for name, _, _ in cases:
-        for t in threads:
-            tv = statistics.median(times[(name, t, "torchvision")]) * 1e3
-            dk = statistics.median(times[(name, t, "dkit")]) * 1e3
-            print(f"{name:20} {t:7d} {tv:11.3f} ms {dk:9.3f} ms {dk / tv:7.3f}x")
+    print_ratios(times, cases, threads, "torchvision")
     if args.scaling > 1 and len(_CORES) >= args.scaling:
         _run_scaling(args.scaling, args.reps, args.quick)
 
