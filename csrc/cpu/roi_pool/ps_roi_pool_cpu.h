@@ -634,6 +634,8 @@ __attribute__((target("avx2"))) static void dk__psp_grad_image_avx2(float *buf, 
  *    with the planes in L2: some 1.3 ms for the bench's 128K bin pixels, before reading the map.
  *    In the library itself (2026-11-29: the plane-major tasks, a gather per pixel per 8 channels,
  *    the next task's planes prefetched a few lines per RoI), 3.43-3.47 ms against 2.58-2.68 ms.
+ *  - The copy's prefetches into L2 alone (prefetcht2) or past the caches (prefetchnta), not
+ *    prefetcht0 (2026-11-29, ten runs of 41-61 calls): medians -0.19 to +0.09 ms, within the noise.
  * Two more for the sums, 2026-11-29 (a C harness with the old build and the new one's two ways
  * alternating, 41 calls each), no better in any run, so dropped:
  *  - prefetching the block's first two rows of the next bin, one or two RoIs ahead (six runs after
