@@ -618,12 +618,12 @@ __attribute__((target("avx2"))) static void dk__psp_grad_image_avx2(float *buf, 
  *    order (2026-11-29): each row copied alone into an L1 buffer, each RoI's sums kept in an L1
  *    array in its image's order and staged in order of k after the last row, each row's RoIs
  *    from lists made once a call per (image, ph): the same bits, but 2.34-2.73 ms against
- *    2.22-2.51 ms (two runs), 2.63 against 2.33 ms with the map in cache; with every bin row
+ *    2.22-2.51 ms (two runs), 2.63 against 2.35 ms with the map in cache; with every bin row
  *    summed as 4 masked pixels from entries built per task (no branch on its width, no chain of
- *    loads through the tables), 2.73-2.94 against 2.53-2.72 ms. Without the copy and the sums
- *    (the outputs wrong) that forward took 1.3-1.5 ms, the reading of the map, the tables and the
- *    unstaging: a floor under every way here; the copy and the sums took about 1.1 ms over it,
- *    10.3M instructions a forward against the blocks' 8.2M (callgrind).
+ *    loads through the tables), 2.73-2.94 against 2.53-2.72 ms (three runs), 10.3M instructions a
+ *    forward against the blocks' 8.2M (callgrind). Without the copy and the sums (the outputs
+ *    wrong) either took 1.3-1.5 ms, the reading of the map, the tables and the unstaging: a floor
+ *    under every way here; the copy and the sums took 1.1-1.4 ms over it.
  *  - Pooling each image's RoIs in order of their bins' shapes, so that the sums' short loops end
  *    where the branch predictor expects, with the stage written in that order: within the noise
  *    (four runs, 2.41-3.11 against 2.48-3.19 ms).
