@@ -119,5 +119,6 @@ def main():
     print("reference: torchvision.ops.sigmoid_focal_loss; mmcv rows: torch ops from MMCV's definitions")
     print_ratios(times, cases, threads, "reference")
 
+
 if __name__ == "__main__":
     main()

@@ -155,5 +155,6 @@ def main():
           f"median of {args.reps}")  # fmt: skip
     print_ratios(times, cases, threads, "reference")
 
+
 if __name__ == "__main__":
     main()

@@ -141,6 +141,24 @@ static inline void dkk_fill_uniform(dkk_tensor *k, dkk_rng *r, double lo, double
     while (dkk_next(k, idx));
 }
 
+/* k RoIs [k, 5] of `dt` over n images of h x w feature pixels at `scale` (box coordinates in image
+ * pixels, h / scale by w / scale): each box starts up to a fifth of the image before its top-left
+ * corner, so that some pass the borders, and every seventh has no width (i % 7 == 3) or a negative
+ * height (i % 7 == 5). Image i % n. */
+static inline dkk_tensor *dkk_roi_boxes(dk_dtype dt, dkk_rng *r, int64_t k, int64_t n, double h, double w, double scale)
+{
+    dkk_tensor *t = dkk_new(dt, 2, (int64_t[]){k, 5}, NULL, 0);
+    const double ih = h / scale, iw = w / scale;
+    for (int64_t i = 0; i < k; i++) {
+        const double x1 = dkk_uniform(r, -0.2 * iw, iw), y1 = dkk_uniform(r, -0.2 * ih, ih);
+        const double x2 = i % 7 == 3 ? x1 : x1 + dkk_uniform(r, 0.5, 0.8 * iw);
+        const double y2 = i % 7 == 5 ? y1 - 1.0 : y1 + dkk_uniform(r, 0.5, 0.8 * ih);
+        const double v[5] = {(double)(i % n), x1, y1, x2, y2};
+        for (int j = 0; j < 5; j++) dkk_set(t, (int64_t[]){i, j}, v[j]);
+    }
+    return t;
+}
+
 /* Copies every element of src into dst (same shape; any dtypes and layouts). */
 static inline void dkk_copy(dkk_tensor *dst, const dkk_tensor *src)
 {

@@ -39,19 +39,8 @@ static const dtype_case DTYPES[] = {
 };
 static const int NCHW[4] = {0, 1, 2, 3}, NHWC[4] = {0, 2, 3, 1};
 
-static dkk_tensor *make_rois(dk_dtype dt, dkk_rng *r, int64_t k)
-{
-    dkk_tensor *t = dkk_new(dt, 2, (int64_t[]){k, 5}, NULL, 0);
-    const double ih = H / SCALE, iw = W / SCALE;
-    for (int64_t i = 0; i < k; i++) {
-        const double x1 = dkk_uniform(r, -0.2 * iw, iw), y1 = dkk_uniform(r, -0.2 * ih, ih);
-        const double x2 = i % 7 == 3 ? x1 : x1 + dkk_uniform(r, 0.5, 0.8 * iw);
-        const double y2 = i % 7 == 5 ? y1 - 1.0 : y1 + dkk_uniform(r, 0.5, 0.8 * ih);
-        const double v[5] = {(double)(i % N), x1, y1, x2, y2};
-        for (int j = 0; j < 5; j++) dkk_set(t, (int64_t[]){i, j}, v[j]);
-    }
-    return t;
-}
+/* The RoIs of these tests (dkk_roi_boxes): some past the borders, a few degenerate. */
+static dkk_tensor *make_rois(dk_dtype dt, dkk_rng *r, int64_t k) { return dkk_roi_boxes(dt, r, k, N, H, W, SCALE); }
 
 static dk_dtype argmax_dtype(dk_dtype dt) { return dt == DK_FLOAT64 ? DK_FLOAT64 : DK_FLOAT32; }
 static dkk_tensor *like4(dk_dtype dt, int64_t a, int64_t b, int64_t c, int64_t d, const int *order, int64_t gap)
