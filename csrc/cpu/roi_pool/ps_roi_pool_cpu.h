@@ -414,7 +414,12 @@ __attribute__((target("avx512f"))) static void dk__psp_grad_image(float *buf, in
  * after 128 MB written) streaming them from such a buffer took medians of 0.95-1.13 ms, and
  * streaming one non-zero constant over the same 13.3 MB 0.84-0.87 ms (zeros went faster still,
  * 0.58-0.71 ms, so a floor measured with zeros would mislead). Four channels a task took no less
- * time than two; prefetching the gradients in the first pass changed nothing.
+ * time than two; prefetching the gradients in the first pass changed nothing. Nor did 4-lane
+ * additions for a RoI whose bins are all at most 4 wide (457 of the bench's 512 RoIs), which
+ * cross a line in 3 of 16 places, not 7 (2026-11-29, ten runs of 61 calls in a C harness, both
+ * builds alternating): the backward's median 0.06 ms lower, the median of the runs' differences,
+ * which went from -0.17 to +0.15 ms; the same build against itself, -0.01 ms (-0.21 to +0.12).
+ * Within the noise, so not kept.
  * A RoI's columns come from cols8 (dk__psp_cols8: its PW first columns' offsets, its PW widths and
  * the widths' complements to 8, as three 8-lane int32 rows), so that its areas, shares and masks are
  * a few vector operations: gathering them
@@ -636,6 +641,13 @@ __attribute__((target("avx2"))) static void dk__psp_grad_image_avx2(float *buf, 
  *    the next task's planes prefetched a few lines per RoI), 3.43-3.47 ms against 2.58-2.68 ms.
  *  - The copy's prefetches into L2 alone (prefetcht2) or past the caches (prefetchnta), not
  *    prefetcht0 (2026-11-29, ten runs of 41-61 calls): medians -0.19 to +0.09 ms, within the noise.
+ *  - The copy four planes at a time, all rows of planes 0-3, then of 4-7, then 8-11, so that 4
+ *    streams are read at once, not 10-16 (the same prefetch, 2 or 4 rows ahead, of those planes
+ *    only; 2026-11-29, three runs of 41 calls, with a control run of the same build beside):
+ *    medians +0.35-0.49 ms (2.48-3.16 against 2.08-2.79 ms; the control within 0.09 ms). Each
+ *    pass then writes a third of every line of the 163 KB block, which stays in L2, where a row at
+ *    a time writes its part of the block whole while it is in L1: the number of streams is not
+ *    what the copy waits on.
  * Two more for the sums, 2026-11-29 (a C harness with the old build and the new one's two ways
  * alternating, 41 calls each), no better in any run, so dropped:
  *  - prefetching the block's first two rows of the next bin, one or two RoIs ahead (six runs after
