@@ -2,23 +2,14 @@
  * roi_align/roi_align_drivers_tmpl.h — the plane loops: their sizes and scratch, the forward and
  * backward workers of average and max pooling, and the drivers that run them.
  * A template (Note [Templates in C] in kernels/dk_template.h), instantiated by roi_align_cpu.c
- * for its float storage types; the short names below (T, S, V4, AXIS, ...) are this file's own.
+ * for its float storage types; its short names (T, S, V4, AXIS, ...) are roi_align_names.h's.
  *
  * Each driver builds what its workers share (geometry, groups, tables), carves the per-thread
  * scratch from the call's arena, and runs one parallel loop (Note [Serial calls] in
  * dk_parallel.h) whose iterations are independent (Note [Deterministic backward]).
  */
 #if DK_TMPL_PASS == DK_TMPL_FLOAT
-#define T DK_T
-#define V4 DK_TFN(dk_v4)
-#define AXIS DK_TFN(dk_roi_align_axis)
-#define PAIR DK_TFN(dk__ra_pair)
-#define TABLES DK_TFN(dk__ra_tables)
-#define SCRATCH DK_TFN(dk__ra_scratch)
-#define SAMPLE DK_TFN(dk__ra_sample)
-#define S DK_S
-#define LOAD(p) DK_SFN(dk_roi_align_load)(p)
-#define STORE(p, v) DK_SFN(dk_roi_align_store)((p), (v))
+#include "roi_align/roi_align_names.h"
 
 /* Pairs per iteration: 1 when columns are unit-stride (NCHW); when channels are the minor
  * dimension (channels-last), as many as one cache line of channels holds, so the copies in and
@@ -509,14 +500,5 @@ static dk_status DK_SFN(dk__ra_backward)(dk__ra_ctx *cx, const dk_tensor *grad_o
     return st;
 }
 
-#undef T
-#undef V4
-#undef AXIS
-#undef PAIR
-#undef TABLES
-#undef SCRATCH
-#undef SAMPLE
-#undef S
-#undef LOAD
-#undef STORE
+#include "roi_align/roi_align_names_end.h"
 #endif

@@ -3,19 +3,13 @@
  * backward (the same, transposed, in a fixed order), per sample where values are not finite,
  * and max pooling's per-sample tables.
  * A template (Note [Templates in C] in kernels/dk_template.h), instantiated by roi_align_cpu.c
- * for its compute types; the short names below (T, V4, AXIS, ...) are this file's own.
+ * for its compute types; its short names (T, V4, AXIS, ...) are roi_align_names.h's.
  *
  * Everything here works on a per-thread buffer holding a channel pair interleaved (Note [Channel
  * pairs] in roi_align_planes_tmpl.h) and on the weight tables of roi_align_tables_tmpl.h.
  */
 #if DK_TMPL_PASS == DK_TMPL_COMPUTE
-#define T DK_T
-#define V4 DK_TFN(dk_v4)
-#define AXIS DK_TFN(dk_roi_align_axis)
-#define PAIR DK_TFN(dk__ra_pair)
-#define TABLES DK_TFN(dk__ra_tables)
-#define SCRATCH DK_TFN(dk__ra_scratch)
-#define SAMPLE DK_TFN(dk__ra_sample)
+#include "roi_align/roi_align_names.h"
 
 /* t[0..n) += sum of w[i] * row_i[c .. c + n) over nr (1..4) y taps, row r at
  * buf + (r - rbase) * sy: the dense vertical pass, four rows per sweep so that t is loaded and
@@ -441,11 +435,5 @@ static inline T DK_TFN(dk__ra_max_bin)(const T *plane, int64_t sy, const SAMPLE 
     return maxval;
 }
 
-#undef T
-#undef V4
-#undef AXIS
-#undef PAIR
-#undef TABLES
-#undef SCRATCH
-#undef SAMPLE
+#include "roi_align/roi_align_names_end.h"
 #endif

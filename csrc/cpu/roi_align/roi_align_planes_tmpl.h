@@ -2,7 +2,7 @@
  * roi_align/roi_align_planes_tmpl.h — moving data between tensors (any strides, any float
  * storage) and the per-thread channel-pair buffers the evaluation works on.
  * A template (Note [Templates in C] in kernels/dk_template.h), instantiated by roi_align_cpu.c
- * for its float storage types; the short names below (T, S, V4, AXIS, ...) are this file's own.
+ * for its float storage types; its short names (T, S, V4, AXIS, ...) are roi_align_names.h's.
  *
  * Note [Channel pairs]
  * Planes are handled two channels at a time: the used rows of channels c and c + 1 are copied,
@@ -17,16 +17,7 @@
  * line of channels holds and copies pixel by pixel, so every line is used whole.
  */
 #if DK_TMPL_PASS == DK_TMPL_FLOAT
-#define T DK_T
-#define V4 DK_TFN(dk_v4)
-#define AXIS DK_TFN(dk_roi_align_axis)
-#define PAIR DK_TFN(dk__ra_pair)
-#define TABLES DK_TFN(dk__ra_tables)
-#define SCRATCH DK_TFN(dk__ra_scratch)
-#define SAMPLE DK_TFN(dk__ra_sample)
-#define S DK_S
-#define LOAD(p) DK_SFN(dk_roi_align_load)(p)
-#define STORE(p, v) DK_SFN(dk_roi_align_store)((p), (v))
+#include "roi_align/roi_align_names.h"
 
 /* Batch index and geometry of every RoI; batch[k] = -1 for an index that is not an integer in
  * [0, N) (the op's check rejects those; this only keeps the kernel in bounds regardless). */
@@ -221,14 +212,5 @@ static void DK_SFN(dk__ra_forward_roi_exact)(const dk__ra_shape *sh, const S *im
     }
 }
 
-#undef T
-#undef V4
-#undef AXIS
-#undef PAIR
-#undef TABLES
-#undef SCRATCH
-#undef SAMPLE
-#undef S
-#undef LOAD
-#undef STORE
+#include "roi_align/roi_align_names_end.h"
 #endif

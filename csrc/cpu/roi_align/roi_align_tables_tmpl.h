@@ -2,7 +2,7 @@
  * roi_align/roi_align_tables_tmpl.h — per-RoI weight tables: each bin's merged bilinear taps
  * along each axis, regrouped into column pairs, and the evaluation order of each RoI.
  * A template (Note [Templates in C] in kernels/dk_template.h), instantiated by roi_align_cpu.c
- * for its compute types; the short names below (T, V4, AXIS, ...) are this file's own.
+ * for its compute types; its short names (T, V4, AXIS, ...) are roi_align_names.h's.
  *
  * Note [Separable weight tables]
  * A sample's bilinear weight is a product wy(y) * wx(x) and a bin's samples form a grid, so
@@ -27,13 +27,7 @@
  * differently).
  */
 #if DK_TMPL_PASS == DK_TMPL_COMPUTE
-#define T DK_T
-#define V4 DK_TFN(dk_v4)
-#define AXIS DK_TFN(dk_roi_align_axis)
-#define PAIR DK_TFN(dk__ra_pair)
-#define TABLES DK_TFN(dk__ra_tables)
-#define SCRATCH DK_TFN(dk__ra_scratch)
-#define SAMPLE DK_TFN(dk__ra_sample)
+#include "roi_align/roi_align_names.h"
 
 /*
  * Note [Pairs]
@@ -376,11 +370,5 @@ static SCRATCH DK_TFN(dk__ra_scratch_at)(const TABLES *tb, const dk__ra_shape *s
     return sc;
 }
 
-#undef T
-#undef V4
-#undef AXIS
-#undef PAIR
-#undef TABLES
-#undef SCRATCH
-#undef SAMPLE
+#include "roi_align/roi_align_names_end.h"
 #endif
