@@ -2,14 +2,14 @@
  * roi_align/roi_align_drivers_tmpl.h — the plane loops: their sizes and scratch, the forward and
  * backward workers of average and max pooling, and the drivers that run them.
  * A template (Note [Templates in C] in kernels/dk_template.h), instantiated by roi_align_cpu.c
- * for its float storage types; its short names (T, S, V4, AXIS, ...) are roi_align_names.h's.
+ * for its float storage types; its short names (T, S, V4, AXIS, ...) are roi_align_names_tmpl.h's.
  *
  * Each driver builds what its workers share (geometry, groups, tables), carves the per-thread
  * scratch from the call's arena, and runs one parallel loop (Note [Serial calls] in
  * dk_parallel.h) whose iterations are independent (Note [Deterministic backward]).
  */
 #if DK_TMPL_PASS == DK_TMPL_FLOAT
-#include "roi_align/roi_align_names.h"
+#include "roi_align/roi_align_names_tmpl.h"
 
 /* Pairs per iteration: 1 when columns are unit-stride (NCHW); when channels are the minor
  * dimension (channels-last), as many as one cache line of channels holds, so the copies in and
@@ -500,5 +500,5 @@ static dk_status DK_SFN(dk__ra_backward)(dk__ra_ctx *cx, const dk_tensor *grad_o
     return st;
 }
 
-#include "roi_align/roi_align_names_end.h"
+#include "roi_align/roi_align_names_end_tmpl.h"
 #endif

@@ -3,13 +3,13 @@
  * backward (the same, transposed, in a fixed order), per sample where values are not finite,
  * and max pooling's per-sample tables.
  * A template (Note [Templates in C] in kernels/dk_template.h), instantiated by roi_align_cpu.c
- * for its compute types; its short names (T, V4, AXIS, ...) are roi_align_names.h's.
+ * for its compute types; its short names (T, V4, AXIS, ...) are roi_align_names_tmpl.h's.
  *
  * Everything here works on a per-thread buffer holding a channel pair interleaved (Note [Channel
  * pairs] in roi_align_planes_tmpl.h) and on the weight tables of roi_align_tables_tmpl.h.
  */
 #if DK_TMPL_PASS == DK_TMPL_COMPUTE
-#include "roi_align/roi_align_names.h"
+#include "roi_align/roi_align_names_tmpl.h"
 
 /* t[0..n) += sum of w[i] * row_i[c .. c + n) over nr (1..4) y taps, row r at
  * buf + (r - rbase) * sy: the dense vertical pass, four rows per sweep so that t is loaded and
@@ -435,5 +435,5 @@ static inline T DK_TFN(dk__ra_max_bin)(const T *plane, int64_t sy, const SAMPLE 
     return maxval;
 }
 
-#include "roi_align/roi_align_names_end.h"
+#include "roi_align/roi_align_names_end_tmpl.h"
 #endif

@@ -2,7 +2,7 @@
  * roi_align/roi_align_planes_tmpl.h — moving data between tensors (any strides, any float
  * storage) and the per-thread channel-pair buffers the evaluation works on.
  * A template (Note [Templates in C] in kernels/dk_template.h), instantiated by roi_align_cpu.c
- * for its float storage types; its short names (T, S, V4, AXIS, ...) are roi_align_names.h's.
+ * for its float storage types; its short names (T, S, V4, AXIS, ...) are roi_align_names_tmpl.h's.
  *
  * Note [Channel pairs]
  * Planes are handled two channels at a time: the used rows of channels c and c + 1 are copied,
@@ -17,7 +17,7 @@
  * line of channels holds and copies pixel by pixel, so every line is used whole.
  */
 #if DK_TMPL_PASS == DK_TMPL_FLOAT
-#include "roi_align/roi_align_names.h"
+#include "roi_align/roi_align_names_tmpl.h"
 
 /* Batch index and geometry of every RoI; batch[k] = -1 for an index that is not an integer in
  * [0, N) (the op's check rejects those; this only keeps the kernel in bounds regardless). */
@@ -212,5 +212,5 @@ static void DK_SFN(dk__ra_forward_roi_exact)(const dk__ra_shape *sh, const S *im
     }
 }
 
-#include "roi_align/roi_align_names_end.h"
+#include "roi_align/roi_align_names_end_tmpl.h"
 #endif

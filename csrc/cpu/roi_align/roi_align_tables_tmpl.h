@@ -2,7 +2,7 @@
  * roi_align/roi_align_tables_tmpl.h — per-RoI weight tables: each bin's merged bilinear taps
  * along each axis, regrouped into column pairs, and the evaluation order of each RoI.
  * A template (Note [Templates in C] in kernels/dk_template.h), instantiated by roi_align_cpu.c
- * for its compute types; its short names (T, V4, AXIS, ...) are roi_align_names.h's.
+ * for its compute types; its short names (T, V4, AXIS, ...) are roi_align_names_tmpl.h's.
  *
  * Note [Separable weight tables]
  * A sample's bilinear weight is a product wy(y) * wx(x) and a bin's samples form a grid, so
@@ -27,7 +27,7 @@
  * differently).
  */
 #if DK_TMPL_PASS == DK_TMPL_COMPUTE
-#include "roi_align/roi_align_names.h"
+#include "roi_align/roi_align_names_tmpl.h"
 
 /*
  * Note [Pairs]
@@ -370,5 +370,5 @@ static SCRATCH DK_TFN(dk__ra_scratch_at)(const TABLES *tb, const dk__ra_shape *s
     return sc;
 }
 
-#include "roi_align/roi_align_names_end.h"
+#include "roi_align/roi_align_names_end_tmpl.h"
 #endif

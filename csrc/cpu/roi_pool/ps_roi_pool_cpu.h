@@ -88,7 +88,12 @@
  *    table's stores cached or streamed, and the backward's medians moved by -0.26 to +0.04 ms
  *    (six runs after 128 MB written). What the shares wait on was not pinned down: the divisions
  *    take about 5 cycles each in a loop of their own (0.08 ms a call), and with the gradient read
- *    into cache beforehand the tasks' own shares still took 1.4-1.9 M cycles.)
+ *    into cache beforehand the tasks' own shares still took 1.4-1.9 M cycles. A sampling profile
+ *    puts a third of the additions' samples on the two divisions, but they are not what costs:
+ *    the backward with each division a multiplication (wrong bits, timing only) took medians
+ *    -0.09 to +0.11 ms from HEAD's, and with the gradients' masked loads plain ones -0.08 to
+ *    +0.03 ms (four runs each of 41 calls after 128 MB written, both builds alternating,
+ *    2026-11-29).)
  * On a CPU without AVX-512 (a 2-core AMD EPYC VM, AVX2, 2026-11-27, the bench's case, one thread,
  * thread CPU time of the backward after _disturb(), the two switched per call in one process, 41
  * calls each, four runs): the AVX2 additions take medians of 3.1-4.0 ms against 4.3-5.4 ms pixel by

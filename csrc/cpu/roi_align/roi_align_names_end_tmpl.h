@@ -1,4 +1,4 @@
-/* roi_align/roi_align_names_end.h — the end of roi_align_names.h's short names (see there). */
+/* roi_align/roi_align_names_end_tmpl.h — the end of roi_align_names_tmpl.h's short names (see there). */
 #undef T
 #undef V4
 #undef AXIS

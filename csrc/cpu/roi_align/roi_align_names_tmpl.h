@@ -1,8 +1,9 @@
 /*
- * roi_align/roi_align_names.h — the short names of roi_align's CPU templates (roi_align_tables,
+ * roi_align/roi_align_names_tmpl.h — the short names of roi_align's CPU templates (roi_align_tables,
  * _eval, _planes and _drivers_tmpl.h): each includes this at its top, inside its pass's #if, and
- * roi_align_names_end.h at its end, so that the names mean the same in all four and leave no
- * trace in the next template. No include guard: every instantiation includes it again.
+ * roi_align_names_end_tmpl.h at its end, so that the names mean the same in all four and leave no
+ * trace in the next template. A _tmpl.h, since it means something only inside a template's pass
+ * (Note [Templates in C] in kernels/dk_template.h); no include guard: every pass includes it again.
  *   T, V4       the compute type and its 4-lane vector;
  *   AXIS, PAIR, TABLES, SCRATCH, SAMPLE  the per-type structs of roi_align_cpu.h;
  *   S, LOAD, STORE  the storage type and its conversions (float passes only: DK_TMPL_FLOAT).
