@@ -11,10 +11,14 @@ Cases (float32): a Faster R-CNN head's feature map [2, 256, 50, 68] (quick: [1, 
                    gradient
   interleaved      the forward after 64 MB written and 64 MB read elsewhere and a few
                    allocations, as a training step's other ops leave the caches and the allocator
-  ps forward, ps forward+backward, ps interleaved
+  fwd+bwd interleaved
+                   the training step's pair after the same: issue 22's condition for its speed
+                   table ("each call after other memory-heavy work"), as bench_deform_conv.py's
+                   and bench_focal_loss.py's interleaved rows are
+  ps forward, ps forward+backward, ps interleaved, ps fwd+bwd interleaved
                    ps_roi_pool (R-FCN) on the same RoIs, 7 x 7 bins over a map of 10 x 49 channels
                    (quick: 2 x 49); interleaved as above
-  psa forward, psa forward+backward, psa interleaved
+  psa forward, psa forward+backward, psa interleaved, psa fwd+bwd interleaved
                    ps_roi_align on the same map and RoIs, adaptive grid (sampling_ratio -1)
 Each rep runs every (thread count, library) once, in turn; the median of --reps is printed as
 time and as the ratio dkit / torchvision (below 1: dkit is faster). torch.set_num_threads and
@@ -170,10 +174,11 @@ def main():
         return "torchvision" if f is libs["torchvision"] else "dkit"
 
     cases = [("forward", forward, False), ("forward+backward", training, False), ("interleaved", forward, True),
+             ("fwd+bwd interleaved", training, True),
              ("ps forward", ps_forward, False), ("ps forward+backward", ps_training, False),
-             ("ps interleaved", ps_forward, True),
+             ("ps interleaved", ps_forward, True), ("ps fwd+bwd interleaved", ps_training, True),
              ("psa forward", psa_forward, False), ("psa forward+backward", psa_training, False),
-             ("psa interleaved", psa_forward, True)]  # fmt: skip
+             ("psa interleaved", psa_forward, True), ("psa fwd+bwd interleaved", psa_training, True)]  # fmt: skip
     cases = [(name, {lib: make(f) for lib, f in libs.items()}, disturb) for name, make, disturb in cases]
     threads = [int(t) for t in args.threads.split(",")]
     # Note [Switching torch's threads] in _threads.py

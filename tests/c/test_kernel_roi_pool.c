@@ -416,8 +416,9 @@ static void ps_roi_pool_same_bits_for_any_thread_count(void **state)
 static void ps_roi_pool_every_path(void **state)
 {
     (void)state;
-    int64_t min_bytes = 0;
+    int64_t min_bytes = 0, isa = 0;
     assert_ok(dk_tunable_get("large_output.min_bytes", &min_bytes));
+    assert_ok(dk_tunable_get("ps_roi_pool.isa", &isa));
     for (int64_t layout = -1; layout <= 1; layout++)
         for (int t = 1; t <= 4; t++) {
             assert_ok(dk_tunable_set("large_output.min_bytes", t <= 2 ? min_bytes : 0, NULL));
@@ -438,7 +439,7 @@ static void ps_roi_pool_every_path(void **state)
             }
         }
     assert_ok(dk_tunable_set("ps_roi_pool.layout", -1, NULL));
-    assert_ok(dk_tunable_set("ps_roi_pool.isa", 1, NULL));
+    assert_ok(dk_tunable_set("ps_roi_pool.isa", isa, NULL));
     assert_ok(dk_tunable_set("ps_roi_pool.stage", 1, NULL));
     assert_ok(dk_tunable_set("large_output.min_bytes", min_bytes, NULL));
     assert_ok(dk_set_num_threads(0));
@@ -462,7 +463,7 @@ static void ps_roi_pool_backward_channels_a_task(void **state)
 }
 
 /* Note [Position-sensitive RoIPool on a CPU]: the plane-major forward (ps_roi_pool.layout 2, and the
- * cost model's choice for float32 with AVX-512), its bins gathered 16 RoIs at a time (ps_roi_pool.isa
+ * cost model's choice for float32 with AVX-512 where ps_roi_pool.isa is 2), its bins gathered 16 RoIs at a time (ps_roi_pool.isa
  * 2: whole groups and a tail, windows up to the whole 11 x 13 map, empty bins, RoIs off the map, maps
  * whose columns are not unit-stride) or pooled one RoI at a time (isa 0), and the backward on planes
  * built in a buffer (every layout but 0) against the in-place one (0), on one and two threads, to the
@@ -470,6 +471,8 @@ static void ps_roi_pool_backward_channels_a_task(void **state)
 static void ps_roi_pool_plane_major(void **state)
 {
     (void)state;
+    int64_t prev_isa = 0;
+    assert_ok(dk_tunable_get("ps_roi_pool.isa", &prev_isa));
     const int64_t layouts[] = {2, -1, 0};
     for (size_t l = 0; l < DK_COUNTOF(layouts); l++)
         for (int64_t isa = 0; isa <= 2; isa += 2)
@@ -486,7 +489,7 @@ static void ps_roi_pool_plane_major(void **state)
                 }
             }
     assert_ok(dk_tunable_set("ps_roi_pool.layout", -1, NULL));
-    assert_ok(dk_tunable_set("ps_roi_pool.isa", 2, NULL));
+    assert_ok(dk_tunable_set("ps_roi_pool.isa", prev_isa, NULL));
     assert_ok(dk_set_num_threads(0));
 }
 

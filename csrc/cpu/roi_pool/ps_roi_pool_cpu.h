@@ -14,7 +14,8 @@
  * a task reads them in order of k; dk_roi_pool_bin's bounds, one axis at a time), with each
  * image's RoIs in order (dk__rp_image_rois). The forward has three ways (ps_roi_pool.layout, a
  * tunable: -1 the cost model, 0 planes, 1 blocks, 2 plane-major):
- *  - plane-major (the cost model's choice for float32 where the CPU has AVX-512, ps_roi_pool.isa 2):
+ *  - plane-major (the cost model's choice for float32 where ps_roi_pool.isa is 2, not the default,
+ *    and the CPU has AVX-512: Note [AVX-512 for position-sensitive pooling]):
  *    ps_roi_align's task split, a task per (image, bin, block of DK__RP_CHANNELS output channels),
  *    whose planes it reads in place, in their own layout, two at a time: no copy. Each plane serves
  *    bin (ph, pw) of every RoI of the image, 16 RoIs to a vector (dk__psp_group, in the order of
@@ -51,8 +52,8 @@
  *    DK__PSP_PLANES_MAX_BYTES): for each image its PW planes are zeroed in a per-thread buffer (95
  *    KB a channel for the bench, in L2), each RoI of the image adds its share, g / area, over its PW bins in
  *    order of k, rounded to the storage type after every addition as in place (float32 with
- *    AVX-512: one masked 16-lane addition per bin row, dk__psp_grad_image; with AVX2 alone
- *    (ps_roi_pool.isa 1 or 2, PW <= 8), a RoI's PW shares from one 8-lane division and one 8-lane
+ *    AVX-512 where ps_roi_pool.isa is 2: one masked 16-lane addition per bin row,
+ *    dk__psp_grad_image; with AVX2 (isa 1, the default, PW <= 8), a RoI's PW shares from one 8-lane division and one 8-lane
  *    addition per bin row, +0 in the lanes past the bin, dk__psp_grad_image_avx2; each pixel still
  *    gets its one addition), and the planes are written into grad_input once, streamed where it is large
  *    (Note [Streaming stores]): grad_input is written once and never read, where the in-place
@@ -194,6 +195,24 @@
  * against 6.7-9.5 ms (1.4-1.9 ms less in every run). What is left: the additions and the
  * memset 2.0-2.2 ms (the divisions by a count that is no power of two), the plan and the
  * call 0.6-0.7 ms, and the store at its floor.
+ */
+/*
+ * Note [AVX-512 for position-sensitive pooling]
+ * ps_roi_pool's two AVX-512 ways, the plane-major forward's 16-lane gathers (dk__psp_gather) and
+ * the backward's masked 16-lane additions (dk__psp_grad_image), were the defaults on CPUs with
+ * AVX-512 (ps_roi_pool.isa 2) from their first measurement, on the first host (an Intel VM):
+ * there plane-major took 2.0-2.2 ms against the blocks' 2.4-2.6 ms. The blocks have since been
+ * made faster (staged outputs, copying ahead, the copy compiled per number of lanes), and the AVX2
+ * additions (two channels a task, the shares first, compiled per PW) came after the AVX-512 ones
+ * and were never set against them. On an AMD EPYC with AVX-512 (Zen 4: family 25, model 17, 1 MB
+ * of L2 a core; 2026-11-29, bench_roi_pool.py's case, one thread, after 64 MB written and 64 MB
+ * read, in one process with the settings switched per call, 15 calls each, three runs), the
+ * forward took medians of 3.11-3.15 ms with isa 2 (plane-major) and 1.33-1.38 ms with isa 1 (the
+ * blocks), and the training step 4.97-5.09 ms against 2.69-2.72 ms: the backward 1.9 ms with the
+ * AVX-512 additions, 1.35 ms with the AVX2 ones (torchvision's step took 15-18 ms). Zen 4 runs a
+ * 16-lane gather as many single loads, and its 512-bit operations in two 256-bit halves. So the
+ * default is isa 1 on every CPU, and isa 2 keeps both AVX-512 ways for a host where they may win;
+ * no Intel host with AVX-512 was at hand to measure them again against today's blocks.
  */
 #ifndef DK_PS_ROI_POOL_CPU_H
 #define DK_PS_ROI_POOL_CPU_H

@@ -521,7 +521,8 @@ static dk_status DK_SFN(dk__rp_ps_forward)(dk__rp_ctx *cx, int nthreads)
 {
     DK_SFN(dk__psp_table)(cx);
     DK_ARENA_ON_STACK(ar); /* Note [Scratch arena] */
-    /* plane-major where forced, or where the gathers serve it (the cost model's first choice) */
+    /* plane-major where forced, or where the gathers serve it (the cost model's first choice where
+     * ps_roi_pool.isa is 2: Note [AVX-512 for position-sensitive pooling]) */
     bool planes = cx->ps_layout == 2 || (cx->ps_layout == -1 && DK_S_IS_T && cx->ps_avx512);
     dk_status st = DK_OK;
     cx->block = NULL, cx->block_owner = NULL;

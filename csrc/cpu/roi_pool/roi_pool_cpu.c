@@ -25,10 +25,11 @@ DK_TUNABLE(dk__psp_layout, "ps_roi_pool.layout", -1, -1, 2,
            "ps_roi_pool: -1 the cost model, 0 channel planes in place, 1 channels-last blocks (the forward), 2 "
            "plane-major (the forward; the backward takes its buffered planes unless 0) (Note [Position-sensitive "
            "RoIPool on a CPU])")
-DK_TUNABLE(dk__ps_isa, "ps_roi_pool.isa", 2, 0, 2,
-           "ps_roi_pool's and ps_roi_align's float32 vectors: 2 ps_roi_pool's plane-major forward gathered with "
-           "AVX-512 and 1 the channels-last copy with AVX2 (each where the CPU has it), 0 the baseline (Note [AVX2 "
-           "spans])")
+DK_TUNABLE(dk__ps_isa, "ps_roi_pool.isa", 1, 0, 2,
+           "ps_roi_pool's and ps_roi_align's float32 vectors: 1 the channels-last copy and ps_roi_pool's backward "
+           "additions with AVX2, 2 also ps_roi_pool's AVX-512 ways (the plane-major forward's gathers, the cost "
+           "model's choice then, and the backward's masked additions), each where the CPU has it; 0 the baseline "
+           "(Note [AVX-512 for position-sensitive pooling] in ps_roi_pool_cpu.h)")
 DK_TUNABLE(dk__ps_copy_ahead, "ps_roi_pool.copy_ahead", 2, 0, 64,
            "ps_roi_pool's and ps_roi_align's channels-last copy: each row of its planes prefetched this many rows "
            "ahead (0: none; Note [Copying ahead])")
