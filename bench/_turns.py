@@ -65,9 +65,10 @@ def take_turns(cases, reps, threads, set_threads):
 
 def print_ratios(times, cases, threads, peer):
     """The table: each case and thread count, the peer's and dkit's medians, and dkit / peer."""
-    print(f"{'case':20} {'threads':>7} {peer:>14} {'dkit':>12} {'ratio':>8}")
+    width = max([20] + [len(name) for name, _calls, _disturb in cases])
+    print(f"{'case':{width}} {'threads':>7} {peer:>14} {'dkit':>12} {'ratio':>8}")
     for name, _calls, _disturb in cases:
         for t in threads:
             ref = statistics.median(times[(name, t, peer)]) * 1e3
             dk = statistics.median(times[(name, t, "dkit")]) * 1e3
-            print(f"{name:20} {t:7d} {ref:11.3f} ms {dk:9.3f} ms {dk / ref:7.3f}x")
+            print(f"{name:{width}} {t:7d} {ref:11.3f} ms {dk:9.3f} ms {dk / ref:7.3f}x")

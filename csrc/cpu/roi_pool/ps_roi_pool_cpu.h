@@ -53,11 +53,12 @@
  *    KB a channel for the bench, in L2), each RoI of the image adds its share, g / area, over its PW bins in
  *    order of k, rounded to the storage type after every addition as in place (float32 with
  *    AVX-512 where ps_roi_pool.isa is 2: one masked 16-lane addition per bin row,
- *    dk__psp_grad_image; with AVX2 (isa 1, the default, PW <= 8), a RoI's PW shares from one 8-lane division and one 8-lane
- *    addition per bin row, +0 in the lanes past the bin, dk__psp_grad_image_avx2; each pixel still
- *    gets its one addition), and the planes are written into grad_input once, streamed where it is large
- *    (Note [Streaming stores]): grad_input is written once and never read, where the in-place
- *    planes memset it and then read-modify-write the lines under the bins. Float32 planes streamed
+ *    dk__psp_grad_image; with AVX2 (isa 1, the default, PW <= 8), a RoI's PW shares from one
+ *    8-lane division and one 8-lane addition per bin row, +0 in the lanes past the bin,
+ *    dk__psp_grad_image_avx2; each pixel still gets its one addition), and the planes are written
+ *    into grad_input once, streamed where it is large (Note [Streaming stores]): grad_input is
+ *    written once and never read, where the in-place planes memset it and then read-modify-write
+ *    the lines under the bins. Float32 planes streamed
  *    with AVX2 write the buffer 0 behind them (dk__rp_stream_run32_clear_avx2), so that only a
  *    thread's first planes take a memset: the memsets were 5% of the training step's samples, and
  *    the backward's minima went 1.43-1.50 -> 1.31-1.38 ms (C harness, 2026-11-28, four runs).
@@ -209,8 +210,9 @@
  * read, in one process with the settings switched per call, 15 calls each, three runs), the
  * forward took medians of 3.11-3.15 ms with isa 2 (plane-major) and 1.33-1.38 ms with isa 1 (the
  * blocks), and the training step 4.97-5.09 ms against 2.69-2.72 ms: the backward 1.9 ms with the
- * AVX-512 additions, 1.35 ms with the AVX2 ones (torchvision's step took 15-18 ms). Zen 4 runs a
- * 16-lane gather as many single loads, and its 512-bit operations in two 256-bit halves. So the
+ * AVX-512 additions, 1.35 ms with the AVX2 ones (torchvision's step took 15-18 ms). A likely
+ * reading, not measured apart: Zen 4's gathers cost about a load per lane, and it runs 512-bit
+ * operations as two 256-bit halves, so 16 lanes buy no more than the AVX2 ways' 8. So the
  * default is isa 1 on every CPU, and isa 2 keeps both AVX-512 ways for a host where they may win;
  * no Intel host with AVX-512 was at hand to measure them again against today's blocks.
  */
@@ -679,6 +681,17 @@ __attribute__((target("avx2"))) static void dk__psp_grad_image_avx2(float *buf, 
  *  - bins up to 4 pixels wide summed as 4 pixels, those past the bin read as +0 from a vector of
  *    zeros (the same bits, no branch on the width; three runs after 128 MB written, three with the
  *    map in cache): 2.56-3.21 against 2.35-3.09 ms.
+ * And one on the Zen 4 host (Note [AVX-512 for position-sensitive pooling]; 2026-11-29, one
+ * thread, settings switched per call in one process after 64 MB written and 64 MB read, 15 calls
+ * each): copying the next task's block while pooling the current one, so that the copy's wait on
+ * memory would overlap the sums (two blocks a thread, each thread claiming its next task first,
+ * one row of the next block copied every RoIs / H RoIs pooled, or five rows every 5 RoIs / H, the
+ * rows left after the last RoI; the same bits). The forward's medians 1.37-1.43 ms against
+ * 1.23-1.31 ms copying and pooling in turn (three runs a row at a time, two five rows at a time,
+ * slower in every one), so it was not kept:
+ * the sums' loads of one block and the copy's stores into the other share L2, and the copy is
+ * at 0.8 ms a forward already near reading the map alone (a 13.3 MB torch sum after the same
+ * 128 MB: 0.66 ms).
  */
 
 /*
