@@ -31,6 +31,28 @@
 #define DK__FL_BLOCK 256
 _Static_assert(DK__FL_BLOCK % DK_FOCAL_ROW_LANES == 0, "a block keeps column c in lane c % DK_FOCAL_ROW_LANES");
 
+/*
+ * Note [Rows together]
+ * A softmax row's statistics and loss are one chain of dependent steps: its lanes' maxima, the
+ * row's maximum from them, its exps, the lanes' sums and their tree, the log of the total, then
+ * the loss's exp, 1 - s and power, each a few cycles' latency, some hundreds of cycles a row in
+ * all, for about as many instructions; taken a row at a time, the next row's chain could start
+ * only as the core's window reached it. So the CPU takes DK__FL_ROWS rows at a time, step by step:
+ * every row's maxima, then every row's maximum, every row's exps and sums, every row's total and
+ * log, every row's loss (dk__fl_soft_stats, dk__fl_soft_rows), so that the rows' chains overlap.
+ * Each row's values go through the same operations in the same order as before: the same bits,
+ * and still those of the GPU's dk_focal_softmax_row (the emulated GPU test compares them bit for
+ * bit). Measured on bench_focal_loss.py's MMCV softmax case (100,000 x 80, mean, one thread, an
+ * AMD EPYC with AVX-512, Zen 4, 2026-11-29): a script timing forward and backward apart (medians
+ * of 9, three runs before and two after) took the forward from 17.9-18.1 to 13.8-14.2 ms and the
+ * backward from 15.3 to 11.8-12.1 ms; the bench's training step from 28.5 ms (two runs) to
+ * 21.4-21.5 ms, against the torch reference's 18.9-25.0 ms in the same runs. What is left is
+ * mostly the exps' loop (some 60% of the forward's samples under perf): each vector's exp is a
+ * chain of about 20 dependent operations, which a shorter polynomial scheme would shorten at the
+ * price of every backend's bits.
+ */
+#define DK__FL_ROWS 8
+
 /* The softmax's AVX2 workers (focal_loss_tmpl.h): GCC or Clang on x86-64. */
 #if defined(__GNUC__) && defined(__x86_64__)
 #define DK__FL_AVX2 1

@@ -184,77 +184,90 @@ DK__FL_WORKERS(dk__fl_sig_worker, dk__fl_sig_body)
 
 /* ---- softmax ------------------------------------------------------------------------------- */
 
-/* Row n's maximum, sum of exps and log-sum-exp, as dk_focal_softmax_row (kernels/focal_loss_math.h)
- * takes them, in the same lanes (Note [A row in lanes]), a block of columns at a time (DK__FL_BLOCK
- * is a multiple of the lanes, so column c is in lane c % 8 here too): eight columns' lanes at a
- * time, which vectorises (an 8-lane max and addition with AVX2, the workers' twins), and the exps
- * in a loop of their own, into eb (DK__FL_BLOCK values): a row of up to DK__FL_BLOCK columns
- * leaves its exps there for the backward (Note [The softmax's backward]). */
-DK__ALWAYS_INLINE static inline void DK_SFN(dk__fl_soft_stats)(const dk__fl_ctx *cx, int64_t n, DK_T *mx, DK_T *total,
-                                                               DK_T *lse, DK_T *eb)
+/* Rows n .. n + R - 1's maxima, sums of exps and log-sum-exps (R <= DK__FL_ROWS), each as
+ * dk_focal_softmax_row (kernels/focal_loss_math.h) takes it, in the same lanes (Note [A row in
+ * lanes]), a block of columns at a time (DK__FL_BLOCK is a multiple of the lanes, so column c is in
+ * lane c % 8 here too): eight columns' lanes at a time, which vectorises (an 8-lane max and
+ * addition with AVX2, the workers' twins), and the exps in a loop of their own, into eb[r]
+ * (DK__FL_BLOCK values): a row of up to DK__FL_BLOCK columns leaves its exps there for the
+ * backward (Note [The softmax's backward]). Each step is taken for every row before the next
+ * (Note [Rows together]). */
+DK__ALWAYS_INLINE static inline void DK_SFN(dk__fl_soft_stats)(const dk__fl_ctx *cx, int64_t n, int R, DK_T *mx,
+                                                               DK_T *total, DK_T *lse, DK_T (*eb)[DK__FL_BLOCK])
 {
     enum { L = DK_FOCAL_ROW_LANES };
     DK_T xb[DK__FL_BLOCK];
-    DK_T m[L], sum[L];
-    for (int j = 0; j < L; j++) m[j] = -(DK_T)INFINITY, sum[j] = 0;
-    for (int64_t c0 = 0; c0 < cx->C; c0 += DK__FL_BLOCK) {
-        const int64_t len = cx->C - c0 < DK__FL_BLOCK ? cx->C - c0 : DK__FL_BLOCK;
-        const DK_T *xp = DK_SFN(dk__fl_input_row)(cx, n, c0, len, xb);
-        int64_t k = 0;
-        for (; k + L <= len; k += L)
-            for (int j = 0; j < L; j++) m[j] = xp[k + j] > m[j] ? xp[k + j] : m[j];
-        for (; k < len; k++) m[k % L] = xp[k] > m[k % L] ? xp[k] : m[k % L];
+    for (int r = 0; r < R; r++) {
+        DK_T m[L]; /* one row's lanes in a local array, which vectorises */
+        for (int j = 0; j < L; j++) m[j] = -(DK_T)INFINITY;
+        for (int64_t c0 = 0; c0 < cx->C; c0 += DK__FL_BLOCK) {
+            const int64_t len = cx->C - c0 < DK__FL_BLOCK ? cx->C - c0 : DK__FL_BLOCK;
+            const DK_T *xp = DK_SFN(dk__fl_input_row)(cx, n + r, c0, len, xb);
+            int64_t k = 0;
+            for (; k + L <= len; k += L)
+                for (int j = 0; j < L; j++) m[j] = xp[k + j] > m[j] ? xp[k + j] : m[j];
+            for (; k < len; k++) m[k % L] = xp[k] > m[k % L] ? xp[k] : m[k % L];
+        }
+        mx[r] = DK_TFN(dk_focal_row_max)(m);
     }
-    const DK_T top = DK_TFN(dk_focal_row_max)(m);
-    for (int64_t c0 = 0; c0 < cx->C; c0 += DK__FL_BLOCK) {
-        const int64_t len = cx->C - c0 < DK__FL_BLOCK ? cx->C - c0 : DK__FL_BLOCK;
-        const DK_T *xp = DK_SFN(dk__fl_input_row)(cx, n, c0, len, xb);
-        for (int64_t k = 0; k < len; k++) eb[k] = DK_TFN(dk_focal_expneg)(xp[k] - top);
-        int64_t k = 0;
-        for (; k + L <= len; k += L)
-            for (int j = 0; j < L; j++) sum[j] += eb[k + j];
-        for (; k < len; k++) sum[k % L] += eb[k];
+    for (int r = 0; r < R; r++) {
+        DK_T sum[L];
+        for (int j = 0; j < L; j++) sum[j] = 0;
+        for (int64_t c0 = 0; c0 < cx->C; c0 += DK__FL_BLOCK) {
+            const int64_t len = cx->C - c0 < DK__FL_BLOCK ? cx->C - c0 : DK__FL_BLOCK;
+            const DK_T *xp = DK_SFN(dk__fl_input_row)(cx, n + r, c0, len, xb);
+            const DK_T top = mx[r];
+            DK_T *e = eb[r];
+            for (int64_t k = 0; k < len; k++) e[k] = DK_TFN(dk_focal_expneg)(xp[k] - top);
+            int64_t k = 0;
+            for (; k + L <= len; k += L)
+                for (int j = 0; j < L; j++) sum[j] += e[k + j];
+            for (; k < len; k++) sum[k % L] += e[k];
+        }
+        total[r] = DK_TFN(dk_focal_row_sum)(sum);
     }
-    *mx = top;
-    *total = DK_TFN(dk_focal_row_sum)(sum);
-    *lse = DK_TFN(dk_focal_log)(*total);
+    for (int r = 0; r < R; r++) lse[r] = DK_TFN(dk_focal_log)(total[r]);
 }
 
-/* Row n's loss (w included) and, through *b, its factor b (ops/focal_loss.h); 0 and 0 for a
- * target outside [0, C) (negative: ignored; C or more: refused by ops/focal_loss.c). *mx, *total
- * and eb: dk__fl_soft_stats'. */
-DK__ALWAYS_INLINE static inline DK_T DK_SFN(dk__fl_soft_row)(const dk__fl_ctx *cx, int64_t n, DK_T *mx, DK_T *total,
-                                                             DK_T *b, DK_T *eb)
+/* Rows n .. n + R - 1's losses v[r] (w included) and their factors b[r] (ops/focal_loss.h); 0 and
+ * 0 for a target outside [0, C) (negative: ignored; C or more: refused by ops/focal_loss.c), whose
+ * statistics are taken all the same and not used. mx, total and eb: dk__fl_soft_stats'. */
+DK__ALWAYS_INLINE static inline void DK_SFN(dk__fl_soft_rows)(const dk__fl_ctx *cx, int64_t n, int R, DK_T *mx,
+                                                              DK_T *total, DK_T *v, DK_T *b, DK_T (*eb)[DK__FL_BLOCK])
 {
-    const int64_t l = dk__fl_label(cx, n);
-    *b = 0;
-    if (l < 0 || l >= cx->C) return 0;
-    const DK_S *row = (const DK_S *)dk_tensor_data(cx->input) + n * cx->xs[0];
-    DK_T lse;
-    DK_SFN(dk__fl_soft_stats)(cx, n, mx, total, &lse, eb);
-    DK_T buff;
-    const DK_T v = DK_TFN(dk_focal_softmax_loss)(DK_LOAD(row[l * cx->xs[1]]), *mx, lse, (DK_T)cx->gamma,
-                                                 (DK_T)cx->alpha_pos, &buff);
-    DK_T w = 1;
-    if (cx->weight) w = DK_LOAD(((const DK_S *)dk_tensor_data(cx->weight))[l * dk_tensor_stride(cx->weight, 0)]);
-    *b = buff * w;
-    return v * w;
+    DK_T lse[DK__FL_ROWS];
+    DK_SFN(dk__fl_soft_stats)(cx, n, R, mx, total, lse, eb);
+    const DK_S *x = (const DK_S *)dk_tensor_data(cx->input);
+    for (int r = 0; r < R; r++) {
+        const int64_t l = dk__fl_label(cx, n + r);
+        v[r] = 0, b[r] = 0;
+        if (l < 0 || l >= cx->C) continue;
+        DK_T buff;
+        v[r] = DK_TFN(dk_focal_softmax_loss)(DK_LOAD(x[(n + r) * cx->xs[0] + l * cx->xs[1]]), mx[r], lse[r],
+                                             (DK_T)cx->gamma, (DK_T)cx->alpha_pos, &buff);
+        DK_T w = 1;
+        if (cx->weight) w = DK_LOAD(((const DK_S *)dk_tensor_data(cx->weight))[l * dk_tensor_stride(cx->weight, 0)]);
+        b[r] = buff * w;
+        v[r] = v[r] * w;
+    }
 }
 
 DK__ALWAYS_INLINE static inline void DK_SFN(dk__fl_soft_forward_body)(dk__fl_ctx *cx)
 {
     DK_S *out = (DK_S *)dk_tensor_data(cx->out);
     const int64_t so = cx->reduction == DK_FOCAL_SUM ? 0 : dk_tensor_stride(cx->out, 0);
-    DK_T eb[DK__FL_BLOCK];
+    DK_T eb[DK__FL_ROWS][DK__FL_BLOCK];
     for (int64_t j; (j = dk_parallel_claim(&cx->counter)) < cx->chunks;) {
         const int64_t n0 = j * DK_FOCAL_CHUNK_ROWS;
         const int64_t n1 = cx->N - n0 < DK_FOCAL_CHUNK_ROWS ? cx->N : n0 + DK_FOCAL_CHUNK_ROWS;
         double acc[4] = {0, 0, 0, 0};
-        for (int64_t n = n0; n < n1; n++) {
-            DK_T mx, total, b;
-            const DK_T v = DK_SFN(dk__fl_soft_row)(cx, n, &mx, &total, &b, eb);
-            if (cx->reduction == DK_FOCAL_SUM) acc[n & 3] += (double)v;
-            else out[n * so] = DK_STORE(v);
+        for (int64_t n = n0; n < n1; n += DK__FL_ROWS) {
+            const int R = n1 - n < DK__FL_ROWS ? (int)(n1 - n) : DK__FL_ROWS;
+            DK_T mx[DK__FL_ROWS], total[DK__FL_ROWS], v[DK__FL_ROWS], b[DK__FL_ROWS];
+            DK_SFN(dk__fl_soft_rows)(cx, n, R, mx, total, v, b, eb);
+            for (int r = 0; r < R; r++)
+                if (cx->reduction == DK_FOCAL_SUM) acc[(n + r) & 3] += (double)v[r];
+                else out[(n + r) * so] = DK_STORE(v[r]);
         }
         if (cx->partials) cx->partials[j] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
     }
@@ -268,7 +281,7 @@ DK__ALWAYS_INLINE static inline void DK_SFN(dk__fl_soft_forward_body)(dk__fl_ctx
  * two runs each, medians of 5): 37.7-39.9 ms against 44.9-51.4 ms before (the 1 - s polynomial
  * and the strides kept in the context included); the torch reference took 31-44 ms in the same
  * runs, so the op is level with it still: the forward and the backward each take a row's C exps,
- * as log_softmax and its backward do. */
+ * as log_softmax and its backward do. Since then rows go eight at a time (Note [Rows together]). */
 DK__ALWAYS_INLINE static inline void DK_SFN(dk__fl_soft_backward_body)(dk__fl_ctx *cx)
 {
     const DK_S *go = (const DK_S *)dk_tensor_data(cx->grad_output);
@@ -276,14 +289,20 @@ DK__ALWAYS_INLINE static inline void DK_SFN(dk__fl_soft_backward_body)(dk__fl_ct
     const int64_t sin = dk_tensor_stride(cx->out, 0), sic = dk_tensor_stride(cx->out, 1);
     const bool sum = cx->reduction == DK_FOCAL_SUM;
     const int64_t sg = sum ? 0 : dk_tensor_stride(cx->grad_output, 0);
-    DK_T xb[DK__FL_BLOCK], eb[DK__FL_BLOCK], vb[DK__FL_BLOCK];
-    const bool kept = cx->C <= DK__FL_BLOCK; /* the statistics' pass leaves the row's exps in eb */
+    DK_T xb[DK__FL_BLOCK], ebs[DK__FL_ROWS][DK__FL_BLOCK], vb[DK__FL_BLOCK];
+    const bool kept = cx->C <= DK__FL_BLOCK; /* the statistics' pass leaves the row's exps in ebs */
     for (int64_t j; (j = dk_parallel_claim(&cx->counter)) < cx->chunks;) {
         const int64_t n0 = j * DK_FOCAL_CHUNK_ROWS;
         const int64_t n1 = cx->N - n0 < DK_FOCAL_CHUNK_ROWS ? cx->N : n0 + DK_FOCAL_CHUNK_ROWS;
+        DK_T mxs[DK__FL_ROWS], totals[DK__FL_ROWS], vs[DK__FL_ROWS], bs[DK__FL_ROWS];
         for (int64_t n = n0; n < n1; n++) {
-            DK_T mx = 0, total = 1, b;
-            (void)DK_SFN(dk__fl_soft_row)(cx, n, &mx, &total, &b, eb);
+            const int r = (int)((n - n0) % DK__FL_ROWS);
+            if (r == 0) {
+                const int R = n1 - n < DK__FL_ROWS ? (int)(n1 - n) : DK__FL_ROWS;
+                DK_SFN(dk__fl_soft_rows)(cx, n, R, mxs, totals, vs, bs, ebs);
+            }
+            const DK_T mx = mxs[r], total = totals[r], b = bs[r];
+            DK_T *eb = ebs[r];
             const int64_t l = dk__fl_label(cx, n);
             const DK_T gr = sum ? (DK_T)((double)DK_LOAD(go[0]) / cx->divisor) : DK_LOAD(go[n * sg]);
             const bool live = l >= 0 && l < cx->C;
