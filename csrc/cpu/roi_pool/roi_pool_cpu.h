@@ -116,6 +116,11 @@
  *  - L1 rather than L2: a task per (image, block), walking one channel pair over all the image's
  *    RoIs before the next pair, so that the pair's two planes (27 KB) stay in L1 (each pair's
  *    runs read ahead 4 RoIs on, the same bits): 8.2-11.8 ms against 7.5-11.6 ms, eight runs.
+ *    Again on the Zen 4 host (1 MB of L2, 2026-11-29; a stand-alone model of the loop, int16
+ *    argmax, 41 calls each after 64 MB written and 64 MB read, checked equal), with blocks of 16,
+ *    8 or 4 channels so that an image's runs of a block fit in L2: minima 5.5-5.6 ms against
+ *    4.2 ms, medians 5.6-5.7 against 4.3 ms. A pair's runs, 49 elements of each RoI, are read
+ *    25-50 KB apart, where the loop here reads each RoI's block as one run.
  *  - no index test at all (a timing-only copy, each -1 replaced by a valid index spread over the
  *    plane, so a quarter more additions and no branch): 8.2-10.6 ms against 7.4-10.8 ms, six runs,
  *    the same. The loop is not bound by its instructions or its branch.
@@ -423,6 +428,20 @@ static inline void dk__rp_block_bin_f64(const double *buf, int64_t W, int64_t h0
  * already overlaps the pooling. Reading the next task's planes ahead into L2, a share of their
  * lines per RoI pooled, changed neither the minima nor the medians of 31 calls (alternating with
  * the plain build in one process, four runs), and was dropped.
+ * Nor is it the bins' walk (2026-11-29, the Zen 4 host at 3.66 GHz, a stand-alone copy of the AVX-512
+ * tile on the bench's bins, one 50 x 68 block in L2, 16 passes of 512 RoIs, 2.2 million visits a
+ * call, five runs). The tile took 2.0-2.2 ms (3.3-3.6 cycles a visit), 1.5-1.6 ms without the
+ * argmax; a vmaxps chain alone is 2.2 cycles a step. Three walks with the same results (checked
+ * against the tile here on random data, on data of three values and on signed zeros) were slower:
+ *  - separable: per bin row, each column's maximum and first row over the row's span, then each
+ *    bin's over its columns (the greater value, or on equal values the lower plane index: the
+ *    first in torchvision's order). 2.6-2.9 ms.
+ *  - every bin over the tile's widest window, columns past its own repeating its last one (a repeat
+ *    never wins v > m), so that the loops' trip counts stay fixed for a RoI: 3.1-3.2 ms, and with
+ *    the tallest window as well 3.7-3.8 ms. Visits, not mispredicted loop exits, are what costs:
+ *    bins all 3 x 3 took more per visit than the bench's bins of 1-5.
+ *  - without the argmax, two bins of a row walked side by side (two chains): 1.8-2.1 ms against
+ *    1.5-1.6 ms.
  * e: the tile's bins from cx->roi_bins (h0, h1, w0, w1 each; h0 = -1 empty), m and a: nbins x
  * DK__RP_BLOCK. The same bins, pixels in the same order, the same comparison: the same results.
  */
