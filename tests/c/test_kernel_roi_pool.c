@@ -228,7 +228,9 @@ static void both_geometries_every_dtype(void **state)
 
 /* Note [RoIPool tiles]: gapless tensors take the runs (the transposed tile stores, the AVX2 copy
  * and stores for float32, the backward's runs); 9 x 8 bins are two tiles (64 + 8), 35 channels
- * two whole blocks and part of one, 7 x 7 one tile with a tail past its 8-bin groups. */
+ * two whole blocks and part of one, 7 x 7 one tile with a tail past its 8-bin groups (and past the
+ * int16 indices' groups of 16 bins, dk__rp_tile_transpose16_avx2), 8 x 8 and 4 x 4 whole groups of
+ * 16 with no tail, 2 x 3 a tail alone. */
 static void packed_tensors_take_the_runs(void **state)
 {
     (void)state;
@@ -238,6 +240,8 @@ static void packed_tensors_take_the_runs(void **state)
             check_case_g(DTYPES[d], geo, 0.5, 9, 8, false, 35, true, &r);
             check_case_g(DTYPES[d], geo, 0.25, 7, 7, false, 32, true, &r);
             check_case_g(DTYPES[d], geo, 1.0, 2, 3, true, 16, true, &r);
+            check_case_g(DTYPES[d], geo, 0.5, 8, 8, false, 16, true, &r);
+            check_case_g(DTYPES[d], geo, 0.5, 4, 4, false, 32, true, &r);
         }
 }
 

@@ -154,7 +154,11 @@
  * H W < 2^15 (every detector head: a 50 x 68 map has 3,400 pixels), so on the CPU the Python layer
  * takes an int16 argmax there (dkit/_ops/roi_pool.py; ops/roi_pool.c refuses one that cannot index
  * the plane): a quarter of the step's bytes fewer. The forward's tiles still find the indices as
- * 32-bit lanes; a whole tile is transposed, narrowed 16 at a time in L1 (dk__rp_tile_run16_avx2)
+ * 32-bit lanes and narrow each bin's as they store it; a whole tile is then transposed as int16 in
+ * L1 (dk__rp_tile_run16_avx2; before 2026-11-29 it was transposed as int32 and narrowed after, a
+ * pass more; the Zen 4 host's training step, bench_roi_pool.py's case, one thread, after
+ * _disturb(), the two builds alternating, five runs of 9 calls: medians 10.24-12.03 -> 10.14-10.59
+ * ms, lower in all five, minima 10.11-11.19 -> 9.96-10.37 ms)
  * and written as one run, streamed where the output is; the backward's runs read either width
  * through one loop (DK__RP_BACKWARD_RUNS). The values and the gradients are the same bits whatever
  * the width. GPU tensors keep int32 (the GPU kernels read and write int16 as well, tested emulated,
@@ -523,8 +527,9 @@ __attribute__((target("avx2"))) static void dk__rp_block_tile_max_f32_avx2(const
  * 6.9-7.7 ms, and 13.0 against 12.8 ms in a pair of runs that met one of the host's slow
  * stretches. That case's bins are one to five rows high (its RoIs span 1-25 pixels of the map),
  * so the merge and the odd row's own loop cost more than the shorter chains save. */
-__attribute__((target("avx2"))) static void
-dk__rp_block_tile_arg_f32_avx2(const float *buf, int64_t W, const int32_t *e, int64_t nbins, float *m, int32_t *a)
+__attribute__((target("avx2"), always_inline)) static inline void
+dk__rp_block_tile_arg_f32_avx2_body(const float *buf, int64_t W, const int32_t *e, int64_t nbins, float *m, int32_t *a,
+                                    int16_t *a16)
 {
     const __m256i one = _mm256_set1_epi32(1);
     for (int64_t b = 0; b < nbins; b++, e += 4) {
@@ -544,9 +549,27 @@ dk__rp_block_tile_arg_f32_avx2(const float *buf, int64_t W, const int32_t *e, in
             }
         }
         _mm256_storeu_ps(m + b * DK__RP_BLOCK, m0), _mm256_storeu_ps(m + b * DK__RP_BLOCK + 8, m1);
-        _mm256_storeu_ps((float *)(void *)(a + b * DK__RP_BLOCK), a0);
-        _mm256_storeu_ps((float *)(void *)(a + b * DK__RP_BLOCK + 8), a1);
+        if (a16) { /* packs interleaves the 128-bit halves (a0 lo, a1 lo, a0 hi, a1 hi): put back in order */
+            const __m256i p = _mm256_packs_epi32(_mm256_castps_si256(a0), _mm256_castps_si256(a1));
+            _mm256_storeu_si256((__m256i *)(void *)(a16 + b * DK__RP_BLOCK),
+                                _mm256_permute4x64_epi64(p, _MM_SHUFFLE(3, 1, 2, 0)));
+        } else {
+            _mm256_storeu_ps((float *)(void *)(a + b * DK__RP_BLOCK), a0);
+            _mm256_storeu_ps((float *)(void *)(a + b * DK__RP_BLOCK + 8), a1);
+        }
     }
+}
+
+__attribute__((target("avx2"))) static void
+dk__rp_block_tile_arg_f32_avx2(const float *buf, int64_t W, const int32_t *e, int64_t nbins, float *m, int32_t *a)
+{
+    dk__rp_block_tile_arg_f32_avx2_body(buf, W, e, nbins, m, a, NULL);
+}
+
+__attribute__((target("avx2"))) static void
+dk__rp_block_tile_arg16_f32_avx2(const float *buf, int64_t W, const int32_t *e, int64_t nbins, float *m, int16_t *a16)
+{
+    dk__rp_block_tile_arg_f32_avx2_body(buf, W, e, nbins, m, NULL, a16);
 }
 
 /* a NULL: the maxima alone (inference), a left as it was. */
@@ -563,7 +586,7 @@ __attribute__((target("avx2"))) static void dk__rp_block_tile_f32_avx2(const flo
 _Static_assert(DK__RP_BLOCK == 16, "the AVX-512 tile holds a block in one vector");
 __attribute__((target("avx512f"), always_inline)) static inline void
 dk__rp_block_tile_f32_avx512_body(const float *buf, int64_t W, const int32_t *e, int64_t nbins, float *m, int32_t *a,
-                                  bool arg)
+                                  int16_t *a16, bool arg)
 {
     for (int64_t b = 0; b < nbins; b++, e += 4) {
         const bool some = e[0] >= 0;
@@ -580,15 +603,19 @@ dk__rp_block_tile_f32_avx512_body(const float *buf, int64_t W, const int32_t *e,
             }
         }
         _mm512_storeu_ps(m + b * DK__RP_BLOCK, mv);
-        if (arg) _mm512_storeu_si512(a + b * DK__RP_BLOCK, av);
+        if (arg && a16) _mm256_storeu_si256((__m256i *)(void *)(a16 + b * DK__RP_BLOCK), _mm512_cvtepi32_epi16(av));
+        else if (arg) _mm512_storeu_si512(a + b * DK__RP_BLOCK, av);
     }
 }
 
-__attribute__((target("avx512f"))) static void
-dk__rp_block_tile_f32_avx512(const float *buf, int64_t W, const int32_t *e, int64_t nbins, float *m, int32_t *a)
+/* a16 (not NULL only with a): the indices narrowed to int16 ([bin][channel], Note [A narrow argmax]), a unused. */
+__attribute__((target("avx512f"))) static void dk__rp_block_tile_f32_avx512(const float *buf, int64_t W,
+                                                                            const int32_t *e, int64_t nbins, float *m,
+                                                                            int32_t *a, int16_t *a16)
 {
-    if (a) dk__rp_block_tile_f32_avx512_body(buf, W, e, nbins, m, a, true);
-    else dk__rp_block_tile_f32_avx512_body(buf, W, e, nbins, m, NULL, false);
+    if (a16) dk__rp_block_tile_f32_avx512_body(buf, W, e, nbins, m, NULL, a16, true);
+    else if (a) dk__rp_block_tile_f32_avx512_body(buf, W, e, nbins, m, a, NULL, true);
+    else dk__rp_block_tile_f32_avx512_body(buf, W, e, nbins, m, NULL, NULL, false);
 }
 
 /* DK__RP_TILE_STORE's contiguous run for 32-bit elements (float outputs, int32 argmax) and a whole
@@ -648,55 +675,79 @@ __attribute__((target("avx2"))) static void dk__rp_tile_stream32_avx2(void *dst,
     dk__rp_stream_run32_avx2(dst, run, DK__RP_BLOCK * P);
 }
 
-/* DK__RP_BLOCK P int32 indices in run[] narrowed to int16 in narrow[], 16 at a time (packs of
- * values in [-1, 32767) are exact; Note [A narrow argmax]). */
-__attribute__((target("avx2"))) static void dk__rp_narrow16_avx2(int16_t *narrow, const int32_t *run, int64_t n)
+/* A whole tile's int16 indices, t [bin][channel] (P x DK__RP_BLOCK, as the tiles narrow them: Note
+ * [A narrow argmax]), to dst [channel][bin] (DK__RP_BLOCK x P): 16 bins at a time as a 16 x 16
+ * transposition of 16-bit lanes in four rounds of unpacks (16 bits, 32, 64, then the 128-bit halves),
+ * the bins past the last 16 one by one. Half the bytes of the int32 tile's transposition, and no
+ * narrowing pass after it. */
+_Static_assert(DK__RP_BLOCK == 16, "a block's int16 indices are one 256-bit row");
+__attribute__((target("avx2"))) static void dk__rp_tile_transpose16_avx2(int16_t *dst, int64_t P, const int16_t *t)
 {
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        const __m256i lo = _mm256_load_si256((const __m256i *)(const void *)(run + i));
-        const __m256i hi = _mm256_load_si256((const __m256i *)(const void *)(run + i + 8));
-        /* packs interleaves the 128-bit halves: lo0 hi0 lo1 hi1, put back in order */
-        _mm256_store_si256((__m256i *)(void *)(narrow + i),
-                           _mm256_permute4x64_epi64(_mm256_packs_epi32(lo, hi), _MM_SHUFFLE(3, 1, 2, 0)));
+    int64_t b0 = 0;
+    for (; b0 + 16 <= P; b0 += 16) {
+        __m256i r[16], s[16];
+        for (int i = 0; i < 16; i++) r[i] = _mm256_loadu_si256((const __m256i *)(const void *)(t + (b0 + i) * 16));
+        /* bins 2i and 2i + 1 interleaved: s[2i] channels 0-3 | 8-11, s[2i + 1] channels 4-7 | 12-15 */
+        for (int i = 0; i < 8; i++) {
+            s[2 * i] = _mm256_unpacklo_epi16(r[2 * i], r[2 * i + 1]);
+            s[2 * i + 1] = _mm256_unpackhi_epi16(r[2 * i], r[2 * i + 1]);
+        }
+        /* four bins: r[4q + j] channels 2j, 2j + 1 | 2j + 8, 2j + 9 of bins 4q .. 4q + 3 */
+        for (int q = 0; q < 4; q++) {
+            const __m256i *u = s + 4 * q;
+            r[4 * q] = _mm256_unpacklo_epi32(u[0], u[2]), r[4 * q + 1] = _mm256_unpackhi_epi32(u[0], u[2]);
+            r[4 * q + 2] = _mm256_unpacklo_epi32(u[1], u[3]), r[4 * q + 3] = _mm256_unpackhi_epi32(u[1], u[3]);
+        }
+        /* eight bins: s[8o + c] channel c | c + 8 of bins 8o .. 8o + 7 */
+        for (int o = 0; o < 2; o++)
+            for (int j = 0; j < 4; j++) {
+                s[8 * o + 2 * j] = _mm256_unpacklo_epi64(r[8 * o + j], r[8 * o + 4 + j]);
+                s[8 * o + 2 * j + 1] = _mm256_unpackhi_epi64(r[8 * o + j], r[8 * o + 4 + j]);
+            }
+        for (int c = 0; c < 8; c++) { /* channel c's 16 bins from the low halves, c + 8's from the high */
+            _mm256_storeu_si256((__m256i *)(void *)(dst + c * P + b0), _mm256_permute2x128_si256(s[c], s[8 + c], 0x20));
+            _mm256_storeu_si256((__m256i *)(void *)(dst + (c + 8) * P + b0),
+                                _mm256_permute2x128_si256(s[c], s[8 + c], 0x31));
+        }
     }
-    for (; i < n; i++) narrow[i] = (int16_t)run[i];
+    for (; b0 < P; b0++)
+        for (int c = 0; c < DK__RP_BLOCK; c++) dst[c * P + b0] = t[b0 * DK__RP_BLOCK + c];
 }
 
-/* A RoI's whole tile (nbins = P) of a whole block's int32 indices, t [bin][channel], to its run of
+/* A RoI's whole tile (nbins = P) of a whole block's int16 indices, t [bin][channel], to its run of
  * DK__RP_BLOCK P int16 elements at dst ([channel][bin]; Note [A narrow argmax]): transposed into an
- * L1 buffer, narrowed there and written as one run, streamed where `stream` (a run of whole 4-byte
- * units: DK__RP_BLOCK P is even). */
-__attribute__((target("avx2"))) static void dk__rp_tile_run16_avx2(int16_t *dst, int64_t P, const int32_t *t,
+ * L1 buffer and written as one run, streamed where `stream` (a run of whole 4-byte units:
+ * DK__RP_BLOCK P is even). */
+__attribute__((target("avx2"))) static void dk__rp_tile_run16_avx2(int16_t *dst, int64_t P, const int16_t *t,
                                                                    bool stream)
 {
-    _Alignas(64) int32_t run[DK__RP_BLOCK * DK__RP_TILE];
     _Alignas(64) int16_t narrow[DK__RP_BLOCK * DK__RP_TILE];
-    dk__rp_tile_store32_avx2(run, P, 0, t, P);
-    dk__rp_narrow16_avx2(narrow, run, DK__RP_BLOCK * P);
+    dk__rp_tile_transpose16_avx2(narrow, P, t);
     if (stream) dk__rp_stream_run32_avx2(dst, narrow, DK__RP_BLOCK * P / 2);
     else memcpy(dst, narrow, (size_t)(DK__RP_BLOCK * P) * sizeof(int16_t));
 }
 
 /* The training forward's streamed pair: a RoI's whole tile of maxima m to its run of floats at y
- * (dk__rp_tile_stream32_avx2) and of indices a to its run of int16 at arg (dk__rp_tile_run16_avx2),
+ * (dk__rp_tile_stream32_avx2) and of int16 indices a16 to its run at arg (dk__rp_tile_run16_avx2),
  * in an order that lets each buffer's stores retire before it is read back. A transposition's
- * 8-lane stores land 49 elements apart (P of 7 x 7), so every aligned load that reads the run back
+ * stores land P elements apart (49 for 7 x 7), so every aligned load that reads the run back
  * spans two of them, and a load that needs two stores still in flight waits for both to reach the
  * cache (no store-to-load forwarding): streaming each run straight after its transposition made the
  * transpositions a quarter of the forward's time at half its rate of instructions. Here both are
- * transposed first, so the maxima are read back behind the indices' hundred-odd stores, and the
- * indices behind the maxima's streaming. The same elements reach the same places. */
+ * transposed first, so the maxima are read back behind the indices' stores, and the indices behind
+ * the maxima's streaming. The same elements reach the same places.
+ * The indices come narrowed from the tile and are transposed as int16 (dk__rp_tile_transpose16_avx2).
+ * Before (2026-11-29), the tile's int32 indices were transposed as the maxima are and then narrowed
+ * in a pass of their own; on the Zen 4 host the training step without that transposition and pass
+ * at all (a timing-only build) took 9.4-9.8 ms against 10.5-11.0 ms (medians of 9, three runs). */
 __attribute__((target("avx2"))) static void dk__rp_tile_stream_pair16_avx2(float *y, int16_t *arg, int64_t P,
-                                                                           const float *m, const int32_t *a)
+                                                                           const float *m, const int16_t *a16)
 {
     _Alignas(64) float run_m[DK__RP_BLOCK * DK__RP_TILE];
-    _Alignas(64) int32_t run_a[DK__RP_BLOCK * DK__RP_TILE];
     _Alignas(64) int16_t narrow[DK__RP_BLOCK * DK__RP_TILE];
     dk__rp_tile_store32_avx2(run_m, P, 0, m, P);
-    dk__rp_tile_store32_avx2(run_a, P, 0, a, P);
+    dk__rp_tile_transpose16_avx2(narrow, P, a16);
     dk__rp_stream_run32_avx2(y, run_m, DK__RP_BLOCK * P);
-    dk__rp_narrow16_avx2(narrow, run_a, DK__RP_BLOCK * P);
     dk__rp_stream_run32_avx2(arg, narrow, DK__RP_BLOCK * P / 2);
 }
 
@@ -704,29 +755,40 @@ __attribute__((target("avx2"))) static void dk__rp_tile_stream_pair16_avx2(float
 #define DK__RP_AVX2 0
 #endif
 
+/* A tile's int32 indices a (nbins x DK__RP_BLOCK) narrowed into a16, for the tiles that find them
+ * as int32 only (every value in [-1, 32767): Note [A narrow argmax]). */
+static inline void dk__rp_tile_narrow(int16_t *a16, const int32_t *a, int64_t nbins)
+{
+    for (int64_t i = 0; i < nbins * DK__RP_BLOCK; i++) a16[i] = (int16_t)a[i];
+}
+
 /* dk__rp_block_tile_*, the AVX2 one where the call chose it; `arg`: whether a is wanted (the
- * AVX2 one then skips the argmax; the others fill a regardless). */
+ * AVX2 one then skips the argmax; the others fill a regardless); a16, where not NULL (with arg),
+ * takes the indices narrowed to int16 instead ([bin][channel], for dk__rp_tile_run16_avx2 and
+ * dk__rp_tile_stream_pair16_avx2; the vector tiles narrow them as they store them). */
 static inline void dk__rp_block_tile_on_f32(const dk__rp_ctx *cx, const float *buf, int64_t W, const int32_t *e,
-                                            int64_t nbins, float *m, int32_t *a, bool arg)
+                                            int64_t nbins, float *m, int32_t *a, int16_t *a16, bool arg)
 {
 #if DK__RP_AVX2
     if (cx->avx512) {
-        dk__rp_block_tile_f32_avx512(buf, W, e, nbins, m, arg ? a : NULL);
+        dk__rp_block_tile_f32_avx512(buf, W, e, nbins, m, arg ? a : NULL, arg ? a16 : NULL);
         return;
     }
     if (cx->avx2) {
-        dk__rp_block_tile_f32_avx2(buf, W, e, nbins, m, arg ? a : NULL);
+        if (arg && a16) dk__rp_block_tile_arg16_f32_avx2(buf, W, e, nbins, m, a16);
+        else dk__rp_block_tile_f32_avx2(buf, W, e, nbins, m, arg ? a : NULL);
         return;
     }
 #endif
-    (void)arg;
     dk__rp_block_tile_f32(buf, W, e, nbins, m, a);
+    if (arg && a16) dk__rp_tile_narrow(a16, a, nbins);
 }
 static inline void dk__rp_block_tile_on_f64(const dk__rp_ctx *cx, const double *buf, int64_t W, const int32_t *e,
-                                            int64_t nbins, double *m, int32_t *a, bool arg)
+                                            int64_t nbins, double *m, int32_t *a, int16_t *a16, bool arg)
 {
-    (void)cx, (void)arg;
+    (void)cx;
     dk__rp_block_tile_f64(buf, W, e, nbins, m, a);
+    if (arg && a16) dk__rp_tile_narrow(a16, a, nbins);
 }
 
 /* t's four strides, in elements. */

@@ -136,7 +136,8 @@ static void DK_SFN(dk__rp_forward_blocks_worker)(void *p, int tid)
     const int64_t blocks = (cx->C + B - 1) / B;
     const int64_t *first = cx->image_rois, *list = cx->image_rois + cx->N + 1, P = cx->PH * cx->PW;
     DK_T m[DK__RP_TILE * DK__RP_BLOCK];
-    int32_t a[DK__RP_TILE * DK__RP_BLOCK]; /* plane indices: H W < 2^31 on this path */
+    int32_t a[DK__RP_TILE * DK__RP_BLOCK];   /* plane indices: H W < 2^31 on this path */
+    int16_t a16[DK__RP_TILE * DK__RP_BLOCK]; /* or narrowed, for an int16 argmax's runs */
     /* float32 storage with AVX2: the copy and the stores in 8 x 8 transposes */
     const bool fast32 = DK_DTYPE == DK_FLOAT32 && cx->avx2;
     (void)fast32; /* read only where DK__RP_AVX2 (not in a clang build: roi_pool_cpu.h) */
@@ -167,12 +168,20 @@ static void DK_SFN(dk__rp_forward_blocks_worker)(void *p, int tid)
             const int64_t k = list[i];
             for (int64_t b0 = 0; b0 < P; b0 += DK__RP_TILE) {
                 const int64_t nbins = P - b0 < DK__RP_TILE ? P - b0 : DK__RP_TILE;
-                DK_TFN(dk__rp_block_tile_on)(cx, buf, W, cx->roi_bins + (k * P + b0) * 4, nbins, m, a, cx->arg != NULL);
+                /* an int16 argmax's whole runs: the tile's indices narrowed as they are found, transposed
+                 * as int16 (dk__rp_tile_run16_avx2) */
+                bool runs16 = false;
+#if DK__RP_AVX2
+                runs16 = arg16 && cx->avx2 && nb == B && nbins == P && dk__rp_runs(as, cx->PW, P);
+#endif
+                DK_TFN(dk__rp_block_tile_on)(cx, buf, W, cx->roi_bins + (k * P + b0) * 4, nbins, m, a,
+                                             runs16 ? a16 : NULL, cx->arg != NULL);
                 DK_S *yk = y + k * ys[0] + c0 * ys[1];
 #if DK__RP_AVX2
-                if (fast32 && arg16 && cx->stream_out && nbins == P && nb == B && dk__rp_runs(ys, cx->PW, P) &&
-                    dk__rp_runs(as, cx->PW, P)) { /* training's usual case: both runs at once */
-                    dk__rp_tile_stream_pair16_avx2((float *)yk, arg16 + k * as[0] + c0 * as[1], P, (const float *)m, a);
+                if (fast32 && runs16 && cx->stream_out && dk__rp_runs(ys, cx->PW, P)) {
+                    /* training's usual case: both runs at once */
+                    dk__rp_tile_stream_pair16_avx2((float *)yk, arg16 + k * as[0] + c0 * as[1], P, (const float *)m,
+                                                   a16);
                     continue;
                 }
                 if (fast32 && nb == B && dk__rp_runs(ys, cx->PW, P)) {
@@ -195,8 +204,7 @@ static void DK_SFN(dk__rp_forward_blocks_worker)(void *p, int tid)
                 } else if (arg16) { /* Note [A narrow argmax] */
                     int16_t *ak = arg16 + k * as[0] + c0 * as[1];
 #if DK__RP_AVX2
-                    if (cx->avx2 && nb == B && nbins == P && dk__rp_runs(as, cx->PW, P))
-                        dk__rp_tile_run16_avx2(ak, P, a, cx->stream_out);
+                    if (runs16) dk__rp_tile_run16_avx2(ak, P, a16, cx->stream_out);
                     else
 #endif
                         DK__RP_TILE_STORE(ak, as, a, (int16_t), cx->PW, P, b0, nbins, nb);
