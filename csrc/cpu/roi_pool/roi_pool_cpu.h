@@ -125,6 +125,12 @@
  *    every index masked into a 1 KB plane (so in L1): neither memory nor L2 bounds it there;
  *    nor its loads (eight gradients loaded at once: medians 4.35 against 4.43 ms, the noise).
  *    Four channels' runs side by side instead of two: medians 5.2-5.3 against 4.4-4.5 ms.
+ *    With the bench's own argmax (from torchvision, 16.6% of indices repeating the one before)
+ *    the loop took minima of 4.44-4.51 ms after _disturb(); with each repeat moved to another
+ *    pixel (timing only) 4.24-4.34 ms: the chains through a store and a load cost about a tenth.
+ *    Keeping each channel's running element in a register instead (its memory value loaded
+ *    first, the last element stored every step, the register taken where the index repeats: no
+ *    branch, the same bits) made every step wait on the one before: 11.7-11.8 ms.
  *  - no index test at all (a timing-only copy, each -1 replaced by a valid index spread over the
  *    plane, so a quarter more additions and no branch): 8.2-10.6 ms against 7.4-10.8 ms, six runs,
  *    the same. The loop is not bound by its instructions or its branch.
@@ -449,7 +455,9 @@ static inline void dk__rp_block_bin_f64(const double *buf, int64_t W, int64_t h0
  *    the tallest window as well 3.7-3.8 ms. Visits, not mispredicted loop exits, are what costs:
  *    bins all 3 x 3 took more per visit than the bench's bins of 1-5.
  *  - without the argmax, two bins of a row walked side by side (two chains): 1.8-2.1 ms against
- *    1.5-1.6 ms.
+ *    1.5-1.6 ms; with it, bins (ph, pw) and (ph + 1, pw) side by side (the same columns, the
+ *    shorter one's last row repeated): 2.5-3.0 ms (while other work ran); each row's pixels two at
+ *    a time: 2.6 ms.
  * e: the tile's bins from cx->roi_bins (h0, h1, w0, w1 each; h0 = -1 empty), m and a: nbins x
  * DK__RP_BLOCK. The same bins, pixels in the same order, the same comparison: the same results.
  */
