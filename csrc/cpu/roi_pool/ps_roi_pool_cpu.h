@@ -1,9 +1,10 @@
 /*
  * roi_pool/ps_roi_pool_cpu.h — what the position-sensitive ops' CPU kernels (ps_roi_pool_tmpl.h,
- * ps_roi_align_tmpl.h, entry points in roi_pool_cpu.c) share beyond roi_pool_cpu.h: their tasks'
- * cost models, the plane-major gathers, the buffered backward's additions and the AVX2 copy of
- * their channels-last blocks. A header of its own: the RoI pooling family's one (roi_pool_cpu.h)
- * keeps the context, the bins and roi_pool's tiles.
+ * ps_roi_align_tmpl.h, entry points in roi_pool_cpu.c) share beyond roi_pool_cpu.h and
+ * roi_pool_tiles_cpu.h: their tasks' cost models, the plane-major gathers, the buffered backward's
+ * additions and the AVX2 copy of their channels-last blocks. A header of its own: the RoI pooling
+ * family's one (roi_pool_cpu.h) keeps the context and the bins, roi_pool_tiles_cpu.h roi_pool's
+ * tiles and the streamed runs.
  *
  * Note [Position-sensitive RoIPool on a CPU]
  * ps_roi_pool's output channel c at bin (ph, pw) reads input channel (c PH + ph) PW + pw: every
@@ -219,7 +220,7 @@
 #ifndef DK_PS_ROI_POOL_CPU_H
 #define DK_PS_ROI_POOL_CPU_H
 
-#include "roi_pool_cpu.h"
+#include "roi_pool_tiles_cpu.h" /* and roi_pool_cpu.h */
 
 /* The position-sensitive backwards: grad_input (cx->img, of `elem`-byte elements) is about to be
  * written whole, once: huge pages hinted where it is large, and then worth streaming (Note [Huge

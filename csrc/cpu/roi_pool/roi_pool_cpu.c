@@ -3,7 +3,7 @@
  * dispatcher calls, and their registration. The bins and the max are kernels/roi_pool_math.h's;
  * roi_pool_cpu.h says how the work is split. The argument checks were done by ops/roi_pool.c.
  */
-#include "ps_roi_pool_cpu.h" /* and roi_pool_cpu.h */
+#include "ps_roi_pool_cpu.h" /* and roi_pool_tiles_cpu.h, roi_pool_cpu.h */
 
 #include "dk_registry.h"
 #include "kernels/dk_template.h"

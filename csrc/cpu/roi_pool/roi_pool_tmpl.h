@@ -140,7 +140,7 @@ static void DK_SFN(dk__rp_forward_blocks_worker)(void *p, int tid)
     int16_t a16[DK__RP_TILE * DK__RP_BLOCK]; /* or narrowed, for an int16 argmax's runs */
     /* float32 storage with AVX2: the copy and the stores in 8 x 8 transposes */
     const bool fast32 = DK_DTYPE == DK_FLOAT32 && cx->avx2;
-    (void)fast32; /* read only where DK__RP_AVX2 (not in a clang build: roi_pool_cpu.h) */
+    (void)fast32; /* read only where DK__RP_AVX2 (not in a clang build: roi_pool_tiles_cpu.h) */
     for (int64_t t; (t = dk_parallel_claim(&cx->counter)) < cx->N * blocks;) {
         const int64_t n = t / blocks, c0 = t % blocks * B, nb = cx->C - c0 < B ? cx->C - c0 : B;
         if (first[n] == first[n + 1]) continue; /* no RoI on this image */
